@@ -1,0 +1,798 @@
+/*
+ * objstore.c - the C client library for the objstore module (see objstore.h).
+ *
+ * Every call is one synchronous OBJ.* command over a hiredis connection,
+ * sent with redisCommandArgv so ids, data and metadata are binary-safe. The
+ * zero-copy calls (create, pin) additionally need the node's shared-memory
+ * arena: on the first such call the library asks OBJ.STATS for the arena
+ * file, maps all of it MAP_SHARED, and from then on turns the offsets the
+ * server answers into pointers, after checking that they lie inside the
+ * mapping. Copying put/get never map anything, so they work from any
+ * machine.
+ *
+ * Errors: a server error reply starts with an uppercase code word that is
+ * mapped onto ObjErr, and the whole reply text is kept for objClientErrMsg();
+ * hiredis failures become OBJ_ERR_IO. Every call clears the previous error
+ * when it succeeds. A context is not thread-safe: use one per thread.
+ */
+#include "objstore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#define OBJ_CLIENT_ERRSTR_LEN 512
+#define OBJ_CLIENT_MAX_ARGS   6
+
+/* One connection to one node, and that node's arena once it is mapped. */
+struct ObjClient {
+    redisContext *rc; /* NULL only when hiredis could not allocate it */
+    ObjErr err;       /* OBJ_OK after every successful call */
+    char errstr[OBJ_CLIENT_ERRSTR_LEN];
+
+    /* The arena: mapped on the first create/pin, unmapped by objClientFree. */
+    unsigned char *arenaBase; /* NULL until mapped */
+    size_t arenaSize;         /* bytes mapped (the whole arena file) */
+    char *arenaPath;
+};
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+/*
+ * Record an error with a printf-style message. Can't fail (the message is
+ * truncated to the buffer). Returns -1 so callers can `return clientFail(...)`.
+ */
+static int clientFail(ObjClient *c, ObjErr code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int clientFail(ObjClient *c, ObjErr code, const char *fmt, ...)
+{
+    va_list ap;
+
+    c->err = code;
+    va_start(ap, fmt);
+    vsnprintf(c->errstr, sizeof(c->errstr), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Forget the previous error: every successful call ends here. Returns 0. */
+static int clientOk(ObjClient *c)
+{
+    c->err = OBJ_OK;
+    c->errstr[0] = '\0';
+    return 0;
+}
+
+/*
+ * Map the code word that starts a server error reply onto ObjErr. Unknown
+ * words (Redis's own "ERR ...", "WRONGTYPE", ...) are OBJ_ERR_OTHER. Can't fail.
+ */
+static ObjErr clientErrFromReply(const char *msg, size_t len)
+{
+    static const struct {
+        const char *word;
+        ObjErr code;
+    } table[] = {
+        {"BADARG", OBJ_ERR_BADARG},       {"NOTFOUND", OBJ_ERR_NOTFOUND},
+        {"EXISTS", OBJ_ERR_EXISTS},       {"OOM", OBJ_ERR_OOM},
+        {"NOTSEALED", OBJ_ERR_NOTSEALED}, {"WRONGSTATE", OBJ_ERR_WRONGSTATE},
+        {"TIMEOUT", OBJ_ERR_TIMEOUT},
+    };
+    size_t wordLen = 0;
+
+    while (wordLen < len && msg[wordLen] != ' ')
+        wordLen++;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (strlen(table[i].word) == wordLen && memcmp(table[i].word, msg, wordLen) == 0)
+            return table[i].code;
+    }
+    return OBJ_ERR_OTHER;
+}
+
+/* Record a server error reply (code word and full text). Returns -1. */
+static int clientFailReply(ObjClient *c, const redisReply *r)
+{
+    return clientFail(c, clientErrFromReply(r->str, r->len), "%.*s", (int)r->len, r->str);
+}
+
+/* Record an I/O error with hiredis' description of it. Returns -1. */
+static int clientFailIo(ObjClient *c)
+{
+    if (c->rc == NULL)
+        return clientFail(c, OBJ_ERR_IO, "no connection (out of memory when connecting)");
+    if (c->rc->err == 0)
+        return clientFail(c, OBJ_ERR_IO, "connection failed (no reply from the server)");
+    return clientFail(c, OBJ_ERR_IO, "%s", c->rc->errstr);
+}
+
+/* ---- commands --------------------------------------------------------------------------- */
+
+/* The arguments of one command; ids and data are binary-safe (pointer + length). */
+typedef struct CmdArgs {
+    int argc;
+    const char *argv[OBJ_CLIENT_MAX_ARGS];
+    size_t lens[OBJ_CLIENT_MAX_ARGS];
+} CmdArgs;
+
+/* Append an argument (the caller keeps it alive until the call). Can't fail:
+ * callers never add more than OBJ_CLIENT_MAX_ARGS. */
+static void argsAdd(CmdArgs *a, const void *p, size_t len)
+{
+    a->argv[a->argc] = p ? (const char *)p : "";
+    a->lens[a->argc] = len;
+    a->argc++;
+}
+
+/* Append a NUL-terminated argument. Can't fail. */
+static void argsAddStr(CmdArgs *a, const char *s)
+{
+    argsAdd(a, s, strlen(s));
+}
+
+/*
+ * Send one command and wait for its reply. Returns the reply (free it with
+ * freeReplyObject) unless it is an error reply or hiredis failed: then NULL,
+ * with the error recorded. Why: every API call wants exactly this split.
+ */
+static redisReply *clientCall(ObjClient *c, CmdArgs *a)
+{
+    redisReply *r;
+
+    if (c->rc == NULL || c->rc->err) {
+        clientFailIo(c);
+        return NULL;
+    }
+    r = redisCommandArgv(c->rc, a->argc, a->argv, a->lens);
+    if (r == NULL) {
+        clientFailIo(c);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        clientFailReply(c, r);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Record "the server answered something this library does not understand". Returns -1. */
+static int clientFailShape(ObjClient *c, const char *cmd, const redisReply *r)
+{
+    return clientFail(c, OBJ_ERR_IO, "unexpected reply to %s (reply type %d)", cmd, r->type);
+}
+
+/*
+ * Send a command that answers a status reply (OK, DEFERRED, ...) and accept
+ * any status. Returns 0, or -1 with the error recorded.
+ */
+static int clientCallStatus(ObjClient *c, CmdArgs *a)
+{
+    redisReply *r = clientCall(c, a);
+    int rv;
+
+    if (r == NULL)
+        return -1;
+    rv = r->type == REDIS_REPLY_STATUS ? clientOk(c) : clientFailShape(c, a->argv[0], r);
+    freeReplyObject(r);
+    return rv;
+}
+
+/*
+ * Start the arguments of `cmd id ...`. A NULL id with a length is a local
+ * BADARG; an empty id goes to the server, which owns the rules for ids.
+ * Returns 0, or -1 with the error recorded (also for a NULL client).
+ */
+static int clientIdCommand(ObjClient *c, const char *cmd, const void *id, size_t idLen, CmdArgs *a)
+{
+    if (c == NULL)
+        return -1;
+    if (id == NULL && idLen > 0)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG %s: id is NULL but idLen is %zu", cmd, idLen);
+    a->argc = 0;
+    argsAddStr(a, cmd);
+    argsAdd(a, id, idLen);
+    return 0;
+}
+
+/*
+ * Add the TIMEOUT option for the API's convention: 0 adds nothing, > 0 that
+ * many ms, -1 adds 0 (forever). buf holds the number and must outlive the
+ * call. Returns 0, or -1 (BADARG) for other negative values.
+ */
+static int clientAddTimeout(ObjClient *c, CmdArgs *a, long long timeoutMs, char *buf, size_t bufLen)
+{
+    if (timeoutMs < -1)
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG timeout %lld ms (use > 0, 0 = do not wait, -1 = forever)",
+                          timeoutMs);
+    if (timeoutMs == 0)
+        return 0;
+    snprintf(buf, bufLen, "%lld", timeoutMs < 0 ? 0LL : timeoutMs);
+    argsAddStr(a, "TIMEOUT");
+    argsAddStr(a, buf);
+    return 0;
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+/*
+ * Find the value of field `name` in a flat field/value array reply. Returns
+ * it, or NULL if the reply is not such an array or lacks the field.
+ */
+static const redisReply *replyField(const redisReply *r, const char *name)
+{
+    size_t nameLen = strlen(name);
+
+    if (r->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) && k->len == nameLen &&
+            memcmp(k->str, name, nameLen) == 0)
+            return r->element[i + 1];
+    }
+    return NULL;
+}
+
+/*
+ * Read a non-negative integer from an integer reply or a decimal string
+ * reply (INFO-style fields may come either way). Returns 0, or -1 if v is
+ * NULL, negative, not a number or does not fit.
+ */
+static int replyToU64(const redisReply *v, uint64_t *out)
+{
+    char buf[32], *end;
+    unsigned long long n;
+
+    if (v == NULL)
+        return -1;
+    if (v->type == REDIS_REPLY_INTEGER) {
+        if (v->integer < 0)
+            return -1;
+        *out = (uint64_t)v->integer;
+        return 0;
+    }
+    if (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_STATUS)
+        return -1;
+    if (v->len == 0 || v->len >= sizeof(buf) || v->str[0] < '0' || v->str[0] > '9')
+        return -1;
+    memcpy(buf, v->str, v->len);
+    buf[v->len] = '\0';
+    errno = 0;
+    n = strtoull(buf, &end, 10);
+    if (errno || *end != '\0')
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* Read field `name` of a field/value reply as a number. Returns 0, or -1 (error recorded). */
+static int clientField(ObjClient *c, const char *cmd, const redisReply *r, const char *name,
+                       uint64_t *out)
+{
+    if (replyToU64(replyField(r, name), out) < 0)
+        return clientFail(c, OBJ_ERR_IO, "unexpected reply to %s: no numeric field '%s'", cmd,
+                          name);
+    return 0;
+}
+
+/* ---- the arena -------------------------------------------------------------------------- */
+
+/*
+ * Map the node's arena if it is not mapped yet: OBJ.STATS names the file and
+ * its size; the whole file is mapped read-write and shared, because creators
+ * write object bytes in place. Returns 0, or -1 with OBJ_ERR_MAP (or the
+ * error of OBJ.STATS) recorded. Why lazily: copying-only clients (possibly
+ * on another machine) must never need the file.
+ */
+static int clientMapArena(ObjClient *c)
+{
+    CmdArgs a = {0};
+    const char *hint = "zero-copy create/pin needs the client on the same machine as the "
+                       "server and permission to open its arena file; the copying "
+                       "objClientPut/objClientGet work from anywhere";
+    const redisReply *pathReply;
+    redisReply *r;
+    uint64_t arenaSize;
+    struct stat st;
+    void *base;
+    char *path;
+    int fd;
+
+    if (c->arenaBase != NULL)
+        return 0;
+    argsAddStr(&a, "OBJ.STATS");
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    pathReply = replyField(r, "arena_path");
+    if (pathReply == NULL || pathReply->type != REDIS_REPLY_STRING || pathReply->len == 0 ||
+        strlen(pathReply->str) != pathReply->len) {
+        freeReplyObject(r);
+        return clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.STATS: no arena_path");
+    }
+    if (clientField(c, "OBJ.STATS", r, "arena_size", &arenaSize) < 0) {
+        freeReplyObject(r);
+        return -1;
+    }
+    path = strdup(pathReply->str);
+    freeReplyObject(r);
+    if (path == NULL)
+        return clientFail(c, OBJ_ERR_OTHER, "out of memory");
+
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        clientFail(c, OBJ_ERR_MAP, "cannot open the arena %s: %s; %s", path, strerror(errno), hint);
+        goto out_free_path;
+    }
+    if (fstat(fd, &st) < 0) {
+        clientFail(c, OBJ_ERR_MAP, "cannot stat the arena %s: %s; %s", path, strerror(errno), hint);
+        goto out_close;
+    }
+    if (st.st_size <= 0 || (uint64_t)st.st_size < arenaSize) {
+        clientFail(c, OBJ_ERR_MAP,
+                   "the arena %s has %lld bytes but the server reports %llu: it is not this "
+                   "server's arena; %s",
+                   path, (long long)st.st_size, (unsigned long long)arenaSize, hint);
+        goto out_close;
+    }
+    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        clientFail(c, OBJ_ERR_MAP, "cannot map the arena %s: %s; %s", path, strerror(errno), hint);
+        goto out_close;
+    }
+    close(fd);
+    c->arenaBase = base;
+    c->arenaSize = (size_t)st.st_size;
+    c->arenaPath = path;
+    return 0;
+
+out_close:
+    close(fd);
+out_free_path:
+    free(path);
+    return -1;
+}
+
+/* Whether [offset, offset + len) lies inside the mapped arena. */
+static int clientInArena(const ObjClient *c, uint64_t offset, uint64_t len)
+{
+    return offset <= c->arenaSize && len <= c->arenaSize - offset;
+}
+
+/* ---- connection ----------------------------------------------------------------------------- */
+
+/*
+ * Wrap a hiredis context (possibly NULL or failed) into a client. Returns the
+ * client with the connect error recorded, or NULL when out of memory.
+ */
+static ObjClient *clientWrap(redisContext *rc)
+{
+    ObjClient *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        redisFree(rc);
+        return NULL;
+    }
+    c->rc = rc;
+    if (rc == NULL || rc->err)
+        clientFailIo(c);
+    else
+        clientOk(c);
+    return c;
+}
+
+/* Connect over TCP. Never fails except out of memory (NULL); see objstore.h. */
+ObjClient *objClientConnect(const char *host, int port)
+{
+    return clientWrap(redisConnect(host ? host : "127.0.0.1", port));
+}
+
+/* Connect over a unix socket. Never fails except out of memory (NULL). */
+ObjClient *objClientConnectUnix(const char *path)
+{
+    return clientWrap(redisConnectUnix(path ? path : ""));
+}
+
+/* Close the connection and unmap the arena. Accepts NULL. Can't fail. */
+void objClientFree(ObjClient *c)
+{
+    if (c == NULL)
+        return;
+    if (c->arenaBase != NULL)
+        munmap(c->arenaBase, c->arenaSize);
+    free(c->arenaPath);
+    if (c->rc != NULL)
+        redisFree(c->rc);
+    free(c);
+}
+
+/* The last call's error code; OBJ_OK after a success. A NULL client is an I/O error. */
+ObjErr objClientErrCode(const ObjClient *c)
+{
+    return c ? c->err : OBJ_ERR_IO;
+}
+
+/* The last call's error message; "" after a success. Never NULL. */
+const char *objClientErrMsg(const ObjClient *c)
+{
+    return c ? c->errstr : "no client (out of memory when connecting)";
+}
+
+/* ---- create / seal / abort ------------------------------------------------------------------ */
+
+/*
+ * OBJ.CREATE id size [META m], then point *data at the reserved bytes in the
+ * arena (mapped first, so a client that cannot map never leaves a created
+ * object behind). Returns 0, or -1 with the error recorded; an answer that
+ * does not fit the mapping aborts the object again (OBJ_ERR_OTHER).
+ */
+int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, const void *meta,
+                    size_t metaLen, void **data)
+{
+    uint64_t offset, gotSize;
+    char sizeBuf[32];
+    redisReply *r;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.CREATE", id, idLen, &a) < 0)
+        return -1;
+    if (data == NULL || (meta == NULL && metaLen > 0))
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG objClientCreate: data is NULL, or meta is NULL with metaLen > 0");
+    if (clientMapArena(c) < 0)
+        return -1;
+    snprintf(sizeBuf, sizeof(sizeBuf), "%zu", size);
+    argsAddStr(&a, sizeBuf);
+    if (metaLen > 0) {
+        argsAddStr(&a, "META");
+        argsAdd(&a, meta, metaLen);
+    }
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    if (clientField(c, "OBJ.CREATE", r, "offset", &offset) < 0 ||
+        clientField(c, "OBJ.CREATE", r, "size", &gotSize) < 0) {
+        freeReplyObject(r);
+        objClientAbort(c, id, idLen);
+        return clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.CREATE (object aborted)");
+    }
+    freeReplyObject(r);
+    if (gotSize != size || !clientInArena(c, offset, gotSize)) {
+        /* A created object nobody can write would only hold memory until disconnect. */
+        objClientAbort(c, id, idLen);
+        return clientFail(c, OBJ_ERR_OTHER,
+                          "OBJ.CREATE answered offset %llu size %llu, which is not a %zu-byte "
+                          "range inside the mapped arena %s (%zu bytes); object aborted",
+                          (unsigned long long)offset, (unsigned long long)gotSize, size,
+                          c->arenaPath, c->arenaSize);
+    }
+    *data = c->arenaBase + offset;
+    return clientOk(c);
+}
+
+/* OBJ.SEAL id. Returns 0, or -1 with the error recorded. */
+int objClientSeal(ObjClient *c, const void *id, size_t idLen)
+{
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.SEAL", id, idLen, &a) < 0)
+        return -1;
+    return clientCallStatus(c, &a);
+}
+
+/* OBJ.ABORT id. Returns 0, or -1 with the error recorded. */
+int objClientAbort(ObjClient *c, const void *id, size_t idLen)
+{
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.ABORT", id, idLen, &a) < 0)
+        return -1;
+    return clientCallStatus(c, &a);
+}
+
+/* ---- pin / release ----------------------------------------------------------------------------
+ */
+
+/*
+ * Check an OBJ.PIN reply against the mapping and fill *out. The server
+ * stores the metadata right after the data, so out->meta is base + offset +
+ * size; the copy of the metadata in the reply must equal those arena bytes,
+ * which catches a client and server that disagree about the layout.
+ * Returns 0, or -1 with the error recorded.
+ */
+static int clientPinView(ObjClient *c, const redisReply *r, ObjBuffer *out)
+{
+    const redisReply *meta = replyField(r, "meta");
+    uint64_t offset, size;
+
+    if (clientField(c, "OBJ.PIN", r, "offset", &offset) < 0 ||
+        clientField(c, "OBJ.PIN", r, "size", &size) < 0)
+        return -1;
+    if (meta == NULL || meta->type != REDIS_REPLY_STRING)
+        return clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.PIN: no meta string");
+    if (!clientInArena(c, offset, size) || !clientInArena(c, offset + size, meta->len))
+        return clientFail(c, OBJ_ERR_OTHER,
+                          "OBJ.PIN answered offset %llu size %llu meta %zu bytes, which is not "
+                          "inside the mapped arena %s (%zu bytes)",
+                          (unsigned long long)offset, (unsigned long long)size, meta->len,
+                          c->arenaPath, c->arenaSize);
+    if (meta->len > 0 && memcmp(c->arenaBase + offset + size, meta->str, meta->len) != 0)
+        return clientFail(c, OBJ_ERR_OTHER,
+                          "OBJ.PIN: the metadata is not stored right after the data in the "
+                          "arena %s (client and server versions disagree?)",
+                          c->arenaPath);
+    out->data = c->arenaBase + offset;
+    out->size = (size_t)size;
+    out->meta = c->arenaBase + offset + size;
+    out->metaSize = meta->len;
+    return 0;
+}
+
+/*
+ * OBJ.PIN id [TIMEOUT ms], then point *out into the arena. Returns 0, or -1
+ * with the error recorded; a reply that cannot be turned into a view
+ * releases the pin again, keeping the error that explains why.
+ */
+int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, ObjBuffer *out)
+{
+    char timeoutBuf[32], msg[OBJ_CLIENT_ERRSTR_LEN];
+    redisReply *r;
+    CmdArgs a;
+    ObjErr err;
+    int rv;
+
+    if (clientIdCommand(c, "OBJ.PIN", id, idLen, &a) < 0)
+        return -1;
+    if (out == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientPin: out is NULL");
+    if (clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
+        return -1;
+    if (clientMapArena(c) < 0)
+        return -1;
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    rv = clientPinView(c, r, out);
+    freeReplyObject(r);
+    if (rv == 0)
+        return clientOk(c);
+
+    err = c->err;
+    memcpy(msg, c->errstr, sizeof(msg));
+    objClientRelease(c, id, idLen);
+    c->err = err;
+    memcpy(c->errstr, msg, sizeof(msg));
+    return -1;
+}
+
+/* OBJ.RELEASE id. Returns 0, or -1 with the error recorded. */
+int objClientRelease(ObjClient *c, const void *id, size_t idLen)
+{
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.RELEASE", id, idLen, &a) < 0)
+        return -1;
+    return clientCallStatus(c, &a);
+}
+
+/* ---- copying put / get --------------------------------------------------------------------------
+ */
+
+/* OBJ.PUT id data [META m]. Returns 0, or -1 with the error recorded. */
+int objClientPut(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
+                 const void *meta, size_t metaLen)
+{
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.PUT", id, idLen, &a) < 0)
+        return -1;
+    if ((data == NULL && size > 0) || (meta == NULL && metaLen > 0))
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG objClientPut: data or meta is NULL with a non-zero length");
+    argsAdd(&a, data, size);
+    if (metaLen > 0) {
+        argsAddStr(&a, "META");
+        argsAdd(&a, meta, metaLen);
+    }
+    return clientCallStatus(c, &a);
+}
+
+/*
+ * OBJ.GET id [TIMEOUT ms] into a malloc'ed copy (a 1-byte allocation for an
+ * empty object, so *data is never NULL on success). Returns 0, or -1 with
+ * the error recorded and *data, *size untouched.
+ */
+int objClientGet(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, void **data,
+                 size_t *size)
+{
+    char timeoutBuf[32];
+    redisReply *r;
+    void *copy;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.GET", id, idLen, &a) < 0)
+        return -1;
+    if (data == NULL || size == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientGet: data or size is NULL");
+    if (clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
+        return -1;
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        clientFailShape(c, "OBJ.GET", r);
+        freeReplyObject(r);
+        return -1;
+    }
+    copy = malloc(r->len > 0 ? r->len : 1);
+    if (copy == NULL) {
+        clientFail(c, OBJ_ERR_OTHER, "out of memory copying a %zu-byte object", r->len);
+        freeReplyObject(r);
+        return -1;
+    }
+    memcpy(copy, r->str, r->len);
+    *data = copy;
+    *size = r->len;
+    freeReplyObject(r);
+    return clientOk(c);
+}
+
+/* Free a buffer from objClientGet. Accepts NULL. */
+void objClientFreeData(void *data)
+{
+    free(data);
+}
+
+/* ---- delete / exists / fetch / info ---------------------------------------------------------- */
+
+/* OBJ.DEL id: OK (freed now) and DEFERRED (pinned) are both success. Returns 0 or -1. */
+int objClientDelete(ObjClient *c, const void *id, size_t idLen)
+{
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.DEL", id, idLen, &a) < 0)
+        return -1;
+    return clientCallStatus(c, &a);
+}
+
+/* OBJ.EXISTS id into *exists (1 or 0). Returns 0, or -1 with the error recorded. */
+int objClientExists(ObjClient *c, const void *id, size_t idLen, int *exists)
+{
+    redisReply *r;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.EXISTS", id, idLen, &a) < 0)
+        return -1;
+    if (exists == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientExists: exists is NULL");
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        clientFailShape(c, "OBJ.EXISTS", r);
+        freeReplyObject(r);
+        return -1;
+    }
+    *exists = r->integer != 0;
+    freeReplyObject(r);
+    return clientOk(c);
+}
+
+/*
+ * OBJ.FETCH id [TIMEOUT ms] (timeoutMs <= 0: the server's default). The reply
+ * has one element per id, each a status or an error; an error element
+ * becomes this call's error. Returns 0, or -1 with the error recorded.
+ */
+int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeoutMs)
+{
+    const redisReply *elem;
+    char timeoutBuf[32];
+    redisReply *r;
+    CmdArgs a;
+    int rv;
+
+    if (clientIdCommand(c, "OBJ.FETCH", id, idLen, &a) < 0)
+        return -1;
+    if (timeoutMs > 0 && clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
+        return -1;
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_STATUS) {
+        rv = clientOk(c);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
+        rv = clientFailShape(c, "OBJ.FETCH", r);
+    } else {
+        elem = r->element[0];
+        if (elem->type == REDIS_REPLY_ERROR)
+            rv = clientFailReply(c, elem);
+        else if (elem->type == REDIS_REPLY_STATUS || elem->type == REDIS_REPLY_STRING)
+            rv = clientOk(c);
+        else
+            rv = clientFailShape(c, "OBJ.FETCH", elem);
+    }
+    freeReplyObject(r);
+    return rv;
+}
+
+/*
+ * Parse OBJ.INFO's checksum (16 hex digits). Returns 0, or -1 if v is
+ * anything else.
+ */
+static int replyToChecksum(const redisReply *v, uint64_t *out)
+{
+    uint64_t n = 0;
+
+    if (v == NULL || (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_STATUS) ||
+        v->len != 16)
+        return -1;
+    for (size_t i = 0; i < 16; i++) {
+        char ch = v->str[i];
+        unsigned digit;
+
+        if (ch >= '0' && ch <= '9')
+            digit = (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            digit = (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            digit = (unsigned)(ch - 'A' + 10);
+        else
+            return -1;
+        n = n << 4 | digit;
+    }
+    *out = n;
+    return 0;
+}
+
+/*
+ * OBJ.INFO id into *info. sealed is 1 only in state "sealed" (not "created",
+ * not "deleting"). A sealed object must carry a checksum; an unsealed one
+ * without a parseable checksum reports 0. Returns 0, or -1 with the error
+ * recorded and *info untouched.
+ */
+int objClientInfo(ObjClient *c, const void *id, size_t idLen, ObjInfo *info)
+{
+    const redisReply *state;
+    ObjInfo tmp = {0};
+    redisReply *r;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.INFO", id, idLen, &a) < 0)
+        return -1;
+    if (info == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientInfo: info is NULL");
+    r = clientCall(c, &a);
+    if (r == NULL)
+        return -1;
+    state = replyField(r, "state");
+    if (state == NULL || (state->type != REDIS_REPLY_STRING && state->type != REDIS_REPLY_STATUS)) {
+        clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.INFO: no state");
+        goto out_free_reply;
+    }
+    tmp.sealed = state->len == 6 && memcmp(state->str, "sealed", 6) == 0;
+    if (clientField(c, "OBJ.INFO", r, "size", &tmp.size) < 0 ||
+        clientField(c, "OBJ.INFO", r, "meta_size", &tmp.metaSize) < 0 ||
+        clientField(c, "OBJ.INFO", r, "offset", &tmp.offset) < 0 ||
+        clientField(c, "OBJ.INFO", r, "pins", &tmp.pins) < 0)
+        goto out_free_reply;
+    if (replyToChecksum(replyField(r, "checksum"), &tmp.checksum) < 0 && tmp.sealed) {
+        clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.INFO: checksum is not 16 hex digits");
+        goto out_free_reply;
+    }
+    freeReplyObject(r);
+    *info = tmp;
+    return clientOk(c);
+
+out_free_reply:
+    freeReplyObject(r);
+    return -1;
+}

@@ -1,0 +1,452 @@
+/*
+ * alloc.c - two-level segregated fit (TLSF) allocator over the offsets of
+ * one arena.
+ *
+ * The arena is cut into 64-byte units and every range is a whole number of
+ * units, so offsets come out aligned without any per-block padding. Each
+ * range, used or free, is a heap-allocated AllocBlock node; the nodes of all
+ * ranges form a doubly linked list in address order (the physical list),
+ * which is what lets a freed range find and swallow its free neighbours in
+ * O(1). Free ranges additionally sit in one of FL x SL size-class lists:
+ * the first level is the power of two of the size, the second level splits
+ * each power of two into 32 equal steps. One bit per non-empty list, in a
+ * first-level word and a second-level word per first level, turns "the
+ * smallest non-empty class that can hold n" into two count-trailing-zeros.
+ *
+ * Nothing is ever stored inside the arena: it is shared with clients, and a
+ * buggy client must not be able to corrupt the allocator. Nodes come from a
+ * private pool that grows in chunks and recycles nodes released by merges,
+ * so steady-state traffic does not call malloc at all.
+ */
+#include "alloc.h"
+
+#include <stdlib.h>
+
+/* log2 of the unit: every offset and size is a multiple of 64 bytes. */
+#define ALLOC_UNIT_SHIFT 6
+/* Second level: each power of two is split into 2^5 = 32 classes. */
+#define ALLOC_SL_SHIFT 5
+#define ALLOC_SL_COUNT (1u << ALLOC_SL_SHIFT)
+/* First level: one class row per possible most-significant bit. Sizes are
+ * below 2^58 units, so rows above 53 stay empty; 64 keeps the masks simple. */
+#define ALLOC_FL_COUNT 64
+/* Nodes allocated per pool chunk. */
+#define ALLOC_CHUNK_NODES 256
+
+struct AllocBlock {
+    uint64_t offset;      /* in units */
+    uint64_t size;        /* in units, >= 1 */
+    AllocBlock *prevPhys; /* address-order neighbours; NULL at the ends */
+    AllocBlock *nextPhys;
+    AllocBlock *prevFree; /* size-class list links (free blocks only); */
+    AllocBlock *nextFree; /* nextFree also links spare nodes in the pool */
+    int isFree;
+};
+
+typedef struct AllocChunk {
+    struct AllocChunk *next;
+    AllocBlock nodes[ALLOC_CHUNK_NODES];
+} AllocChunk;
+
+struct Allocator {
+    uint64_t capacity;                 /* in units */
+    uint64_t usedUnits;                /* units in allocated blocks */
+    uint64_t usedBlocks;               /* allocated blocks */
+    uint64_t freeBlocks;               /* free blocks (all of them are in the lists) */
+    AllocBlock *first;                 /* the block at offset 0 */
+    uint64_t flBitmap;                 /* bit f set iff slBitmap[f] != 0 */
+    uint32_t slBitmap[ALLOC_FL_COUNT]; /* bit s set iff heads[f][s] != NULL */
+    AllocBlock *heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT];
+    AllocBlock *spare;  /* recycled nodes, linked through nextFree */
+    AllocChunk *chunks; /* every chunk ever allocated, for destroy */
+};
+
+/* ---- size classes ------------------------------------------------------------ */
+
+/*
+ * Index of the most significant set bit of x. x must be non-zero (callers
+ * only pass sizes, which are >= 1 unit). Can't fail.
+ */
+static unsigned allocMsb(uint64_t x)
+{
+    return 63u - (unsigned)__builtin_clzll(x);
+}
+
+/*
+ * Size class of a block of units units: sizes below 32 get one exact class
+ * each in row 0; above that, row = msb - 4 and the column is the next five
+ * bits below the msb. Every size maps to exactly one class. Can't fail.
+ */
+static void allocMapping(uint64_t units, unsigned *fl, unsigned *sl)
+{
+    if (units < ALLOC_SL_COUNT) {
+        *fl = 0;
+        *sl = (unsigned)units;
+        return;
+    }
+    unsigned msb = allocMsb(units);
+    *fl = msb - (ALLOC_SL_SHIFT - 1);
+    *sl = (unsigned)(units >> (msb - ALLOC_SL_SHIFT)) - ALLOC_SL_COUNT;
+}
+
+/*
+ * Round units up to the start of the next class unless it already is one,
+ * so that every block in the class found for the result is big enough
+ * ("good fit"). Inputs are below 2^58, so this cannot overflow. Can't fail.
+ */
+static uint64_t allocRoundUp(uint64_t units)
+{
+    if (units < ALLOC_SL_COUNT)
+        return units;
+    uint64_t step = 1ULL << (allocMsb(units) - ALLOC_SL_SHIFT);
+    return units + step - 1;
+}
+
+/*
+ * Smallest non-empty class at or above (fl, sl): the second-level word of
+ * row fl masked to columns >= sl, else the lowest non-empty row above fl.
+ * Returns that class's head, or NULL when every such class is empty.
+ */
+static AllocBlock *allocFindClass(const Allocator *a, unsigned fl, unsigned sl)
+{
+    if (fl >= ALLOC_FL_COUNT)
+        return NULL;
+    uint32_t slBits = a->slBitmap[fl] & (~0u << sl);
+    if (slBits == 0) {
+        uint64_t flBits = fl + 1 < ALLOC_FL_COUNT ? a->flBitmap & (~0ULL << (fl + 1)) : 0;
+        if (flBits == 0)
+            return NULL;
+        fl = (unsigned)__builtin_ctzll(flBits);
+        slBits = a->slBitmap[fl];
+    }
+    sl = (unsigned)__builtin_ctz(slBits);
+    return a->heads[fl][sl];
+}
+
+/* ---- free lists -------------------------------------------------------------- */
+
+/* Push free block b on the head of its class list and set the bits. Can't fail. */
+static void allocListInsert(Allocator *a, AllocBlock *b)
+{
+    unsigned fl, sl;
+    allocMapping(b->size, &fl, &sl);
+    b->prevFree = NULL;
+    b->nextFree = a->heads[fl][sl];
+    if (b->nextFree)
+        b->nextFree->prevFree = b;
+    a->heads[fl][sl] = b;
+    a->slBitmap[fl] |= 1u << sl;
+    a->flBitmap |= 1ULL << fl;
+}
+
+/* Unlink free block b from its class list, clearing bits that go empty. Can't fail. */
+static void allocListRemove(Allocator *a, AllocBlock *b)
+{
+    unsigned fl, sl;
+    allocMapping(b->size, &fl, &sl);
+    if (b->prevFree)
+        b->prevFree->nextFree = b->nextFree;
+    else
+        a->heads[fl][sl] = b->nextFree;
+    if (b->nextFree)
+        b->nextFree->prevFree = b->prevFree;
+    b->prevFree = b->nextFree = NULL;
+    if (a->heads[fl][sl] == NULL) {
+        a->slBitmap[fl] &= ~(1u << sl);
+        if (a->slBitmap[fl] == 0)
+            a->flBitmap &= ~(1ULL << fl);
+    }
+}
+
+/* ---- node pool --------------------------------------------------------------- */
+
+/*
+ * Take a node from the pool, growing it by one chunk when it is empty.
+ * Returns NULL when malloc fails; the allocator is unchanged then.
+ */
+static AllocBlock *allocNodeGet(Allocator *a)
+{
+    if (a->spare == NULL) {
+        AllocChunk *c = malloc(sizeof(*c));
+        if (c == NULL)
+            return NULL;
+        c->next = a->chunks;
+        a->chunks = c;
+        for (int i = ALLOC_CHUNK_NODES - 1; i >= 0; i--) {
+            c->nodes[i].nextFree = a->spare;
+            a->spare = &c->nodes[i];
+        }
+    }
+    AllocBlock *n = a->spare;
+    a->spare = n->nextFree;
+    *n = (AllocBlock){0};
+    return n;
+}
+
+/*
+ * Give a node back to the pool (it is only ever freed with its chunk). It is
+ * marked free so a stray second allocPut of a merged-away block is ignored
+ * until the node is handed out again. Can't fail.
+ */
+static void allocNodePut(Allocator *a, AllocBlock *n)
+{
+    *n = (AllocBlock){0};
+    n->isFree = 1;
+    n->nextFree = a->spare;
+    a->spare = n;
+}
+
+/* ---- public API -------------------------------------------------------------- */
+
+/*
+ * Build an allocator whose single free block spans the whole capacity,
+ * rounded down to whole units. Returns NULL when less than one unit remains
+ * or when the bookkeeping cannot be allocated.
+ */
+Allocator *allocCreate(uint64_t capacity)
+{
+    uint64_t units = capacity >> ALLOC_UNIT_SHIFT;
+    if (units == 0)
+        return NULL;
+    Allocator *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return NULL;
+    a->capacity = units;
+    AllocBlock *b = allocNodeGet(a);
+    if (b == NULL) {
+        free(a);
+        return NULL;
+    }
+    b->offset = 0;
+    b->size = units;
+    b->isFree = 1;
+    a->first = b;
+    a->freeBlocks = 1;
+    allocListInsert(a, b);
+    return a;
+}
+
+/* Free every chunk of nodes and the allocator itself. Accepts NULL; can't fail. */
+void allocDestroy(Allocator *a)
+{
+    if (a == NULL)
+        return;
+    AllocChunk *c = a->chunks;
+    while (c) {
+        AllocChunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(a);
+}
+
+/*
+ * Find a free block of at least size bytes (one unit for 0), split off the
+ * tail it does not need and return the head, marked used. The good-fit
+ * search rounds the request up to its class boundary; when that finds
+ * nothing, the request's own class may still hold a block that is big enough
+ * but not big enough for every member of the class, so that one list is
+ * scanned. Together the two make any request up to largestFree succeed.
+ * Returns NULL when nothing fits or a split needs a node malloc cannot give;
+ * the allocator is unchanged then.
+ */
+AllocBlock *allocGet(Allocator *a, uint64_t size)
+{
+    if (a == NULL || size > (a->capacity << ALLOC_UNIT_SHIFT))
+        return NULL;
+    uint64_t units = size == 0 ? 1 : (size + OBJ_ALLOC_ALIGN - 1) >> ALLOC_UNIT_SHIFT;
+
+    unsigned fl, sl;
+    allocMapping(allocRoundUp(units), &fl, &sl);
+    AllocBlock *b = allocFindClass(a, fl, sl);
+    if (b == NULL) {
+        allocMapping(units, &fl, &sl);
+        for (b = a->heads[fl][sl]; b && b->size < units; b = b->nextFree)
+            ;
+        if (b == NULL)
+            return NULL;
+    }
+
+    if (b->size > units) {
+        AllocBlock *rest = allocNodeGet(a);
+        if (rest == NULL)
+            return NULL;
+        allocListRemove(a, b);
+        rest->offset = b->offset + units;
+        rest->size = b->size - units;
+        rest->isFree = 1;
+        rest->prevPhys = b;
+        rest->nextPhys = b->nextPhys;
+        if (rest->nextPhys)
+            rest->nextPhys->prevPhys = rest;
+        b->nextPhys = rest;
+        b->size = units;
+        /* b's old right neighbour was used (free neighbours never touch), so
+         * the remainder needs no merging. */
+        allocListInsert(a, rest);
+    } else {
+        allocListRemove(a, b);
+        a->freeBlocks--;
+    }
+    b->isFree = 0;
+    a->usedUnits += b->size;
+    a->usedBlocks++;
+    return b;
+}
+
+/*
+ * Mark b free and merge it with a free left and/or right neighbour, so two
+ * free blocks are never adjacent. Accepts NULL and ignores a block that is
+ * already free (a double put, as long as its node has not been handed out
+ * again); can't fail.
+ */
+void allocPut(Allocator *a, AllocBlock *b)
+{
+    if (a == NULL || b == NULL || b->isFree)
+        return;
+    a->usedUnits -= b->size;
+    a->usedBlocks--;
+    a->freeBlocks++;
+    b->isFree = 1;
+
+    AllocBlock *left = b->prevPhys;
+    if (left && left->isFree) {
+        allocListRemove(a, left);
+        left->size += b->size;
+        left->nextPhys = b->nextPhys;
+        if (left->nextPhys)
+            left->nextPhys->prevPhys = left;
+        allocNodePut(a, b);
+        a->freeBlocks--;
+        b = left;
+    }
+    AllocBlock *right = b->nextPhys;
+    if (right && right->isFree) {
+        allocListRemove(a, right);
+        b->size += right->size;
+        b->nextPhys = right->nextPhys;
+        if (b->nextPhys)
+            b->nextPhys->prevPhys = b;
+        allocNodePut(a, right);
+        a->freeBlocks--;
+    }
+    allocListInsert(a, b);
+}
+
+/* Byte offset of b in the arena; a multiple of OBJ_ALLOC_ALIGN. Can't fail. */
+uint64_t allocBlockOffset(const AllocBlock *b)
+{
+    return b->offset << ALLOC_UNIT_SHIFT;
+}
+
+/* Usable bytes of b: the request rounded up to whole units. Can't fail. */
+uint64_t allocBlockSize(const AllocBlock *b)
+{
+    return b->size << ALLOC_UNIT_SHIFT;
+}
+
+/*
+ * Fill st from the counters. The largest free block must be in the highest
+ * non-empty class, and a larger class never holds a smaller block, so only
+ * that one list is scanned. Can't fail.
+ */
+void allocGetStats(const Allocator *a, AllocStats *st)
+{
+    *st = (AllocStats){0};
+    if (a == NULL)
+        return;
+    uint64_t largest = 0;
+    if (a->flBitmap) {
+        unsigned fl = allocMsb(a->flBitmap);
+        unsigned sl = 31u - (unsigned)__builtin_clz(a->slBitmap[fl]);
+        for (const AllocBlock *b = a->heads[fl][sl]; b; b = b->nextFree)
+            if (b->size > largest)
+                largest = b->size;
+    }
+    st->capacity = a->capacity << ALLOC_UNIT_SHIFT;
+    st->used = a->usedUnits << ALLOC_UNIT_SHIFT;
+    st->free = st->capacity - st->used;
+    st->largestFree = largest << ALLOC_UNIT_SHIFT;
+    st->blocks = a->usedBlocks;
+    st->freeBlocks = a->freeBlocks;
+}
+
+/*
+ * 0 if free block b is a member of the list of its class, -1 otherwise. The
+ * walk is bounded by the number of free blocks so a corrupted, cyclic list
+ * cannot hang the check.
+ */
+static int allocCheckInList(const Allocator *a, const AllocBlock *b, uint64_t bound)
+{
+    unsigned fl, sl;
+    allocMapping(b->size, &fl, &sl);
+    for (const AllocBlock *n = a->heads[fl][sl]; n && bound; n = n->nextFree, bound--)
+        if (n == b)
+            return 0;
+    return -1;
+}
+
+/*
+ * Verify every invariant: the physical list tiles [0, capacity) in order
+ * with no gaps or overlaps and consistent back links; no two free blocks are
+ * adjacent; each free block is in the list of its own class; each list is
+ * well linked, holds only free blocks of its class, and its bits match; the
+ * lists together hold exactly the free blocks; the counters match the walk.
+ * Returns 0 when all hold, -1 at the first violation. Cost is
+ * O(blocks + free blocks x list length): for tests and debug builds.
+ */
+int allocCheck(const Allocator *a)
+{
+    if (a == NULL || a->first == NULL || a->first->prevPhys != NULL)
+        return -1;
+
+    /* Physical walk; it ends because offsets strictly increase up to capacity. */
+    uint64_t end = 0, usedUnits = 0, usedBlocks = 0, freeBlocks = 0;
+    const AllocBlock *prev = NULL;
+    for (const AllocBlock *b = a->first; b; prev = b, b = b->nextPhys) {
+        if (b->prevPhys != prev || b->offset != end || b->size == 0 || b->size > a->capacity - end)
+            return -1;
+        end += b->size;
+        if (b->isFree) {
+            if (prev && prev->isFree)
+                return -1;
+            freeBlocks++;
+        } else {
+            usedUnits += b->size;
+            usedBlocks++;
+        }
+    }
+    if (end != a->capacity || usedUnits != a->usedUnits || usedBlocks != a->usedBlocks ||
+        freeBlocks != a->freeBlocks)
+        return -1;
+
+    /* Lists and bitmaps. */
+    uint64_t listed = 0;
+    for (unsigned fl = 0; fl < ALLOC_FL_COUNT; fl++) {
+        if (((a->flBitmap >> fl) & 1) != (a->slBitmap[fl] != 0))
+            return -1;
+        for (unsigned sl = 0; sl < ALLOC_SL_COUNT; sl++) {
+            const AllocBlock *head = a->heads[fl][sl];
+            if (((a->slBitmap[fl] >> sl) & 1) != (head != NULL))
+                return -1;
+            const AllocBlock *p = NULL;
+            for (const AllocBlock *n = head; n; p = n, n = n->nextFree) {
+                unsigned f, s;
+                if (++listed > freeBlocks || !n->isFree || n->prevFree != p || n->size == 0)
+                    return -1;
+                allocMapping(n->size, &f, &s);
+                if (f != fl || s != sl)
+                    return -1;
+            }
+        }
+    }
+    if (listed != freeBlocks)
+        return -1;
+
+    /* Every free block is listed; with the count above, the lists hold
+     * exactly the free blocks. */
+    for (const AllocBlock *b = a->first; b; b = b->nextPhys)
+        if (b->isFree && allocCheckInList(a, b, freeBlocks) != 0)
+            return -1;
+    return 0;
+}

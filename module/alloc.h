@@ -1,0 +1,47 @@
+/*
+ * alloc.h - the arena allocator: hands out 64-byte aligned ranges of one
+ * contiguous region (the shared-memory arena) and takes them back.
+ *
+ * Two-level segregated fit (TLSF): free ranges sit in size-class lists found
+ * through two bitmaps, so allocation and release are O(1); freed ranges
+ * coalesce with free neighbours at once, so fragmentation stays bounded.
+ * Bookkeeping lives in ordinary heap memory, never inside the arena, so a
+ * client that scribbles on the mapped arena cannot corrupt the allocator.
+ * Pure C: no Redis headers, no locking (the object table's lock covers it).
+ */
+#ifndef OBJSTORE_ALLOC_H
+#define OBJSTORE_ALLOC_H
+
+#include <stdint.h>
+
+#define OBJ_ALLOC_ALIGN 64
+
+typedef struct Allocator Allocator;
+typedef struct AllocBlock AllocBlock;
+
+typedef struct AllocStats {
+    uint64_t capacity;    /* bytes managed (rounded down to the alignment) */
+    uint64_t used;        /* bytes in allocated blocks (after rounding) */
+    uint64_t free;        /* capacity - used */
+    uint64_t largestFree; /* the largest single request that would succeed now */
+    uint64_t blocks;      /* allocated blocks */
+    uint64_t freeBlocks;  /* free ranges (1 when empty: fragmentation measure) */
+} AllocStats;
+
+/* Manage [0, capacity). Returns NULL if capacity < OBJ_ALLOC_ALIGN or on OOM. */
+Allocator *allocCreate(uint64_t capacity);
+/* Frees all bookkeeping; outstanding blocks become invalid. Accepts NULL. */
+void allocDestroy(Allocator *a);
+/* Reserve size bytes (0 is allowed and takes one aligned unit). Returns NULL
+ * when no free range is large enough; never aborts. */
+AllocBlock *allocGet(Allocator *a, uint64_t size);
+/* Return a block from allocGet; it merges with free neighbours. */
+void allocPut(Allocator *a, AllocBlock *b);
+uint64_t allocBlockOffset(const AllocBlock *b); /* 64-byte aligned */
+uint64_t allocBlockSize(const AllocBlock *b);   /* rounded-up usable size */
+void allocGetStats(const Allocator *a, AllocStats *st);
+/* Walk every block and list and check every invariant; 0 if consistent, -1
+ * otherwise (for tests and DEBUG builds). */
+int allocCheck(const Allocator *a);
+
+#endif /* OBJSTORE_ALLOC_H */

@@ -1,0 +1,27 @@
+/*
+ * arena.h - the node's shared-memory arena: one file (mode 0600) in a tmpfs
+ * directory such as /dev/shm, sized once and mapped MAP_SHARED, so that
+ * local clients can map the same file and read or write objects in place.
+ * Offsets, not pointers, name places in it (clients map it elsewhere).
+ */
+#ifndef OBJSTORE_ARENA_H
+#define OBJSTORE_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Arena {
+    char path[512]; /* the file clients open */
+    uint8_t *base;  /* this process's mapping */
+    uint64_t size;
+    int fd;
+} Arena;
+
+/* Create, size and map the arena file dir/objstore-<pid>.arena. Stale
+ * arena files of dead processes in dir are removed first. Returns 0, or -1
+ * with a user-facing reason in err. */
+int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen);
+/* Unmap and unlink; safe to call twice or on a failed open. */
+void arenaClose(Arena *a);
+
+#endif /* OBJSTORE_ARENA_H */

@@ -1,0 +1,80 @@
+/*
+ * module.c - the entry point of objstore.so: RedisModule_OnLoad wires the
+ * node together (settings, arena, object table, commands, INFO section) and
+ * subscribes to the server events that keep the store clean: a client that
+ * disconnects gives up its created objects and pins; a shutdown removes the
+ * arena file.
+ *
+ * Map of the module:
+ *   config.c    settings (module arguments + CONFIG objstore.*)
+ *   arena.c     the shared-memory file            alloc.c     TLSF allocator over it
+ *   objtable.c  id -> object, pins, holders, LRU  commands.c  OBJ.* handlers, stats
+ *   waiters.c   clients blocked until a seal      util.c      parsing, glob, clocks
+ */
+#include <string.h>
+
+#include "node.h"
+
+ObjNode objNode;
+
+/* A client disconnected: abort what it was creating, drop its pins, and let
+ * waiters for the aborted ids see that they are gone. */
+static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
+{
+    RedisModuleClientInfo *ci = data;
+
+    if (sub != REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED)
+        return;
+    objTableLock(objNode.table);
+    int aborted = objTableHolderGone(objNode.table, ci->id);
+    objTableUnlock(objNode.table);
+    if (aborted)
+        waitersRecheck(NULL, 0);
+}
+
+static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
+{
+    arenaClose(&objNode.arena);
+}
+
+static void infoFunc(RedisModuleInfoCtx *ctx, int forCrashReport)
+{
+    objInfoSection(ctx, forCrashReport);
+}
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    char err[512];
+
+    if (RedisModule_Init(ctx, OBJ_MODULE_NAME, OBJ_MODULE_VERSION, REDISMODULE_APIVER_1) ==
+        REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (objConfigInit(ctx, argv, argc) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    if (arenaOpen(&objNode.arena, objNode.cfg.arenaDir, (uint64_t)objNode.cfg.memory, err,
+                  sizeof(err)) == -1) {
+        RedisModule_Log(ctx, "warning", "%s", err);
+        return REDISMODULE_ERR;
+    }
+    objNode.table = objTableCreate(objNode.arena.size);
+    if (!objNode.table) {
+        RedisModule_Log(ctx, "warning", "out of memory for the object table");
+        goto out_close_arena;
+    }
+    if (objCommandsRegister(ctx) == REDISMODULE_ERR ||
+        RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, onClientChange) ==
+            REDISMODULE_ERR ||
+        RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==
+            REDISMODULE_ERR)
+        goto out_destroy_table;
+    RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
+    return REDISMODULE_OK;
+
+out_destroy_table:
+    objTableDestroy(objNode.table);
+    objNode.table = NULL;
+out_close_arena:
+    arenaClose(&objNode.arena);
+    return REDISMODULE_ERR;
+}

@@ -1,0 +1,65 @@
+/*
+ * node.h - the state of this node, shared by the Redis-facing files of the
+ * module (module.c, config.c, commands.c, waiters.c): its settings, its
+ * arena, its object table and its command counters.
+ *
+ * Only the Redis main thread touches the counters and the waiters; the
+ * object table has its own lock because the transfer engine shares it.
+ */
+#ifndef OBJSTORE_NODE_H
+#define OBJSTORE_NODE_H
+
+#include <stdint.h>
+
+#include "arena.h"
+#include "objtable.h"
+#include "redismodule.h"
+
+#define OBJ_MODULE_NAME    "objstore"
+#define OBJ_MODULE_VERSION 1
+
+/* Holder ids at or above this are not Redis clients (internal pins). */
+#define OBJ_HOLDER_INTERNAL (1ULL << 63)
+
+typedef struct ObjConfig {
+    long long memory;   /* arena bytes */
+    char arenaDir[256]; /* where the arena file lives */
+} ObjConfig;
+
+typedef struct ObjCounters {
+    uint64_t puts, gets, pins, releases, blocked;
+} ObjCounters;
+
+typedef struct ObjNode {
+    ObjConfig cfg;
+    Arena arena;
+    ObjTable *table;
+    ObjCounters cnt;
+} ObjNode;
+
+extern ObjNode objNode;
+
+/* config.c: parse module arguments, register module configs, load them.
+ * Returns REDISMODULE_OK, or REDISMODULE_ERR after logging why. */
+int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* commands.c: register every OBJ.* command with its docs. */
+int objCommandsRegister(RedisModuleCtx *ctx);
+/* commands.c: reply for OBJ.GET / OBJ.PIN once the object is sealed; used
+ * directly and by waiters after a wake-up. Missing or unsealed -> error. */
+typedef enum ObjReplyKind { OBJ_REPLY_GET, OBJ_REPLY_GET_META, OBJ_REPLY_PIN } ObjReplyKind;
+int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind);
+/* commands.c: the field/value pairs of OBJ.STATS and INFO objstore. */
+void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport);
+
+/* waiters.c: block the client until id is sealed (then reply as kind), or
+ * until timeoutMs (0 = forever) passes. waitMissing: keep waiting while the
+ * id does not exist (else a vanished id answers NOTFOUND). */
+int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long timeoutMs,
+                 int waitMissing, ObjReplyKind kind);
+/* waiters.c: re-examine waiters of id (or of every id when id is NULL) after
+ * a seal, an abort or a put, and wake those whose wait is over. */
+void waitersRecheck(const char *id, size_t idLen);
+uint64_t waitersCount(void);
+
+#endif /* OBJSTORE_NODE_H */

@@ -1,0 +1,114 @@
+/*
+ * objtable.h - the object table: id -> where the object lives in the arena,
+ * its state (created / sealed), its pins and who holds them.
+ *
+ * The table owns the arena allocator, so an object's memory and its entry
+ * come and go together. It also records, per holder (a Redis client id, or a
+ * transfer), which objects it created and which it pinned, so that a holder
+ * that goes away can be cleaned up in time proportional to what it held.
+ *
+ * Concurrency: one mutex guards the table; every function below expects the
+ * caller to hold it (objTableLock/Unlock) unless it says otherwise. Callers
+ * keep critical sections to bookkeeping: bytes are copied outside the lock,
+ * under a pin (a pinned object's memory is never freed or moved).
+ * Pure C: no Redis headers, unit-tested on its own.
+ */
+#ifndef OBJSTORE_OBJTABLE_H
+#define OBJSTORE_OBJTABLE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+#define OBJ_ID_MAX 512
+
+/* Result codes shared by the table and the command layer. */
+typedef enum ObjStatus {
+    OBJ_ST_OK = 0,
+    OBJ_ST_EXISTS,     /* id already present (created or sealed) */
+    OBJ_ST_OOM,        /* arena cannot hold it */
+    OBJ_ST_NOTFOUND,   /* no visible object with that id */
+    OBJ_ST_WRONGSTATE, /* not allowed in this state / by this holder */
+    OBJ_ST_DEFERRED    /* delete accepted, memory freed at the last unpin */
+} ObjStatus;
+
+typedef enum ObjState { OBJ_CREATED = 0, OBJ_SEALED = 1 } ObjState;
+
+typedef struct ObjEntry {
+    char *id;
+    size_t idLen;
+    uint64_t hash;
+    AllocBlock *block;
+    uint64_t offset; /* data offset in the arena; metadata follows the data */
+    uint64_t dataSize;
+    uint64_t metaSize;
+    ObjState state;
+    int deleting; /* unlinked from the index, freed when pins reach 0 */
+    int replica;  /* a fetched copy: may be evicted when unpinned */
+    uint32_t pins;
+    uint64_t creator;                   /* holder that created it */
+    int64_t createdMs;                  /* wall clock */
+    uint64_t lastUse;                   /* table tick of the last pin/get, for LRU eviction */
+    uint64_t checksum;                  /* XXH3-64 of data then metadata, set at seal */
+    struct ObjEntry *next;              /* hash chain */
+    struct ObjEntry *lruPrev, *lruNext; /* evictable replicas (unpinned, sealed) */
+} ObjEntry;
+
+typedef struct ObjTableStats {
+    uint64_t objects, sealed, created, pinnedObjects, deleting, bytesSealed;
+    uint64_t creates, seals, aborts, deletes, deferredDeletes, oomErrors, evictions;
+} ObjTableStats;
+
+typedef struct ObjTable ObjTable;
+
+/* Create a table managing an arena of arenaSize bytes; NULL on OOM. */
+ObjTable *objTableCreate(uint64_t arenaSize);
+/* Free every entry and the allocator. No lock needed (no other users). */
+void objTableDestroy(ObjTable *t);
+void objTableLock(ObjTable *t);
+void objTableUnlock(ObjTable *t);
+
+/* The visible entry with this id (created or sealed, not deleting), or NULL. */
+ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen);
+
+/* Reserve dataSize + metaSize bytes and add a created entry owned by holder.
+ * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS or OBJ_ST_OOM (after evicting
+ * unpinned replicas if that makes room). Ids are 1..OBJ_ID_MAX bytes: the
+ * caller validates. */
+ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
+                              uint64_t metaSize, uint64_t holder, ObjEntry **out);
+/* created -> sealed, by its creator. OBJ_ST_WRONGSTATE otherwise. */
+ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t checksum);
+/* Free a created entry, by its creator. OBJ_ST_WRONGSTATE otherwise. */
+ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Delete a sealed entry: OBJ_ST_OK (freed) or OBJ_ST_DEFERRED (pinned; the id
+ * is gone at once). OBJ_ST_WRONGSTATE for a created entry. */
+ObjStatus objTableDelete(ObjTable *t, ObjEntry *e);
+/* Pin a sealed entry on behalf of holder. OBJ_ST_WRONGSTATE if not sealed. */
+ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Drop one pin that holder has on an object with this id (also one that was
+ * deleted while pinned). OBJ_ST_WRONGSTATE if holder holds none. */
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder);
+/* Drop one pin on exactly this entry (for holders that keep the pointer). */
+ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* A holder went away: abort what it created, drop every pin it held.
+ * Returns the number of objects aborted. */
+int objTableHolderGone(ObjTable *t, uint64_t holder);
+/* Mark a sealed entry as a replica (evictable when unpinned). */
+void objTableMarkReplica(ObjTable *t, ObjEntry *e);
+
+/* Visit the entries of a SCAN-style cursor step: calls fn for each sealed
+ * entry in the next bucket(s) until about `count` were visited. Returns the
+ * next cursor (0 when the iteration is complete). Entries present for the
+ * whole iteration are returned at least once, even if the table grows. */
+uint64_t objTableScan(ObjTable *t, uint64_t cursor, size_t count,
+                      void (*fn)(ObjEntry *e, void *arg), void *arg);
+
+void objTableGetStats(ObjTable *t, ObjTableStats *st);
+void objTableAllocStats(ObjTable *t, AllocStats *st);
+/* Verify every invariant (entries vs allocator vs holders); 0 or -1. */
+int objTableCheck(ObjTable *t);
+
+#endif /* OBJSTORE_OBJTABLE_H */

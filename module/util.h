@@ -1,0 +1,24 @@
+/*
+ * util.h - small pure helpers shared by the module and its unit tests:
+ * strict number and size parsing for command arguments, glob matching for
+ * OBJ.LIST MATCH, and clocks. No Redis headers.
+ */
+#ifndef OBJSTORE_UTIL_H
+#define OBJSTORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parse a whole buffer as a decimal integer in [0, INT64_MAX]: no sign, no
+ * spaces, no trailing bytes. Returns 0 and sets *out, or -1. */
+int utilParseU64(const char *s, size_t len, uint64_t *out);
+/* Parse a size like "1gb", "512m", "4096", "64kb" (1024-based, case
+ * insensitive). Returns 0 and sets *out, or -1 on syntax error or overflow. */
+int utilParseSize(const char *s, size_t len, uint64_t *out);
+/* Glob match (*, ?, [a-z], [^x], \x) over binary-safe strings; 1 on match. */
+int utilGlobMatch(const char *pat, size_t patLen, const char *str, size_t strLen);
+/* Milliseconds: wall clock (for created_ms) and monotonic (for durations). */
+int64_t utilWallMs(void);
+int64_t utilMonoUs(void);
+
+#endif /* OBJSTORE_UTIL_H */

@@ -1,0 +1,156 @@
+/*
+ * waiters.c - clients blocked in OBJ.GET / OBJ.PIN until an object is sealed.
+ *
+ * Plasma's get waits for an object that is not sealed yet; here that wait
+ * is a RedisModule_BlockClient, so the server keeps serving everyone else.
+ * Waiters sit in one list (there are few at a time), are re-examined when
+ * an id is sealed, aborted or put, and are always released through
+ * RedisModule_UnblockClient exactly once: on wake-up, on timeout and on
+ * disconnect (Redis frees a thread-less blocked handle only then).
+ * Main thread only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+typedef struct Waiter {
+    RedisModuleBlockedClient *bc;
+    char *id;
+    size_t idLen;
+    int waitMissing;
+    ObjReplyKind kind;
+    int gone; /* disconnected or timed out: nothing to reply */
+    struct Waiter *prev, *next;
+} Waiter;
+
+static Waiter *waitHead;
+static uint64_t waitCount;
+
+static void waiterUnlink(Waiter *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        waitHead = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    waitCount--;
+}
+
+/* Unlink w and hand it to Redis; w is freed by waiterFree afterwards. */
+static void waiterRelease(Waiter *w)
+{
+    waiterUnlink(w);
+    RedisModule_UnblockClient(w->bc, w);
+}
+
+static Waiter *waiterFind(RedisModuleBlockedClient *bc)
+{
+    for (Waiter *w = waitHead; w; w = w->next)
+        if (w->bc == bc)
+            return w;
+    return NULL;
+}
+
+/* Reply callback: the wait is over, answer from the table as it is now. */
+static int waiterReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    Waiter *w = RedisModule_GetBlockedClientPrivateData(ctx);
+
+    if (!w || w->gone)
+        return REDISMODULE_OK;
+    return objReplyObject(ctx, w->id, w->idLen, w->kind);
+}
+
+static int waiterTimeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    Waiter *w = waiterFind(RedisModule_GetBlockedClientHandle(ctx));
+
+    RedisModule_ReplyWithError(ctx, "TIMEOUT the object was not sealed in time");
+    if (w) {
+        w->gone = 1;
+        waiterRelease(w);
+    }
+    return REDISMODULE_OK;
+}
+
+static void waiterDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
+{
+    Waiter *w = waiterFind(bc);
+
+    if (w) {
+        w->gone = 1;
+        waiterRelease(w);
+    }
+}
+
+static void waiterFree(RedisModuleCtx *ctx, void *privdata)
+{
+    Waiter *w = privdata;
+
+    free(w->id);
+    free(w);
+}
+
+int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long timeoutMs,
+                 int waitMissing, ObjReplyKind kind)
+{
+    int flags = RedisModule_GetContextFlags(ctx);
+
+    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA)) {
+        return RedisModule_ReplyWithError(
+            ctx, "WRONGSTATE cannot wait for an object inside MULTI or a script");
+    }
+    Waiter *w = calloc(1, sizeof(*w));
+    if (!w || !(w->id = malloc(idLen ? idLen : 1))) {
+        free(w);
+        return RedisModule_ReplyWithError(ctx, "OOM out of memory for a waiter");
+    }
+    memcpy(w->id, id, idLen);
+    w->idLen = idLen;
+    w->waitMissing = waitMissing;
+    w->kind = kind;
+    w->bc = RedisModule_BlockClient(ctx, waiterReply, waiterTimeout, waiterFree, timeoutMs);
+    RedisModule_SetDisconnectCallback(w->bc, waiterDisconnected);
+    w->next = waitHead;
+    if (waitHead)
+        waitHead->prev = w;
+    waitHead = w;
+    waitCount++;
+    objNode.cnt.blocked++;
+    return REDISMODULE_OK;
+}
+
+/* Is w's wait over, given the table now? Caller holds the table lock. */
+static int waiterReady(const Waiter *w)
+{
+    ObjEntry *e = objTableFind(objNode.table, w->id, w->idLen);
+
+    if (!e)
+        return !w->waitMissing;
+    return e->state == OBJ_SEALED;
+}
+
+void waitersRecheck(const char *id, size_t idLen)
+{
+    Waiter *w = waitHead;
+
+    if (!w)
+        return;
+    objTableLock(objNode.table);
+    while (w) {
+        Waiter *next = w->next;
+        int match = !id || (w->idLen == idLen && memcmp(w->id, id, idLen) == 0);
+        if (match && waiterReady(w))
+            waiterRelease(w);
+        w = next;
+    }
+    objTableUnlock(objNode.table);
+}
+
+uint64_t waitersCount(void)
+{
+    return waitCount;
+}

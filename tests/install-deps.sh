@@ -1,0 +1,31 @@
+#!/bin/sh
+# install-deps.sh - install every Debian package objstore needs to build, run,
+# test and benchmark, and enable source packages (for redismodule.h).
+# Idempotent; needs root or passwordless sudo. Called by `make deps`.
+set -eu
+SUDO=
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+PKGS="build-essential pkg-config dpkg-dev clang-format
+      redis-server redis-tools libhiredis-dev libxxhash-dev libcmocka-dev
+      python3-pytest python3-redis valgrind
+      librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
+      qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
+      iperf3 gnuplot-nox"
+
+# Source packages: deb822 sources get "deb-src" added to their Types line,
+# classic sources.list lines get a deb-src twin.
+for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    grep -q '^Types:.*deb-src' "$f" || $SUDO sed -i 's/^Types: deb$/Types: deb deb-src/' "$f"
+done
+if [ -f /etc/apt/sources.list ] && ! grep -q '^deb-src' /etc/apt/sources.list; then
+    grep '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' | $SUDO tee -a /etc/apt/sources.list >/dev/null || true
+fi
+
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PKGS
+# The packaged service would hold port 6379; our nodes are started by hand.
+if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+echo "install-deps: done"

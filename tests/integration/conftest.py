@@ -1,0 +1,323 @@
+"""Fixtures for the objstore integration tests: real redis-server processes.
+
+Each server is a real /usr/bin/redis-server on a free 127.0.0.1 port with the
+objstore module loaded (arena in a private directory under /dev/shm). On
+teardown the server is shut down and three things are checked: it was still
+alive, it removed its arena file, and its output holds no sanitizer or crash
+report. Environment overrides:
+
+    OBJSTORE_MODULE   path of objstore.so (e.g. a SAN=address build)
+    OBJSTORE_PRELOAD  passed to the server as LD_PRELOAD (libasan for ASan builds)
+    REDIS_SERVER      the redis-server binary
+
+Scopes: `server` is shared by a test module (tests use unique ids and leave
+nothing behind); `fresh_server` and `make_server` start servers per test for
+tests that need exact stats, a small arena or other module arguments.
+"""
+
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+from objhelpers import ID_SALT, Client, stats
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MODULE = os.environ.get("OBJSTORE_MODULE") or os.path.join(REPO, "module", "objstore.so")
+REDIS_SERVER = os.environ.get("REDIS_SERVER") or "/usr/bin/redis-server"
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 20.0  # LeakSanitizer at exit can take a while
+
+SANITIZER_PATTERNS = (
+    "ERROR: AddressSanitizer",
+    "runtime error:",
+    "LeakSanitizer",
+    "ERROR: UndefinedBehaviorSanitizer",
+)
+CRASH_PATTERNS = ("REDIS BUG REPORT", "crashed by signal", "Guru Meditation")
+
+
+def free_port():
+    """A port that was free a moment ago (the caller retries on collision)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shm_base():
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+class ObjstoreServer:
+    """One redis-server with the module; start() / stop() come in a pair."""
+
+    def __init__(self, memory="64mb", module_args=(), server_args=(), name="srv"):
+        self.memory = memory
+        self.module_args = list(module_args)
+        self.server_args = list(server_args)
+        self.workdir = tempfile.mkdtemp(prefix=f"objstore-it-{name}-")
+        self.arena_dir = tempfile.mkdtemp(prefix=f"objstore-it-arena-{name}-", dir=shm_base())
+        self.log_path = os.path.join(self.workdir, "server.log")
+        self.proc = None
+        self.port = None
+        self.arena_path = None
+        self.clients = []
+
+    # ---- life cycle -------------------------------------------------------------
+    def command_line(self, port):
+        margs = []
+        if self.memory is not None:
+            margs += ["memory", str(self.memory)]
+        margs += ["arena-dir", self.arena_dir] + self.module_args
+        return [
+            REDIS_SERVER,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", self.workdir,
+            "--loadmodule", MODULE, *margs,
+            *self.server_args,
+        ]
+
+    def spawn(self, port):
+        env = dict(os.environ)
+        if os.environ.get("OBJSTORE_PRELOAD"):
+            env["LD_PRELOAD"] = os.environ["OBJSTORE_PRELOAD"]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.command_line(port), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=env, cwd=self.workdir,
+            )
+        finally:
+            log.close()
+        self.port = port
+
+    def wait_ready(self):
+        """Poll PING until it answers; None when ready, else why it is not."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return f"exited with status {self.proc.returncode}"
+            try:
+                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1,
+                                socket_connect_timeout=1)
+                try:
+                    if c.ping():
+                        return None
+                finally:
+                    c.close()
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                pass
+            time.sleep(0.02)
+        return f"no PING answer within {START_TIMEOUT}s"
+
+    def start(self):
+        """Start the server; pytest.fail with its log when it does not come up."""
+        if not os.path.exists(MODULE):
+            pytest.fail(f"module not built: {MODULE} is missing (run `make module/objstore.so`)",
+                        pytrace=False)
+        why = None
+        for _ in range(5):
+            self.spawn(free_port())
+            why = self.wait_ready()
+            if why is None:
+                break
+            self.kill()
+            if "Address already in use" not in self.log():
+                break
+        if why is not None:
+            pytest.fail(f"redis-server did not start: {why}\n"
+                        f"command: {' '.join(map(repr, self.command_line(self.port)))}\n"
+                        f"--- server log ---\n{self.log_tail()}", pytrace=False)
+        c = self.client()
+        try:
+            self.arena_path = stats(c)["arena_path"]
+        except Exception as e:
+            pytest.fail(f"OBJ.STATS failed right after start: {e!r}\n{self.log_tail()}",
+                        pytrace=False)
+        return self
+
+    def try_start(self):
+        """Start for tests that expect the start to fail: returns (ready, log)."""
+        self.spawn(free_port())
+        why = self.wait_ready()
+        return why is None, self.log()
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self):
+        """Shut down and check what the server left behind; returns a list of problems."""
+        problems = []
+        for c in self.clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+        self.clients = []
+        if self.proc is None:
+            return problems
+        if self.proc.poll() is not None:
+            problems.append(f"server died during the test (status {self.proc.returncode})")
+        else:
+            try:
+                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+                c.execute_command("SHUTDOWN", "NOSAVE")
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                pass  # the server closes the connection as it exits
+            except redis.exceptions.ResponseError as e:
+                problems.append(f"SHUTDOWN NOSAVE failed: {e}")
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                problems.append(f"server did not exit within {STOP_TIMEOUT}s of SHUTDOWN")
+                self.proc.terminate()
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+            else:
+                if self.proc.returncode != 0:
+                    problems.append(f"server exited with status {self.proc.returncode}")
+                if self.arena_path and os.path.exists(self.arena_path):
+                    problems.append(f"arena file {self.arena_path} left behind after shutdown")
+        text = self.log()
+        for pat in SANITIZER_PATTERNS:
+            if pat in text:
+                problems.append(f"sanitizer report in server output ({pat!r})")
+        for pat in CRASH_PATTERNS:
+            if pat in text:
+                problems.append(f"crash report in server output ({pat!r})")
+        return problems
+
+    def cleanup_dirs(self):
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.arena_dir, ignore_errors=True)
+
+    # ---- access ------------------------------------------------------------------
+    def client(self, timeout=30.0):
+        c = Client(self.port, timeout=timeout)
+        self.clients.append(c)
+        return c
+
+    def stats(self):
+        c = self.client()
+        try:
+            return stats(c)
+        finally:
+            c.close()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=60):
+        return "\n".join(self.log().splitlines()[-n:])
+
+
+def finish(servers):
+    """Stop servers and fail (with their logs) if any left problems behind."""
+    report = []
+    for s in servers:
+        problems = s.stop()
+        if problems:
+            report.append(f"server on port {s.port}: " + "; ".join(problems)
+                          + f"\n--- server log (tail) ---\n{s.log_tail()}")
+        else:
+            s.cleanup_dirs()
+    if report:
+        pytest.fail("\n\n".join(report), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A 64 MiB server shared by one test module."""
+    s = ObjstoreServer(memory="64mb", name="shared")
+    try:
+        s.start()
+        yield s
+    finally:
+        finish([s])
+
+
+@pytest.fixture
+def make_server():
+    """Factory: make_server(memory='8mb', module_args=(...), server_args=(...))."""
+    started = []
+
+    def factory(memory="64mb", module_args=(), server_args=(), start=True):
+        s = ObjstoreServer(memory=memory, module_args=module_args, server_args=server_args,
+                           name="fn")
+        started.append(s)
+        return s.start() if start else s
+
+    yield factory
+    finish(started)
+
+
+@pytest.fixture
+def fresh_server(make_server):
+    """A 64 MiB server of this test's own (exact stats)."""
+    return make_server(memory="64mb")
+
+
+@pytest.fixture
+def small_server(make_server):
+    """An 8 MiB server of this test's own (arena exhaustion)."""
+    return make_server(memory="8mb")
+
+
+@pytest.fixture
+def r(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def r2(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def r3(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+_uid_counter = itertools.count()
+
+
+@pytest.fixture
+def uid(request):
+    """Binary id unique to this test; uid(b'x') derives more ids from it."""
+    base = b"it:" + request.node.name.encode()[:80].replace(b"[", b"(").replace(b"]", b")")
+    base = base.replace(b"*", b"_").replace(b"?", b"_").replace(b"\\", b"_")
+    n = next(_uid_counter)
+
+    class Uid(bytes):
+        def __call__(self, suffix=b""):
+            return bytes(self) + b":" + suffix
+
+    return Uid(base + b":%d:" % n + ID_SALT)
