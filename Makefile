@@ -10,12 +10,19 @@
 
 CC      ?= cc
 PORT    ?= 6379
-BUILD   := build
 SAN     ?=
 DEBUG   ?=
+# A sanitizer build lives apart so that it never replaces the normal module.
+ifeq ($(SAN),)
+BUILD   := build
+MODULE  := module/objstore.so
+else
+BUILD   := build/san-$(SAN)
+MODULE  := $(BUILD)/objstore.so
+endif
 
 CFLAGS  := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -fPIC -pthread \
-           -D_GNU_SOURCE -I$(BUILD)/include -Imodule -Iclient
+           -D_GNU_SOURCE -Ibuild/include -Imodule -Iclient
 ifeq ($(DEBUG),1)
 CFLAGS  += -O0 -g3 -DOBJ_DEBUG
 else
@@ -28,10 +35,14 @@ endif
 LDFLAGS += $(LDSAN) -pthread
 
 # Pure logic (no redismodule.h): linked into the module and the unit tests.
-CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c
+CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c module/wire.c \
+            module/directory.c module/engine.c module/fetch.c module/serve.c module/tcp.c \
+            module/ring.c \
+            module/rdma.c
 # Redis-facing layer.
-MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c
-MOD_LIBS := -lxxhash -lhiredis
+MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c
+CORE_LIBS := -lxxhash -lhiredis -lcrypto -lrdmacm -libverbs
+MOD_LIBS := $(CORE_LIBS)
 CLI_SRC  := client/objstore.c
 CLI_LIBS := -lhiredis
 
@@ -43,15 +54,12 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/t
 EXAMPLES   := $(patsubst client/examples/%.c,client/examples/%,$(wildcard client/examples/*.c))
 
 .PHONY: all deps run test test-unit test-integration test-san lint format bench clean distclean
-all: module/objstore.so client/libobjstore.a client/libobjstore.so client/objstore.pc $(EXAMPLES)
+all: $(MODULE) client/libobjstore.a client/libobjstore.so client/objstore.pc $(EXAMPLES)
 
 # ---- dependencies -----------------------------------------------------------
 # A marker per dependency set: `make run`/`make test` call deps only when the
 # tools are missing, so a fresh machine needs nothing but make.
-DEPS_OK := $(shell command -v redis-server >/dev/null && command -v pkg-config >/dev/null && \
-             pkg-config --exists hiredis && test -f /usr/include/xxhash.h && \
-             test -f /usr/include/cmocka.h && /usr/bin/python3 -c 'import pytest, redis' \
-             2>/dev/null && echo yes)
+DEPS_OK := $(shell tests/install-deps.sh --check && echo yes)
 deps:
 	tests/install-deps.sh
 ifeq ($(DEPS_OK),yes)
@@ -62,18 +70,18 @@ endif
 .PHONY: ensure-deps
 
 # ---- redismodule.h from the Redis source package ------------------------------
-$(BUILD)/include/redismodule.h:
-	@mkdir -p $(BUILD)/include
+build/include/redismodule.h:
+	@mkdir -p build/include
 	@if [ -n "$(REDIS_SRC)" ]; then cp "$(REDIS_SRC)/src/redismodule.h" $@; \
-	else tests/fetch-redismodule-h.sh $(BUILD) && cp $(BUILD)/redis-src/src/redismodule.h $@; fi
+	else tests/fetch-redismodule-h.sh build && cp build/redis-src/src/redismodule.h $@; fi
 
 # ---- objects ------------------------------------------------------------------
-$(BUILD)/%.o: %.c | $(BUILD)/include/redismodule.h
+$(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -maxdepth 3 -name '*.d' 2>/dev/null)
 
-module/objstore.so: $(CORE_OBJ) $(MOD_OBJ)
+$(MODULE): $(CORE_OBJ) $(MOD_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(MOD_LIBS)
 
 client/libobjstore.a: $(CLI_OBJ)
@@ -87,7 +95,7 @@ client/examples/%: client/examples/%.c client/libobjstore.a
 
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(CORE_OBJ) $(LDFLAGS) -lcmocka -lxxhash
+	$(CC) $(CFLAGS) -o $@ $< $(CORE_OBJ) $(LDFLAGS) -lcmocka $(CORE_LIBS)
 
 # ---- run ------------------------------------------------------------------------
 run: ensure-deps all
@@ -101,7 +109,11 @@ test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
 test-integration: all
-	/usr/bin/python3 -m pytest -q tests/integration
+	OBJSTORE_MODULE=$(CURDIR)/$(MODULE) /usr/bin/python3 -m pytest -q tests/integration
+
+# Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
+san-preload:
+	@$(CC) -print-file-name=lib$(SAN).so
 
 # ---- lint -----------------------------------------------------------------------
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)

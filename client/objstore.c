@@ -13,7 +13,9 @@
  * Errors: a server error reply starts with an uppercase code word that is
  * mapped onto ObjErr, and the whole reply text is kept for objClientErrMsg();
  * hiredis failures become OBJ_ERR_IO. Every call clears the previous error
- * when it succeeds. A context is not thread-safe: use one per thread.
+ * when it succeeds. A context is not thread-safe: use one per thread. As with
+ * hiredis, a program that must survive a node vanishing mid-write should
+ * ignore SIGPIPE; the library leaves signal dispositions to the program.
  */
 #include "objstore.h"
 
@@ -23,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -287,6 +292,42 @@ static int clientField(ObjClient *c, const char *cmd, const redisReply *r, const
 /* ---- the arena -------------------------------------------------------------------------- */
 
 /*
+ * Whether the connection goes to this machine: a unix socket, a loopback
+ * peer, or a peer address equal to the socket's own local address (the
+ * kernel picks the destination itself as source for a local address).
+ * Why: arena file names are only unique per machine, so a remote node's
+ * arena_path may name a different local node's arena, and writing through
+ * that mapping would corrupt it. Returns 1 or 0; 0 when unsure.
+ */
+static int clientSameHost(const ObjClient *c)
+{
+    struct sockaddr_storage peer, self;
+    socklen_t peerLen = sizeof(peer), selfLen = sizeof(self);
+
+    if (c->rc->connection_type == REDIS_CONN_UNIX)
+        return 1;
+    if (getpeername(c->rc->fd, (struct sockaddr *)&peer, &peerLen) < 0 ||
+        getsockname(c->rc->fd, (struct sockaddr *)&self, &selfLen) < 0 ||
+        peer.ss_family != self.ss_family)
+        return 0;
+    if (peer.ss_family == AF_INET) {
+        const struct sockaddr_in *p = (const struct sockaddr_in *)&peer;
+        const struct sockaddr_in *s = (const struct sockaddr_in *)&self;
+
+        return (ntohl(p->sin_addr.s_addr) >> 24) == 127 || p->sin_addr.s_addr == s->sin_addr.s_addr;
+    }
+    if (peer.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *p = (const struct sockaddr_in6 *)&peer;
+        const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&self;
+
+        return IN6_IS_ADDR_LOOPBACK(&p->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&p->sin6_addr) && p->sin6_addr.s6_addr[12] == 127) ||
+               memcmp(&p->sin6_addr, &s->sin6_addr, sizeof(p->sin6_addr)) == 0;
+    }
+    return 0;
+}
+
+/*
  * Map the node's arena if it is not mapped yet: OBJ.STATS names the file and
  * its size; the whole file is mapped read-write and shared, because creators
  * write object bytes in place. Returns 0, or -1 with OBJ_ERR_MAP (or the
@@ -309,6 +350,13 @@ static int clientMapArena(ObjClient *c)
 
     if (c->arenaBase != NULL)
         return 0;
+    if (c->rc == NULL || c->rc->err)
+        return clientFailIo(c);
+    if (!clientSameHost(c))
+        return clientFail(c, OBJ_ERR_MAP,
+                          "the node is not on this machine (connection is not "
+                          "local); %s",
+                          hint);
     argsAddStr(&a, "OBJ.STATS");
     r = clientCall(c, &a);
     if (r == NULL)
@@ -379,7 +427,8 @@ static ObjClient *clientWrap(redisContext *rc)
     ObjClient *c = calloc(1, sizeof(*c));
 
     if (c == NULL) {
-        redisFree(rc);
+        if (rc != NULL)
+            redisFree(rc);
         return NULL;
     }
     c->rc = rc;
@@ -390,7 +439,7 @@ static ObjClient *clientWrap(redisContext *rc)
     return c;
 }
 
-/* Connect over TCP. Never fails except out of memory (NULL); see objstore.h. */
+/* Connect over TCP (a NULL host is 127.0.0.1). Never fails except out of memory (NULL). */
 ObjClient *objClientConnect(const char *host, int port)
 {
     return clientWrap(redisConnect(host ? host : "127.0.0.1", port));

@@ -245,6 +245,7 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, holder, sum);
     objTableUnlock(objNode.table);
+    objClusterPublish(e);
     objNode.cnt.puts++;
     waitersRecheck(id, idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -349,6 +350,7 @@ static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
     objTableUnlock(objNode.table);
+    objClusterPublish(e);
     waitersRecheck(id, idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -440,6 +442,8 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
     ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
     objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
+        objClusterUnpublish(id, idLen);
     return replyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
 }
 
@@ -612,13 +616,14 @@ static int ObjStats_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (argc != 1)
         return RedisModule_WrongArity(ctx);
     size_t n = statsCollect(f);
-    RedisModule_ReplyWithArray(ctx, (long)(2 * n + 2));
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
     RedisModule_ReplyWithSimpleString(ctx, "arena_path");
     RedisModule_ReplyWithStringBuffer(ctx, objNode.arena.path, strlen(objNode.arena.path));
     for (size_t i = 0; i < n; i++) {
         RedisModule_ReplyWithSimpleString(ctx, f[i].name);
         RedisModule_ReplyWithLongLong(ctx, (long long)f[i].value);
     }
+    RedisModule_ReplySetArrayLength(ctx, (long)(2 * n + 2) + objClusterStats(ctx));
     return REDISMODULE_OK;
 }
 
@@ -631,6 +636,7 @@ void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport)
     RedisModule_InfoAddFieldCString(ctx, "arena_path", objNode.arena.path);
     for (size_t i = 0; i < n; i++)
         RedisModule_InfoAddFieldULongLong(ctx, (char *)f[i].name, f[i].value);
+    objClusterInfo(ctx);
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -704,6 +710,10 @@ static const ObjCommandDef objCommands[] = {
 
 int objCommandsRegister(RedisModuleCtx *ctx)
 {
+    if (objClusterRegisterCommands(ctx) == REDISMODULE_ERR) {
+        RedisModule_Log(ctx, "warning", "cannot register the cluster commands");
+        return REDISMODULE_ERR;
+    }
     for (size_t i = 0; i < sizeof(objCommands) / sizeof(objCommands[0]); i++) {
         const ObjCommandDef *d = &objCommands[i];
         if (RedisModule_CreateCommand(ctx, d->name, d->fn, d->flags, 0, 0, 0) == REDISMODULE_ERR) {

@@ -10,6 +10,10 @@
  *   arena.c     the shared-memory file            alloc.c     TLSF allocator over it
  *   objtable.c  id -> object, pins, holders, LRU  commands.c  OBJ.* handlers, stats
  *   waiters.c   clients blocked until a seal      util.c      parsing, glob, clocks
+ *   cluster.c   OBJ.FETCH/LOCATE/NODES, starts:   directory.c the directory in Redis (hiredis)
+ *   engine.c    transfer thread, epoll, handshake fetch.c     requesting side of a transfer
+ *   serve.c     answering side of a transfer      wire.c      frame encode/decode
+ *   transport.h operations table: tcp.c, rdma.c
  */
 #include <string.h>
 
@@ -34,6 +38,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
+    objClusterStop();
     arenaClose(&objNode.arena);
 }
 
@@ -67,6 +72,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==
             REDISMODULE_ERR)
+        goto out_destroy_table;
+    if (objClusterStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;

@@ -21,9 +21,23 @@
 /* Holder ids at or above this are not Redis clients (internal pins). */
 #define OBJ_HOLDER_INTERNAL (1ULL << 63)
 
+/* Every setting (see the table in config.c for names, defaults, limits). */
 typedef struct ObjConfig {
-    long long memory;   /* arena bytes */
-    char arenaDir[256]; /* where the arena file lives */
+    long long memory;    /* arena bytes */
+    char arenaDir[256];  /* where the arena file lives */
+    char nodeName[128];  /* "" = <host>:<port> */
+    char directory[256]; /* host:port of the directory Redis; "" = this server */
+    char directoryPassword[128];
+    char transferBind[64];
+    long long transferPort; /* -1 = Redis port + 10000, 0 = no TCP transfers */
+    char announceAddr[64];  /* address other nodes dial; "" = transfer-bind */
+    char clusterSecret[256];
+    long long fetchTimeoutMs; /* OBJ.FETCH without TIMEOUT */
+    long long heartbeatMs, nodeTtlMs;
+    char rdmaBind[64];  /* "" = announce address */
+    long long rdmaPort; /* -1 = Redis port + 20000, 0 = no RDMA */
+    char rdmaDevice[64];
+    long long rdmaReadMin; /* RDMA inline/rendezvous threshold */
 } ObjConfig;
 
 typedef struct ObjCounters {
@@ -42,6 +56,20 @@ extern ObjNode objNode;
 /* config.c: parse module arguments, register module configs, load them.
  * Returns REDISMODULE_OK, or REDISMODULE_ERR after logging why. */
 int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+/* cluster.c: the distributed half (directory, transfer engine, OBJ.FETCH,
+ * OBJ.LOCATE, OBJ.NODES). Start returns REDISMODULE_OK or _ERR (logged). */
+int objClusterStart(RedisModuleCtx *ctx);
+void objClusterStop(void);
+int objClusterRegisterCommands(RedisModuleCtx *ctx);
+void objClusterConfigChanged(void);
+/* Tell the directory that this node holds / no longer holds an object. */
+void objClusterPublish(const ObjEntry *e);
+void objClusterUnpublish(const char *id, size_t idLen);
+void objClusterInfo(RedisModuleInfoCtx *ctx);
+/* Append the transfer statistics to an OBJ.STATS reply; returns the number
+ * of replies added. */
+long objClusterStats(RedisModuleCtx *ctx);
 
 /* commands.c: register every OBJ.* command with its docs. */
 int objCommandsRegister(RedisModuleCtx *ctx);

@@ -42,6 +42,8 @@ struct ObjTable {
     ObjEntry *lruHead, *lruTail; /* least recently used first */
     uint64_t tick;
     ObjTableStats st;
+    void (*evictHook)(const ObjEntry *e, void *arg);
+    void *evictArg;
 };
 
 /* ---- hashing and the index ------------------------------------------------ */
@@ -251,6 +253,8 @@ static int tableEvictFor(ObjTable *t, uint64_t need)
 
     allocGetStats(t->alloc, &as);
     while (as.largestFree < need && t->lruHead) {
+        if (t->evictHook)
+            t->evictHook(t->lruHead, t->evictArg);
         entryRemove(t, t->lruHead);
         t->st.evictions++;
         allocGetStats(t->alloc, &as);
@@ -515,6 +519,12 @@ int objTableHolderGone(ObjTable *t, uint64_t holder)
     free(r->holds);
     free(r);
     return aborted;
+}
+
+void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg)
+{
+    t->evictHook = fn;
+    t->evictArg = arg;
 }
 
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)

@@ -96,6 +96,9 @@ ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* A holder went away: abort what it created, drop every pin it held.
  * Returns the number of objects aborted. */
 int objTableHolderGone(ObjTable *t, uint64_t holder);
+/* Call fn(e, arg) for each replica just before eviction frees it (under the
+ * table lock: fn must only queue work, e.g. a directory removal). */
+void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg);
 /* Mark a sealed entry as a replica (evictable when unpinned). */
 void objTableMarkReplica(ObjTable *t, ObjEntry *e);
 

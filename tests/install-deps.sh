@@ -7,11 +7,19 @@ SUDO=
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
 PKGS="build-essential pkg-config dpkg-dev clang-format
-      redis-server redis-tools libhiredis-dev libxxhash-dev libcmocka-dev
+      redis-server redis-tools libhiredis-dev libxxhash-dev libcmocka-dev libssl-dev
       python3-pytest python3-redis valgrind
       librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
       iperf3 gnuplot-nox"
+
+# --check: exit 0 when every package is installed (make uses it to decide).
+if [ "${1:-}" = --check ]; then
+    # shellcheck disable=SC2086
+    missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $PKGS 2>&1 | grep -v '^ii ' || true)
+    [ -z "$missing" ]
+    exit
+fi
 
 # Source packages: deb822 sources get "deb-src" added to their Types line,
 # classic sources.list lines get a deb-src twin.

@@ -79,7 +79,7 @@ static int helloZeroCopy(ObjClient *c, const char *id)
            buf.size, (int)buf.metaSize, (const char *)buf.meta, pinned, written);
     if (objClientRelease(c, id, strlen(id)) < 0)
         return helloFail(c, "objClientRelease");
-    printf("released %-24s\n", id);
+    printf("released %s\n", id);
     if (pinned != written || buf.size != HELLO_SIZE) {
         fprintf(stderr, "hello: the pinned bytes differ from the written ones\n");
         return 1;
@@ -118,7 +118,7 @@ static int helloDelete(ObjClient *c, const char *id)
 {
     if (objClientDelete(c, id, strlen(id)) < 0)
         return helloFail(c, "objClientDelete");
-    printf("deleted  %-24s\n", id);
+    printf("deleted  %s\n", id);
     return 0;
 }
 

@@ -9,8 +9,13 @@ system libxxhash, and direct reads of the shared-memory arena file.
 
 import ctypes
 import ctypes.util
+import hashlib
+import hmac
 import os
+import random
 import re
+import socket
+import struct
 import threading
 import time
 
@@ -273,5 +278,257 @@ def start_call(client, *args):
     return c
 
 
+def resp_encode(*args):
+    """A command as a RESP array of bulk strings."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def raw_send(port, *args):
+    """Open a plain socket, send one command and return the socket unread: for
+    connections that go away while the server still owes them an answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(resp_encode(*args))
+    return s
+
+
 def file_mode(path):
     return os.stat(path).st_mode & 0o777
+
+
+# ---- cluster helpers (test_cluster_*.py) -------------------------------------------------
+
+def payload(n, seed=0):
+    """n deterministic pseudo-random bytes (fast enough for 64 MiB)."""
+    return random.Random(seed).randbytes(n) if n else b""
+
+
+def sha256(data):
+    return hashlib.sha256(bytes(data)).hexdigest()
+
+
+def fetch(client, *ids, timeout=None, via=None):
+    """OBJ.FETCH ids [TIMEOUT ms] [VIA v]: the reply as a list with, per id, "OK" or
+    the error text (a whole-command error is raised)."""
+    args = ["OBJ.FETCH", *ids]
+    if timeout is not None:
+        args += ["TIMEOUT", timeout]
+    if via is not None:
+        args += ["VIA", via]
+    reply = client.execute_command(*args)
+    assert isinstance(reply, list), f"OBJ.FETCH: expected an array, got {reply!r:.200}"
+    assert len(reply) == len(ids), f"OBJ.FETCH of {len(ids)} ids answered {len(reply)} elements"
+    out = []
+    for r in reply:
+        if isinstance(r, Exception):
+            out.append(str(r))
+        else:
+            out.append(to_str(r))
+    return out
+
+
+def codes(results):
+    """Per-id results of fetch() -> their code words ("OK", "NOTFOUND", ...)."""
+    return [r.split()[0] if r.split() else "" for r in results]
+
+
+def locate(client, oid):
+    """OBJ.LOCATE as a dict: size, meta_size (int), checksum (str), locations (sorted
+    list of node names). Errors are raised."""
+    reply = client.execute_command("OBJ.LOCATE", oid)
+    assert isinstance(reply, list) and len(reply) == 8, f"OBJ.LOCATE reply: {reply!r:.300}"
+    d = pairs(reply)
+    assert set(d) == {"size", "meta_size", "checksum", "locations"}, f"OBJ.LOCATE fields: {d}"
+    return {
+        "size": to_int(d["size"]),
+        "meta_size": to_int(d["meta_size"]),
+        "checksum": to_str(d["checksum"]),
+        "locations": sorted(to_str(n) for n in d["locations"]),
+    }
+
+
+def locations(client, oid):
+    """The node names OBJ.LOCATE lists for oid; [] when it answers NOTFOUND."""
+    try:
+        return locate(client, oid)["locations"]
+    except ResponseError as e:
+        if err_code(e) == "NOTFOUND":
+            return []
+        raise
+
+
+def wait_locations(client, oid, names, timeout=5.0):
+    """Wait until OBJ.LOCATE lists exactly the nodes in names (directory updates
+    are asynchronous); returns the list."""
+    want = sorted(names)
+    last = []
+
+    def check():
+        nonlocal last
+        last = locations(client, oid)
+        return last == want
+
+    try:
+        wait_until(check, timeout, interval=0.02, what=f"OBJ.LOCATE == {want}")
+    except AssertionError:
+        raise AssertionError(f"OBJ.LOCATE {oid!r:.80}: expected locations {want} within "
+                             f"{timeout}s, last seen {last}") from None
+    return last
+
+
+def nodes(client):
+    """OBJ.NODES as {name: {field: value}} (ints where the field is numeric)."""
+    reply = client.execute_command("OBJ.NODES")
+    assert isinstance(reply, list), f"OBJ.NODES reply: {reply!r:.300}"
+    out = {}
+    for entry in reply:
+        d = pairs(entry)
+        row = {}
+        for k, v in d.items():
+            row[k] = to_int(v) if k in ("tcp_port", "rdma_port", "heartbeat_age_ms") else to_str(v)
+        out[row["name"]] = row
+    return out
+
+
+def wait_nodes(client, names, timeout=5.0):
+    """Wait until OBJ.NODES lists exactly the node names given; returns the view."""
+    want = sorted(names)
+    last = {}
+
+    def check():
+        nonlocal last
+        last = nodes(client)
+        return sorted(last) == want
+
+    try:
+        wait_until(check, timeout, interval=0.02, what=f"OBJ.NODES == {want}")
+    except AssertionError:
+        raise AssertionError(f"OBJ.NODES: expected {want} within {timeout}s, "
+                             f"last seen {sorted(last)}") from None
+    return last
+
+
+def stat_delta(before, after, *fields):
+    return {f: after[f] - before[f] for f in fields}
+
+
+# ---- the transfer protocol, from the outside (module/wire.h) ------------------------------
+
+WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
+WIRE_CREDIT, WIRE_PING, WIRE_PONG = 8, 9, 10
+WIRE_MAGIC = 0x4F424A53
+WIRE_HDR = struct.Struct("<BBHIQ")
+WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL"}
+
+
+def wire_frame(ftype, body=b"", req_id=0, flags=0, credits=0, body_len=None):
+    """One frame: header + body (body_len overrides the header's length field)."""
+    n = len(body) if body_len is None else body_len
+    return WIRE_HDR.pack(ftype, flags, credits, n, req_id) + body
+
+
+def wire_hello_body(nonce, name=b"fake-peer", proof=bytes(32), features=1, magic=WIRE_MAGIC,
+                    version=1):
+    return (struct.pack("<IHH", magic, version, features) + nonce + proof
+            + struct.pack("<H", len(name)) + name)
+
+
+def wire_proof(secret, role, nonce_connector, nonce_acceptor):
+    return hmac.new(secret, role + nonce_connector + nonce_acceptor, hashlib.sha256).digest()
+
+
+class WirePeer:
+    """A hand-made peer on a node's transfer port, speaking module/wire.h with Python's
+    struct/hmac: for protocol conformance and hostile-input tests."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.nonce = os.urandom(16)
+        self.peer_nonce = None
+        self.peer_name = None
+        self.peer_proof = None
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def recv_exact(self, n):
+        """n bytes; raises EOFError if the node closes first."""
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self):
+        """(type, flags, credits, req_id, body)."""
+        t, fl, cr, n, rid = WIRE_HDR.unpack(self.recv_exact(WIRE_HDR.size))
+        assert n <= 4096, f"node sent a frame with bodyLen {n}"
+        return t, fl, cr, rid, self.recv_exact(n)
+
+    def send_hello(self, name=b"fake-peer"):
+        self.send(wire_frame(WIRE_HELLO, wire_hello_body(self.nonce, name)))
+
+    def recv_hello(self):
+        """Read the acceptor's HELLO; remembers its nonce, name and proof."""
+        t, fl, cr, rid, body = self.recv_frame()
+        assert t == WIRE_HELLO, f"expected HELLO, got frame type {t} body {body!r:.100}"
+        magic, version, features = struct.unpack_from("<IHH", body)
+        assert (magic, version) == (WIRE_MAGIC, 1), f"HELLO magic/version {magic:#x}/{version}"
+        self.peer_nonce = body[8:24]
+        self.peer_proof = body[24:56]
+        (name_len,) = struct.unpack_from("<H", body, 56)
+        assert len(body) == 58 + name_len, "HELLO length does not match its name length"
+        self.peer_name = body[58:]
+        return features
+
+    def send_auth(self, secret):
+        proof = wire_proof(secret, b"connector", self.nonce, self.peer_nonce)
+        self.send(wire_frame(WIRE_AUTH, proof))
+
+    def handshake(self, secret):
+        """HELLO -> HELLO (acceptor proof checked) -> AUTH."""
+        self.send_hello()
+        self.recv_hello()
+        want = wire_proof(secret, b"acceptor", self.nonce, self.peer_nonce)
+        assert hmac.compare_digest(self.peer_proof, want), "acceptor's HELLO proof is wrong"
+        self.send_auth(secret)
+
+    def fetch(self, oid, req_id):
+        """Send FETCH and read the answer: ("DATA", size, meta_size, checksum, payload)
+        or ("ERROR", code_name, text)."""
+        self.send(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid, req_id=req_id))
+        t, fl, cr, rid, body = self.recv_frame()
+        assert rid == req_id, f"answer for reqId {rid}, asked {req_id}"
+        if t == WIRE_DATA:
+            size, meta_size, checksum = struct.unpack("<QQQ", body)
+            return ("DATA", size, meta_size, checksum, self.recv_exact(size + meta_size))
+        assert t == WIRE_ERROR, f"expected DATA or ERROR, got frame type {t}"
+        code, text_len = struct.unpack_from("<HH", body)
+        return ("ERROR", WIRE_ERR_NAMES.get(code, str(code)), body[4:4 + text_len])
+
+    def closed_within(self, timeout):
+        """True when the node closes the connection (recv gives b'' or a reset) within
+        timeout; frames it sends before closing (an ERROR) are read and dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not chunk:
+                return True

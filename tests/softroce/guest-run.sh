@@ -335,8 +335,10 @@ main() {
         addr=${addr%%/*}
         ;;
     esac
-    [[ $addr =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ && $prefix =~ ^[0-9]{1,2}$ ]] ||
+    if ! [[ $addr =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ && $prefix =~ ^[0-9]{1,2}$ ]] ||
+        [ "$prefix" -gt 32 ]; then
         die 2 "OBJ_RXE_ADDR=$OBJ_RXE_ADDR is not an IPv4 address[/prefix]"
+    fi
 
     if [ $# -eq 1 ]; then
         cmd=$1
@@ -385,7 +387,7 @@ main() {
     qemu_pid=
     wait "$filter_pid" || true
 
-    rc=$(grep -a -o "$token exit [0-9]*" "$tmp/console.log" | tail -n 1 | awk '{print $3}')
+    rc=$(grep -a -o "$token exit [0-9]*" "$tmp/console.log" | tail -n 1 | awk '{print $3}') || true
     if [ -n "$rc" ]; then
         exit "$rc"
     fi

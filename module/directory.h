@@ -1,0 +1,114 @@
+/*
+ * directory.h - the object directory, kept in a Redis server (by default the
+ * node's own) and reached with hiredis from one background thread, never
+ * from the Redis main thread.
+ *
+ * Keys (hash tags keep an object's keys in one cluster slot):
+ *   objstore:node:<name>   hash  addr, tcp_port, rdma_addr, rdma_port,
+ *                                features, heartbeat_ms   (PEXPIRE ttl)
+ *   objstore:nodes         set   names of nodes that registered
+ *   objstore:{<id>}:meta   hash  size, meta_size, checksum (16 hex digits)
+ *   objstore:{<id>}:loc    set   names of nodes holding a sealed copy
+ *
+ * The thread registers the node and renews it every heartbeat, so a dead
+ * node drops out by itself when its key expires. Publish/unpublish requests
+ * are queued and never block the caller. When the directory is unreachable
+ * the thread retries with backoff; once it is back it re-registers and
+ * re-publishes every local object (through the snapshot callback), because
+ * a restarted directory Redis may have lost everything.
+ * Pure C (hiredis + pthreads): no Redis module headers.
+ */
+#ifndef OBJSTORE_DIRECTORY_H
+#define OBJSTORE_DIRECTORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OBJ_DIR_NAME_MAX 128
+#define OBJ_DIR_ADDR_MAX 64
+
+typedef struct DirConfig {
+    char host[256]; /* directory Redis */
+    int port;
+    char password[128]; /* AUTH if non-empty */
+    char nodeName[OBJ_DIR_NAME_MAX];
+    char addr[OBJ_DIR_ADDR_MAX]; /* this node's transfer address (TCP) */
+    int tcpPort;
+    char rdmaAddr[OBJ_DIR_ADDR_MAX]; /* "" when no RDMA */
+    int rdmaPort;
+    uint32_t features; /* OBJ_FEAT_* (wire.h) */
+    int heartbeatMs;   /* renew interval, e.g. 1000 */
+    int ttlMs;         /* node key lifetime, e.g. 5000 */
+} DirConfig;
+
+/* A live node as the directory sees it. */
+typedef struct DirNode {
+    char name[OBJ_DIR_NAME_MAX];
+    char addr[OBJ_DIR_ADDR_MAX];
+    int tcpPort;
+    char rdmaAddr[OBJ_DIR_ADDR_MAX];
+    int rdmaPort;
+    uint32_t features;
+    int64_t heartbeatMs; /* wall clock of its last heartbeat */
+} DirNode;
+
+typedef enum DirStatus {
+    DIR_FOUND = 0,
+    DIR_NOTFOUND = 1,   /* no meta, or no live location */
+    DIR_UNAVAILABLE = 2 /* the directory Redis cannot be reached */
+} DirStatus;
+
+/* Result of a lookup or listing, heap-allocated; whoever receives it frees
+ * it (struct, nodes and id) with dirResultFree. */
+typedef struct DirResult {
+    DirStatus status;
+    char err[160];                     /* reason when not DIR_FOUND (for DIR_UNAVAILABLE: why the
+                                        * directory cannot be reached, e.g. "cannot connect to
+                                        * directory 127.0.0.1:6379: Connection refused") */
+    uint64_t size, metaSize, checksum; /* of the object (lookups) */
+    DirNode *nodes;                    /* live locations (lookups) or all live nodes (dirNodes) */
+    size_t count;
+    /* The lookup's key, copied, so callbacks need no state of their own. */
+    char *id;
+    size_t idLen;
+} DirResult;
+
+typedef void DirResultFn(DirResult *res, void *arg);
+/* For re-publishing: call emit(id, idLen, size, metaSize, checksum, emitArg)
+ * for every sealed local object. Runs on the directory thread. emit only
+ * copies its arguments (the network I/O happens after the snapshot returns),
+ * so the snapshot may hold the object table's lock while it iterates. */
+typedef void DirEmitFn(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
+                       uint64_t checksum, void *emitArg);
+typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
+
+/* Start the directory thread. Returns 0, or -1 (with errno) when the thread
+ * cannot start: EINVAL for an unusable config (empty nodeName, a port out of
+ * range, heartbeatMs <= 0 or ttlMs <= heartbeatMs), EBUSY when already
+ * started. An unreachable directory is NOT an error here. May be called
+ * again after dirStop. */
+int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg);
+/* Unregister (best effort, bounded by a short timeout) and join the thread. */
+void dirStop(void);
+
+/* Queue a publication / removal of this node as a location of id. */
+void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum);
+void dirUnpublish(const char *id, size_t idLen);
+/* Look id up; cb(res, arg) runs later on the directory thread, exactly once
+ * (also when the directory is down: res->status == DIR_UNAVAILABLE). Only
+ * when the directory thread is not running (before dirStart, after dirStop)
+ * does cb run at once, on the caller's thread, with DIR_UNAVAILABLE.
+ * Publishes/unpublishes are simply dropped then. */
+void dirLookup(const char *id, size_t idLen, DirResultFn *cb, void *arg);
+/* List live nodes (res->nodes); cb runs on the directory thread. */
+void dirListNodes(DirResultFn *cb, void *arg);
+void dirResultFree(DirResult *res);
+
+typedef struct DirStats {
+    int connected;
+    uint64_t publishes, unpublishes, lookups, reconnects, errors, queued;
+    char lastError[128]; /* text of the latest error counted in errors, or "" */
+} DirStats;
+void dirGetStats(DirStats *st);
+
+#endif /* OBJSTORE_DIRECTORY_H */

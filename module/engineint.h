@@ -1,0 +1,116 @@
+/*
+ * engineint.h - state shared by the engine's own files (engine.c: loop,
+ * queue, connections, handshake; fetch.c: the requesting side; serve.c: the
+ * answering side). Not for the Redis-facing layer: that uses engine.h.
+ * Everything here is touched by the engine thread only, unless it says so.
+ */
+#ifndef OBJSTORE_ENGINEINT_H
+#define OBJSTORE_ENGINEINT_H
+
+#include <pthread.h>
+
+#include "engine.h"
+#include "transport.h"
+
+/* Holder ids for pins and creations made by the engine (see node.h for the
+ * reserved OBJ_HOLDER_INTERNAL bit): one per transfer, one per connection. */
+#define ENGINE_HOLDER_XFER(xid) ((1ULL << 63) | (1ULL << 61) | (xid))
+#define ENGINE_HOLDER_CONN(cid) ((1ULL << 63) | (1ULL << 62) | (cid))
+
+enum { TP_TCP = 0, TP_RDMA = 1, TP_COUNT = 2 };
+
+struct Peer {
+    char name[OBJ_WIRE_NAME_MAX + 1];
+    Conn *conn[TP_COUNT];
+    struct Peer *next;
+};
+
+typedef enum XferState {
+    XFER_LOOKUP = 0, /* waiting for the directory */
+    XFER_CONNECTING, /* waiting for conn to be READY */
+    XFER_REQUESTED,  /* FETCH sent */
+    XFER_RECEIVING,  /* payload streaming into the object */
+    XFER_READING     /* RDMA reads outstanding */
+} XferState;
+
+/* One requester of a transfer: item idx of req. */
+typedef struct XferWaiter {
+    FetchReq *req;
+    size_t idx;
+} XferWaiter;
+
+/* One object being pulled from another node, shared by every OBJ.FETCH that
+ * asked for it while it runs. */
+typedef struct Transfer {
+    uint64_t xid; /* reqId on the wire */
+    char *id;
+    size_t idLen;
+    FetchVia via;
+    XferState state;
+    DirResult *dir;
+    size_t nextLoc;  /* next location in dir to try */
+    ObjEntry *entry; /* the created local object, NULL until allocated */
+    Conn *conn;      /* the connection of the current attempt */
+    int tp;          /* TP_* of the current attempt */
+    int attempts;
+    int readsPending; /* RDMA reads in flight */
+    int readFailed;
+    int cancelled; /* no requester left: finish quietly */
+    int64_t startUs;
+    uint64_t remoteChecksum;
+    char lastErr[160];
+    XferWaiter *waiters;
+    size_t nWaiters, capWaiters;
+    struct Transfer *next;
+} Transfer;
+
+typedef struct Engine {
+    EngineConfig cfg;
+    const TransportOps *tp[TP_COUNT]; /* NULL where unavailable */
+    int epfd, evfd;
+    pthread_t thread;
+    int running;
+    Conn *conns;
+    Peer *peers;
+    Transfer *xfers;
+    FetchReq *live; /* submitted, not yet finished */
+    uint64_t nextXid, nextConnId;
+    pthread_mutex_t statLock;
+    EngineStats st;
+} Engine;
+
+extern Engine eng;
+
+/* engine.c */
+int engineSend(Conn *c, WireMsg *m, const void *payload, size_t len, void *cookie);
+void engineSendError(Conn *c, uint64_t reqId, WireErr code, const char *text);
+Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen);
+EngineTransportStats *engineTpStats(int tp); /* caller holds eng.statLock */
+int engineTpIndex(const TransportOps *ops);
+/* Ask the directory for id; the answer comes back as fetchOnDirResult(xid). */
+void engineLookup(uint64_t xid, const char *id, size_t idLen);
+
+/* fetch.c: the requesting side */
+void fetchSubmit(FetchReq *req);
+void fetchCancel(uint64_t seq);
+void fetchOnDirResult(uint64_t xid, DirResult *res);
+void fetchOnConnReady(Conn *c);
+void fetchOnConnClosed(Conn *c);
+int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+int fetchOnRndv(Conn *c, const WireMsg *m);
+int fetchOnError(Conn *c, const WireMsg *m);
+void fetchOnPayloadDone(Conn *c);
+void fetchOnReadDone(Conn *c, void *cookie, int ok);
+void fetchShutdown(void);
+
+/* serve.c: the answering side */
+int serveOnFetch(Conn *c, const WireMsg *m);
+int serveOnDone(Conn *c, const WireMsg *m);
+void serveOnSendDone(Conn *c, void *cookie);
+void serveOnConnClosed(Conn *c);
+
+/* tcp.c, rdma.c */
+extern const TransportOps tcpTransport;
+const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t errLen);
+
+#endif /* OBJSTORE_ENGINEINT_H */

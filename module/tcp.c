@@ -1,0 +1,497 @@
+/*
+ * tcp.c - the TCP transport: length-prefixed frames over one socket per
+ * peer, non-blocking, driven by the engine's epoll.
+ *
+ * Object bytes never pass through a user-space buffer: a DATA frame's
+ * payload is written with writev straight from the arena, and on the
+ * receiving side recvPayload() points the socket's next bytes straight at
+ * the destination object (only the few payload bytes that arrived in the
+ * same read as the frame header are copied out of the small frame buffer).
+ * Sockets get TCP_NODELAY (frames are small and latency matters) and
+ * keepalive (a silent dead peer is noticed).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "engineint.h"
+
+#define TCP_RXBUF        (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
+#define TCP_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
+#define TCP_MAX_IOV      32
+#define TCP_READS_PER_EV 64 /* fairness: yield to other sockets after this */
+
+/* One queued frame and the payload bytes that follow it. */
+typedef struct TxItem {
+    uint8_t frame[TCP_FRAME_MAX];
+    size_t frameLen, frameOff;
+    const uint8_t *payload;
+    size_t payloadLen, payloadOff;
+    void *cookie;
+    struct TxItem *next;
+} TxItem;
+
+typedef enum RxState { RX_FRAME, RX_PAYLOAD } RxState;
+
+typedef struct TcpConn {
+    Conn base; /* must be first */
+    int fd;
+    int connecting;
+    int inHandler; /* close() during a callback defers the free to the handler's end */
+    int closed;
+    RxState rx;
+    uint8_t rxbuf[TCP_RXBUF];
+    size_t rxLen;
+    uint8_t *payDst;
+    size_t payLeft;
+    TxItem *txHead, *txTail;
+    int wantOut;
+} TcpConn;
+
+static int listenFd = -1;
+
+typedef struct TcpLink {
+    TcpConn *c;
+    struct TcpLink *next;
+} TcpLink;
+static TcpLink *links;
+
+static void tcpOnEvent(void *arg, uint32_t events);
+
+static void linkAdd(TcpConn *c)
+{
+    TcpLink *l = malloc(sizeof(*l));
+    if (l) {
+        l->c = c;
+        l->next = links;
+        links = l;
+    }
+}
+
+static void linkDel(TcpConn *c)
+{
+    for (TcpLink **pp = &links; *pp; pp = &(*pp)->next) {
+        if ((*pp)->c == c) {
+            TcpLink *l = *pp;
+            *pp = l->next;
+            free(l);
+            return;
+        }
+    }
+}
+
+static void tcpFree(TcpConn *c)
+{
+    while (c->txHead) {
+        TxItem *n = c->txHead->next;
+        free(c->txHead);
+        c->txHead = n;
+    }
+    linkDel(c);
+    free(c);
+}
+
+/* Close: unregister, report once, free (now, or when the handler unwinds). */
+static void tcpCloseConn(Conn *base, const char *why)
+{
+    TcpConn *c = (TcpConn *)base;
+
+    if (c->closed)
+        return;
+    c->closed = 1;
+    engineUnwatch(c->fd);
+    close(c->fd);
+    c->fd = -1;
+    engineOnClosed(base, why);
+    if (!c->inHandler)
+        tcpFree(c);
+}
+
+static void tcpSetOptions(int fd)
+{
+    int one = 1, idle = 10, intvl = 5, cnt = 3;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static TcpConn *tcpNew(int fd, const char *desc)
+{
+    TcpConn *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->fd = fd;
+    c->base.ops = &tcpTransport;
+    c->base.id = engineNextConnId();
+    snprintf(c->base.desc, sizeof(c->base.desc), "tcp %s", desc);
+    linkAdd(c);
+    return c;
+}
+
+/* ---- sending ----------------------------------------------------------------------- */
+
+/* Write as much of the queue as the socket takes. Returns 0, or -1 when the
+ * connection failed (and was closed). Completed items with a cookie report
+ * engineOnSendDone in order. */
+static int tcpFlush(TcpConn *c)
+{
+    while (c->txHead) {
+        struct iovec iov[TCP_MAX_IOV];
+        int n = 0;
+        for (TxItem *it = c->txHead; it && n + 2 <= TCP_MAX_IOV; it = it->next) {
+            if (it->frameOff < it->frameLen)
+                iov[n++] = (struct iovec){it->frame + it->frameOff, it->frameLen - it->frameOff};
+            if (it->payloadOff < it->payloadLen)
+                iov[n++] = (struct iovec){(void *)(it->payload + it->payloadOff),
+                                          it->payloadLen - it->payloadOff};
+        }
+        ssize_t w = n ? writev(c->fd, iov, n) : 0;
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                break;
+            char why[96];
+            snprintf(why, sizeof(why), "write: %s", strerror(errno));
+            tcpCloseConn(&c->base, why);
+            return -1;
+        }
+        size_t left = (size_t)w;
+        while (c->txHead) {
+            TxItem *it = c->txHead;
+            size_t f = it->frameLen - it->frameOff;
+            size_t take = left < f ? left : f;
+            it->frameOff += take;
+            left -= take;
+            size_t p = it->payloadLen - it->payloadOff;
+            take = left < p ? left : p;
+            it->payloadOff += take;
+            left -= take;
+            if (it->frameOff < it->frameLen || it->payloadOff < it->payloadLen)
+                break;
+            c->txHead = it->next;
+            if (!c->txHead)
+                c->txTail = NULL;
+            void *cookie = it->cookie;
+            free(it);
+            if (cookie)
+                engineOnSendDone(&c->base, cookie);
+            if (c->closed)
+                return -1;
+        }
+        if (n == 0)
+            break;
+    }
+    int want = c->txHead != NULL;
+    if (want != c->wantOut && !c->closed) {
+        c->wantOut = want;
+        engineModify(c->fd, EPOLLIN | (want ? EPOLLOUT : 0), tcpOnEvent, c);
+    }
+    return 0;
+}
+
+static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLen, void *cookie)
+{
+    TcpConn *c = (TcpConn *)base;
+    TxItem *it;
+
+    if (c->closed)
+        return -1;
+    it = calloc(1, sizeof(*it));
+    if (!it) {
+        tcpCloseConn(base, "out of memory for the send queue");
+        return -1;
+    }
+    int len = wireEncode(m, it->frame, sizeof(it->frame));
+    if (len < 0) {
+        free(it);
+        engineLog("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
+        return -1;
+    }
+    it->frameLen = (size_t)len;
+    it->payload = payload;
+    it->payloadLen = payload ? payloadLen : 0;
+    it->cookie = cookie;
+    if (c->txTail)
+        c->txTail->next = it;
+    else
+        c->txHead = it;
+    c->txTail = it;
+    if (c->connecting)
+        return 0;
+    return tcpFlush(c);
+}
+
+/* ---- receiving ------------------------------------------------------------------- */
+
+static int tcpRecvPayload(Conn *base, void *dst, size_t len)
+{
+    TcpConn *c = (TcpConn *)base;
+
+    c->rx = RX_PAYLOAD;
+    c->payDst = dst;
+    c->payLeft = len;
+    return 0;
+}
+
+/* The payload is complete: back to frames, tell the engine. */
+static void tcpPayloadComplete(TcpConn *c)
+{
+    c->rx = RX_FRAME;
+    c->payDst = NULL;
+    engineOnPayloadDone(&c->base);
+}
+
+/* Decode and deliver every whole frame in rxbuf. Returns 0, or -1 after
+ * closing the connection. */
+static int tcpParseFrames(TcpConn *c)
+{
+    size_t off = 0;
+    const char *why = "";
+
+    while (c->rx == RX_FRAME && c->rxLen - off >= OBJ_WIRE_HDR_LEN) {
+        WireMsg m;
+        if (wireDecodeHdr(c->rxbuf + off, &m.h, &why) == -1)
+            goto out_bad_frame;
+        if (c->rxLen - off < OBJ_WIRE_HDR_LEN + m.h.bodyLen)
+            break;
+        if (wireDecodeBody(c->rxbuf + off + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
+            goto out_bad_frame;
+        off += OBJ_WIRE_HDR_LEN + m.h.bodyLen;
+        if (engineOnFrame(&c->base, &m, NULL, 0) == -1) {
+            if (!c->closed)
+                tcpCloseConn(&c->base, "protocol error (see the previous log line)");
+            return -1;
+        }
+        if (c->closed)
+            return -1;
+        if (c->rx == RX_PAYLOAD) { /* payload bytes already read: copy the few */
+            size_t have = c->rxLen - off;
+            size_t take = have < c->payLeft ? have : c->payLeft;
+            memcpy(c->payDst, c->rxbuf + off, take);
+            c->payDst += take;
+            c->payLeft -= take;
+            off += take;
+            if (c->payLeft == 0) {
+                tcpPayloadComplete(c);
+                if (c->closed)
+                    return -1;
+            }
+        }
+    }
+    memmove(c->rxbuf, c->rxbuf + off, c->rxLen - off);
+    c->rxLen -= off;
+    return 0;
+
+out_bad_frame : {
+    char reason[128];
+    snprintf(reason, sizeof(reason), "bad frame: %s", why);
+    engineLog("warning", "%s: %s", c->base.desc, reason);
+    tcpCloseConn(&c->base, reason);
+    return -1;
+}
+}
+
+static void tcpRead(TcpConn *c)
+{
+    for (int i = 0; i < TCP_READS_PER_EV && !c->closed; i++) {
+        ssize_t n;
+        if (c->rx == RX_PAYLOAD) {
+            n = read(c->fd, c->payDst, c->payLeft);
+        } else {
+            n = read(c->fd, c->rxbuf + c->rxLen, sizeof(c->rxbuf) - c->rxLen);
+        }
+        if (n == 0) {
+            tcpCloseConn(&c->base, "peer closed the connection");
+            return;
+        }
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            char why[96];
+            snprintf(why, sizeof(why), "read: %s", strerror(errno));
+            tcpCloseConn(&c->base, why);
+            return;
+        }
+        if (c->rx == RX_PAYLOAD) {
+            c->payDst += n;
+            c->payLeft -= (size_t)n;
+            if (c->payLeft == 0)
+                tcpPayloadComplete(c);
+            continue;
+        }
+        c->rxLen += (size_t)n;
+        if (tcpParseFrames(c) == -1)
+            return;
+    }
+}
+
+static void tcpOnEvent(void *arg, uint32_t events)
+{
+    TcpConn *c = arg;
+
+    c->inHandler = 1;
+    if (c->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+            char why[96];
+            snprintf(why, sizeof(why), "connect: %s", strerror(err));
+            tcpCloseConn(&c->base, why);
+        } else {
+            c->connecting = 0;
+            c->wantOut = -1; /* force tcpFlush to set the event mask */
+            engineOnUp(&c->base);
+            if (!c->closed)
+                tcpFlush(c);
+        }
+    } else {
+        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+            tcpRead(c);
+        if (!c->closed && (events & EPOLLOUT))
+            tcpFlush(c);
+    }
+    c->inHandler = 0;
+    if (c->closed)
+        tcpFree(c);
+}
+
+/* ---- listening and connecting ---------------------------------------------------------- */
+
+static void tcpOnAccept(void *arg, uint32_t events)
+{
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_in sa;
+        socklen_t len = sizeof(sa);
+        int fd = accept4(listenFd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd == -1) {
+            if (errno != EAGAIN && errno != EINTR)
+                engineLog("warning", "tcp accept: %s", strerror(errno));
+            return;
+        }
+        tcpSetOptions(fd);
+        char desc[64];
+        snprintf(desc, sizeof(desc), "%s:%d (in)", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
+        TcpConn *c = tcpNew(fd, desc);
+        if (!c || engineWatch(fd, EPOLLIN, tcpOnEvent, c) == -1) {
+            if (c)
+                tcpFree(c);
+            close(fd);
+            continue;
+        }
+        engineOnUp(&c->base);
+    }
+}
+
+static int tcpListen(const char *bindAddr, int port, char *err, size_t errLen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int one = 1;
+
+    if (inet_pton(AF_INET, bindAddr, &sa.sin_addr) != 1) {
+        snprintf(err, errLen, "transfer-bind '%s' is not an IPv4 address", bindAddr);
+        return -1;
+    }
+    listenFd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (listenFd == -1) {
+        snprintf(err, errLen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(listenFd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(listenFd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || listen(listenFd, 128) == -1) {
+        snprintf(err, errLen, "cannot listen on %s:%d for transfers: %s", bindAddr, port,
+                 strerror(errno));
+        goto out_close;
+    }
+    if (engineWatch(listenFd, EPOLLIN, tcpOnAccept, NULL) == -1) {
+        snprintf(err, errLen, "cannot watch the transfer listener");
+        goto out_close;
+    }
+    return 0;
+
+out_close:
+    close(listenFd);
+    listenFd = -1;
+    return -1;
+}
+
+static Conn *tcpConnect(Peer *peer, const char *addr, int port, char *err, size_t errLen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1 || port <= 0 || port > 65535) {
+        snprintf(err, errLen, "UNAVAILABLE bad transfer address %s:%d", addr, port);
+        return NULL;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) {
+        snprintf(err, errLen, "UNAVAILABLE socket: %s", strerror(errno));
+        return NULL;
+    }
+    tcpSetOptions(fd);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS) {
+        snprintf(err, errLen, "UNAVAILABLE connect %s:%d: %s", addr, port, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    char desc[64];
+    snprintf(desc, sizeof(desc), "%s:%d", addr, port);
+    TcpConn *c = tcpNew(fd, desc);
+    if (!c || engineWatch(fd, EPOLLOUT, tcpOnEvent, c) == -1) {
+        snprintf(err, errLen, "UNAVAILABLE out of memory");
+        if (c)
+            tcpFree(c);
+        close(fd);
+        return NULL;
+    }
+    c->connecting = 1;
+    c->base.state = CONN_CONNECTING;
+    return &c->base;
+}
+
+static void tcpShutdown(void)
+{
+    if (listenFd != -1) {
+        engineUnwatch(listenFd);
+        close(listenFd);
+        listenFd = -1;
+    }
+    while (links)
+        tcpCloseConn(&links->c->base, "node shutting down");
+}
+
+static size_t tcpMaxInline(Conn *c)
+{
+    return SIZE_MAX;
+}
+
+static uint32_t tcpArenaRkey(Conn *c)
+{
+    return 0;
+}
+
+const TransportOps tcpTransport = {
+    .name = "tcp",
+    .feature = OBJ_FEAT_TCP,
+    .listen = tcpListen,
+    .shutdown = tcpShutdown,
+    .connect = tcpConnect,
+    .send = tcpSend,
+    .recvPayload = tcpRecvPayload,
+    .readRemote = NULL,
+    .maxInline = tcpMaxInline,
+    .arenaRkey = tcpArenaRkey,
+    .close = tcpCloseConn,
+};

@@ -1,0 +1,145 @@
+/*
+ * wire.h - the messages nodes exchange, identical on every transport.
+ *
+ * A frame is a 16-byte header followed by `bodyLen` bytes of body. Every
+ * integer is little-endian on the wire, whatever the host. Object bytes are
+ * NOT part of a body: after a DATA frame on a stream transport the payload
+ * (size + metaSize bytes) follows raw, so that it can be received straight
+ * into the destination object; on RDMA it travels inline in the ring slot
+ * (small objects) or is read by the requester (RNDV).
+ *
+ * Session: the connecting side sends HELLO (its nonce, name, features); the
+ * accepting side answers HELLO with its own nonce and a proof; the
+ * connecting side answers AUTH with its proof. Proofs are HMAC-SHA256 over
+ * the cluster secret and both nonces (see wireProof), so a node that does
+ * not know the secret learns nothing and can ask for nothing.
+ *
+ * Decoding validates every field and never reads past the buffer: a frame
+ * that fails is a protocol error that closes the connection. Pure C.
+ */
+#ifndef OBJSTORE_WIRE_H
+#define OBJSTORE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
+#define OBJ_WIRE_VERSION  1
+#define OBJ_WIRE_HDR_LEN  16
+#define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
+#define OBJ_WIRE_NONCE    16
+#define OBJ_WIRE_PROOF    32
+#define OBJ_WIRE_NAME_MAX 128
+#define OBJ_WIRE_ID_MAX   512
+#define OBJ_WIRE_TEXT_MAX 256
+#define OBJ_WIRE_SIZE_MAX (1ULL << 48) /* size and metaSize in DATA/RNDV, each */
+
+/* Feature bits in HELLO. */
+#define OBJ_FEAT_TCP  (1u << 0)
+#define OBJ_FEAT_RDMA (1u << 1)
+
+typedef enum WireType {
+    WIRE_HELLO = 1,  /* magic, version, features, nonce, proof (acceptor only), name */
+    WIRE_AUTH = 2,   /* proof */
+    WIRE_FETCH = 3,  /* id; reqId (non-zero) names the request */
+    WIRE_DATA = 4,   /* size, metaSize, checksum; payload follows (inline) */
+    WIRE_RNDV = 5,   /* size, metaSize, checksum, addr, rkey: read it yourself */
+    WIRE_DONE = 6,   /* requester finished reading reqId: release the pin */
+    WIRE_ERROR = 7,  /* code, text: reqId failed (or the session, if reqId is 0) */
+    WIRE_CREDIT = 8, /* credits: ring slots the sender may use again */
+    WIRE_PING = 9,
+    WIRE_PONG = 10,
+    WIRE_TYPE_MAX = 10
+} WireType;
+
+/* Error codes carried by WIRE_ERROR (same words as the command errors). */
+typedef enum WireErr {
+    WIRE_ERR_NOTFOUND = 1,
+    WIRE_ERR_NOTSEALED = 2,
+    WIRE_ERR_OOM = 3,
+    WIRE_ERR_AUTH = 4,
+    WIRE_ERR_PROTO = 5,
+    WIRE_ERR_INTERNAL = 6,
+    WIRE_ERR_MAX = 6
+} WireErr;
+
+typedef struct WireHdr {
+    uint8_t type;     /* WireType */
+    uint8_t flags;    /* must be 0 in version 1 */
+    uint16_t credits; /* piggybacked ring credits (RDMA), 0 on TCP */
+    uint32_t bodyLen; /* <= OBJ_WIRE_MAX_BODY */
+    uint64_t reqId;
+} WireHdr;
+
+/* A decoded message. Pointers point into the decoded buffer (no copies). */
+typedef struct WireMsg {
+    WireHdr h;
+    union {
+        struct {
+            uint32_t magic;
+            uint16_t version;
+            uint16_t features;
+            uint8_t nonce[OBJ_WIRE_NONCE];
+            uint8_t proof[OBJ_WIRE_PROOF]; /* all zero from the connecting side */
+            const char *name;
+            uint16_t nameLen; /* 1..OBJ_WIRE_NAME_MAX */
+        } hello;
+        struct {
+            uint8_t proof[OBJ_WIRE_PROOF];
+        } auth;
+        struct {
+            const char *id;
+            uint16_t idLen; /* 1..OBJ_WIRE_ID_MAX */
+        } fetch;
+        struct {
+            uint64_t size, metaSize, checksum;
+            uint64_t addr; /* RNDV only */
+            uint32_t rkey; /* RNDV only */
+        } data;
+        struct {
+            uint16_t code; /* WireErr */
+            const char *text;
+            uint16_t textLen; /* 0..OBJ_WIRE_TEXT_MAX */
+        } error;
+        struct {
+            uint32_t credits;
+        } credit;
+    } u;
+} WireMsg;
+
+/* Decode a header from exactly OBJ_WIRE_HDR_LEN bytes. Returns 0, or -1 with
+ * a static reason in *why (unknown type, non-zero flags, body too long, a
+ * body length no message of that type can have, reqId 0 on FETCH, DATA,
+ * RNDV or DONE). Checking the length per type here means a reader never
+ * waits for a body that cannot be valid. why may be NULL. */
+int wireDecodeHdr(const uint8_t *buf, WireHdr *h, const char **why);
+/* Decode the body of a message whose header is m->h (already decoded) from
+ * exactly m->h.bodyLen bytes (body may be NULL if that is 0). Returns 0, or
+ * -1 with a static reason in *why; m->u is zeroed first, so fields a type
+ * does not carry read 0. On failure m->u may be partly filled; after a HELLO
+ * version error m->u.hello.version is the peer's version, for the log. */
+int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why);
+/* Encode m (header + body) into buf of cap bytes; sets m->h.bodyLen.
+ * A HELLO whose magic or version is 0 gets OBJ_WIRE_MAGIC / OBJ_WIRE_VERSION
+ * (written back into m); any other value is refused. Encode accepts exactly
+ * what the decoders accept. name/id/text may still point where decoding
+ * this same buf left them (re-encoding in place is safe). Returns the
+ * frame length, or -1 if it does not fit or a field is out of range (which
+ * is a bug in the caller). */
+int wireEncode(WireMsg *m, uint8_t *buf, size_t cap);
+
+/* proof = HMAC-SHA256(secret, role || nonceConnector || nonceAcceptor), where
+ * role is "acceptor" or "connector" (its bytes, without the NUL): the two
+ * proofs differ, so one side cannot replay the other's. secret may be empty
+ * (secretLen 0, secret NULL or not). Can't fail: should libcrypto fail, or a
+ * role be NULL or longer than 32 bytes, out gets random bytes, which match
+ * no proof, so authentication fails closed. */
+void wireProof(const char *secret, size_t secretLen, const char *role,
+               const uint8_t nonceConnector[OBJ_WIRE_NONCE],
+               const uint8_t nonceAcceptor[OBJ_WIRE_NONCE], uint8_t out[OBJ_WIRE_PROOF]);
+/* Constant-time comparison of two proofs; 1 if equal. */
+int wireProofEqual(const uint8_t a[OBJ_WIRE_PROOF], const uint8_t b[OBJ_WIRE_PROOF]);
+const char *wireTypeName(int type);
+const char *wireErrName(int code); /* "NOTFOUND", ... */
+
+#endif /* OBJSTORE_WIRE_H */

@@ -1,0 +1,1439 @@
+/*
+ * test_objtable.c - unit tests for the object table (module/objtable.c).
+ *
+ * Each test states one promise of objtable.h: the created -> sealed life of
+ * an object and who may move it along, the status every misuse returns,
+ * memory coming back to the arena exactly when the last user lets go
+ * (deferred deletes, pins from several holders, holders that vanish),
+ * eviction of unpinned replicas in least-recently-pinned order and never of
+ * anything else, a SCAN-style cursor that misses nothing even while the
+ * table grows, and a long randomized workload checked against a model of
+ * what should exist. The tests are single-threaded, so they do not take the
+ * table lock. Random tests use a fixed seed so a failure reproduces; run
+ * under ASan to catch leaks and double frees in objTableDestroy.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "objtable.h"
+
+#define KIB  (1024ULL)
+#define MIB  (1024ULL * KIB)
+#define UNIT OBJ_ALLOC_ALIGN
+
+/* Holder ids, as the command layer would use Redis client ids. */
+#define ALICE 1ULL
+#define BOB   2ULL
+#define CAROL 3ULL
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+/* splitmix64: small, fast and good enough to drive workloads. */
+static uint64_t testRand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* What the allocator charges for an object of `bytes` (data + metadata). */
+static uint64_t testRoundUp(uint64_t bytes)
+{
+    return bytes == 0 ? UNIT : (bytes + UNIT - 1) / UNIT * UNIT;
+}
+
+/* Tables a test has not destroyed yet: a failing assertion leaves the test
+ * early, and the teardown frees what it left so ASan reports only real leaks. */
+enum { TEST_MAX_TABLES = 4 };
+static ObjTable *testTables[TEST_MAX_TABLES];
+
+static ObjTable *testTable(uint64_t arenaSize)
+{
+    ObjTable *t = objTableCreate(arenaSize);
+    assert_non_null(t);
+    for (size_t i = 0; i < TEST_MAX_TABLES; i++) {
+        if (testTables[i] == NULL) {
+            testTables[i] = t;
+            return t;
+        }
+    }
+    fail_msg("more than %d live tables in one test", TEST_MAX_TABLES);
+    return NULL;
+}
+
+static void testDestroy(ObjTable *t)
+{
+    for (size_t i = 0; i < TEST_MAX_TABLES; i++)
+        if (testTables[i] == t)
+            testTables[i] = NULL;
+    objTableDestroy(t);
+}
+
+static ObjStatus testTryCreate(ObjTable *t, const char *id, uint64_t size, uint64_t holder,
+                               ObjEntry **out)
+{
+    return objTableCreateEntry(t, id, strlen(id), size, 0, holder, out);
+}
+
+/* A created (unsealed) object; fails the test if it cannot be made. */
+static ObjEntry *testCreate(ObjTable *t, const char *id, uint64_t size, uint64_t holder)
+{
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, id, size, holder, &e), OBJ_ST_OK);
+    assert_non_null(e);
+    return e;
+}
+
+/* A sealed object; fails the test if it cannot be made. */
+static ObjEntry *testPut(ObjTable *t, const char *id, uint64_t size, uint64_t holder)
+{
+    ObjEntry *e = testCreate(t, id, size, holder);
+    assert_int_equal(objTableSeal(t, e, holder, 0), OBJ_ST_OK);
+    return e;
+}
+
+/* A sealed object marked as a replica (evictable while unpinned). */
+static ObjEntry *testPutReplica(ObjTable *t, const char *id, uint64_t size)
+{
+    ObjEntry *e = testPut(t, id, size, ALICE);
+    objTableMarkReplica(t, e);
+    return e;
+}
+
+static ObjEntry *testFind(ObjTable *t, const char *id)
+{
+    return objTableFind(t, id, strlen(id));
+}
+
+static ObjStatus testRelease(ObjTable *t, const char *id, uint64_t holder)
+{
+    return objTableRelease(t, id, strlen(id), holder);
+}
+
+static uint64_t testUsed(ObjTable *t)
+{
+    AllocStats st;
+    objTableAllocStats(t, &st);
+    return st.used;
+}
+
+static ObjTableStats testStats(ObjTable *t)
+{
+    ObjTableStats st;
+    objTableGetStats(t, &st);
+    return st;
+}
+
+static const char *testId(char *buf, size_t len, char prefix, unsigned n)
+{
+    snprintf(buf, len, "%c%06u", prefix, n);
+    return buf;
+}
+
+/* ---- create, find, seal ----------------------------------------------------------- */
+
+static void testCreateMakesAFindableCreatedObject(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = NULL;
+    assert_int_equal(objTableCreateEntry(t, "obj", 3, 1000, 24, ALICE, &e), OBJ_ST_OK);
+    assert_non_null(e);
+    assert_ptr_equal(testFind(t, "obj"), e);
+    assert_int_equal(e->state, OBJ_CREATED);
+    assert_int_equal(e->dataSize, 1000);
+    assert_int_equal(e->metaSize, 24);
+    assert_int_equal(e->offset % UNIT, 0);
+    assert_int_equal(e->creator, ALICE);
+    assert_int_equal(e->pins, 0);
+    assert_true(e->createdMs > 0);
+    assert_int_equal(testUsed(t), testRoundUp(1024));
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.created, 1);
+    assert_int_equal(st.sealed, 0);
+    assert_int_equal(st.creates, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testFindOfUnknownIdIsNull(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testPut(t, "abc", 10, ALICE);
+    assert_null(testFind(t, "abd"));
+    assert_null(testFind(t, "ab"));
+    assert_null(testFind(t, "abcd"));
+    assert_null(objTableFind(t, "abc", 4)); /* the id is binary: length counts */
+    testDestroy(t);
+}
+
+static void testIdsAreBinarySafe(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *x = NULL, *y = NULL;
+    assert_int_equal(objTableCreateEntry(t, "a\0b", 3, 8, 0, ALICE, &x), OBJ_ST_OK);
+    assert_int_equal(objTableCreateEntry(t, "a\0c", 3, 8, 0, ALICE, &y), OBJ_ST_OK);
+    assert_ptr_not_equal(x, y);
+    assert_ptr_equal(objTableFind(t, "a\0b", 3), x);
+    assert_ptr_equal(objTableFind(t, "a\0c", 3), y);
+    assert_null(objTableFind(t, "a", 1));
+    testDestroy(t);
+}
+
+static void testSealMakesTheObjectSealedWithItsChecksum(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 100, ALICE);
+    assert_int_equal(objTableSeal(t, e, ALICE, 0x1234abcdULL), OBJ_ST_OK);
+    assert_ptr_equal(testFind(t, "obj"), e);
+    assert_int_equal(e->state, OBJ_SEALED);
+    assert_int_equal(e->checksum, 0x1234abcdULL);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(st.created, 0);
+    assert_int_equal(st.sealed, 1);
+    assert_int_equal(st.seals, 1);
+    assert_int_equal(st.bytesSealed, 100);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testZeroSizeObjectTakesOneUnit(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testPut(t, "empty", 0, ALICE);
+    assert_int_equal(testUsed(t), UNIT);
+    testDestroy(t);
+}
+
+static void testCreateOfACreatedIdIsExists(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *first = testCreate(t, "obj", 100, ALICE);
+    ObjEntry *e = NULL;
+    uint64_t used = testUsed(t);
+    assert_int_equal(testTryCreate(t, "obj", 100, ALICE, &e), OBJ_ST_EXISTS);
+    assert_int_equal(testTryCreate(t, "obj", 50, BOB, &e), OBJ_ST_EXISTS);
+    assert_ptr_equal(testFind(t, "obj"), first);
+    assert_int_equal(testUsed(t), used);
+    assert_int_equal(testStats(t).objects, 1);
+    assert_int_equal(testStats(t).oomErrors, 0);
+    testDestroy(t);
+}
+
+static void testCreateOfASealedIdIsExists(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *first = testPut(t, "obj", 100, ALICE);
+    ObjEntry *e = NULL;
+    uint64_t used = testUsed(t);
+    assert_int_equal(testTryCreate(t, "obj", 100, ALICE, &e), OBJ_ST_EXISTS);
+    assert_int_equal(testTryCreate(t, "obj", 50, BOB, &e), OBJ_ST_EXISTS);
+    assert_ptr_equal(testFind(t, "obj"), first);
+    assert_int_equal(first->state, OBJ_SEALED);
+    assert_int_equal(testUsed(t), used);
+    testDestroy(t);
+}
+
+/* ---- out of memory ---------------------------------------------------------------- */
+
+static void testCreateLargerThanArenaIsOom(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(64 * KIB);
+    ObjEntry *e = NULL;
+    static const struct {
+        uint64_t data, meta;
+    } cases[] = {
+        {64 * KIB + 1, 0},
+        {64 * KIB, 1},
+        {0, 64 * KIB + 1},
+        {UINT64_MAX, 0},
+        {UINT64_MAX, 1}, /* data + meta wraps around */
+        {UINT64_MAX / 2 + 1, UINT64_MAX / 2 + 1},
+        {1, UINT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(objTableCreateEntry(t, "big", 3, cases[i].data, cases[i].meta, ALICE, &e),
+                         OBJ_ST_OOM);
+        assert_null(testFind(t, "big"));
+        assert_int_equal(testStats(t).oomErrors, i + 1);
+    }
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testStats(t).objects, 0);
+    assert_int_equal(testStats(t).creates, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testCreateWhenArenaIsFullIsOomAndCounted(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(4 * KIB);
+    testPut(t, "a", 2 * KIB, ALICE);
+    testCreate(t, "b", 2 * KIB, ALICE);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "c", 1, ALICE, &e), OBJ_ST_OOM);
+    assert_int_equal(testTryCreate(t, "c", 0, BOB, &e), OBJ_ST_OOM);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.oomErrors, 2);
+    assert_int_equal(st.objects, 2);
+    assert_null(testFind(t, "c"));
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testCreateSucceedsAgainOnceMemoryIsFreed(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(4 * KIB);
+    ObjEntry *a = testPut(t, "a", 4 * KIB, ALICE);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "b", 4 * KIB, ALICE, &e), OBJ_ST_OOM);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_OK);
+    assert_int_equal(testTryCreate(t, "b", 4 * KIB, ALICE, &e), OBJ_ST_OK);
+    testDestroy(t);
+}
+
+/* ---- who may seal and abort, and when ------------------------------------------------ */
+
+static void testSealByNonCreatorIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 10, ALICE);
+    assert_int_equal(objTableSeal(t, e, BOB, 0), OBJ_ST_WRONGSTATE);
+    assert_int_equal(e->state, OBJ_CREATED);
+    assert_int_equal(testStats(t).seals, 0);
+    assert_int_equal(objTableSeal(t, e, ALICE, 0), OBJ_ST_OK);
+    testDestroy(t);
+}
+
+static void testAbortByNonCreatorIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 10, ALICE);
+    assert_int_equal(objTableAbort(t, e, BOB), OBJ_ST_WRONGSTATE);
+    assert_ptr_equal(testFind(t, "obj"), e);
+    assert_int_equal(testStats(t).aborts, 0);
+    testDestroy(t);
+}
+
+static void testSealTwiceIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 10, ALICE);
+    assert_int_equal(objTableSeal(t, e, ALICE, 99), OBJ_ST_WRONGSTATE);
+    assert_int_equal(e->checksum, 0);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.seals, 1);
+    assert_int_equal(st.sealed, 1);
+    assert_int_equal(st.bytesSealed, 10);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testAbortOfSealedIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 10, ALICE);
+    assert_int_equal(objTableAbort(t, e, ALICE), OBJ_ST_WRONGSTATE);
+    assert_ptr_equal(testFind(t, "obj"), e);
+    assert_int_equal(e->state, OBJ_SEALED);
+    testDestroy(t);
+}
+
+static void testAbortFreesMemoryAndTheId(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 1000, ALICE);
+    assert_int_equal(objTableAbort(t, e, ALICE), OBJ_ST_OK);
+    assert_null(testFind(t, "obj"));
+    assert_int_equal(testUsed(t), 0);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.created, 0);
+    assert_int_equal(st.aborts, 1);
+    testCreate(t, "obj", 10, BOB);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* ---- delete ------------------------------------------------------------------------- */
+
+static void testDeleteOfCreatedIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 10, ALICE);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_WRONGSTATE);
+    assert_ptr_equal(testFind(t, "obj"), e);
+    assert_int_equal(testStats(t).deletes, 0);
+    testDestroy(t);
+}
+
+static void testDeleteOfUnpinnedFreesMemory(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 3000, ALICE);
+    assert_int_equal(testUsed(t), testRoundUp(3000));
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_OK);
+    assert_null(testFind(t, "obj"));
+    assert_int_equal(testUsed(t), 0);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.sealed, 0);
+    assert_int_equal(st.bytesSealed, 0);
+    assert_int_equal(st.deletes, 1);
+    assert_int_equal(st.deferredDeletes, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* ---- pins and deferred delete --------------------------------------------------------- */
+
+static void testPinOfCreatedIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 10, ALICE);
+    assert_int_equal(objTablePin(t, e, ALICE), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(e->pins, 0);
+    testDestroy(t);
+}
+
+static void testPinCountsUpAndReleaseCountsDown(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 10, ALICE);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(e->pins, 3);
+    assert_int_equal(testStats(t).pinnedObjects, 1);
+    for (int i = 2; i >= 0; i--) {
+        assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK);
+        assert_int_equal(e->pins, (unsigned)i);
+    }
+    assert_int_equal(testStats(t).pinnedObjects, 0);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testDeleteOfPinnedIsDeferredAndHidesTheId(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_DEFERRED);
+    assert_null(testFind(t, "obj"));
+    assert_true(e->deleting);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 0);
+    assert_int_equal(st.sealed, 0);
+    assert_int_equal(st.deleting, 1);
+    assert_int_equal(st.deletes, 1);
+    assert_int_equal(st.deferredDeletes, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testDeferredDeleteKeepsMemoryUntilTheLastRelease(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_DEFERRED);
+    assert_int_equal(testUsed(t), testRoundUp(1000));
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK);
+    assert_int_equal(testUsed(t), 0);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.deleting, 0);
+    assert_int_equal(st.pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testDeletingObjectCannotBePinnedOrDeletedAgain(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 10, ALICE);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_DEFERRED);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_WRONGSTATE);
+    assert_int_equal(e->pins, 1);
+    assert_int_equal(testStats(t).deletes, 1);
+    testDestroy(t);
+}
+
+static void testIdOfDeferredDeleteCanBeCreatedAgain(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old = testPut(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePin(t, old, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, old), OBJ_ST_DEFERRED);
+    ObjEntry *neu = testPut(t, "obj", 2000, CAROL);
+    assert_ptr_not_equal(neu, old);
+    assert_ptr_equal(testFind(t, "obj"), neu);
+    assert_int_not_equal(neu->offset, old->offset);
+    assert_int_equal(testUsed(t), testRoundUp(1000) + testRoundUp(2000));
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* Release works by id; once the id names a new object, the holder's pin still
+ * leads to the deleted one it actually holds. */
+static void testReleaseByIdFindsTheDeletedObjectThroughTheHolder(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old = testPut(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePin(t, old, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, old), OBJ_ST_DEFERRED);
+    ObjEntry *neu = testPut(t, "obj", 2000, CAROL);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK);
+    assert_int_equal(testUsed(t), testRoundUp(2000));
+    assert_ptr_equal(testFind(t, "obj"), neu);
+    assert_int_equal(neu->pins, 0);
+    assert_int_equal(neu->state, OBJ_SEALED);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.deleting, 0);
+    assert_int_equal(st.objects, 1);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testPinsFromTwoHoldersAreCountedApart(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePin(t, e, ALICE), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(e->pins, 3);
+    assert_int_equal(testStats(t).pinnedObjects, 1);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_DEFERRED);
+
+    assert_int_equal(testRelease(t, "obj", ALICE), OBJ_ST_OK);
+    assert_int_equal(testRelease(t, "obj", ALICE), OBJ_ST_WRONGSTATE); /* Bob's are not hers */
+    assert_int_equal(testUsed(t), testRoundUp(1000));
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK);
+    assert_int_equal(testUsed(t), testRoundUp(1000));
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK);
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(testStats(t).pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReleaseWithoutAPinIsWrongState(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *sealed = testPut(t, "sealed", 10, ALICE);
+    testCreate(t, "created", 10, ALICE);
+    assert_int_equal(objTablePin(t, sealed, CAROL), OBJ_ST_OK);
+    static const struct {
+        const char *id;
+        uint64_t holder;
+    } cases[] = {
+        {"sealed", ALICE},  /* the creator, who never pinned it */
+        {"sealed", BOB},    /* a holder the table has never seen */
+        {"created", ALICE}, /* created objects cannot be pinned */
+        {"missing", CAROL}, /* an id that does not exist */
+        {"sealed", 0},      {"sealed", UINT64_MAX}, {"seale", CAROL}, {"sealedx", CAROL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(testRelease(t, cases[i].id, cases[i].holder), OBJ_ST_WRONGSTATE);
+    assert_int_equal(sealed->pins, 1);
+    assert_int_equal(testRelease(t, "sealed", CAROL), OBJ_ST_OK);
+    assert_int_equal(testRelease(t, "sealed", CAROL), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testUnpinDropsAPinOnExactlyThatEntry(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, old, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, old), OBJ_ST_DEFERRED);
+    ObjEntry *neu = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, neu, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableUnpin(t, neu, BOB), OBJ_ST_OK);
+    assert_int_equal(neu->pins, 0);
+    assert_int_equal(testStats(t).deleting, 1); /* the old one is still held */
+    assert_int_equal(objTableUnpin(t, neu, BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableUnpin(t, neu, ALICE), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableUnpin(t, old, BOB), OBJ_ST_OK);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(testUsed(t), testRoundUp(100));
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* ---- holders that go away ---------------------------------------------------------------- */
+
+static void testHolderGoneAbortsWhatItCreated(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testCreate(t, "a1", 100, ALICE);
+    testCreate(t, "a2", 200, ALICE);
+    ObjEntry *sealed = testPut(t, "a3", 300, ALICE);
+    testCreate(t, "b1", 400, BOB);
+    assert_int_equal(objTableHolderGone(t, ALICE), 2);
+    assert_null(testFind(t, "a1"));
+    assert_null(testFind(t, "a2"));
+    assert_ptr_equal(testFind(t, "a3"), sealed); /* sealed objects outlive their creator */
+    assert_non_null(testFind(t, "b1"));
+    assert_int_equal(testUsed(t), testRoundUp(300) + testRoundUp(400));
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.created, 1);
+    assert_int_equal(st.aborts, 2);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testHolderGoneDropsEveryPinItHeld(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *x = testPut(t, "x", 10, ALICE);
+    ObjEntry *y = testPut(t, "y", 10, ALICE);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(objTablePin(t, x, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, y, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, y, CAROL), OBJ_ST_OK);
+    assert_int_equal(objTableHolderGone(t, BOB), 0);
+    assert_int_equal(x->pins, 0);
+    assert_int_equal(y->pins, 1);
+    assert_int_equal(testStats(t).pinnedObjects, 1);
+    assert_int_equal(testRelease(t, "x", BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(testRelease(t, "y", CAROL), OBJ_ST_OK);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testHolderGoneFinishesDeferredDeletes(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *x = testPut(t, "x", 1000, ALICE);
+    ObjEntry *y = testPut(t, "y", 1000, ALICE);
+    assert_int_equal(objTablePin(t, x, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, x, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, y, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, y, CAROL), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, x), OBJ_ST_DEFERRED);
+    assert_int_equal(objTableDelete(t, y), OBJ_ST_DEFERRED);
+    assert_int_equal(objTableHolderGone(t, BOB), 0);
+    assert_int_equal(testUsed(t), testRoundUp(1000)); /* y: Carol still holds it */
+    assert_int_equal(testStats(t).deleting, 1);
+    assert_int_equal(objTableHolderGone(t, CAROL), 0);
+    assert_int_equal(testUsed(t), 0);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.deleting, 0);
+    assert_int_equal(st.pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testHolderGoneOfAnUnknownHolderChangesNothing(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testCreate(t, "c", 10, ALICE);
+    ObjEntry *s = testPut(t, "s", 10, ALICE);
+    assert_int_equal(objTablePin(t, s, ALICE), OBJ_ST_OK);
+    assert_int_equal(objTableHolderGone(t, BOB), 0);
+    assert_int_equal(objTableHolderGone(t, UINT64_MAX), 0);
+    assert_int_equal(testStats(t).objects, 2);
+    assert_int_equal(s->pins, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testHolderGoneTwiceIsHarmless(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testCreate(t, "c", 10, ALICE);
+    assert_int_equal(objTableHolderGone(t, ALICE), 1);
+    assert_int_equal(objTableHolderGone(t, ALICE), 0);
+    assert_int_equal(testUsed(t), 0);
+    testDestroy(t);
+}
+
+/* ---- replicas and eviction ------------------------------------------------------------- */
+
+/* An arena of 8 x 1 KiB slots, filled with replicas r0..r7 in that order. */
+static ObjTable *testArenaOfReplicas(ObjEntry *r[8])
+{
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 8; i++)
+        r[i] = testPutReplica(t, testId(id, sizeof(id), 'r', i), KIB);
+    assert_int_equal(testUsed(t), 8 * KIB);
+    return t;
+}
+
+static void testNewCreateEvictsAnUnpinnedReplica(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    char id[16];
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", KIB, BOB, &e), OBJ_ST_OK);
+    assert_null(testFind(t, testId(id, sizeof(id), 'r', 0)));
+    for (unsigned i = 1; i < 8; i++)
+        assert_non_null(testFind(t, testId(id, sizeof(id), 'r', i)));
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(st.oomErrors, 0);
+    assert_int_equal(st.objects, 8);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testEvictionTakesAsManyReplicasAsTheCreateNeeds(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    char id[16];
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", 3 * KIB, BOB, &e), OBJ_ST_OK);
+    for (unsigned i = 0; i < 8; i++)
+        assert_true((testFind(t, testId(id, sizeof(id), 'r', i)) == NULL) == (i < 3));
+    assert_int_equal(testStats(t).evictions, 3);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testEvictionTakesTheLeastRecentlyPinnedReplicaFirst(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    char id[16];
+    /* Use r0 and r1, in that order: r2 becomes the least recently used. */
+    static const unsigned used[] = {0, 1};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(objTablePin(t, r[used[i]], BOB), OBJ_ST_OK);
+        assert_int_equal(testRelease(t, testId(id, sizeof(id), 'r', used[i]), BOB), OBJ_ST_OK);
+    }
+    static const unsigned expectOrder[] = {2, 3, 4, 5, 6, 7, 0, 1};
+    for (unsigned n = 0; n < 8; n++) {
+        ObjEntry *e = NULL;
+        assert_int_equal(testTryCreate(t, testId(id, sizeof(id), 'n', n), KIB, BOB, &e), OBJ_ST_OK);
+        assert_null(testFind(t, testId(id, sizeof(id), 'r', expectOrder[n])));
+        for (unsigned k = n + 1; k < 8; k++)
+            assert_non_null(testFind(t, testId(id, sizeof(id), 'r', expectOrder[k])));
+        assert_int_equal(testStats(t).evictions, n + 1);
+        assert_int_equal(objTableCheck(t), 0);
+    }
+    testDestroy(t);
+}
+
+static void testPinnedReplicasAreNeverEvicted(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    char id[16];
+    for (unsigned i = 0; i < 8; i++)
+        assert_int_equal(objTablePin(t, r[i], BOB), OBJ_ST_OK);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", KIB, CAROL, &e), OBJ_ST_OOM);
+    for (unsigned i = 0; i < 8; i++)
+        assert_ptr_equal(testFind(t, testId(id, sizeof(id), 'r', i)), r[i]);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.oomErrors, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReplicaBecomesEvictableAgainAtItsLastRelease(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    for (unsigned i = 0; i < 8; i++)
+        assert_int_equal(objTablePin(t, r[i], BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, r[5], CAROL), OBJ_ST_OK);
+    assert_int_equal(testRelease(t, "r000005", BOB), OBJ_ST_OK);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", KIB, ALICE, &e), OBJ_ST_OOM); /* Carol holds it */
+    assert_int_equal(testRelease(t, "r000005", CAROL), OBJ_ST_OK);
+    assert_int_equal(testTryCreate(t, "new", KIB, ALICE, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "r000005"));
+    assert_int_equal(testStats(t).evictions, 1);
+    testDestroy(t);
+}
+
+static void testPrimariesAreNeverEvicted(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 8; i++)
+        testPut(t, testId(id, sizeof(id), 'p', i), KIB, ALICE);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", KIB, BOB, &e), OBJ_ST_OOM);
+    for (unsigned i = 0; i < 8; i++)
+        assert_non_null(testFind(t, testId(id, sizeof(id), 'p', i)));
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.oomErrors, 1);
+    testDestroy(t);
+}
+
+static void testCreatedObjectsAreNeverEvicted(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 8; i++)
+        testCreate(t, testId(id, sizeof(id), 'c', i), KIB, ALICE);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", KIB, BOB, &e), OBJ_ST_OOM);
+    assert_int_equal(testStats(t).evictions, 0);
+    assert_int_equal(testStats(t).created, 8);
+    testDestroy(t);
+}
+
+/* Only the unpinned replica among pinned replicas and primaries can go. */
+static void testEvictionSkipsPinnedReplicasAndPrimaries(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 4; i++)
+        testPut(t, testId(id, sizeof(id), 'p', i), KIB, ALICE);
+    for (unsigned i = 0; i < 4; i++) {
+        ObjEntry *r = testPutReplica(t, testId(id, sizeof(id), 'r', i), KIB);
+        if (i != 2)
+            assert_int_equal(objTablePin(t, r, BOB), OBJ_ST_OK);
+    }
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "n1", KIB, CAROL, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "r000002"));
+    assert_int_equal(testTryCreate(t, "n2", KIB, CAROL, &e), OBJ_ST_OOM);
+    assert_int_equal(testStats(t).evictions, 1);
+    assert_int_equal(testStats(t).objects, 8);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* Evicting cannot help a create larger than the whole arena, so it must not
+ * throw away cached replicas for nothing ("after evicting unpinned replicas
+ * if that makes room"). */
+static void testCreateLargerThanArenaEvictsNothing(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    char id[16];
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "huge", 9 * KIB, BOB, &e), OBJ_ST_OOM);
+    for (unsigned i = 0; i < 8; i++)
+        assert_ptr_equal(testFind(t, testId(id, sizeof(id), 'r', i)), r[i]);
+    assert_int_equal(testStats(t).evictions, 0);
+    testDestroy(t);
+}
+
+/* Same when free space plus every evictable replica is still too little. */
+static void testCreateThatEvictionCannotSatisfyEvictsNothing(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 4; i++)
+        testPut(t, testId(id, sizeof(id), 'p', i), KIB, ALICE);
+    for (unsigned i = 0; i < 4; i++)
+        testPutReplica(t, testId(id, sizeof(id), 'r', i), KIB);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "big", 5 * KIB, BOB, &e), OBJ_ST_OOM);
+    for (unsigned i = 0; i < 4; i++)
+        assert_non_null(testFind(t, testId(id, sizeof(id), 'r', i)));
+    assert_int_equal(testStats(t).evictions, 0);
+    testDestroy(t);
+}
+
+static void testDeletedReplicaLeavesTheEvictionList(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    assert_int_equal(objTableDelete(t, r[0]), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, r[1], BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, r[1]), OBJ_ST_DEFERRED);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(testRelease(t, "r000001", BOB), OBJ_ST_OK); /* frees; must not re-list */
+    assert_int_equal(objTableCheck(t), 0);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", 3 * KIB, BOB, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "r000002"));
+    assert_non_null(testFind(t, "r000003"));
+    assert_int_equal(testStats(t).evictions, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* ---- scan ---------------------------------------------------------------------------------- */
+
+enum { SCAN_MAX_IDS = 8192 };
+
+/* How often the scan callback saw each object, by prefix and number. */
+typedef struct ScanLog {
+    unsigned hits['z' + 1][SCAN_MAX_IDS];
+    size_t calls;
+    int sawUnsealed;
+} ScanLog;
+
+static void testScanRecord(ObjEntry *e, void *arg)
+{
+    ScanLog *log = arg;
+    char buf[32];
+    assert_true(e->idLen == 7);
+    memcpy(buf, e->id, 7);
+    buf[7] = '\0';
+    unsigned n = (unsigned)strtoul(buf + 1, NULL, 10);
+    assert_true(buf[0] >= 'a' && buf[0] <= 'z' && n < SCAN_MAX_IDS);
+    log->hits[(unsigned char)buf[0]][n]++;
+    log->calls++;
+    if (e->state != OBJ_SEALED)
+        log->sawUnsealed = 1;
+}
+
+/* A cleared log; one is live at a time, and it is too big for the stack. */
+static ScanLog *testScanLog(void)
+{
+    static ScanLog log;
+    memset(&log, 0, sizeof(log));
+    return &log;
+}
+
+/* Run a whole iteration with this COUNT; returns the number of steps. */
+static unsigned testScanAll(ObjTable *t, size_t count, ScanLog *log)
+{
+    uint64_t cursor = 0;
+    unsigned steps = 0;
+    do {
+        cursor = objTableScan(t, cursor, count, testScanRecord, log);
+        steps++;
+        assert_true(steps <= 1000000);
+    } while (cursor != 0);
+    return steps;
+}
+
+static void testScanOfEmptyTableEndsAtOnce(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ScanLog *log = testScanLog();
+    assert_int_equal(objTableScan(t, 0, 10, testScanRecord, log), 0);
+    assert_int_equal(log->calls, 0);
+    testDestroy(t);
+}
+
+static void testScanVisitsEverySealedObjectForEveryCount(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    ObjTable *t = testTable(MIB);
+    char id[16];
+    for (unsigned i = 0; i < N; i++)
+        testPut(t, testId(id, sizeof(id), 's', i), 10, ALICE);
+    static const size_t extraCounts[] = {N - 1, N, N + 1, 10000};
+    for (size_t k = 0; k < 40 + sizeof(extraCounts) / sizeof(extraCounts[0]); k++) {
+        size_t count = k < 40 ? k + 1 : extraCounts[k - 40];
+        ScanLog *log = testScanLog();
+        testScanAll(t, count, log);
+        for (unsigned i = 0; i < N; i++)
+            assert_true(log->hits['s'][i] >= 1);
+    }
+    testDestroy(t);
+}
+
+static void testScanWithCountAboveTableSizeTakesOneStep(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    char id[16];
+    for (unsigned i = 0; i < 100; i++)
+        testPut(t, testId(id, sizeof(id), 's', i), 10, ALICE);
+    ScanLog *log = testScanLog();
+    assert_int_equal(testScanAll(t, 1000, log), 1);
+    assert_int_equal(log->calls, 100);
+    testDestroy(t);
+}
+
+static void testScanCountZeroStillMakesProgress(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    char id[16];
+    for (unsigned i = 0; i < 50; i++)
+        testPut(t, testId(id, sizeof(id), 's', i), 10, ALICE);
+    ScanLog *log = testScanLog();
+    testScanAll(t, 0, log);
+    for (unsigned i = 0; i < 50; i++)
+        assert_true(log->hits['s'][i] >= 1);
+    testDestroy(t);
+}
+
+static void testScanSkipsCreatedObjects(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    char id[16];
+    for (unsigned i = 0; i < 100; i++) {
+        if (i % 3 == 0)
+            testCreate(t, testId(id, sizeof(id), 'c', i), 10, ALICE);
+        else
+            testPut(t, testId(id, sizeof(id), 's', i), 10, ALICE);
+    }
+    for (size_t count = 1; count <= 8; count++) {
+        ScanLog *log = testScanLog();
+        testScanAll(t, count, log);
+        assert_false(log->sawUnsealed);
+        for (unsigned i = 0; i < 100; i++) {
+            assert_int_equal(log->hits['c'][i], 0);
+            if (i % 3 != 0)
+                assert_true(log->hits['s'][i] >= 1);
+        }
+    }
+    testDestroy(t);
+}
+
+/* Objects present for the whole iteration are all seen although the table
+ * doubles (several times, or many times at once) between steps. */
+static void testScanSeesEveryObjectWhileTheTableGrows(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t count;         /* COUNT of each step */
+        unsigned initial;     /* objects present throughout */
+        unsigned perStep;     /* new objects inserted after each step */
+        unsigned maxInserted; /* stop inserting after this many */
+    } cases[] = {
+        {1, 100, 25, 4000},   {3, 100, 50, 6000},     {7, 40, 10, 2000},
+        {16, 200, 100, 8000}, {1, 60, 4000, 4000}, /* one huge jump after the first step */
+        {2, 500, 1, 300},     {64, 1000, 7000, 7000},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        ObjTable *t = testTable(64 * MIB);
+        ScanLog *log = testScanLog();
+        char id[16];
+        unsigned inserted = 0, steps = 0;
+        for (unsigned i = 0; i < cases[c].initial; i++)
+            testPut(t, testId(id, sizeof(id), 'p', i), 0, ALICE);
+        uint64_t cursor = 0;
+        do {
+            cursor = objTableScan(t, cursor, cases[c].count, testScanRecord, log);
+            for (unsigned k = 0; k < cases[c].perStep && inserted < cases[c].maxInserted; k++)
+                testPut(t, testId(id, sizeof(id), 'g', inserted++), 0, ALICE);
+            assert_true(++steps <= 1000000);
+        } while (cursor != 0);
+        for (unsigned i = 0; i < cases[c].initial; i++)
+            assert_true(log->hits['p'][i] >= 1);
+        assert_int_equal(objTableCheck(t), 0);
+        testDestroy(t);
+    }
+}
+
+/* ---- randomized workload against a model ------------------------------------------------ */
+
+enum { RW_IDS = 128, RW_HOLDERS = 6, RW_OPS = 50000, RW_VERIFY_EVERY = 97 };
+
+/* What the model believes about one object (visible or deleting). */
+typedef struct ModelObj {
+    ObjEntry *e;
+    unsigned id;
+    uint64_t bytes;
+    int sealed, deleting;
+    uint64_t creator;
+    uint32_t pins[RW_HOLDERS + 1]; /* by holder; holders are 1..RW_HOLDERS */
+} ModelObj;
+
+typedef struct Model {
+    ModelObj *visible[RW_IDS]; /* by id */
+    ModelObj **all;            /* visible and deleting */
+    size_t n, cap;
+} Model;
+
+static uint32_t modelPins(const ModelObj *m)
+{
+    uint32_t n = 0;
+    for (unsigned h = 1; h <= RW_HOLDERS; h++)
+        n += m->pins[h];
+    return n;
+}
+
+static void modelAdd(Model *md, ModelObj *m)
+{
+    if (md->n == md->cap) {
+        md->cap = md->cap ? md->cap * 2 : 64;
+        md->all = realloc(md->all, md->cap * sizeof(*md->all));
+        assert_non_null(md->all);
+    }
+    md->all[md->n++] = m;
+}
+
+/* Forget m entirely (the table freed it). */
+static void modelDrop(Model *md, ModelObj *m)
+{
+    for (size_t i = 0; i < md->n; i++) {
+        if (md->all[i] == m) {
+            md->all[i] = md->all[--md->n];
+            break;
+        }
+    }
+    if (md->visible[m->id] == m)
+        md->visible[m->id] = NULL;
+    free(m);
+}
+
+/* The model of the running test, freed by the teardown if the test fails. */
+static Model *testModel;
+
+static void modelFree(Model *md)
+{
+    if (!md)
+        return;
+    for (size_t i = 0; i < md->n; i++)
+        free(md->all[i]);
+    free(md->all);
+    free(md);
+}
+
+static void modelFormatId(char *buf, unsigned id)
+{
+    snprintf(buf, 16, "w%06u", id);
+}
+
+/* Every table-visible fact must match the model. */
+static void modelVerify(ObjTable *t, const Model *md)
+{
+    char id[16];
+    uint64_t objects = 0, created = 0, sealed = 0, bytes = 0, used = 0, deleting = 0, pinned = 0;
+    for (unsigned i = 0; i < RW_IDS; i++) {
+        modelFormatId(id, i);
+        const ModelObj *m = md->visible[i];
+        ObjEntry *e = testFind(t, id);
+        assert_ptr_equal(e, m ? m->e : NULL);
+    }
+    for (size_t i = 0; i < md->n; i++) {
+        const ModelObj *m = md->all[i];
+        assert_int_equal(m->e->pins, modelPins(m));
+        assert_int_equal(m->e->state, m->sealed ? OBJ_SEALED : OBJ_CREATED);
+        assert_int_equal(!!m->e->deleting, m->deleting);
+        assert_int_equal(m->e->dataSize + m->e->metaSize, m->bytes);
+        used += testRoundUp(m->bytes);
+        pinned += modelPins(m) > 0;
+        if (m->deleting) {
+            deleting++;
+            continue;
+        }
+        objects++;
+        if (m->sealed) {
+            sealed++;
+            bytes += m->bytes;
+        } else {
+            created++;
+        }
+    }
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, objects);
+    assert_int_equal(st.created, created);
+    assert_int_equal(st.sealed, sealed);
+    assert_int_equal(st.bytesSealed, bytes);
+    assert_int_equal(st.deleting, deleting);
+    assert_int_equal(st.pinnedObjects, pinned);
+    assert_int_equal(testUsed(t), used);
+}
+
+static void modelCreate(ObjTable *t, Model *md, unsigned id, uint64_t holder, uint64_t *seed)
+{
+    char buf[16];
+    uint64_t data = testRand(seed) % 4097;
+    uint64_t meta = testRand(seed) % 3 == 0 ? testRand(seed) % 256 : 0;
+    ObjEntry *e = NULL;
+    modelFormatId(buf, id);
+    ObjStatus st = objTableCreateEntry(t, buf, strlen(buf), data, meta, holder, &e);
+    if (md->visible[id]) {
+        assert_int_equal(st, OBJ_ST_EXISTS);
+        return;
+    }
+    assert_int_equal(st, OBJ_ST_OK); /* the arena is far larger than the workload */
+    ModelObj *m = calloc(1, sizeof(*m));
+    assert_non_null(m);
+    *m = (ModelObj){.e = e, .id = id, .bytes = data + meta, .creator = holder};
+    md->visible[id] = m;
+    modelAdd(md, m);
+}
+
+static void modelSealOrAbort(ObjTable *t, Model *md, ModelObj *m, uint64_t holder, int abort)
+{
+    int allowed = !m->sealed && holder == m->creator;
+    ObjStatus st = abort ? objTableAbort(t, m->e, holder) : objTableSeal(t, m->e, holder, 7);
+    assert_int_equal(st, allowed ? OBJ_ST_OK : OBJ_ST_WRONGSTATE);
+    if (!allowed)
+        return;
+    if (abort)
+        modelDrop(md, m);
+    else
+        m->sealed = 1;
+}
+
+static void modelRelease(ObjTable *t, Model *md, unsigned id, uint64_t holder, uint64_t *seed)
+{
+    char buf[16];
+    ModelObj *held[64];
+    size_t n = 0;
+    modelFormatId(buf, id);
+    for (size_t i = 0; i < md->n && n < 64; i++)
+        if (md->all[i]->id == id && md->all[i]->pins[holder])
+            held[n++] = md->all[i];
+    if (n == 0) {
+        assert_int_equal(testRelease(t, buf, holder), OBJ_ST_WRONGSTATE);
+        return;
+    }
+    /* By id when that is unambiguous, else by entry. */
+    ModelObj *m = held[n == 1 ? 0 : testRand(seed) % n];
+    if (n == 1)
+        assert_int_equal(testRelease(t, buf, holder), OBJ_ST_OK);
+    else
+        assert_int_equal(objTableUnpin(t, m->e, holder), OBJ_ST_OK);
+    m->pins[holder]--;
+    if (m->deleting && modelPins(m) == 0)
+        modelDrop(md, m);
+}
+
+static void modelDelete(ObjTable *t, Model *md, ModelObj *m)
+{
+    ObjStatus st = objTableDelete(t, m->e);
+    if (!m->sealed) {
+        assert_int_equal(st, OBJ_ST_WRONGSTATE);
+    } else if (modelPins(m)) {
+        assert_int_equal(st, OBJ_ST_DEFERRED);
+        m->deleting = 1;
+        md->visible[m->id] = NULL;
+    } else {
+        assert_int_equal(st, OBJ_ST_OK);
+        modelDrop(md, m);
+    }
+}
+
+static void modelHolderGone(ObjTable *t, Model *md, uint64_t holder)
+{
+    int aborted = 0;
+    for (size_t i = 0; i < md->n; i++)
+        aborted += !md->all[i]->sealed && md->all[i]->creator == holder;
+    assert_int_equal(objTableHolderGone(t, holder), aborted);
+    for (size_t i = md->n; i-- > 0;) { /* backwards: modelDrop moves the last one here */
+        ModelObj *m = md->all[i];
+        m->pins[holder] = 0;
+        if ((!m->sealed && m->creator == holder) || (m->deleting && modelPins(m) == 0))
+            modelDrop(md, m);
+    }
+}
+
+static void testRandomWorkloadMatchesModelAndKeepsInvariants(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(1ULL << 30);
+    Model *md = testModel = calloc(1, sizeof(*md));
+    assert_non_null(md);
+    uint64_t seed = 20240611;
+    for (unsigned op = 0; op < RW_OPS; op++) {
+        unsigned id = (unsigned)(testRand(&seed) % RW_IDS);
+        uint64_t holder = 1 + testRand(&seed) % RW_HOLDERS;
+        ModelObj *m = md->visible[id];
+        unsigned dice = (unsigned)(testRand(&seed) % 100);
+        /* Mostly let the creator act, sometimes a stranger. */
+        uint64_t actor = m && testRand(&seed) % 4 ? m->creator : holder;
+        if (dice < 25) {
+            modelCreate(t, md, id, holder, &seed);
+        } else if (dice < 40) {
+            if (m)
+                modelSealOrAbort(t, md, m, actor, 0);
+        } else if (dice < 45) {
+            if (m)
+                modelSealOrAbort(t, md, m, actor, 1);
+        } else if (dice < 65) {
+            if (m) {
+                assert_int_equal(objTablePin(t, m->e, holder),
+                                 m->sealed ? OBJ_ST_OK : OBJ_ST_WRONGSTATE);
+                if (m->sealed)
+                    m->pins[holder]++;
+            }
+        } else if (dice < 85) {
+            modelRelease(t, md, id, holder, &seed);
+        } else if (dice < 93) {
+            if (m)
+                modelDelete(t, md, m);
+        } else if (dice < 95) {
+            modelHolderGone(t, md, holder);
+        } else if (m && m->sealed) {
+            objTableMarkReplica(t, m->e);
+        }
+        assert_int_equal(objTableCheck(t), 0);
+        if (op % RW_VERIFY_EVERY == 0)
+            modelVerify(t, md);
+    }
+    modelVerify(t, md);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.oomErrors, 0);
+    assert_true(st.deferredDeletes > 0); /* the workload did reach the interesting paths */
+    assert_true(st.aborts > 0);
+    testDestroy(t); /* with whatever is still pinned, created or deleting */
+    modelFree(md);
+    testModel = NULL;
+}
+
+/* ---- destroy --------------------------------------------------------------------------- */
+
+/* Under ASan this is the real test: no leak, no double free, no use after free. */
+static void testDestroyFreesEverythingWithPinsAndDeferredDeletesOutstanding(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    testCreate(t, "created", 10, ALICE);
+    ObjEntry *pinned = testPut(t, "pinned", 10, ALICE);
+    assert_int_equal(objTablePin(t, pinned, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, pinned, CAROL), OBJ_ST_OK);
+    /* Deleted while pinned by two holders: reachable twice through holders. */
+    ObjEntry *gone = testPut(t, "gone", 10, ALICE);
+    assert_int_equal(objTablePin(t, gone, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, gone, CAROL), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, gone, CAROL), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, gone), OBJ_ST_DEFERRED);
+    /* Its id reused, and that one deleted while pinned too. */
+    ObjEntry *again = testPut(t, "gone", 10, ALICE);
+    assert_int_equal(objTablePin(t, again, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, again), OBJ_ST_DEFERRED);
+    testPutReplica(t, "replica", 10);
+    ObjEntry *pinnedReplica = testPutReplica(t, "replica2", 10);
+    assert_int_equal(objTablePin(t, pinnedReplica, CAROL), OBJ_ST_OK);
+    char id[16];
+    for (unsigned i = 0; i < 200; i++) /* enough to grow the index */
+        testPut(t, testId(id, sizeof(id), 'x', i), 1, ALICE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testDestroyOfAFreshTable(void **state)
+{
+    (void)state;
+    testDestroy(testTable(MIB));
+}
+
+/* Free whatever a failed test left behind (a passing one leaves nothing). */
+static int testTeardown(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_MAX_TABLES; i++) {
+        if (testTables[i])
+            testDestroy(testTables[i]);
+    }
+    modelFree(testModel);
+    testModel = NULL;
+    return 0;
+}
+
+#define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        TEST(testCreateMakesAFindableCreatedObject),
+        TEST(testFindOfUnknownIdIsNull),
+        TEST(testIdsAreBinarySafe),
+        TEST(testSealMakesTheObjectSealedWithItsChecksum),
+        TEST(testZeroSizeObjectTakesOneUnit),
+        TEST(testCreateOfACreatedIdIsExists),
+        TEST(testCreateOfASealedIdIsExists),
+        TEST(testCreateLargerThanArenaIsOom),
+        TEST(testCreateWhenArenaIsFullIsOomAndCounted),
+        TEST(testCreateSucceedsAgainOnceMemoryIsFreed),
+        TEST(testSealByNonCreatorIsWrongState),
+        TEST(testAbortByNonCreatorIsWrongState),
+        TEST(testSealTwiceIsWrongState),
+        TEST(testAbortOfSealedIsWrongState),
+        TEST(testAbortFreesMemoryAndTheId),
+        TEST(testDeleteOfCreatedIsWrongState),
+        TEST(testDeleteOfUnpinnedFreesMemory),
+        TEST(testPinOfCreatedIsWrongState),
+        TEST(testPinCountsUpAndReleaseCountsDown),
+        TEST(testDeleteOfPinnedIsDeferredAndHidesTheId),
+        TEST(testDeferredDeleteKeepsMemoryUntilTheLastRelease),
+        TEST(testDeletingObjectCannotBePinnedOrDeletedAgain),
+        TEST(testIdOfDeferredDeleteCanBeCreatedAgain),
+        TEST(testReleaseByIdFindsTheDeletedObjectThroughTheHolder),
+        TEST(testPinsFromTwoHoldersAreCountedApart),
+        TEST(testReleaseWithoutAPinIsWrongState),
+        TEST(testUnpinDropsAPinOnExactlyThatEntry),
+        TEST(testHolderGoneAbortsWhatItCreated),
+        TEST(testHolderGoneDropsEveryPinItHeld),
+        TEST(testHolderGoneFinishesDeferredDeletes),
+        TEST(testHolderGoneOfAnUnknownHolderChangesNothing),
+        TEST(testHolderGoneTwiceIsHarmless),
+        TEST(testNewCreateEvictsAnUnpinnedReplica),
+        TEST(testEvictionTakesAsManyReplicasAsTheCreateNeeds),
+        TEST(testEvictionTakesTheLeastRecentlyPinnedReplicaFirst),
+        TEST(testPinnedReplicasAreNeverEvicted),
+        TEST(testReplicaBecomesEvictableAgainAtItsLastRelease),
+        TEST(testPrimariesAreNeverEvicted),
+        TEST(testCreatedObjectsAreNeverEvicted),
+        TEST(testEvictionSkipsPinnedReplicasAndPrimaries),
+        TEST(testCreateLargerThanArenaEvictsNothing),
+        TEST(testCreateThatEvictionCannotSatisfyEvictsNothing),
+        TEST(testDeletedReplicaLeavesTheEvictionList),
+        TEST(testScanOfEmptyTableEndsAtOnce),
+        TEST(testScanVisitsEverySealedObjectForEveryCount),
+        TEST(testScanWithCountAboveTableSizeTakesOneStep),
+        TEST(testScanCountZeroStillMakesProgress),
+        TEST(testScanSkipsCreatedObjects),
+        TEST(testScanSeesEveryObjectWhileTheTableGrows),
+        TEST(testRandomWorkloadMatchesModelAndKeepsInvariants),
+        TEST(testDestroyFreesEverythingWithPinsAndDeferredDeletesOutstanding),
+        TEST(testDestroyOfAFreshTable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

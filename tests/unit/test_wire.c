@@ -1,0 +1,1074 @@
+/*
+ * test_wire.c - unit tests for the node-to-node frame format (module/wire.c).
+ *
+ * The tests pin down the promises of wire.h: the byte layout of the header
+ * and of every body (golden bytes), lossless round trips at the edges of
+ * every range, refusal of every malformed frame in a table (and of every
+ * truncation of every valid frame) with a reason, refusal to encode out-of-
+ * range fields, and the handshake proof (a known answer, sensitivity to
+ * each input, an empty secret, constant-time comparison). Frames under test
+ * are copied into heap buffers of their exact length, so that a decoder
+ * reading one byte too far trips AddressSanitizer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "wire.h"
+
+#define TEST_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 64)
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static char testName128[OBJ_WIRE_NAME_MAX];
+static char testId512[OBJ_WIRE_ID_MAX];
+static char testText256[OBJ_WIRE_TEXT_MAX];
+
+static void testFill(void *p, size_t n, uint8_t seed)
+{
+    uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(seed + i * 7);
+}
+
+static int testSetup(void **state)
+{
+    (void)state;
+    memset(testName128, 'n', sizeof(testName128));
+    memset(testId512, 'i', sizeof(testId512));
+    memset(testText256, 't', sizeof(testText256));
+    return 0;
+}
+
+/* Decode a whole frame of len bytes as a stream reader would: header, then
+ * exactly bodyLen bytes. Returns 0 or -1; on -1 *why is the reason. The bytes
+ * are copied to exact-size heap buffers so over-reads are caught. */
+static int testDecodeFrame(const uint8_t *frame, size_t len, WireMsg *m, uint8_t **keep,
+                           const char **why)
+{
+    *why = NULL;
+    *keep = NULL;
+    if (len < OBJ_WIRE_HDR_LEN) {
+        *why = "(test) frame shorter than a header";
+        return -1;
+    }
+    uint8_t *hdr = malloc(OBJ_WIRE_HDR_LEN);
+    assert_non_null(hdr);
+    memcpy(hdr, frame, OBJ_WIRE_HDR_LEN);
+    int rc = wireDecodeHdr(hdr, &m->h, why);
+    free(hdr);
+    if (rc == -1) {
+        assert_non_null(*why);
+        return -1;
+    }
+    assert_null(*why);
+    if (len - OBJ_WIRE_HDR_LEN != m->h.bodyLen) {
+        *why = "(test) frame length differs from header bodyLen";
+        return -1;
+    }
+    uint8_t *body = m->h.bodyLen > 0 ? malloc(m->h.bodyLen) : NULL;
+    if (m->h.bodyLen > 0) {
+        assert_non_null(body);
+        memcpy(body, frame + OBJ_WIRE_HDR_LEN, m->h.bodyLen);
+    }
+    rc = wireDecodeBody(body, m, why);
+    if (rc == -1) {
+        assert_non_null(*why);
+        free(body);
+        return -1;
+    }
+    assert_null(*why);
+    *keep = body; /* decoded pointers point into it */
+    return 0;
+}
+
+/* Decode the body bytes after a frame's header with wireDecodeBody alone, the
+ * header taken raw (type, flags, reqId) and bodyLen = what actually follows:
+ * checks the body decoder's own defences, without wireDecodeHdr in front. */
+static int testDecodeBodyRaw(const uint8_t *frame, size_t len, const char **why)
+{
+    WireMsg m;
+    memset(&m, 0, sizeof(m));
+    m.h.type = frame[0];
+    m.h.flags = frame[1];
+    m.h.reqId = 0;
+    for (int i = 7; i >= 0; i--)
+        m.h.reqId = (m.h.reqId << 8) | frame[8 + i];
+    m.h.bodyLen = (uint32_t)(len - OBJ_WIRE_HDR_LEN);
+    uint8_t *body = m.h.bodyLen > 0 ? malloc(m.h.bodyLen) : NULL;
+    if (m.h.bodyLen > 0)
+        memcpy(body, frame + OBJ_WIRE_HDR_LEN, m.h.bodyLen);
+    *why = NULL;
+    int rc = wireDecodeBody(body, &m, why);
+    free(body);
+    if (rc == -1)
+        assert_non_null(*why);
+    return rc;
+}
+
+static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
+{
+    assert_int_equal(a->h.type, b->h.type);
+    assert_int_equal(a->h.flags, b->h.flags);
+    assert_int_equal(a->h.credits, b->h.credits);
+    assert_int_equal(a->h.bodyLen, b->h.bodyLen);
+    assert_true(a->h.reqId == b->h.reqId);
+    switch (a->h.type) {
+        case WIRE_HELLO:
+            assert_int_equal(a->u.hello.magic, b->u.hello.magic);
+            assert_int_equal(a->u.hello.version, b->u.hello.version);
+            assert_int_equal(a->u.hello.features, b->u.hello.features);
+            assert_memory_equal(a->u.hello.nonce, b->u.hello.nonce, OBJ_WIRE_NONCE);
+            assert_memory_equal(a->u.hello.proof, b->u.hello.proof, OBJ_WIRE_PROOF);
+            assert_int_equal(a->u.hello.nameLen, b->u.hello.nameLen);
+            assert_memory_equal(a->u.hello.name, b->u.hello.name, a->u.hello.nameLen);
+            break;
+        case WIRE_AUTH:
+            assert_memory_equal(a->u.auth.proof, b->u.auth.proof, OBJ_WIRE_PROOF);
+            break;
+        case WIRE_FETCH:
+            assert_int_equal(a->u.fetch.idLen, b->u.fetch.idLen);
+            assert_memory_equal(a->u.fetch.id, b->u.fetch.id, a->u.fetch.idLen);
+            break;
+        case WIRE_DATA:
+        case WIRE_RNDV:
+            assert_true(a->u.data.size == b->u.data.size);
+            assert_true(a->u.data.metaSize == b->u.data.metaSize);
+            assert_true(a->u.data.checksum == b->u.data.checksum);
+            if (a->h.type == WIRE_RNDV) {
+                assert_true(a->u.data.addr == b->u.data.addr);
+                assert_int_equal(a->u.data.rkey, b->u.data.rkey);
+            }
+            break;
+        case WIRE_ERROR:
+            assert_int_equal(a->u.error.code, b->u.error.code);
+            assert_int_equal(a->u.error.textLen, b->u.error.textLen);
+            if (a->u.error.textLen > 0)
+                assert_memory_equal(a->u.error.text, b->u.error.text, a->u.error.textLen);
+            break;
+        case WIRE_CREDIT:
+            assert_int_equal(a->u.credit.credits, b->u.credit.credits);
+            break;
+        default:
+            break;
+    }
+}
+
+/* Encode in, check the frame length, decode it back and compare. */
+static void testRoundTrip(WireMsg *in)
+{
+    uint8_t buf[TEST_FRAME_MAX];
+    int n = wireEncode(in, buf, sizeof(buf));
+    assert_true(n >= OBJ_WIRE_HDR_LEN);
+    assert_int_equal(n, OBJ_WIRE_HDR_LEN + in->h.bodyLen);
+
+    WireMsg out;
+    uint8_t *keep;
+    const char *why;
+    memset(&out, 0xA5, sizeof(out));
+    assert_int_equal(testDecodeFrame(buf, (size_t)n, &out, &keep, &why), 0);
+    testAssertMsgEqual(in, &out);
+
+    /* Encoding is canonical: the decoded message re-encodes to the same bytes. */
+    uint8_t again[TEST_FRAME_MAX];
+    assert_int_equal(wireEncode(&out, again, sizeof(again)), n);
+    assert_memory_equal(buf, again, (size_t)n);
+    free(keep);
+}
+
+static WireMsg testMsg(int type, uint64_t reqId)
+{
+    WireMsg m;
+    memset(&m, 0, sizeof(m));
+    m.h.type = (uint8_t)type;
+    m.h.reqId = reqId;
+    return m;
+}
+
+static WireMsg testHello(const char *name, uint16_t nameLen)
+{
+    WireMsg m = testMsg(WIRE_HELLO, 0);
+    m.u.hello.magic = OBJ_WIRE_MAGIC;
+    m.u.hello.version = OBJ_WIRE_VERSION;
+    m.u.hello.features = OBJ_FEAT_TCP | OBJ_FEAT_RDMA;
+    testFill(m.u.hello.nonce, OBJ_WIRE_NONCE, 0x10);
+    testFill(m.u.hello.proof, OBJ_WIRE_PROOF, 0x80);
+    m.u.hello.name = name;
+    m.u.hello.nameLen = nameLen;
+    return m;
+}
+
+/* ---- layout -------------------------------------------------------------------- */
+
+static void test_header_is_little_endian(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_PING, 0x0807060504030201ULL);
+    m.h.credits = 0xBEEF;
+    uint8_t buf[OBJ_WIRE_HDR_LEN];
+    const uint8_t want[OBJ_WIRE_HDR_LEN] = {WIRE_PING, 0,    0xEF, 0xBE, 0,    0,    0,    0,
+                                            0x01,      0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN);
+    assert_memory_equal(buf, want, sizeof(want));
+}
+
+static void test_hello_body_layout(void **state)
+{
+    (void)state;
+    WireMsg m = testHello("ab", 2);
+    m.u.hello.features = 0x0201;
+    uint8_t buf[TEST_FRAME_MAX];
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 60);
+    const uint8_t *b = buf + OBJ_WIRE_HDR_LEN;
+    assert_int_equal(buf[4], 60);
+    const uint8_t head[8] = {0x53, 0x4A, 0x42, 0x4F, OBJ_WIRE_VERSION, 0, 0x01, 0x02};
+    assert_memory_equal(b, head, sizeof(head));
+    assert_memory_equal(b + 8, m.u.hello.nonce, OBJ_WIRE_NONCE);
+    assert_memory_equal(b + 24, m.u.hello.proof, OBJ_WIRE_PROOF);
+    const uint8_t tail[4] = {2, 0, 'a', 'b'};
+    assert_memory_equal(b + 56, tail, sizeof(tail));
+}
+
+static void test_fixed_body_layouts(void **state)
+{
+    (void)state;
+    uint8_t buf[TEST_FRAME_MAX];
+
+    WireMsg r = testMsg(WIRE_RNDV, 1);
+    r.u.data.size = 0x0102;
+    r.u.data.metaSize = 0x03;
+    r.u.data.checksum = 0x1122334455667788ULL;
+    r.u.data.addr = 0xA0A1A2A3A4A5A6A7ULL;
+    r.u.data.rkey = 0xDEADBEEF;
+    const uint8_t rndv[36] = {0x02, 0x01, 0,    0,    0,    0,    0,    0,    0x03,
+                              0,    0,    0,    0,    0,    0,    0,    0x88, 0x77,
+                              0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0xA7, 0xA6, 0xA5,
+                              0xA4, 0xA3, 0xA2, 0xA1, 0xA0, 0xEF, 0xBE, 0xAD, 0xDE};
+    assert_int_equal(wireEncode(&r, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 36);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, rndv, sizeof(rndv));
+
+    WireMsg d = r;
+    d.h.type = WIRE_DATA;
+    assert_int_equal(wireEncode(&d, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 24);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, rndv, 24);
+
+    WireMsg f = testMsg(WIRE_FETCH, 9);
+    f.u.fetch.id = "xyz";
+    f.u.fetch.idLen = 3;
+    const uint8_t fetch[5] = {3, 0, 'x', 'y', 'z'};
+    assert_int_equal(wireEncode(&f, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 5);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, fetch, sizeof(fetch));
+
+    WireMsg e = testMsg(WIRE_ERROR, 0);
+    e.u.error.code = WIRE_ERR_NOTFOUND;
+    e.u.error.text = "no";
+    e.u.error.textLen = 2;
+    const uint8_t err[6] = {1, 0, 2, 0, 'n', 'o'};
+    assert_int_equal(wireEncode(&e, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 6);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, err, sizeof(err));
+
+    WireMsg c = testMsg(WIRE_CREDIT, 0);
+    c.u.credit.credits = 0x01020304;
+    const uint8_t credit[4] = {4, 3, 2, 1};
+    assert_int_equal(wireEncode(&c, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 4);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, credit, sizeof(credit));
+}
+
+/* ---- round trips ----------------------------------------------------------------- */
+
+static void test_roundtrip_hello(void **state)
+{
+    (void)state;
+    WireMsg m = testHello("x", 1);
+    testRoundTrip(&m);
+    m = testHello(testName128, OBJ_WIRE_NAME_MAX);
+    m.u.hello.features = 0xFFFF; /* unknown feature bits pass through */
+    m.h.credits = UINT16_MAX;
+    m.h.reqId = UINT64_MAX;
+    testRoundTrip(&m);
+    m = testHello("node", 4);
+    m.u.hello.features = 0;
+    memset(m.u.hello.proof, 0, OBJ_WIRE_PROOF); /* as the connecting side sends it */
+    testRoundTrip(&m);
+}
+
+static void test_encode_fills_zero_magic_and_version(void **state)
+{
+    (void)state;
+    WireMsg m = testHello("n", 1);
+    m.u.hello.magic = 0;
+    m.u.hello.version = 0;
+    uint8_t buf[TEST_FRAME_MAX];
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 59);
+    assert_int_equal(m.u.hello.magic, OBJ_WIRE_MAGIC);
+    assert_int_equal(m.u.hello.version, OBJ_WIRE_VERSION);
+    testRoundTrip(&m);
+}
+
+static void test_roundtrip_auth(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_AUTH, 0);
+    testFill(m.u.auth.proof, OBJ_WIRE_PROOF, 3);
+    testRoundTrip(&m);
+    memset(m.u.auth.proof, 0xFF, OBJ_WIRE_PROOF);
+    testRoundTrip(&m);
+}
+
+static void test_roundtrip_fetch(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_FETCH, 1);
+    m.u.fetch.id = "k";
+    m.u.fetch.idLen = 1;
+    testRoundTrip(&m);
+    m.h.reqId = UINT64_MAX;
+    m.u.fetch.id = testId512;
+    m.u.fetch.idLen = OBJ_WIRE_ID_MAX;
+    testRoundTrip(&m);
+}
+
+static void test_roundtrip_data_and_rndv(void **state)
+{
+    (void)state;
+    const uint64_t sizes[] = {0, 1, OBJ_WIRE_SIZE_MAX - 1, OBJ_WIRE_SIZE_MAX};
+    for (int type = WIRE_DATA; type <= WIRE_RNDV; type++) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            WireMsg m = testMsg(type, i + 1);
+            m.u.data.size = sizes[i];
+            m.u.data.metaSize = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1 - i];
+            m.u.data.checksum = i % 2 ? UINT64_MAX : 0;
+            if (type == WIRE_RNDV) {
+                m.u.data.addr = i % 2 ? UINT64_MAX : 0;
+                m.u.data.rkey = i % 2 ? 0 : UINT32_MAX;
+            }
+            testRoundTrip(&m);
+        }
+    }
+}
+
+static void test_data_decodes_zero_rndv_fields(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_DATA, 5);
+    m.u.data.addr = 123; /* not carried by DATA */
+    m.u.data.rkey = 456;
+    uint8_t buf[TEST_FRAME_MAX];
+    int n = wireEncode(&m, buf, sizeof(buf));
+    assert_int_equal(n, OBJ_WIRE_HDR_LEN + 24);
+    WireMsg out;
+    uint8_t *keep;
+    const char *why;
+    memset(&out, 0xA5, sizeof(out));
+    assert_int_equal(testDecodeFrame(buf, (size_t)n, &out, &keep, &why), 0);
+    assert_true(out.u.data.addr == 0);
+    assert_int_equal(out.u.data.rkey, 0);
+    free(keep);
+}
+
+static void test_roundtrip_empty_bodies(void **state)
+{
+    (void)state;
+    const int types[] = {WIRE_DONE, WIRE_PING, WIRE_PONG};
+    for (size_t i = 0; i < 3; i++) {
+        WireMsg m = testMsg(types[i], 1);
+        testRoundTrip(&m);
+        m.h.reqId = UINT64_MAX;
+        m.h.credits = UINT16_MAX;
+        testRoundTrip(&m);
+        assert_int_equal(m.h.bodyLen, 0);
+    }
+    WireMsg p = testMsg(WIRE_PING, 0); /* PING/PONG need no reqId */
+    testRoundTrip(&p);
+}
+
+static void test_roundtrip_error(void **state)
+{
+    (void)state;
+    for (int code = 1; code <= WIRE_ERR_MAX; code++) {
+        WireMsg m = testMsg(WIRE_ERROR, (uint64_t)code - 1); /* reqId 0: session error */
+        m.u.error.code = (uint16_t)code;
+        testRoundTrip(&m); /* no text */
+        m.u.error.text = testText256;
+        m.u.error.textLen = OBJ_WIRE_TEXT_MAX;
+        testRoundTrip(&m);
+    }
+}
+
+static void test_roundtrip_credit(void **state)
+{
+    (void)state;
+    const uint32_t values[] = {0, 1, UINT32_MAX};
+    for (size_t i = 0; i < 3; i++) {
+        WireMsg m = testMsg(WIRE_CREDIT, 0);
+        m.u.credit.credits = values[i];
+        m.h.credits = (uint16_t)values[i];
+        testRoundTrip(&m);
+    }
+}
+
+static void test_encode_in_place_over_decoded_buffer(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_FETCH, 77);
+    m.u.fetch.id = "object-1";
+    m.u.fetch.idLen = 8;
+    uint8_t buf[TEST_FRAME_MAX], copy[TEST_FRAME_MAX];
+    int n = wireEncode(&m, buf, sizeof(buf));
+    memcpy(copy, buf, (size_t)n);
+
+    WireMsg d;
+    const char *why;
+    assert_int_equal(wireDecodeHdr(buf, &d.h, &why), 0);
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), 0);
+    assert_int_equal(wireEncode(&d, buf, sizeof(buf)), n); /* id points into buf */
+    assert_memory_equal(buf, copy, (size_t)n);
+}
+
+/* ---- encoding refuses bad messages -------------------------------------------------- */
+
+static void test_encode_rejects_out_of_range_fields(void **state)
+{
+    (void)state;
+    uint8_t buf[TEST_FRAME_MAX];
+    WireMsg bad[32];
+    size_t n = 0;
+
+    bad[n++] = testMsg(0, 1);
+    bad[n++] = testMsg(WIRE_TYPE_MAX + 1, 1);
+    bad[n] = testMsg(WIRE_PING, 1), bad[n++].h.flags = 1;
+    bad[n] = testHello("n", 1), bad[n++].u.hello.magic = OBJ_WIRE_MAGIC + 1;
+    bad[n] = testHello("n", 1), bad[n++].u.hello.version = OBJ_WIRE_VERSION + 1;
+    bad[n++] = testHello("", 0);
+    bad[n++] = testHello(testName128, OBJ_WIRE_NAME_MAX + 1);
+    bad[n++] = testHello(NULL, 4);
+    bad[n] = testMsg(WIRE_FETCH, 1), bad[n].u.fetch.id = testId512, bad[n++].u.fetch.idLen = 0;
+    bad[n] = testMsg(WIRE_FETCH, 1), bad[n].u.fetch.id = testId512,
+    bad[n++].u.fetch.idLen = OBJ_WIRE_ID_MAX + 1;
+    bad[n] = testMsg(WIRE_FETCH, 1), bad[n++].u.fetch.idLen = 3; /* id NULL */
+    bad[n] = testMsg(WIRE_FETCH, 0), bad[n].u.fetch.id = "a", bad[n++].u.fetch.idLen = 1;
+    bad[n++] = testMsg(WIRE_DATA, 0);
+    bad[n++] = testMsg(WIRE_RNDV, 0);
+    bad[n++] = testMsg(WIRE_DONE, 0);
+    bad[n] = testMsg(WIRE_DATA, 1), bad[n++].u.data.size = OBJ_WIRE_SIZE_MAX + 1;
+    bad[n] = testMsg(WIRE_RNDV, 1), bad[n++].u.data.metaSize = OBJ_WIRE_SIZE_MAX + 1;
+    bad[n] = testMsg(WIRE_DATA, 1), bad[n++].u.data.size = UINT64_MAX;
+    bad[n++] = testMsg(WIRE_ERROR, 0); /* code 0 */
+    bad[n] = testMsg(WIRE_ERROR, 0), bad[n++].u.error.code = WIRE_ERR_MAX + 1;
+    bad[n] = testMsg(WIRE_ERROR, 0), bad[n].u.error.code = 1, bad[n].u.error.text = testText256,
+    bad[n++].u.error.textLen = OBJ_WIRE_TEXT_MAX + 1;
+    bad[n] = testMsg(WIRE_ERROR, 0), bad[n].u.error.code = 1, bad[n++].u.error.textLen = 2;
+
+    for (size_t i = 0; i < n; i++) {
+        if (wireEncode(&bad[i], buf, sizeof(buf)) != -1) {
+            print_error("encoded bad message #%zu (type %d)\n", i, bad[i].h.type);
+            fail();
+        }
+    }
+}
+
+static void test_encode_rejects_short_buffer(void **state)
+{
+    (void)state;
+    WireMsg m = testHello(testName128, OBJ_WIRE_NAME_MAX);
+    uint8_t buf[TEST_FRAME_MAX];
+    int need = wireEncode(&m, buf, sizeof(buf));
+    assert_int_equal(need, OBJ_WIRE_HDR_LEN + 58 + OBJ_WIRE_NAME_MAX);
+    for (int cap = 0; cap < need; cap++)
+        assert_int_equal(wireEncode(&m, buf, (size_t)cap), -1);
+    assert_int_equal(wireEncode(&m, buf, (size_t)need), need);
+    assert_int_equal(wireEncode(&m, NULL, sizeof(buf)), -1);
+    assert_int_equal(wireEncode(NULL, buf, sizeof(buf)), -1);
+}
+
+/* ---- decoding refuses malformed frames ------------------------------------------------ */
+
+/* Valid frames that the malformed cases start from. */
+enum {
+    BASE_HELLO,
+    BASE_HELLO_MAX,
+    BASE_AUTH,
+    BASE_FETCH,
+    BASE_FETCH_MAX,
+    BASE_DATA,
+    BASE_RNDV,
+    BASE_DONE,
+    BASE_ERROR,
+    BASE_ERROR_MAX,
+    BASE_CREDIT,
+    BASE_PING,
+    BASE_PONG,
+    BASE_COUNT
+};
+
+static WireMsg testBase(int which)
+{
+    WireMsg m;
+    switch (which) {
+        case BASE_HELLO:
+            return testHello("node1", 5);
+        case BASE_HELLO_MAX:
+            return testHello(testName128, OBJ_WIRE_NAME_MAX);
+        case BASE_AUTH:
+            m = testMsg(WIRE_AUTH, 0);
+            testFill(m.u.auth.proof, OBJ_WIRE_PROOF, 1);
+            return m;
+        case BASE_FETCH:
+            m = testMsg(WIRE_FETCH, 3);
+            m.u.fetch.id = "abc";
+            m.u.fetch.idLen = 3;
+            return m;
+        case BASE_FETCH_MAX:
+            m = testMsg(WIRE_FETCH, 3);
+            m.u.fetch.id = testId512;
+            m.u.fetch.idLen = OBJ_WIRE_ID_MAX;
+            return m;
+        case BASE_DATA:
+        case BASE_RNDV:
+            m = testMsg(which == BASE_DATA ? WIRE_DATA : WIRE_RNDV, 4);
+            m.u.data.size = 1000;
+            m.u.data.metaSize = 10;
+            m.u.data.checksum = 0x1234;
+            m.u.data.addr = 0x7f0000001000ULL;
+            m.u.data.rkey = 42;
+            return m;
+        case BASE_DONE:
+            return testMsg(WIRE_DONE, 4);
+        case BASE_ERROR:
+            m = testMsg(WIRE_ERROR, 4);
+            m.u.error.code = WIRE_ERR_OOM;
+            m.u.error.text = "full";
+            m.u.error.textLen = 4;
+            return m;
+        case BASE_ERROR_MAX:
+            m = testMsg(WIRE_ERROR, 4);
+            m.u.error.code = WIRE_ERR_PROTO;
+            m.u.error.text = testText256;
+            m.u.error.textLen = OBJ_WIRE_TEXT_MAX;
+            return m;
+        case BASE_CREDIT:
+            m = testMsg(WIRE_CREDIT, 0);
+            m.u.credit.credits = 8;
+            return m;
+        case BASE_PING:
+            return testMsg(WIRE_PING, 0);
+        default:
+            return testMsg(WIRE_PONG, 0);
+    }
+}
+
+typedef enum TestOpKind {
+    OP_END = 0,
+    OP_SET8,   /* frame[at] = v */
+    OP_SET16,  /* little-endian u16 at frame offset `at` */
+    OP_SET32,  /* little-endian u32 */
+    OP_SET64,  /* little-endian u64 */
+    OP_GROW,   /* append v bytes to the body and add v to the header bodyLen */
+    OP_SHRINK, /* drop the last v body bytes and subtract v from the header bodyLen */
+} TestOpKind;
+
+typedef struct TestOp {
+    TestOpKind kind;
+    size_t at;
+    uint64_t v;
+} TestOp;
+
+#define H  OBJ_WIRE_HDR_LEN /* body offsets below are H + offset */
+#define BL 4                /* header offset of bodyLen */
+
+typedef struct TestBad {
+    const char *what;
+    int base;
+    TestOp ops[3];
+    int hdrOnly; /* the bytes after the header are a valid body; only the header is wrong */
+} TestBad;
+
+static const TestBad testBadFrames[] = {
+    /* header */
+    {"type 0", BASE_PING, {{OP_SET8, 0, 0}}, 0},
+    {"type past WIRE_TYPE_MAX", BASE_PING, {{OP_SET8, 0, WIRE_TYPE_MAX + 1}}, 0},
+    {"type 255", BASE_DATA, {{OP_SET8, 0, 255}}, 0},
+    {"flags 1", BASE_PING, {{OP_SET8, 1, 1}}, 0},
+    {"flags 0x80", BASE_FETCH, {{OP_SET8, 1, 0x80}}, 0},
+    {"bodyLen past max, no body", BASE_PING, {{OP_SET32, BL, OBJ_WIRE_MAX_BODY + 1}}, 1},
+    {"bodyLen 2^32-1, no body", BASE_PING, {{OP_SET32, BL, UINT32_MAX}}, 1},
+    {"bodyLen past max, body present", BASE_PING, {{OP_GROW, 0, OBJ_WIRE_MAX_BODY + 1}}, 0},
+    {"HELLO bodyLen past max", BASE_HELLO, {{OP_GROW, 0, OBJ_WIRE_MAX_BODY}}, 0},
+    /* HELLO */
+    {"HELLO wrong magic", BASE_HELLO, {{OP_SET32, H + 0, 0x534A424F}}, 0},
+    {"HELLO magic 0", BASE_HELLO, {{OP_SET32, H + 0, 0}}, 0},
+    {"HELLO version 2", BASE_HELLO, {{OP_SET16, H + 4, 2}}, 0},
+    {"HELLO version 0", BASE_HELLO, {{OP_SET16, H + 4, 0}}, 0},
+    {"HELLO body of 5 bytes", BASE_HELLO, {{OP_SHRINK, 0, 58}}, 0},
+    {"HELLO body without name", BASE_HELLO, {{OP_SHRINK, 0, 5}}, 0},
+    {"HELLO nameLen 0", BASE_HELLO, {{OP_SET16, H + 56, 0}, {OP_SHRINK, 0, 5}}, 0},
+    {"HELLO nameLen 0, trailing name", BASE_HELLO, {{OP_SET16, H + 56, 0}}, 0},
+    {"HELLO nameLen 129", BASE_HELLO_MAX, {{OP_GROW, 0, 1}, {OP_SET16, H + 56, 129}}, 0},
+    {"HELLO nameLen 0xFFFF", BASE_HELLO, {{OP_SET16, H + 56, 0xFFFF}}, 0},
+    {"HELLO name shorter than nameLen", BASE_HELLO, {{OP_SET16, H + 56, 6}}, 0},
+    {"HELLO trailing byte", BASE_HELLO, {{OP_GROW, 0, 1}}, 0},
+    {"HELLO name longer than nameLen", BASE_HELLO, {{OP_SET16, H + 56, 4}}, 0},
+    /* AUTH */
+    {"AUTH 31 bytes", BASE_AUTH, {{OP_SHRINK, 0, 1}}, 0},
+    {"AUTH 33 bytes", BASE_AUTH, {{OP_GROW, 0, 1}}, 0},
+    {"AUTH empty", BASE_AUTH, {{OP_SHRINK, 0, 32}}, 0},
+    /* FETCH */
+    {"FETCH reqId 0", BASE_FETCH, {{OP_SET64, 8, 0}}, 0},
+    {"FETCH idLen 0", BASE_FETCH, {{OP_SET16, H + 0, 0}, {OP_SHRINK, 0, 3}}, 0},
+    {"FETCH idLen 0, trailing id", BASE_FETCH, {{OP_SET16, H + 0, 0}}, 0},
+    {"FETCH idLen 513", BASE_FETCH_MAX, {{OP_GROW, 0, 1}, {OP_SET16, H + 0, 513}}, 0},
+    {"FETCH idLen 0xFFFF", BASE_FETCH, {{OP_SET16, H + 0, 0xFFFF}}, 0},
+    {"FETCH id shorter than idLen", BASE_FETCH, {{OP_SET16, H + 0, 4}}, 0},
+    {"FETCH id longer than idLen", BASE_FETCH, {{OP_SET16, H + 0, 2}}, 0},
+    {"FETCH trailing byte", BASE_FETCH, {{OP_GROW, 0, 1}}, 0},
+    {"FETCH 1-byte body", BASE_FETCH, {{OP_SHRINK, 0, 4}}, 0},
+    /* DATA / RNDV */
+    {"DATA reqId 0", BASE_DATA, {{OP_SET64, 8, 0}}, 0},
+    {"DATA size 2^48+1", BASE_DATA, {{OP_SET64, H + 0, OBJ_WIRE_SIZE_MAX + 1}}, 0},
+    {"DATA metaSize 2^48+1", BASE_DATA, {{OP_SET64, H + 8, OBJ_WIRE_SIZE_MAX + 1}}, 0},
+    {"DATA size 2^64-1", BASE_DATA, {{OP_SET64, H + 0, UINT64_MAX}}, 0},
+    {"DATA 23 bytes", BASE_DATA, {{OP_SHRINK, 0, 1}}, 0},
+    {"DATA 25 bytes", BASE_DATA, {{OP_GROW, 0, 1}}, 0},
+    {"DATA with RNDV's body", BASE_RNDV, {{OP_SET8, 0, WIRE_DATA}}, 0},
+    {"RNDV reqId 0", BASE_RNDV, {{OP_SET64, 8, 0}}, 0},
+    {"RNDV size 2^48+1", BASE_RNDV, {{OP_SET64, H + 0, OBJ_WIRE_SIZE_MAX + 1}}, 0},
+    {"RNDV metaSize 2^64-1", BASE_RNDV, {{OP_SET64, H + 8, UINT64_MAX}}, 0},
+    {"RNDV 35 bytes", BASE_RNDV, {{OP_SHRINK, 0, 1}}, 0},
+    {"RNDV 37 bytes", BASE_RNDV, {{OP_GROW, 0, 1}}, 0},
+    {"RNDV with DATA's body", BASE_DATA, {{OP_SET8, 0, WIRE_RNDV}}, 0},
+    /* DONE, PING, PONG */
+    {"DONE reqId 0", BASE_DONE, {{OP_SET64, 8, 0}}, 0},
+    {"DONE with a body", BASE_DONE, {{OP_GROW, 0, 1}}, 0},
+    {"PING with a body", BASE_PING, {{OP_GROW, 0, 1}}, 0},
+    {"PONG with a body", BASE_PONG, {{OP_GROW, 0, 8}}, 0},
+    /* ERROR */
+    {"ERROR code 0", BASE_ERROR, {{OP_SET16, H + 0, 0}}, 0},
+    {"ERROR code past WIRE_ERR_MAX", BASE_ERROR, {{OP_SET16, H + 0, WIRE_ERR_MAX + 1}}, 0},
+    {"ERROR code 0xFFFF", BASE_ERROR, {{OP_SET16, H + 0, 0xFFFF}}, 0},
+    {"ERROR textLen 257", BASE_ERROR_MAX, {{OP_GROW, 0, 1}, {OP_SET16, H + 2, 257}}, 0},
+    {"ERROR textLen 0xFFFF", BASE_ERROR, {{OP_SET16, H + 2, 0xFFFF}}, 0},
+    {"ERROR text shorter than textLen", BASE_ERROR, {{OP_SET16, H + 2, 5}}, 0},
+    {"ERROR text longer than textLen", BASE_ERROR, {{OP_SET16, H + 2, 3}}, 0},
+    {"ERROR trailing byte", BASE_ERROR, {{OP_GROW, 0, 1}}, 0},
+    {"ERROR 3-byte body", BASE_ERROR, {{OP_SHRINK, 0, 5}}, 0},
+    /* CREDIT */
+    {"CREDIT 3 bytes", BASE_CREDIT, {{OP_SHRINK, 0, 1}}, 0},
+    {"CREDIT 5 bytes", BASE_CREDIT, {{OP_GROW, 0, 1}}, 0},
+    {"CREDIT empty", BASE_CREDIT, {{OP_SHRINK, 0, 4}}, 0},
+};
+
+#undef H
+#undef BL
+
+static void testPutLe(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Build a test case's frame into buf; returns its length. */
+static size_t testBuildBad(const TestBad *t, uint8_t *buf, size_t cap)
+{
+    WireMsg m = testBase(t->base);
+    int n = wireEncode(&m, buf, cap);
+    assert_true(n > 0);
+    size_t len = (size_t)n;
+    for (int i = 0; i < 3 && t->ops[i].kind != OP_END; i++) {
+        const TestOp *op = &t->ops[i];
+        uint32_t bodyLen = (uint32_t)buf[4] | (uint32_t)buf[5] << 8 | (uint32_t)buf[6] << 16 |
+                           (uint32_t)buf[7] << 24;
+        switch (op->kind) {
+            case OP_SET8:
+                buf[op->at] = (uint8_t)op->v;
+                break;
+            case OP_SET16:
+                testPutLe(buf + op->at, op->v, 2);
+                break;
+            case OP_SET32:
+                testPutLe(buf + op->at, op->v, 4);
+                break;
+            case OP_SET64:
+                testPutLe(buf + op->at, op->v, 8);
+                break;
+            case OP_GROW:
+                assert_true(len + op->v <= cap);
+                memset(buf + len, 'g', op->v);
+                len += op->v;
+                testPutLe(buf + 4, bodyLen + op->v, 4);
+                break;
+            case OP_SHRINK:
+                assert_true(op->v <= bodyLen);
+                len -= op->v;
+                testPutLe(buf + 4, bodyLen - op->v, 4);
+                break;
+            default:
+                fail();
+        }
+    }
+    return len;
+}
+
+static void test_malformed_frames_are_rejected(void **state)
+{
+    (void)state;
+    static uint8_t buf[TEST_FRAME_MAX * 2];
+    for (size_t i = 0; i < sizeof(testBadFrames) / sizeof(testBadFrames[0]); i++) {
+        const TestBad *t = &testBadFrames[i];
+        size_t len = testBuildBad(t, buf, sizeof(buf));
+        WireMsg m;
+        uint8_t *keep;
+        const char *why;
+        int rc = testDecodeFrame(buf, len, &m, &keep, &why);
+        /* The decoder must say no, not the test harness. */
+        if (rc != -1 || strncmp(why, "(test)", 6) == 0) {
+            print_error("accepted malformed frame: %s\n", t->what);
+            fail();
+        }
+        if (!t->hdrOnly && testDecodeBodyRaw(buf, len, &why) != -1) {
+            print_error("wireDecodeBody accepted malformed body: %s\n", t->what);
+            fail();
+        }
+    }
+}
+
+/* Headers alone: what a stream reader can refuse before waiting for a body. */
+static void test_header_rejects_impossible_frames(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *what;
+        uint8_t type, flags;
+        uint32_t bodyLen;
+        uint64_t reqId;
+    } bad[] = {
+        {"type 0", 0, 0, 0, 1},
+        {"type past max", WIRE_TYPE_MAX + 1, 0, 0, 1},
+        {"flags 1", WIRE_PING, 1, 0, 0},
+        {"flags 0xFF", WIRE_DATA, 0xFF, 24, 1},
+        {"bodyLen past max", WIRE_HELLO, 0, OBJ_WIRE_MAX_BODY + 1, 0},
+        {"bodyLen 2^32-1", WIRE_ERROR, 0, UINT32_MAX, 0},
+        {"AUTH 31", WIRE_AUTH, 0, 31, 0},
+        {"FETCH 2", WIRE_FETCH, 0, 2, 1},
+        {"FETCH 515", WIRE_FETCH, 0, 515, 1},
+        {"FETCH reqId 0", WIRE_FETCH, 0, 3, 0},
+        {"DATA 23", WIRE_DATA, 0, 23, 1},
+        {"DATA reqId 0", WIRE_DATA, 0, 24, 0},
+        {"RNDV 24", WIRE_RNDV, 0, 24, 1},
+        {"RNDV reqId 0", WIRE_RNDV, 0, 36, 0},
+        {"DONE 1", WIRE_DONE, 0, 1, 1},
+        {"DONE reqId 0", WIRE_DONE, 0, 0, 0},
+        {"ERROR 3", WIRE_ERROR, 0, 3, 0},
+        {"ERROR 261", WIRE_ERROR, 0, 261, 0},
+        {"CREDIT 8", WIRE_CREDIT, 0, 8, 0},
+        {"PING 1", WIRE_PING, 0, 1, 0},
+        {"PONG 16", WIRE_PONG, 0, 16, 0},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint8_t hdr[OBJ_WIRE_HDR_LEN];
+        hdr[0] = bad[i].type;
+        hdr[1] = bad[i].flags;
+        testPutLe(hdr + 2, 0, 2);
+        testPutLe(hdr + 4, bad[i].bodyLen, 4);
+        testPutLe(hdr + 8, bad[i].reqId, 8);
+        WireHdr h;
+        const char *why = NULL;
+        if (wireDecodeHdr(hdr, &h, &why) != -1 || why == NULL) {
+            print_error("accepted header: %s\n", bad[i].what);
+            fail();
+        }
+    }
+}
+
+/* A valid HELLO with its version (or magic) overwritten, as another build sends it. */
+static int testForeignHello(uint8_t *buf, size_t cap, size_t at, uint64_t v, int width)
+{
+    WireMsg m = testHello("peer", 4);
+    int n = wireEncode(&m, buf, cap);
+    assert_int_equal(n, OBJ_WIRE_HDR_LEN + 62);
+    testPutLe(buf + OBJ_WIRE_HDR_LEN + at, v, width);
+    return n;
+}
+
+static void test_wrong_version_says_so(void **state)
+{
+    (void)state;
+    uint8_t buf[TEST_FRAME_MAX];
+    testForeignHello(buf, sizeof(buf), 4, 7, 2);
+
+    WireMsg d;
+    const char *why;
+    assert_int_equal(wireDecodeHdr(buf, &d.h, &why), 0);
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), -1);
+    assert_non_null(strstr(why, "version"));
+    assert_int_equal(d.u.hello.version, 7); /* left for the caller's log line */
+
+    /* A future HELLO may be laid out differently: the version still wins. */
+    WireMsg s;
+    memset(&s, 0, sizeof(s));
+    s.h.type = WIRE_HELLO;
+    s.h.bodyLen = 6;
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &s, &why), -1);
+    assert_non_null(strstr(why, "version"));
+}
+
+static void test_wrong_magic_says_so(void **state)
+{
+    (void)state;
+    uint8_t buf[TEST_FRAME_MAX];
+    testForeignHello(buf, sizeof(buf), 0, 0x50545448, 4); /* someone else's protocol */
+    WireMsg d;
+    const char *why;
+    assert_int_equal(wireDecodeHdr(buf, &d.h, &why), 0);
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), -1);
+    assert_non_null(strstr(why, "magic"));
+}
+
+/* Every valid frame cut short at every length, with the header's bodyLen
+ * either left alone (a stream that stopped) or made to agree (a frame that
+ * lies about its fields): never accepted, never read past the end. */
+static void test_every_truncation_is_rejected(void **state)
+{
+    (void)state;
+    uint8_t buf[TEST_FRAME_MAX];
+    for (int b = 0; b < BASE_COUNT; b++) {
+        WireMsg m = testBase(b);
+        int n = wireEncode(&m, buf, sizeof(buf));
+        assert_true(n >= OBJ_WIRE_HDR_LEN);
+        for (int len = 0; len < n; len++) {
+            WireMsg d;
+            uint8_t *keep;
+            const char *why;
+            assert_int_equal(testDecodeFrame(buf, (size_t)len, &d, &keep, &why), -1);
+            if (len < OBJ_WIRE_HDR_LEN)
+                continue;
+            uint8_t cut[TEST_FRAME_MAX];
+            memcpy(cut, buf, (size_t)len);
+            testPutLe(cut + 4, (uint64_t)(len - OBJ_WIRE_HDR_LEN), 4);
+            assert_int_equal(testDecodeFrame(cut, (size_t)len, &d, &keep, &why), -1);
+            assert_true(strncmp(why, "(test)", 6) != 0);
+            assert_int_equal(testDecodeBodyRaw(cut, (size_t)len, &why), -1);
+        }
+    }
+}
+
+static void test_decode_body_checks_its_header(void **state)
+{
+    (void)state;
+    WireMsg m;
+    const char *why;
+    uint8_t body[8] = {0};
+
+    memset(&m, 0, sizeof(m));
+    m.h.type = WIRE_CREDIT;
+    m.h.bodyLen = 4;
+    assert_int_equal(wireDecodeBody(NULL, &m, &why), -1); /* no buffer */
+    assert_non_null(why);
+    assert_int_equal(wireDecodeBody(body, &m, &why), 0);
+    assert_null(why);
+
+    m.h.type = WIRE_DONE;
+    m.h.bodyLen = 0;
+    m.h.reqId = 1;
+    assert_int_equal(wireDecodeBody(NULL, &m, &why), 0); /* empty body, no buffer needed */
+    m.h.bodyLen = OBJ_WIRE_MAX_BODY + 1;
+    assert_int_equal(wireDecodeBody(body, &m, &why), -1);
+    assert_non_null(why);
+}
+
+static void test_decoders_accept_null_why(void **state)
+{
+    (void)state;
+    uint8_t hdr[OBJ_WIRE_HDR_LEN] = {0};
+    WireMsg m;
+    assert_int_equal(wireDecodeHdr(hdr, &m.h, NULL), -1);
+    hdr[0] = WIRE_PING;
+    assert_int_equal(wireDecodeHdr(hdr, &m.h, NULL), 0);
+    assert_int_equal(wireDecodeBody(NULL, &m, NULL), 0);
+    m.h.type = 0;
+    assert_int_equal(wireDecodeBody(NULL, &m, NULL), -1);
+}
+
+/* ---- proofs ------------------------------------------------------------------------ */
+
+static const uint8_t testNonceC[OBJ_WIRE_NONCE] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                   8, 9, 10, 11, 12, 13, 14, 15};
+static const uint8_t testNonceA[OBJ_WIRE_NONCE] = {16, 17, 18, 19, 20, 21, 22, 23,
+                                                   24, 25, 26, 27, 28, 29, 30, 31};
+
+static void testHex(const char *hex, uint8_t out[OBJ_WIRE_PROOF])
+{
+    for (int i = 0; i < OBJ_WIRE_PROOF; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* Known answers computed independently: HMAC-SHA256(key, role || nc || na). */
+static void test_proof_known_answers(void **state)
+{
+    (void)state;
+    uint8_t got[OBJ_WIRE_PROOF], want[OBJ_WIRE_PROOF];
+
+    wireProof("cluster-secret", 14, "acceptor", testNonceC, testNonceA, got);
+    testHex("2591ccea09a90d7ae2f0905a2aa993830a2b9aca053b84ecfd393c81c307f4c8", want);
+    assert_memory_equal(got, want, OBJ_WIRE_PROOF);
+
+    wireProof("", 0, "connector", testNonceC, testNonceA, got);
+    testHex("520a2e6c7e332408ceb1647687e535f849c277f58897b7c6546b14cddd517d0d", want);
+    assert_memory_equal(got, want, OBJ_WIRE_PROOF);
+}
+
+static void test_proof_is_deterministic(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
+    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, a);
+    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, b);
+    assert_memory_equal(a, b, OBJ_WIRE_PROOF);
+    assert_true(wireProofEqual(a, b));
+}
+
+static void test_proof_depends_on_every_input(void **state)
+{
+    (void)state;
+    uint8_t base[OBJ_WIRE_PROOF], p[OBJ_WIRE_PROOF];
+    uint8_t nc[OBJ_WIRE_NONCE], na[OBJ_WIRE_NONCE];
+    wireProof("s3cret", 6, "acceptor", testNonceC, testNonceA, base);
+
+    wireProof("s3creT", 6, "acceptor", testNonceC, testNonceA, p);
+    assert_false(wireProofEqual(base, p));
+    wireProof("s3cret", 5, "acceptor", testNonceC, testNonceA, p); /* length counts */
+    assert_false(wireProofEqual(base, p));
+    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, p);
+    assert_false(wireProofEqual(base, p));
+    wireProof("s3cret", 6, "acceptor", testNonceA, testNonceC, p); /* nonces swapped */
+    assert_false(wireProofEqual(base, p));
+    for (int i = 0; i < OBJ_WIRE_NONCE; i++) {
+        memcpy(nc, testNonceC, sizeof(nc));
+        memcpy(na, testNonceA, sizeof(na));
+        nc[i] ^= 1;
+        wireProof("s3cret", 6, "acceptor", nc, testNonceA, p);
+        assert_false(wireProofEqual(base, p));
+        na[i] ^= 0x80;
+        wireProof("s3cret", 6, "acceptor", testNonceC, na, p);
+        assert_false(wireProofEqual(base, p));
+    }
+}
+
+static void test_proof_with_empty_secret(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF], zero[OBJ_WIRE_PROOF] = {0};
+    wireProof(NULL, 0, "acceptor", testNonceC, testNonceA, a);
+    wireProof("", 0, "acceptor", testNonceC, testNonceA, b);
+    assert_true(wireProofEqual(a, b));
+    assert_false(wireProofEqual(a, zero));
+    wireProof("x", 1, "acceptor", testNonceC, testNonceA, b);
+    assert_false(wireProofEqual(a, b));
+}
+
+static void test_proof_secret_may_hold_nul_bytes(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
+    wireProof("ab\0cd", 5, "acceptor", testNonceC, testNonceA, a);
+    wireProof("ab\0ce", 5, "acceptor", testNonceC, testNonceA, b);
+    assert_false(wireProofEqual(a, b));
+}
+
+/* A proof that cannot be computed must not be predictable (all zeros would
+ * let a peer sending zeros in). */
+static void test_proof_fails_closed(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF], zero[OBJ_WIRE_PROOF] = {0};
+    const char *longRole = "a-role-name-that-is-far-too-long-to-be-real";
+    wireProof("k", 1, longRole, testNonceC, testNonceA, a);
+    wireProof("k", 1, longRole, testNonceC, testNonceA, b);
+    assert_false(wireProofEqual(a, b));
+    assert_false(wireProofEqual(a, zero));
+    wireProof("k", 1, NULL, testNonceC, testNonceA, a);
+    assert_false(wireProofEqual(a, b));
+    wireProof(NULL, 3, "acceptor", testNonceC, testNonceA, a);
+    wireProof(NULL, 3, "acceptor", testNonceC, testNonceA, b);
+    assert_false(wireProofEqual(a, b));
+}
+
+static void test_proof_equal_compares_every_byte(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
+    testFill(a, sizeof(a), 9);
+    memcpy(b, a, sizeof(b));
+    assert_int_equal(wireProofEqual(a, b), 1);
+    for (int i = 0; i < OBJ_WIRE_PROOF; i++) {
+        b[i] ^= 0x01;
+        assert_int_equal(wireProofEqual(a, b), 0);
+        b[i] ^= 0x01;
+    }
+    assert_int_equal(wireProofEqual(a, b), 1);
+}
+
+/* ---- names ------------------------------------------------------------------------- */
+
+static void test_type_and_error_names(void **state)
+{
+    (void)state;
+    const char *types[] = {"UNKNOWN", "HELLO", "AUTH",   "FETCH", "DATA", "RNDV",
+                           "DONE",    "ERROR", "CREDIT", "PING",  "PONG"};
+    for (int t = 0; t <= WIRE_TYPE_MAX; t++)
+        assert_string_equal(wireTypeName(t), types[t]);
+    assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
+    assert_string_equal(wireTypeName(-1), "UNKNOWN");
+    assert_string_equal(wireTypeName(256), "UNKNOWN");
+
+    const char *errs[] = {"UNKNOWN", "NOTFOUND", "NOTSEALED", "OOM", "AUTH", "PROTO", "INTERNAL"};
+    for (int c = 0; c <= WIRE_ERR_MAX; c++)
+        assert_string_equal(wireErrName(c), errs[c]);
+    assert_string_equal(wireErrName(WIRE_ERR_MAX + 1), "UNKNOWN");
+    assert_string_equal(wireErrName(-3), "UNKNOWN");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_header_is_little_endian),
+        cmocka_unit_test(test_hello_body_layout),
+        cmocka_unit_test(test_fixed_body_layouts),
+        cmocka_unit_test(test_roundtrip_hello),
+        cmocka_unit_test(test_encode_fills_zero_magic_and_version),
+        cmocka_unit_test(test_roundtrip_auth),
+        cmocka_unit_test(test_roundtrip_fetch),
+        cmocka_unit_test(test_roundtrip_data_and_rndv),
+        cmocka_unit_test(test_data_decodes_zero_rndv_fields),
+        cmocka_unit_test(test_roundtrip_empty_bodies),
+        cmocka_unit_test(test_roundtrip_error),
+        cmocka_unit_test(test_roundtrip_credit),
+        cmocka_unit_test(test_encode_in_place_over_decoded_buffer),
+        cmocka_unit_test(test_encode_rejects_out_of_range_fields),
+        cmocka_unit_test(test_encode_rejects_short_buffer),
+        cmocka_unit_test(test_malformed_frames_are_rejected),
+        cmocka_unit_test(test_header_rejects_impossible_frames),
+        cmocka_unit_test(test_wrong_version_says_so),
+        cmocka_unit_test(test_wrong_magic_says_so),
+        cmocka_unit_test(test_every_truncation_is_rejected),
+        cmocka_unit_test(test_decode_body_checks_its_header),
+        cmocka_unit_test(test_decoders_accept_null_why),
+        cmocka_unit_test(test_proof_known_answers),
+        cmocka_unit_test(test_proof_is_deterministic),
+        cmocka_unit_test(test_proof_depends_on_every_input),
+        cmocka_unit_test(test_proof_with_empty_secret),
+        cmocka_unit_test(test_proof_secret_may_hold_nul_bytes),
+        cmocka_unit_test(test_proof_fails_closed),
+        cmocka_unit_test(test_proof_equal_compares_every_byte),
+        cmocka_unit_test(test_type_and_error_names),
+    };
+    return cmocka_run_group_tests(tests, testSetup, NULL);
+}
