@@ -42,7 +42,10 @@ CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c module
 # Redis-facing layer.
 MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c
 CORE_LIBS := -lxxhash -lhiredis -lcrypto -lrdmacm -libverbs
-MOD_LIBS := $(CORE_LIBS)
+# redis-server exports its own bundled (newer, incompatible) hiredis: link ours
+# statically and keep its symbols local, so the module never binds to that copy.
+MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic \
+            -lxxhash -lcrypto -lrdmacm -libverbs
 CLI_SRC  := client/objstore.c
 CLI_LIBS := -lhiredis
 
@@ -80,6 +83,10 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 -include $(shell find $(BUILD) -maxdepth 3 -name '*.d' 2>/dev/null)
+
+# Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
+# (or be bound to) a symbol of redis-server.
+$(CORE_OBJ) $(MOD_OBJ): CFLAGS += -fvisibility=hidden
 
 $(MODULE): $(CORE_OBJ) $(MOD_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(MOD_LIBS)

@@ -14,6 +14,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,8 +220,13 @@ int objClusterStart(RedisModuleCtx *ctx)
                         "no TCP port to reach the directory: set objstore.directory");
         goto out_stop_engine;
     }
+    if (dc.ttlMs <= dc.heartbeatMs) {
+        RedisModule_Log(ctx, "warning", "node-ttl (%d ms) must be longer than heartbeat (%d ms)",
+                        dc.ttlMs, dc.heartbeatMs);
+        goto out_stop_engine;
+    }
     if (dirStart(&dc, clusterSnapshot, NULL) == -1) {
-        RedisModule_Log(ctx, "warning", "cannot start the directory thread");
+        RedisModule_Log(ctx, "warning", "cannot start the directory thread: %s", strerror(errno));
         goto out_stop_engine;
     }
     dirRunning = 1;

@@ -1126,7 +1126,7 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
     dir.backoffMs = OBJ_DIR_BACKOFF_MIN_MS;
     dir.nextConnectMs = 0;
     dir.nextHeartbeatMs = 0;
-    snprintf(dir.lastIoError, sizeof(dir.lastIoError), "directory %s:%d: not connected yet",
+    snprintf(dir.lastIoError, sizeof(dir.lastIoError), "directory %.64s:%d: not connected yet",
              cfg->host, cfg->port);
     dir.nodeKey = dirNodeKey(cfg->nodeName, nameLen, &dir.nodeKeyLen);
 

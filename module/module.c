@@ -47,7 +47,8 @@ static void infoFunc(RedisModuleInfoCtx *ctx, int forCrashReport)
     objInfoSection(ctx, forCrashReport);
 }
 
-int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+__attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
+                                                              RedisModuleString **argv, int argc)
 {
     char err[512];
 

@@ -40,6 +40,7 @@ struct ObjTable {
     uint64_t mask; /* buckets - 1 */
     HolderRec *holders[OBJ_HOLDER_BUCKETS];
     ObjEntry *lruHead, *lruTail; /* least recently used first */
+    uint64_t lruBytes;           /* arena bytes eviction could give back */
     uint64_t tick;
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
@@ -131,6 +132,7 @@ static void lruRemove(ObjTable *t, ObjEntry *e)
     else
         t->lruTail = e->lruPrev;
     e->lruPrev = e->lruNext = NULL;
+    t->lruBytes -= allocBlockSize(e->block);
 }
 
 static void lruAppend(ObjTable *t, ObjEntry *e)
@@ -142,6 +144,7 @@ static void lruAppend(ObjTable *t, ObjEntry *e)
     else
         t->lruHead = e;
     t->lruTail = e;
+    t->lruBytes += allocBlockSize(e->block);
 }
 
 /* ---- holders ------------------------------------------------------------------ */
@@ -246,12 +249,16 @@ static ObjStatus entryRemove(ObjTable *t, ObjEntry *e)
 }
 
 /* Evict least recently used unpinned replicas until a block of `need` bytes
- * fits. Returns 1 if room was made, 0 if evicting everything would not do. */
+ * fits. Returns 1 if room was made, 0 if it could not be. When even all
+ * free space plus every evictable replica is too little, nothing is evicted:
+ * cached replicas are not thrown away for nothing. */
 static int tableEvictFor(ObjTable *t, uint64_t need)
 {
     AllocStats as;
 
     allocGetStats(t->alloc, &as);
+    if (need > as.capacity || as.free + t->lruBytes < need)
+        return 0;
     while (as.largestFree < need && t->lruHead) {
         if (t->evictHook)
             t->evictHook(t->lruHead, t->evictArg);

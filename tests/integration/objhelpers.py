@@ -302,8 +302,19 @@ def file_mode(path):
 # ---- cluster helpers (test_cluster_*.py) -------------------------------------------------
 
 def payload(n, seed=0):
-    """n deterministic pseudo-random bytes (fast enough for 64 MiB)."""
-    return random.Random(seed).randbytes(n) if n else b""
+    """n deterministic pseudo-random bytes. Past 1 MiB, a random 1 MiB block is
+    repeated with its index stamped into the first 8 bytes of every copy, so that
+    no two MiB of the result are equal (reordered or duplicated chunks show) while
+    64 MiB still takes milliseconds."""
+    if n <= 0:
+        return b""
+    rng = random.Random(seed)
+    if n <= 1 << 20:
+        return rng.randbytes(n)
+    block = rng.randbytes(1 << 20)
+    tail = block[8:]
+    out = b"".join(struct.pack("<Q", i ^ (seed << 32)) + tail for i in range(n >> 20))
+    return out + rng.randbytes(n & ((1 << 20) - 1))
 
 
 def sha256(data):

@@ -112,17 +112,15 @@ runPair() {
 # 64 KiB messages and 100 iterations; $4 is "-R" to connect through rdma_cm
 # or empty for the socket exchange. Records pass or fail for check $1.
 checkPerftest() {
-    local name=$1 tool=$2 p=$3 cm=$4 args ready result
+    local name=$1 tool=$2 p=$3 cm=$4 args result
     if ! command -v "$tool" >/dev/null 2>&1; then
         fail "$name" "$tool not found (install perftest)"
         return
     fi
     args="-d $dev $cm -F -s 65536 -n 100 -p $p"
-    # The last banner the server prints before it waits; stdbuf makes it
-    # reach the log at once instead of at exit.
-    ready="Waiting for client to connect"
-    [ -z "$cm" ] || ready="Waiting for client rdma_cm QP to connect"
-    if runPair "$name" "$ready" "stdbuf -oL timeout $limit $tool $args" \
+    # The server's banner comes just before it listens (with -R everything
+    # else waits for the connection); stdbuf makes it reach the log at once.
+    if runPair "$name" "Waiting for client to connect" "stdbuf -oL timeout $limit $tool $args" \
         "timeout $limit $tool $args $addr"; then
         result=$(awk '$1 == 65536 && $2 == 100 { print $4 " MB/s" }' "$logs/$name.client" |
             tail -n 1)
