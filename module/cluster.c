@@ -589,7 +589,9 @@ static size_t clusterStatsCollect(ClusterStat *f)
     STAT(p "fetch_latency_avg_us", t.latencyCount ? t.latencyUsSum / t.latencyCount : 0);          \
     STAT(p "fetch_latency_max_us", t.latencyUsMax);                                                \
     STAT(p "served", t.served);                                                                    \
-    STAT(p "served_bytes", t.servedBytes)
+    STAT(p "served_bytes", t.servedBytes);                                                         \
+    STAT(p "served_inline", t.servedInline);                                                       \
+    STAT(p "served_rndv", t.servedRndv)
     TPSTATS("tcp_", es.tcp);
     TPSTATS("rdma_", es.rdma);
     STAT("fetch_requests", es.fetchRequests);

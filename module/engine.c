@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engineint.h"
+#include "util.h"
 
 #define ENGINE_MAX_EVENTS 64
 #define ENGINE_TICK_MS    100
@@ -506,8 +507,14 @@ void engineOnClosed(Conn *c, const char *why)
 static void *engineMain(void *arg)
 {
     struct epoll_event evs[ENGINE_MAX_EVENTS];
+    int64_t lastTick = utilMonoUs();
 
     while (__atomic_load_n(&eng.running, __ATOMIC_ACQUIRE)) {
+        int64_t now = utilMonoUs();
+        if (now - lastTick >= ENGINE_TICK_MS * 1000) {
+            lastTick = now;
+            serveTick();
+        }
         int n = epoll_wait(eng.epfd, evs, ENGINE_MAX_EVENTS, ENGINE_TICK_MS);
         if (n == -1 && errno != EINTR) {
             engineLog("warning", "epoll_wait: %s", strerror(errno));

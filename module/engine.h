@@ -79,6 +79,7 @@ typedef struct EngineTransportStats {
     uint64_t fetches, bytes, failures, failovers;
     uint64_t latencyUsSum, latencyUsMax, latencyCount;
     uint64_t served, servedBytes;
+    uint64_t servedInline, servedRndv; /* how served objects travelled */
 } EngineTransportStats;
 
 typedef struct EngineStats {

@@ -108,6 +108,8 @@ int serveOnFetch(Conn *c, const WireMsg *m);
 int serveOnDone(Conn *c, const WireMsg *m);
 void serveOnSendDone(Conn *c, void *cookie);
 void serveOnConnClosed(Conn *c);
+/* Periodic: close connections whose read rendezvous were never finished. */
+void serveTick(void);
 
 /* tcp.c, rdma.c */
 extern const TransportOps tcpTransport;

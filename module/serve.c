@@ -11,12 +11,19 @@
 #include <stdlib.h>
 
 #include "engineint.h"
+#include "util.h"
+
+/* A requester that neither reads nor says DONE within this long is gone or
+ * stuck: its connection is closed, which both stops any late read by its NIC
+ * and releases the pin. */
+#define SERVE_RNDV_TIMEOUT_US (60LL * 1000 * 1000)
 
 /* A read rendezvous waiting for the requester's DONE. */
 typedef struct Rndv {
     Conn *conn;
     uint64_t reqId;
     ObjEntry *e;
+    int64_t sinceUs;
     struct Rndv *next;
 } Rndv;
 
@@ -63,6 +70,12 @@ int serveOnFetch(Conn *c, const WireMsg *m)
 
     int inlineOk = c->ops->recvPayload != NULL ||
                    (total < eng.cfg.rdmaReadMin && total <= c->ops->maxInline(c));
+    pthread_mutex_lock(&eng.statLock);
+    if (inlineOk || !c->ops->readRemote)
+        engineTpStats(tp)->servedInline++;
+    else
+        engineTpStats(tp)->servedRndv++;
+    pthread_mutex_unlock(&eng.statLock);
     if (inlineOk || !c->ops->readRemote) {
         r.h.type = WIRE_DATA;
         if (engineSend(c, &r, bytes, total, e) == -1)
@@ -75,7 +88,7 @@ int serveOnFetch(Conn *c, const WireMsg *m)
         engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
         return 0;
     }
-    *rv = (Rndv){.conn = c, .reqId = m->h.reqId, .e = e, .next = rndvs};
+    *rv = (Rndv){.conn = c, .reqId = m->h.reqId, .e = e, .sinceUs = utilMonoUs(), .next = rndvs};
     rndvs = rv;
     r.h.type = WIRE_RNDV;
     r.u.data.addr = (uint64_t)(uintptr_t)bytes;
@@ -119,4 +132,19 @@ void serveOnConnClosed(Conn *c)
     objTableLock(eng.cfg.table);
     objTableHolderGone(eng.cfg.table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(eng.cfg.table);
+}
+
+void serveTick(void)
+{
+    int64_t now = utilMonoUs();
+
+    for (Rndv *rv = rndvs; rv; rv = rv->next) {
+        if (now - rv->sinceUs > SERVE_RNDV_TIMEOUT_US) {
+            Conn *c = rv->conn;
+            engineLog("warning", "%s: no DONE for a read rendezvous in %lld s: closing", c->desc,
+                      (long long)(SERVE_RNDV_TIMEOUT_US / 1000000));
+            c->ops->close(c, "read rendezvous timed out"); /* frees c's records */
+            return; /* the list changed; the next tick looks again */
+        }
+    }
 }
