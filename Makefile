@@ -132,3 +132,15 @@ format:
 clean:
 	rm -rf $(BUILD) module/*.so client/*.a client/*.so client/*.pc $(EXAMPLES)
 distclean: clean
+
+# ---- bench ------------------------------------------------------------------------
+# obj-benchmark (redis-benchmark-style load generator) and the host comparison
+# suite; `make bench` prints the table and writes results/bench-tcp.csv + plots.
+BENCH_TOOLS := bench/obj-benchmark
+.PHONY: bench-tools
+bench-tools: $(BENCH_TOOLS)
+bench/obj-benchmark: bench/obj-benchmark.c client/objstore.h client/libobjstore.a
+	$(CC) $(CFLAGS) -o $@ $< client/libobjstore.a $(LDFLAGS) -lhiredis -lxxhash -pthread -lm
+bench: ensure-deps all bench-tools
+	bench/compare-tcp.sh
+# ---- end bench --------------------------------------------------------------------

@@ -25,13 +25,24 @@ from redis.exceptions import ResponseError
 
 # Every field OBJ.STATS (and INFO objstore) must carry, from the README.
 STATS_FIELDS = (
-    "arena_path arena_size arena_used arena_free arena_largest_free objects objects_sealed "
-    "objects_created objects_pinned bytes_sealed puts creates seals aborts gets deletes "
-    "deferred_deletes oom_errors blocked_clients"
-).split()
+    "arena_path arena_size arena_used arena_free arena_largest_free arena_free_ranges objects "
+    "objects_sealed objects_created objects_pinned objects_deleting bytes_sealed puts creates "
+    "seals aborts gets pins releases deletes deferred_deletes evictions oom_errors "
+    "blocked_clients blocked_total node_name fetch_requests fetch_shared fetch_local_hits "
+    "fetch_cancelled transfer_connections transfer_bad_frames rdma_enabled directory_connected "
+    "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
+    "directory_errors directory_queued"
+).split() + [
+    f"{tp}_{k}"
+    for tp in ("tcp", "rdma")
+    for k in (
+        "fetches fetch_bytes fetch_failures fetch_failovers fetch_latency_avg_us "
+        "fetch_latency_max_us served served_bytes served_inline served_rndv"
+    ).split()
+]
 
 # Every field OBJ.INFO must carry, from the README.
-INFO_FIELDS = "id state size meta_size offset pins creator created_ms checksum".split()
+INFO_FIELDS = "id state size meta_size offset pins creator created_ms checksum replica".split()
 
 # Stats a failed command must leave exactly as they were ("a command that answers an
 # error has changed nothing"). `gets` is left out because the README does not say
@@ -371,15 +382,21 @@ def locations(client, oid):
         raise
 
 
-def wait_locations(client, oid, names, timeout=5.0):
+def wait_locations(client, oid, names, timeout=5.0, retry_unavailable=False):
     """Wait until OBJ.LOCATE lists exactly the nodes in names (directory updates
-    are asynchronous); returns the list."""
+    are asynchronous); returns the list. retry_unavailable: keep polling through
+    UNAVAILABLE answers (a directory coming back)."""
     want = sorted(names)
     last = []
 
     def check():
         nonlocal last
-        last = locations(client, oid)
+        try:
+            last = locations(client, oid)
+        except ResponseError as e:
+            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+                raise
+            last = str(e)
         return last == want
 
     try:
@@ -404,14 +421,20 @@ def nodes(client):
     return out
 
 
-def wait_nodes(client, names, timeout=5.0):
-    """Wait until OBJ.NODES lists exactly the node names given; returns the view."""
+def wait_nodes(client, names, timeout=5.0, retry_unavailable=False):
+    """Wait until OBJ.NODES lists exactly the node names given; returns the view.
+    retry_unavailable: keep polling through UNAVAILABLE answers."""
     want = sorted(names)
     last = {}
 
     def check():
         nonlocal last
-        last = nodes(client)
+        try:
+            last = nodes(client)
+        except ResponseError as e:
+            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+                raise
+            last = {str(e): None}
         return sorted(last) == want
 
     try:

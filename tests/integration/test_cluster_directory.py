@@ -185,9 +185,11 @@ def test_directory_outage_and_restart(make_cluster, uid):
 
     cl.dir.start()  # same port, empty: nothing was saved
 
-    wait_nodes(b, ["A", "B"], timeout=5.0)
-    wait_locations(b, before, ["A"], timeout=5.0)
-    wait_locations(b, during, ["A"], timeout=5.0)
+    t0 = time.monotonic()
+    wait_nodes(b, ["A", "B"], timeout=5.0, retry_unavailable=True)
+    wait_locations(b, before, ["A"], timeout=5.0, retry_unavailable=True)
+    wait_locations(b, during, ["A"], timeout=5.0, retry_unavailable=True)
+    assert time.monotonic() - t0 < 5.0, "the directory took too long to be repopulated"
     assert _notfound(b, gone), "an object deleted during the outage came back"
     a1 = stats(a)
     assert a1["directory_connected"] == 1

@@ -310,7 +310,7 @@ def test_stats_answers_every_documented_field(r):
     missing = set(STATS_FIELDS) - set(st)
     assert not missing, f"OBJ.STATS lacks {sorted(missing)}"
     for k in STATS_FIELDS:
-        if k != "arena_path":
+        if k not in ("arena_path", "node_name"):
             assert isinstance(st[k], int) and st[k] >= 0, f"{k} = {st[k]!r}"
     assert st["arena_size"] == 64 << 20
     assert st["arena_used"] + st["arena_free"] <= st["arena_size"]
@@ -322,10 +322,10 @@ def test_stats_answers_only_the_documented_fields(r):
     assert not extra, f"OBJ.STATS answers fields the README does not document: {sorted(extra)}"
 
 
-def test_arena_file_is_private_and_named_for_port_and_pid(server, r):
+def test_arena_file_is_private_and_named_for_the_pid(server, r):
     path = stats(r)["arena_path"]
     assert os.path.dirname(path) == server.arena_dir
-    assert os.path.basename(path) == f"objstore-{server.port}-{server.proc.pid}"
+    assert os.path.basename(path) == f"objstore-{server.proc.pid}.arena"
     assert stat.S_ISREG(os.stat(path).st_mode)
     assert file_mode(path) == 0o600
     assert os.stat(path).st_size >= 64 << 20

@@ -914,6 +914,55 @@ static void testDeletedReplicaLeavesTheEvictionList(void **state)
     testDestroy(t);
 }
 
+/* What the eviction hook saw: the ids, in order, read while the entry lived. */
+typedef struct EvictLog {
+    char ids[8][16];
+    unsigned n;
+} EvictLog;
+
+static void testEvictRecord(const ObjEntry *e, void *arg)
+{
+    EvictLog *log = arg;
+    assert_true(log->n < 8);
+    assert_true(e->replica && e->pins == 0 && e->state == OBJ_SEALED);
+    assert_true(e->idLen < sizeof(log->ids[0]));
+    memcpy(log->ids[log->n], e->id, e->idLen);
+    log->ids[log->n][e->idLen] = '\0';
+    log->n++;
+}
+
+static void testEvictHookSeesEachEvictedReplicaInOrder(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    EvictLog log = {0};
+    objTableSetEvictHook(t, testEvictRecord, &log);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "new", 3 * KIB, BOB, &e), OBJ_ST_OK);
+    assert_int_equal(log.n, 3);
+    assert_string_equal(log.ids[0], "r000000");
+    assert_string_equal(log.ids[1], "r000001");
+    assert_string_equal(log.ids[2], "r000002");
+    assert_int_equal(testStats(t).evictions, log.n);
+    testDestroy(t);
+}
+
+static void testEvictHookIsNotCalledForDeletesOrRefusedCreates(void **state)
+{
+    (void)state;
+    ObjEntry *r[8];
+    ObjTable *t = testArenaOfReplicas(r);
+    EvictLog log = {0};
+    objTableSetEvictHook(t, testEvictRecord, &log);
+    assert_int_equal(objTableDelete(t, r[0]), OBJ_ST_OK);
+    ObjEntry *e = NULL;
+    assert_int_equal(testTryCreate(t, "huge", 9 * KIB, BOB, &e), OBJ_ST_OOM);
+    assert_int_equal(objTableHolderGone(t, ALICE), 0);
+    assert_int_equal(log.n, 0);
+    testDestroy(t);
+}
+
 /* ---- scan ---------------------------------------------------------------------------------- */
 
 enum { SCAN_MAX_IDS = 8192 };
@@ -1425,6 +1474,8 @@ int main(void)
         TEST(testCreateLargerThanArenaEvictsNothing),
         TEST(testCreateThatEvictionCannotSatisfyEvictsNothing),
         TEST(testDeletedReplicaLeavesTheEvictionList),
+        TEST(testEvictHookSeesEachEvictedReplicaInOrder),
+        TEST(testEvictHookIsNotCalledForDeletesOrRefusedCreates),
         TEST(testScanOfEmptyTableEndsAtOnce),
         TEST(testScanVisitsEverySealedObjectForEveryCount),
         TEST(testScanWithCountAboveTableSizeTakesOneStep),
