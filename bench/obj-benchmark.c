@@ -83,7 +83,7 @@ typedef struct Options {
     int nsizes;
     int tests[TEST_COUNT]; /* selected, in this order */
     int ntests;
-    const char *via; /* NULL = auto (no VIA argument), "tcp", "rdma" */
+    const char *via;    /* NULL = auto (no VIA argument), "tcp", "rdma" */
     long long keyspace; /* 0 = as many as fit, up to -n */
     char prefix[BENCH_PREFIX_MAX + 1];
     double seconds;
@@ -139,13 +139,13 @@ struct Run {
     const Options *o;
     TestKind test;
     uint64_t size;
-    char name[32];     /* "put", "fetch-tcp", ... */
+    char name[32]; /* "put", "fetch-tcp", ... */
     char idBase[BENCH_ID_MAX];
-    long long keys;    /* working set (get/pin/fetch) or round capacity (put) */
-    long long total;   /* requests wanted */
+    long long keys;  /* working set (get/pin/fetch) or round capacity (put) */
+    long long total; /* requests wanted */
     long long roundStart, roundLen;
-    int stop;          /* set by the planner, read after a barrier */
-    uint64_t deadline; /* ns, monotonic */
+    int stop;           /* set by the planner, read after a barrier */
+    uint64_t deadline;  /* ns, monotonic */
     uint64_t expectSum; /* pin: byte sum of the payload */
     uint64_t timedNs;
     pthread_barrier_t barrier;
@@ -458,6 +458,31 @@ static void copyOpt(const char *opt, char *dst, size_t len, const char *s)
     memcpy(dst, s, strlen(s) + 1);
 }
 
+/* Whether a is one of the options that take a value. */
+static int optTakesValue(const char *a)
+{
+    static const char *const withValue[] = {"-h",
+                                            "-p",
+                                            "-s",
+                                            "-c",
+                                            "-n",
+                                            "-d",
+                                            "-P",
+                                            "-t",
+                                            "--threads",
+                                            "--sizes",
+                                            "--seconds",
+                                            "--source-host",
+                                            "--source-port",
+                                            "--keyspace",
+                                            "--prefix"};
+
+    for (size_t i = 0; i < sizeof(withValue) / sizeof(withValue[0]); i++)
+        if (!strcmp(a, withValue[i]))
+            return 1;
+    return 0;
+}
+
 /*
  * Fill *o from argv; dies with a message on any bad argument, exits 0 after
  * --help. Why so strict: a benchmark that silently ran with a default in
@@ -487,47 +512,54 @@ static void parseOptions(int argc, char **argv, Options *o)
             exit(0);
         } else if (!strcmp(a, "-q")) {
             o->quiet = 1;
+            continue;
         } else if (!strcmp(a, "--csv")) {
             o->csv = 1;
+            continue;
         } else if (!strcmp(a, "--tcp")) {
             sawTcp = 1;
+            continue;
         } else if (!strcmp(a, "--rdma")) {
             sawRdma = 1;
-        } else if (last) {
-            if (a[0] == '-')
-                die("option %s needs a value (see --help)", a);
-            die("unexpected argument '%s' (see --help)", a);
-        } else if (!strcmp(a, "-h")) {
-            copyOpt(a, o->host, sizeof(o->host), v), i++;
+            continue;
+        }
+        if (!optTakesValue(a))
+            die("unrecognized option '%s' (see --help)", a);
+        if (last)
+            die("option %s needs a value (see --help)", a);
+        i++;
+        if (!strcmp(a, "-h")) {
+            copyOpt(a, o->host, sizeof(o->host), v);
         } else if (!strcmp(a, "-p")) {
-            o->port = (int)parseInt(a, v, 1, 65535), i++;
+            o->port = (int)parseInt(a, v, 1, 65535);
         } else if (!strcmp(a, "-s")) {
-            copyOpt(a, o->socketPath, sizeof(o->socketPath), v), i++;
+            copyOpt(a, o->socketPath, sizeof(o->socketPath), v);
         } else if (!strcmp(a, "-c")) {
-            o->clients = (int)parseInt(a, v, 1, BENCH_MAX_CLIENTS), i++;
+            o->clients = (int)parseInt(a, v, 1, BENCH_MAX_CLIENTS);
         } else if (!strcmp(a, "-n")) {
-            o->requests = parseInt(a, v, 1, 1000000000000LL), i++;
+            o->requests = parseInt(a, v, 1, 1000000000000LL);
         } else if (!strcmp(a, "-d")) {
-            dsize = parseSizeOpt(a, v), i++;
+            dsize = parseSizeOpt(a, v);
         } else if (!strcmp(a, "-P")) {
-            o->pipeline = (int)parseInt(a, v, 1, BENCH_MAX_PIPELINE), i++;
+            o->pipeline = (int)parseInt(a, v, 1, BENCH_MAX_PIPELINE);
         } else if (!strcmp(a, "-t")) {
-            parseTests(v, o), sawTests = 1, i++;
+            parseTests(v, o);
+            sawTests = 1;
         } else if (!strcmp(a, "--threads")) {
-            o->threads = (int)parseInt(a, v, 1, BENCH_MAX_THREADS), i++;
+            o->threads = (int)parseInt(a, v, 1, BENCH_MAX_THREADS);
         } else if (!strcmp(a, "--sizes")) {
-            parseSizes(a, v, o), i++;
+            parseSizes(a, v, o);
         } else if (!strcmp(a, "--source-host")) {
-            copyOpt(a, o->srcHost, sizeof(o->srcHost), v), i++;
+            copyOpt(a, o->srcHost, sizeof(o->srcHost), v);
         } else if (!strcmp(a, "--source-port")) {
-            o->srcPort = (int)parseInt(a, v, 1, 65535), i++;
+            o->srcPort = (int)parseInt(a, v, 1, 65535);
         } else if (!strcmp(a, "--keyspace")) {
-            o->keyspace = parseInt(a, v, 1, 1000000000000LL), i++;
+            o->keyspace = parseInt(a, v, 1, 1000000000000LL);
         } else if (!strcmp(a, "--prefix")) {
-            copyOpt(a, o->prefix, sizeof(o->prefix), v), i++;
+            copyOpt(a, o->prefix, sizeof(o->prefix), v);
             if (strpbrk(o->prefix, "*?[]\\ \t\r\n"))
                 die("--prefix: '%s' may not contain spaces or the glob characters *?[]\\", v);
-        } else if (!strcmp(a, "--seconds")) {
+        } else { /* --seconds */
             char *end;
             errno = 0;
             o->seconds = strtod(v, &end);
@@ -535,9 +567,6 @@ static void parseOptions(int argc, char **argv, Options *o)
                 o->seconds > BENCH_MAX_SECONDS)
                 die("--seconds: '%s' must be a number of seconds above 0 and at most %.0f", v,
                     BENCH_MAX_SECONDS);
-            i++;
-        } else {
-            die("unrecognized option '%s' (see --help)", a);
         }
     }
 
@@ -796,25 +825,9 @@ static int clientDeleteIds(Client *c, const char *base, const long long *idx, lo
     return 0;
 }
 
-/* Delete ids base+from .. base+to-1. Returns 0 or -1 with err. */
-static int clientDeleteRange(Client *c, const char *base, long long from, long long to, char *err,
-                             size_t errLen)
-{
-    long long idx[BENCH_DEL_BATCH];
-
-    for (long long i = from; i < to;) {
-        int b = 0;
-        for (; b < BENCH_DEL_BATCH && i < to; b++, i++)
-            idx[b] = i;
-        if (clientDeleteIds(c, base, idx, b, err, errLen) == -1)
-            return -1;
-    }
-    return 0;
-}
-
 /* OBJ.PUT ids base+from .. base+to-1 (untimed setup). Returns 0 or -1 with err. */
-static int clientPutRange(Client *c, const char *base, long long from, long long to,
-                          uint64_t size, char *err, size_t errLen)
+static int clientPutRange(Client *c, const char *base, long long from, long long to, uint64_t size,
+                          char *err, size_t errLen)
 {
     long long idx[BENCH_SETUP_BATCH];
 
@@ -1200,8 +1213,7 @@ static void workerPinPhase(Worker *w)
             histAdd(&w->hist, nowNs() - t0);
             atomic_fetch_add(&run->completed, 1);
             if (got != run->size || sum != run->expectSum) {
-                runFail(run, "pin: object %s has %zu bytes that differ from what was put", id,
-                        got);
+                runFail(run, "pin: object %s has %zu bytes that differ from what was put", id, got);
                 return;
             }
         }
@@ -1324,12 +1336,12 @@ static void printResult(const Run *run, const Result *res)
         printf("\n  %d parallel clients on %d threads, pipeline %d, working set %lld objects\n",
                o->clients, run->nworkers, run->test == TEST_PIN ? 1 : o->pipeline, run->keys);
         printf("  timed: %s\n",
-               run->test == TEST_PUT    ? "OBJ.PUT round trips (ids deleted between rounds, "
-                                          "untimed)"
-               : run->test == TEST_GET  ? "OBJ.GET round trips including the bytes"
-               : run->test == TEST_PIN  ? "objClientPin + reading every byte + objClientRelease"
-                                        : "OBJ.FETCH round trips on the destination (source "
-                                          "PUTs and destination DELs are untimed)");
+               run->test == TEST_PUT   ? "OBJ.PUT round trips (ids deleted between rounds, "
+                                         "untimed)"
+               : run->test == TEST_GET ? "OBJ.GET round trips including the bytes"
+               : run->test == TEST_PIN ? "objClientPin + reading every byte + objClientRelease"
+                                       : "OBJ.FETCH round trips on the destination (source "
+                                         "PUTs and destination DELs are untimed)");
         printf("\n  throughput: %.2f requests per second, %.2f MB/s\n\n", res->opsPerSec,
                res->mbPerSec);
         printf("  latency summary (msec):\n");
@@ -1441,7 +1453,7 @@ static int runSetup(Run *run, Client *mainC, Client *srcC, char *err, size_t err
             statsArenaPath(srcC->rc, pb, sizeof(pb), err, errLen) == -1)
             return -1;
         if (!strcmp(pa, pb)) {
-            snprintf(err, errLen, "the source and the destination are the same node (arena %s)",
+            snprintf(err, errLen, "the source and the destination are the same node (arena %.300s)",
                      pa);
             return -1;
         }
@@ -1450,9 +1462,10 @@ static int runSetup(Run *run, Client *mainC, Client *srcC, char *err, size_t err
     }
     run->keys = fitDst < fitSrc ? fitDst : fitSrc;
     if (run->keys < 1) {
-        snprintf(err, errLen, "%" PRIu64 "-byte objects do not fit in %.0f%% of the free arena of "
-                 "the %s node", run->size, BENCH_ARENA_SHARE * 100,
-                 fitDst < 1 ? "destination" : "source");
+        snprintf(err, errLen,
+                 "%" PRIu64 "-byte objects do not fit in %.0f%% of the free arena of "
+                 "the %s node",
+                 run->size, BENCH_ARENA_SHARE * 100, fitDst < 1 ? "destination" : "source");
         return -1;
     }
     if (run->keys > run->total)

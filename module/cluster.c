@@ -40,7 +40,8 @@ static void clusterFetchDone(FetchReq *req)
     RedisModule_UnblockClient(req->owner, req);
 }
 
-/* On the main thread: a fetched object is visible; wake its OBJ.GET waiters. */
+/* On the main thread: a fetched object was sealed or aborted; wake its
+ * OBJ.GET/OBJ.PIN waiters. */
 static void clusterRecheck(void *arg)
 {
     RedisModuleString *id = arg;
@@ -51,7 +52,7 @@ static void clusterRecheck(void *arg)
     RedisModule_FreeString(NULL, id);
 }
 
-static void clusterSealed(const char *id, size_t idLen)
+static void clusterChanged(const char *id, size_t idLen)
 {
     RedisModuleString *s = RedisModule_CreateString(NULL, id, idLen);
     if (RedisModule_EventLoopAddOneShot(clusterRecheck, s) == REDISMODULE_ERR)
@@ -187,7 +188,7 @@ int objClusterStart(RedisModuleCtx *ctx)
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
     ec.rdmaReadMin = (uint64_t)cfg->rdmaReadMin;
     ec.onFetchDone = clusterFetchDone;
-    ec.onSealed = clusterSealed;
+    ec.onChanged = clusterChanged;
     ec.log = clusterLog;
     if (engineStart(&ec, err, sizeof(err)) == -1) {
         RedisModule_Log(ctx, "warning", "transfer engine: %s", err);

@@ -56,7 +56,9 @@ typedef struct EngineConfig {
     uint64_t rdmaReadMin; /* RDMA: objects >= this use the read rendezvous */
     /* Callbacks, run on the engine thread. */
     void (*onFetchDone)(FetchReq *req);
-    void (*onSealed)(const char *id, size_t idLen); /* a fetched object became visible */
+    /* A fetched object was sealed, or a failed one aborted: local waiters
+     * for that id should look again. */
+    void (*onChanged)(const char *id, size_t idLen);
     void (*log)(const char *level, const char *msg);
 } EngineConfig;
 

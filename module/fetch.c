@@ -107,6 +107,8 @@ static void xferAbortEntry(Transfer *x)
     objTableAbort(eng.cfg.table, x->entry, ENGINE_HOLDER_XFER(x->xid));
     objTableUnlock(eng.cfg.table);
     x->entry = NULL;
+    if (eng.cfg.onChanged) /* local OBJ.GET waiters on the created object */
+        eng.cfg.onChanged(x->id, x->idLen);
 }
 
 /* Finish x: tell every waiter (err "" = success), unlink and free it. */
@@ -220,8 +222,8 @@ static void xferReceived(Transfer *x)
     objTableUnlock(t);
     x->entry = NULL; /* the table owns it now */
     dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
-    if (eng.cfg.onSealed)
-        eng.cfg.onSealed(x->id, x->idLen);
+    if (eng.cfg.onChanged)
+        eng.cfg.onChanged(x->id, x->idLen);
 
     uint64_t us = (uint64_t)(utilMonoUs() - x->startUs);
     pthread_mutex_lock(&eng.statLock);

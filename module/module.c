@@ -86,3 +86,11 @@ out_close_arena:
     arenaClose(&objNode.arena);
     return REDISMODULE_ERR;
 }
+
+/* Unloading would leave the engine and directory threads running code that
+ * is gone, and clients holding pointers into the arena: refuse. */
+__attribute__((visibility("default"))) int RedisModule_OnUnload(RedisModuleCtx *ctx)
+{
+    RedisModule_Log(ctx, "warning", "objstore cannot be unloaded; restart the server instead");
+    return REDISMODULE_ERR;
+}
