@@ -56,7 +56,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 EXAMPLES   := $(patsubst client/examples/%.c,client/examples/%,$(wildcard client/examples/*.c))
 
-.PHONY: all deps run test test-unit test-integration test-san lint format bench clean distclean
+.PHONY: all deps run test test-unit test-integration test-fuzz test-rdma lint format bench clean distclean
 all: $(MODULE) client/libobjstore.a client/libobjstore.so client/objstore.pc $(EXAMPLES)
 
 # ---- dependencies -----------------------------------------------------------
@@ -115,8 +115,23 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
+# The wire decoder's standalone fuzz driver, under ASan/UBSan.
+FUZZ_BIN := build/fuzz/fuzz_wire_standalone
+$(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/wire.c module/wire.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
+	    tests/fuzz/fuzz_main.c module/wire.c -lcrypto -o $@
+test-fuzz: $(FUZZ_BIN)
+	$(FUZZ_BIN)
+
 test-integration: all
 	OBJSTORE_MODULE=$(CURDIR)/$(MODULE) /usr/bin/python3 -m pytest -q tests/integration
+
+# The RDMA suite: natively on a host with an RDMA device, else in a QEMU
+# guest with Soft-RoCE (tests/softroce/); fails loudly if neither can run.
+test-rdma: all
+	tests/softroce/run.sh tests/rdma/run-in-guest.sh
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
 san-preload:

@@ -36,8 +36,8 @@ int utilParseSize(const char *s, size_t len, uint64_t *out)
         return -1;
     size_t rest = len - digits;
     const char *u = s + digits;
-    if (rest == 2 && (u[1] == 'b' || u[1] == 'B'))
-        rest = 1; /* "kb" == "k" */
+    if (rest == 2 && (u[1] == 'b' || u[1] == 'B') && u[0] != 'b' && u[0] != 'B')
+        rest = 1; /* "kb" == "k" (but "bb" is nothing) */
     if (rest == 1) {
         switch (tolower((unsigned char)u[0])) {
             case 'b':

@@ -39,17 +39,19 @@ def put(client, oid, data, meta=b"m"):
     assert client.execute_command("OBJ.PUT", oid, data, "META", meta) == b"OK"
 
 
-def freeze_server(candidates, timeout=10.0):
-    """Poll the candidate nodes' tcp_served until one of them starts serving, then
-    SIGSTOP it at once; returns that node."""
+def freeze_server(candidates, begin, timeout=10.0):
+    """Take the candidate nodes' tcp_served, call begin() (which starts the fetch),
+    then poll until one of them starts serving and SIGSTOP it at once. Returns
+    (what begin returned, the frozen node)."""
     probes = [(n, n.client(timeout=2.0)) for n in candidates]
     base = {n.node_name: stats(c)["tcp_served"] for n, c in probes}
+    handle = begin()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for n, c in probes:
             if stats(c)["tcp_served"] > base[n.node_name]:
                 n.sigstop()
-                return n
+                return handle, n
     raise AssertionError(f"none of {[n.node_name for n, _ in probes]} started serving "
                          f"within {timeout}s")
 
@@ -90,8 +92,9 @@ def test_serving_node_killed_mid_transfer_fails_over(big):
     wait_locations(b, oid, ["A", "C"])
     b0 = stats(b)
 
-    call = start_call(cl["B"].client(), "OBJ.FETCH", oid, "TIMEOUT", 20000)
-    victim = freeze_server([cl["A"], cl["C"]])
+    fetcher = cl["B"].client()
+    call, victim = freeze_server(
+        [cl["A"], cl["C"]], lambda: start_call(fetcher, "OBJ.FETCH", oid, "TIMEOUT", 20000))
     survivor = cl["C"] if victim is cl["A"] else cl["A"]
     mid = stats(b)
     assert mid["objects_created"] == 1, "the transfer should be in flight on B"
@@ -139,8 +142,9 @@ def test_timeout_in_the_middle_of_a_transfer_leaves_nothing(big):
     cl, oid, data = big
     a, b = cl["A"].client(), cl["B"].client()
     b0 = stats(b)
-    call = start_call(cl["B"].client(), "OBJ.FETCH", oid, "TIMEOUT", 700)
-    frozen = freeze_server([cl["A"]])
+    fetcher = cl["B"].client()
+    call, frozen = freeze_server(
+        [cl["A"]], lambda: start_call(fetcher, "OBJ.FETCH", oid, "TIMEOUT", 700))
     try:
         with pytest.raises(ResponseError) as ei:
             call.result(timeout=5.0)
@@ -159,8 +163,8 @@ def test_client_disconnect_mid_transfer_cancels_it(big):
     cl, oid, data = big
     b = cl["B"].client()
     b0 = stats(b)
-    sock = raw_send(cl["B"].port, "OBJ.FETCH", oid, "TIMEOUT", 20000)
-    frozen = freeze_server([cl["A"]])
+    sock, frozen = freeze_server(
+        [cl["A"]], lambda: raw_send(cl["B"].port, "OBJ.FETCH", oid, "TIMEOUT", 20000))
     try:
         sock.close()
         wait_until(lambda: stats(b)["fetch_cancelled"] > b0["fetch_cancelled"], 3.0,

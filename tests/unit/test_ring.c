@@ -110,8 +110,8 @@ static void testImmediateRoundTrips(void **state)
 /* One direction of a simulated connection: the writer's view and the
  * reader's view of the same ring, plus messages in flight. */
 typedef struct Side {
-    RingTx tx; /* toward the peer */
-    RingRx rx; /* from the peer */
+    RingTx tx;    /* toward the peer */
+    RingRx rx;    /* from the peer */
     int wantSend; /* ordinary messages still to send */
 } Side;
 
