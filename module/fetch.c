@@ -349,12 +349,17 @@ void fetchOnDirResult(uint64_t xid, DirResult *res)
 
 void fetchOnConnReady(Conn *c)
 {
-    for (Transfer *x = eng.xfers; x; x = x->next) {
-        if (x->conn == c && x->state == XFER_CONNECTING) {
-            sendFetch(x);
-            x = eng.xfers; /* sendFetch may have failed over and changed the list */
-            if (!x)
+    int again = 1;
+
+    /* sendFetch may fail over and change the list: restart the walk each time. */
+    while (again) {
+        again = 0;
+        for (Transfer *x = eng.xfers; x; x = x->next) {
+            if (x->conn == c && x->state == XFER_CONNECTING) {
+                sendFetch(x);
+                again = 1;
                 break;
+            }
         }
     }
 }
