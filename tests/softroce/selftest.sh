@@ -10,8 +10,8 @@
 # Uses OBJ_RXE_ADDR (default 10.99.0.1) and OBJ_RXE_DEV (default rxe0), both
 # set by the harness; OBJ_SELFTEST_PORT (default 18515) is the first of three
 # ports used on that address. Every step is bounded by OBJ_SELFTEST_TIMEOUT
-# seconds (default 120). Exits 0 when every check passed (rping may be
-# skipped), 1 otherwise.
+# seconds (default 120). OBJ_SELFTEST_LOGS=DIR keeps the tools' logs there.
+# Exits 0 when every check passed (rping may be skipped), 1 otherwise.
 set -uo pipefail
 
 addr=${OBJ_RXE_ADDR:-10.99.0.1}
@@ -21,27 +21,37 @@ port=${OBJ_SELFTEST_PORT:-18515}
 limit=${OBJ_SELFTEST_TIMEOUT:-120}
 passed=0
 failed=0
-logs=$(mktemp -d "${TMPDIR:-/tmp}/selftest.XXXXXXXX") || exit 1
-trap 'rm -rf "$logs"' EXIT
+step_start=$SECONDS
+if [ -n "${OBJ_SELFTEST_LOGS:-}" ]; then
+    logs=$OBJ_SELFTEST_LOGS
+    mkdir -p "$logs" || exit 1
+else
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/selftest.XXXXXXXX") || exit 1
+    trap 'rm -rf "$logs"' EXIT
+fi
 
-# pass / fail / skip: record the outcome of check $1; fail prints the log
-# files named after it, indented, so a failure explains itself. Can't fail.
+# pass / fail / skip: record the outcome of check $1 and the time since the
+# previous outcome; fail also prints the tails of the logs named after the
+# check, so a failure explains itself. Can't fail.
 pass() {
     passed=$((passed + 1))
-    echo "PASS  $1"
+    echo "PASS  $1 ($((SECONDS - step_start)) s)"
+    step_start=$SECONDS
 }
 fail() {
     local f
     failed=$((failed + 1))
-    echo "FAIL  $1: $2"
+    echo "FAIL  $1: $2 ($((SECONDS - step_start)) s)"
     for f in "$logs/$1".*; do
         [ -f "$f" ] || continue
         echo "  --- ${f##*/}"
         tail -n 20 "$f" | sed 's/^/  | /'
     done
+    step_start=$SECONDS
 }
 skip() {
     echo "SKIP  $1: $2"
+    step_start=$SECONDS
 }
 
 # checkDevice: ibv_devices must list $dev. Records pass or fail.
@@ -67,32 +77,35 @@ checkPort() {
     fi
 }
 
-# waitForText: wait up to $limit seconds for file $1 to contain text $2 while
-# process $3 lives. Returns 0 when it appears, -1 (1) otherwise.
-waitForText() {
+# waitListening: wait up to $limit seconds, while process $2 lives, until
+# something listens on port $1: a TCP socket (perftest's exchange) or an
+# rdma_cm id (perftest -R, rping). Servers print their banners before they
+# listen, so the banner cannot be the signal. Returns 0 once listening,
+# 1 otherwise.
+waitListening() {
     local deadline=$((SECONDS + limit))
     while [ "$SECONDS" -lt "$deadline" ]; do
-        grep -q -- "$2" "$1" 2>/dev/null && return 0
-        kill -0 "$3" 2>/dev/null || return 1
+        kill -0 "$2" 2>/dev/null || return 1
+        if ss -ltnH "sport = :$1" 2>/dev/null | grep -q . ||
+            rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [^ ]*:$1 "; then
+            return 0
+        fi
         sleep 0.2
     done
     return 1
 }
 
-# runPair: run server command $3 and client command $4 (shell words, both
-# already bounded by timeout) for check $1; the client is started once the
-# server log shows text $2 (or after a second if $2 is empty) and retried at
-# most three times, a second apart, while the server still waits: the server
-# may print its banner just before it listens. Returns 0 when both exit 0,
-# 1 otherwise; logs land in $logs/$1.server and $logs/$1.client.
+# runPair: for check $1, run server command $2 on port $3, wait until it
+# listens, then run client command $4 (both shell text, both already bounded
+# by timeout). The client is retried at most three times, a second apart,
+# while the server still runs, in case readiness was misjudged. Returns 0
+# when both exit 0, 1 otherwise; logs land in $logs/$1.server and
+# $logs/$1.client.
 runPair() {
-    local name=$1 ready=$2 server=$3 client=$4 spid crc=1 src=0 try
+    local name=$1 server=$2 p=$3 client=$4 spid crc=1 src=0 try
     sh -c "$server" >"$logs/$name.server" 2>&1 &
     spid=$!
-    if [ -n "$ready" ]; then
-        waitForText "$logs/$name.server" "$ready" "$spid" || true
-    fi
-    sleep 1
+    waitListening "$p" "$spid" || echo "--- server not seen listening on $p" >>"$logs/$name.client"
     for try in 1 2 3; do
         kill -0 "$spid" 2>/dev/null || break
         echo "--- attempt $try" >>"$logs/$name.client"
@@ -118,14 +131,11 @@ checkPerftest() {
         return
     fi
     args="-d $dev $cm -F -s 65536 -n 100 -p $p"
-    # The server's banner comes just before it listens (with -R everything
-    # else waits for the connection); stdbuf makes it reach the log at once.
-    if runPair "$name" "Waiting for client to connect" "stdbuf -oL timeout $limit $tool $args" \
-        "timeout $limit $tool $args $addr"; then
+    if runPair "$name" "timeout $limit $tool $args" "$p" "timeout $limit $tool $args $addr"; then
         result=$(awk '$1 == 65536 && $2 == 100 { print $4 " MB/s" }' "$logs/$name.client" |
             tail -n 1)
         if [ -n "$result" ]; then
-            pass "$name: $tool $cm 64 KiB x 100 to $addr:$p, average $result"
+            pass "$name: $tool${cm:+ $cm} 64 KiB x 100 to $addr:$p, average $result"
         else
             fail "$name" "$tool exited 0 but printed no result line"
         fi
@@ -142,7 +152,7 @@ checkRping() {
         skip rping "rping not installed (package rdmacm-utils)"
         return
     fi
-    if runPair rping "" "timeout $limit rping -s -a $addr -p $p -C $count" \
+    if runPair rping "timeout $limit rping -s -a $addr -p $p -C $count" "$p" \
         "timeout $limit rping -c -a $addr -p $p -C $count -S 64 -v"; then
         got=$(grep -c '^ping data:' "$logs/rping.client")
         if [ "$got" -ge "$count" ]; then
@@ -161,5 +171,5 @@ checkPort
 checkPerftest write_bw_cm ib_write_bw "$port" -R
 checkPerftest read_bw_verbs ib_read_bw "$((port + 1))" ""
 checkRping "$((port + 2))"
-echo "selftest: $passed passed, $failed failed"
+echo "selftest: $passed passed, $failed failed in $SECONDS s"
 [ "$failed" -eq 0 ]
