@@ -38,16 +38,19 @@ LDFLAGS += $(LDSAN) -pthread
 CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c module/wire.c \
             module/directory.c module/engine.c module/fetch.c module/serve.c module/tcp.c \
             module/ring.c \
-            module/rdma.c
+            module/rdma.c module/resp.c
 # Redis-facing layer.
-MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c
+MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c \
+            module/respserver.c
 CORE_LIBS := -lxxhash -lhiredis -lcrypto -lrdmacm -libverbs
 # redis-server exports its own bundled (newer, incompatible) hiredis: link ours
 # statically and keep its symbols local, so the module never binds to that copy.
 MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic \
             -lxxhash -lcrypto -lrdmacm -libverbs
-CLI_SRC  := client/objstore.c
-CLI_LIBS := -lhiredis
+# objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma); a
+# static link that never calls it needs neither them nor the RDMA libraries.
+CLI_SRC  := client/objstore.c client/objstore_rdma.c client/rdmaconn.c module/ring.c
+CLI_LIBS := -lhiredis -lrdmacm -libverbs
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 MOD_OBJ  := $(MOD_SRC:%.c=$(BUILD)/%.o)
@@ -155,7 +158,11 @@ BENCH_TOOLS := bench/obj-benchmark
 .PHONY: bench-tools
 bench-tools: $(BENCH_TOOLS)
 bench/obj-benchmark: bench/obj-benchmark.c client/objstore.h client/libobjstore.a
-	$(CC) $(CFLAGS) -o $@ $< client/libobjstore.a $(LDFLAGS) -lhiredis -lxxhash -pthread -lm
+	$(CC) $(CFLAGS) -o $@ $< client/libobjstore.a $(LDFLAGS) $(CLI_LIBS) -lxxhash -pthread -lm
 bench: ensure-deps all bench-tools
 	bench/compare-tcp.sh
+.PHONY: bench-clean
+clean: bench-clean
+bench-clean:
+	rm -f $(BENCH_TOOLS)
 # ---- end bench --------------------------------------------------------------------

@@ -327,7 +327,8 @@ static void usage(FILE *f)
             " -q                 Quiet: one line per test and size\n"
             " --csv              CSV rows: "
             "\"test\",\"size\",\"clients\",\"ops_per_sec\",\"mb_per_sec\",\n"
-            "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\"\n"
+            "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\"; test is put, get,\n"
+            "                    pin, fetch (VIA auto), fetch-tcp or fetch-rdma\n"
             " --help             This help\n"
             "\n"
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
@@ -622,6 +623,8 @@ static redisContext *benchConnect(const Options *o, int src, char *err, size_t e
         redisFree(rc);
         return NULL;
     }
+    /* Keep the reader's buffer between replies: large replies would regrow it each time. */
+    rc->reader->maxbuf = 0;
     if (redisSetTimeout(rc, iotv) != REDIS_OK) {
         snprintf(err, errLen, "cannot set the socket timeout: %s", rc->errstr);
         redisFree(rc);
@@ -955,17 +958,21 @@ static int sweepPrefix(redisContext *rc, const char *base, char *err, size_t err
             return -1;
         }
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements; i++) {
+        /* One pipelined OBJ.DEL per listed id; deleting while listing is fine, as with SCAN. */
+        size_t n = r->element[1]->elements;
+        for (size_t i = 0; i < n; i++) {
             const redisReply *id = r->element[1]->element[i];
-            redisReply *d = redisCommand(rc, "OBJ.DEL %b", id->str, (size_t)id->len);
-            if (d == NULL) {
-                freeReplyObject(r);
+            redisAppendCommand(rc, "OBJ.DEL %b", id->str, (size_t)id->len);
+        }
+        freeReplyObject(r);
+        for (size_t i = 0; i < n; i++) {
+            void *d = NULL;
+            if (redisGetReply(rc, &d) != REDIS_OK) {
                 snprintf(err, errLen, "OBJ.DEL: %s", rc->errstr);
                 return -1;
             }
             freeReplyObject(d);
         }
-        freeReplyObject(r);
         if (!strcmp(cursor, "0"))
             return 0;
     }
@@ -1232,8 +1239,10 @@ static void workerCleanup(Worker *w)
 
     for (int i = 0; i < w->n; i++) {
         Client *c = w->clients[i];
-        if (!c->rc || c->rc->err)
-            continue; /* the final sweep deletes what this connection could not */
+        /* A connection with unread replies (its run failed) is out of step: the
+         * final sweep deletes what it could not. */
+        if (!c->rc || c->rc->err || c->batch)
+            continue;
         for (long long k = 0; k < c->sent;) {
             int b = 0;
             for (; b < BENCH_DEL_BATCH && k < c->sent; b++, k++)
@@ -1333,8 +1342,9 @@ static void printResult(const Run *run, const Result *res)
         printf("  %lld requests completed in %.3f seconds", res->requests, res->seconds);
         if (res->timeLimited)
             printf(" (stopped by --seconds %.3g before -n %lld)", o->seconds, run->total);
-        printf("\n  %d parallel clients on %d threads, pipeline %d, working set %lld objects\n",
-               o->clients, run->nworkers, run->test == TEST_PIN ? 1 : o->pipeline, run->keys);
+        printf("\n  %d parallel clients on %d threads, pipeline %d, %s %lld objects\n", o->clients,
+               run->nworkers, run->test == TEST_PIN ? 1 : o->pipeline,
+               run->test == TEST_PUT ? "rounds of up to" : "working set", run->keys);
         printf("  timed: %s\n",
                run->test == TEST_PUT   ? "OBJ.PUT round trips (ids deleted between rounds, "
                                          "untimed)"

@@ -10,6 +10,12 @@
  * mapping. Copying put/get never map anything, so they work from any
  * machine.
  *
+ * Transports: hiredis (TCP, unix socket) here, or another one plugged in
+ * through objclient_int.h (objstore_rdma.c: Redis protocol over RDMA).
+ * Every command goes through clientCall, the only place that tells them
+ * apart; keeping RDMA in its own file means a program that never calls
+ * objClientConnectRdma links the static library without the RDMA libraries.
+ *
  * Errors: a server error reply starts with an uppercase code word that is
  * mapped onto ObjErr, and the whole reply text is kept for objClientErrMsg();
  * hiredis failures become OBJ_ERR_IO. Every call clears the previous error
@@ -18,6 +24,7 @@
  * ignore SIGPIPE; the library leaves signal dispositions to the program.
  */
 #include "objstore.h"
+#include "objclient_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,8 +46,10 @@
 
 /* One connection to one node, and that node's arena once it is mapped. */
 struct ObjClient {
-    redisContext *rc; /* NULL only when hiredis could not allocate it */
-    ObjErr err;       /* OBJ_OK after every successful call */
+    redisContext *rc; /* hiredis; NULL with a transport, or when hiredis could not allocate it */
+    const ObjClientTransport *tr; /* another transport (RDMA), or NULL */
+    void *conn;                   /* its connection */
+    ObjErr err;                   /* OBJ_OK after every successful call */
     char errstr[OBJ_CLIENT_ERRSTR_LEN];
 
     /* The arena: mapped on the first create/pin, unmapped by objClientFree. */
@@ -108,9 +117,14 @@ static int clientFailReply(ObjClient *c, const redisReply *r)
     return clientFail(c, clientErrFromReply(r->str, r->len), "%.*s", (int)r->len, r->str);
 }
 
-/* Record an I/O error with hiredis' description of it. Returns -1. */
+/* Record an I/O error with the transport's description of it. Returns -1. */
 static int clientFailIo(ObjClient *c)
 {
+    if (c->tr != NULL) {
+        const char *why = c->tr->errstr(c->conn);
+        return clientFail(c, OBJ_ERR_IO, "%s",
+                          why && why[0] ? why : "connection failed (no reply from the server)");
+    }
     if (c->rc == NULL)
         return clientFail(c, OBJ_ERR_IO, "no connection (out of memory when connecting)");
     if (c->rc->err == 0)
@@ -142,20 +156,31 @@ static void argsAddStr(CmdArgs *a, const char *s)
     argsAdd(a, s, strlen(s));
 }
 
+/* Whether the connection is usable (no transport error so far). */
+static int clientConnected(const ObjClient *c)
+{
+    if (c->tr != NULL)
+        return !c->tr->failed(c->conn);
+    return c->rc != NULL && c->rc->err == 0;
+}
+
 /*
  * Send one command and wait for its reply. Returns the reply (free it with
- * freeReplyObject) unless it is an error reply or hiredis failed: then NULL,
- * with the error recorded. Why: every API call wants exactly this split.
+ * freeReplyObject) unless it is an error reply or the transport failed: then
+ * NULL, with the error recorded. Why: every API call wants exactly this split.
  */
 static redisReply *clientCall(ObjClient *c, CmdArgs *a)
 {
     redisReply *r;
 
-    if (c->rc == NULL || c->rc->err) {
+    if (!clientConnected(c)) {
         clientFailIo(c);
         return NULL;
     }
-    r = redisCommandArgv(c->rc, a->argc, a->argv, a->lens);
+    if (c->tr != NULL)
+        r = c->tr->command(c->conn, a->argc, a->argv, a->lens);
+    else
+        r = redisCommandArgv(c->rc, a->argc, a->argv, a->lens);
     if (r == NULL) {
         clientFailIo(c);
         return NULL;
@@ -304,12 +329,16 @@ static int clientSameHost(const ObjClient *c)
     struct sockaddr_storage peer, self;
     socklen_t peerLen = sizeof(peer), selfLen = sizeof(self);
 
-    if (c->rc->connection_type == REDIS_CONN_UNIX)
+    if (c->tr != NULL) {
+        if (c->tr->addrs(c->conn, &self, &peer) < 0 || peer.ss_family != self.ss_family)
+            return 0;
+    } else if (c->rc->connection_type == REDIS_CONN_UNIX) {
         return 1;
-    if (getpeername(c->rc->fd, (struct sockaddr *)&peer, &peerLen) < 0 ||
-        getsockname(c->rc->fd, (struct sockaddr *)&self, &selfLen) < 0 ||
-        peer.ss_family != self.ss_family)
+    } else if (getpeername(c->rc->fd, (struct sockaddr *)&peer, &peerLen) < 0 ||
+               getsockname(c->rc->fd, (struct sockaddr *)&self, &selfLen) < 0 ||
+               peer.ss_family != self.ss_family) {
         return 0;
+    }
     if (peer.ss_family == AF_INET) {
         const struct sockaddr_in *p = (const struct sockaddr_in *)&peer;
         const struct sockaddr_in *s = (const struct sockaddr_in *)&self;
@@ -350,7 +379,7 @@ static int clientMapArena(ObjClient *c)
 
     if (c->arenaBase != NULL)
         return 0;
-    if (c->rc == NULL || c->rc->err)
+    if (!clientConnected(c))
         return clientFailIo(c);
     if (!clientSameHost(c))
         return clientFail(c, OBJ_ERR_MAP,
@@ -451,6 +480,28 @@ ObjClient *objClientConnectUnix(const char *path)
     return clientWrap(redisConnectUnix(path ? path : ""));
 }
 
+/*
+ * Wrap a connection of another transport (objclient_int.h); the client owns
+ * it from now on. Returns the client with a failed connect recorded, or NULL
+ * when out of memory (the connection is freed then).
+ */
+ObjClient *objClientWrapTransport(const ObjClientTransport *tr, void *conn)
+{
+    ObjClient *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        tr->free(conn);
+        return NULL;
+    }
+    c->tr = tr;
+    c->conn = conn;
+    if (tr->failed(conn))
+        clientFailIo(c);
+    else
+        clientOk(c);
+    return c;
+}
+
 /* Close the connection and unmap the arena. Accepts NULL. Can't fail. */
 void objClientFree(ObjClient *c)
 {
@@ -461,6 +512,8 @@ void objClientFree(ObjClient *c)
     free(c->arenaPath);
     if (c->rc != NULL)
         redisFree(c->rc);
+    if (c->tr != NULL)
+        c->tr->free(c->conn);
     free(c);
 }
 

@@ -47,6 +47,9 @@ typedef struct ObjBuffer {
  * objClientErrCode() before use; free it with objClientFree() either way. */
 ObjClient *objClientConnect(const char *host, int port);
 ObjClient *objClientConnectUnix(const char *path);
+/* Over RDMA to the node's rdma-client-port (addr: the node's RDMA address).
+ * The copying calls work from anywhere; create/pin only on the node's machine. */
+ObjClient *objClientConnectRdma(const char *addr, int port);
 void objClientFree(ObjClient *c); /* accepts NULL; unmaps the arena */
 
 ObjErr objClientErrCode(const ObjClient *c);

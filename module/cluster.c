@@ -7,9 +7,10 @@
  * Hand-offs: the engine and the directory thread answer through callbacks
  * that only call thread-safe module APIs (RedisModule_UnblockClient,
  * RedisModule_EventLoopAddOneShot). Every blocked client is unblocked
- * exactly once by the thread that owns its work: a timeout or a disconnect
- * only replies/cancels, and the owner still hands the client back (Redis
- * frees a thread-owned blocked handle only on RedisModule_UnblockClient).
+ * exactly once, by the thread that owns its work. Deadlines are module
+ * timers that only ask the owner to finish early, never BlockClient
+ * timeouts: in Redis 7.0 a client whose unblock is pending when its
+ * BlockClient timeout fires gets no reply at all.
  */
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -213,7 +214,8 @@ int objClusterStart(RedisModuleCtx *ctx)
         snprintf(dc.rdmaAddr, sizeof(dc.rdmaAddr), "%s", cfg->rdmaBind);
         dc.rdmaPort = (int)cfg->rdmaPort;
     }
-    dc.features = OBJ_FEAT_TCP | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
+    dc.features =
+        (cfg->transferPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
     if (dc.port <= 0) {
@@ -280,6 +282,8 @@ void objClusterUnpublish(const char *id, size_t idLen)
 typedef struct Pending {
     RedisModuleBlockedClient *bc;
     uint64_t seq;
+    RedisModuleTimerID timer;
+    int hasTimer;
     struct Pending *next;
 } Pending;
 static Pending *pending;
@@ -292,8 +296,8 @@ static Pending **pendingFind(RedisModuleBlockedClient *bc)
     return pp;
 }
 
-/* Forget bc; if cancel is set, tell the engine to stop its work. */
-static void pendingDrop(RedisModuleBlockedClient *bc, int cancel)
+/* The fetch is over for the main thread: stop its timer and forget it. */
+static void pendingDrop(RedisModuleBlockedClient *bc)
 {
     Pending **pp = pendingFind(bc);
 
@@ -301,8 +305,8 @@ static void pendingDrop(RedisModuleBlockedClient *bc, int cancel)
         return;
     Pending *p = *pp;
     *pp = p->next;
-    if (cancel)
-        engineCancelFetch(p->seq);
+    if (p->hasTimer)
+        RedisModule_StopTimer(objNode.ctx, p->timer, NULL);
     free(p);
 }
 
@@ -318,6 +322,8 @@ static int fetchReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     FetchReq *r = RedisModule_GetBlockedClientPrivateData(ctx);
 
+    if (r->timedOut)
+        return RedisModule_ReplyWithError(ctx, "TIMEOUT the fetch did not complete in time");
     RedisModule_ReplyWithArray(ctx, (long)r->n);
     for (size_t i = 0; i < r->n; i++) {
         if (r->items[i].err[0])
@@ -328,22 +334,29 @@ static int fetchReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
-static int fetchTimeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+/* The deadline passed: the engine cancels and hands the request back marked
+ * timedOut, and fetchReply answers TIMEOUT. */
+static void fetchTimerFired(RedisModuleCtx *ctx, void *data)
 {
-    pendingDrop(RedisModule_GetBlockedClientHandle(ctx), 1);
-    return RedisModule_ReplyWithError(ctx, "TIMEOUT the fetch did not complete in time");
+    Pending *p = data; /* listed until fetchFree, which would stop this timer */
+
+    p->hasTimer = 0;
+    engineCancelFetch(p->seq, 1);
 }
 
 static void fetchDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
 {
-    pendingDrop(bc, 1);
+    Pending *p = *pendingFind(bc);
+
+    if (p)
+        engineCancelFetch(p->seq, 0);
 }
 
 static void fetchFree(RedisModuleCtx *ctx, void *privdata)
 {
     FetchReq *r = privdata;
 
-    pendingDrop(r->owner, 0);
+    pendingDrop(r->owner);
     fetchReqFree(r);
 }
 
@@ -417,6 +430,7 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         goto out_oom;
     r->n = (size_t)nids;
     r->via = via;
+    r->deadlineUs = timeoutMs > 0 ? utilMonoUs() + timeoutMs * 1000 : 0;
     for (int i = 0; i < nids; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i + 1], &len);
@@ -425,15 +439,18 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         memcpy(r->items[i].id, s, len);
         r->items[i].idLen = len;
     }
-    RedisModuleBlockedClient *bc =
-        RedisModule_BlockClient(ctx, fetchReply, fetchTimeout, fetchFree, timeoutMs);
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, fetchReply, NULL, fetchFree, 0);
     RedisModule_SetDisconnectCallback(bc, fetchDisconnected);
     r->owner = bc;
-    engineSubmitFetch(r); /* assigns r->seq before returning */
     p->bc = bc;
-    p->seq = r->seq;
     p->next = pending;
     pending = p;
+    engineSubmitFetch(r); /* assigns r->seq before returning */
+    p->seq = r->seq;
+    if (timeoutMs > 0) {
+        p->timer = RedisModule_CreateTimer(ctx, timeoutMs, fetchTimerFired, p);
+        p->hasTimer = 1;
+    }
     return REDISMODULE_OK;
 
 out_oom:
@@ -450,11 +467,6 @@ out_oom:
 static void dirAnswer(DirResult *res, void *arg)
 {
     RedisModule_UnblockClient(arg, res);
-}
-
-static int dirTimeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
-{
-    return RedisModule_ReplyWithError(ctx, "TIMEOUT the directory did not answer in time");
 }
 
 static void dirFree(RedisModuleCtx *ctx, void *privdata)
@@ -528,8 +540,8 @@ static int nodesReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
-#define OBJ_DIR_TIMEOUT_MS 5000
-
+/* No deadline of our own: the directory thread answers every request exactly
+ * once, within its hiredis connect/command timeouts (UNAVAILABLE if down). */
 static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     size_t len;
@@ -544,8 +556,7 @@ static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (RedisModule_GetContextFlags(ctx) &
         (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA))
         return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
-    RedisModuleBlockedClient *bc =
-        RedisModule_BlockClient(ctx, locateReply, dirTimeout, dirFree, OBJ_DIR_TIMEOUT_MS);
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, locateReply, NULL, dirFree, 0);
     dirLookup(id, len, dirAnswer, bc);
     return REDISMODULE_OK;
 }
@@ -559,8 +570,7 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (RedisModule_GetContextFlags(ctx) &
         (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA))
         return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
-    RedisModuleBlockedClient *bc =
-        RedisModule_BlockClient(ctx, nodesReply, dirTimeout, dirFree, OBJ_DIR_TIMEOUT_MS);
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, nodesReply, NULL, dirFree, 0);
     dirListNodes(dirAnswer, bc);
     return REDISMODULE_OK;
 }

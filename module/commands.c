@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "node.h"
+#include "respserver.h"
 #include "util.h"
 
 /* Holder of the short pins taken while a reply copies an object's bytes. */
@@ -573,8 +574,10 @@ static size_t statsCollect(StatField *f)
 {
     ObjTableStats ts;
     AllocStats as;
+    RespServerStats rs;
     size_t n = 0;
 
+    respServerGetStats(&rs);
     objTableLock(objNode.table);
     objTableGetStats(objNode.table, &ts);
     objTableAllocStats(objNode.table, &as);
@@ -604,6 +607,10 @@ static size_t statsCollect(StatField *f)
     STAT("oom_errors", ts.oomErrors);
     STAT("blocked_clients", waitersCount());
     STAT("blocked_total", objNode.cnt.blocked);
+    STAT("rdma_clients_connected", rs.connected);
+    STAT("rdma_clients_total", rs.total);
+    STAT("rdma_client_commands", rs.commands);
+    STAT("rdma_client_protocol_errors", rs.protocolErrors);
 #undef STAT
     return n;
 }

@@ -62,6 +62,7 @@ static ConfigDef configDefs[] = {
     NUM("rdma-port", rdmaPort, IMM, 0, -1, 65535, NULL),
     STR("rdma-device", rdmaDevice, IMM, ""),
     NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
+    NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

@@ -29,7 +29,7 @@ Engine eng;
 
 /* ---- work queue (any thread -> engine thread) ----------------------------------- */
 
-typedef enum CmdType { CMD_SUBMIT, CMD_CANCEL, CMD_DIR_RESULT, CMD_READ_MIN } CmdType;
+typedef enum CmdType { CMD_SUBMIT, CMD_CANCEL, CMD_TIMEOUT, CMD_DIR_RESULT, CMD_READ_MIN } CmdType;
 
 typedef struct EngineCmd {
     CmdType type;
@@ -89,9 +89,9 @@ void engineSubmitFetch(FetchReq *req)
     enginePost(c);
 }
 
-void engineCancelFetch(uint64_t seq)
+void engineCancelFetch(uint64_t seq, int timedOut)
 {
-    EngineCmd *c = cmdNew(CMD_CANCEL);
+    EngineCmd *c = cmdNew(timedOut ? CMD_TIMEOUT : CMD_CANCEL);
     if (c) {
         c->val = seq;
         enginePost(c);
@@ -144,7 +144,10 @@ static void engineDrainQueue(void)
                 fetchSubmit(c->req);
                 break;
             case CMD_CANCEL:
-                fetchCancel(c->val);
+                fetchCancel(c->val, 0);
+                break;
+            case CMD_TIMEOUT:
+                fetchCancel(c->val, 1);
                 break;
             case CMD_DIR_RESULT:
                 fetchOnDirResult(c->val, c->res);
@@ -250,6 +253,13 @@ void engineGetStats(EngineStats *st)
     pthread_mutex_unlock(&eng.statLock);
 }
 
+void engineCountBadFrame(void)
+{
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.badFrames++;
+    pthread_mutex_unlock(&eng.statLock);
+}
+
 int engineRdmaEnabled(void)
 {
     return eng.tp[TP_RDMA] != NULL;
@@ -335,7 +345,8 @@ static int sendHello(Conn *c)
 
     m.u.hello.magic = OBJ_WIRE_MAGIC;
     m.u.hello.version = OBJ_WIRE_VERSION;
-    m.u.hello.features = (uint16_t)(OBJ_FEAT_TCP | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
+    m.u.hello.features =
+        (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
     memcpy(m.u.hello.nonce, c->nonce, OBJ_WIRE_NONCE);
     if (!c->outgoing)
         wireProof(eng.cfg.secret, strlen(eng.cfg.secret), "acceptor", c->peerNonce, c->nonce,
@@ -395,6 +406,8 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         if (!wireProofEqual(proof, m->u.hello.proof)) {
             engineLog("warning", "%s: peer '%s' failed the cluster-secret proof", c->desc,
                       c->peerName);
+            snprintf(c->failWhy, sizeof(c->failWhy), "cluster secret mismatch");
+            engineSendError(c, 0, WIRE_ERR_AUTH, "cluster secret mismatch");
             return -1;
         }
         WireMsg a = {.h = {.type = WIRE_AUTH}};

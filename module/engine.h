@@ -38,6 +38,8 @@ typedef struct FetchReq {
     FetchVia via;
     size_t n, remaining;
     int cancelled;
+    int timedOut;       /* cancelled because its time ran out */
+    int64_t deadlineUs; /* utilMonoUs() deadline, 0 = none */
     FetchItem *items;
     struct FetchReq *next; /* engine queue / live list */
 } FetchReq;
@@ -70,8 +72,9 @@ void engineStop(void);
 
 /* Queue a fetch; req->seq is assigned before this returns. */
 void engineSubmitFetch(FetchReq *req);
-/* Cancel a fetch by seq (timeout or disconnect); harmless if it finished. */
-void engineCancelFetch(uint64_t seq);
+/* Cancel a fetch by seq (timedOut: its deadline passed; else its client
+ * left); harmless if it already finished. */
+void engineCancelFetch(uint64_t seq, int timedOut);
 /* Change the RDMA inline/rendezvous threshold at run time. */
 void engineSetRdmaReadMin(uint64_t bytes);
 /* Is RDMA usable on this node? */

@@ -92,7 +92,7 @@ void engineLookup(uint64_t xid, const char *id, size_t idLen);
 
 /* fetch.c: the requesting side */
 void fetchSubmit(FetchReq *req);
-void fetchCancel(uint64_t seq);
+void fetchCancel(uint64_t seq, int timedOut);
 void fetchOnDirResult(uint64_t xid, DirResult *res);
 void fetchOnConnReady(Conn *c);
 void fetchOnConnClosed(Conn *c);

@@ -168,7 +168,10 @@ static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t 
         return TP_RDMA;
     if (tcpOk)
         return TP_TCP;
-    snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
+    if (!eng.tp[TP_TCP])
+        snprintf(err, errLen, "NOTSUPPORTED TCP transfers are off on this node (transfer-port 0)");
+    else
+        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
     return -1;
 }
 
@@ -201,11 +204,36 @@ static void xferTryNext(Transfer *x)
     xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
 }
 
+/* Have all requesters of x passed their deadlines? Then nobody may be told
+ * OK any more, and the copy must not stay behind either. */
+static int xferAllExpired(const Transfer *x)
+{
+    int64_t now = utilMonoUs();
+
+    for (size_t i = 0; i < x->nWaiters; i++) {
+        const FetchReq *r = x->waiters[i].req;
+        if (!r->deadlineUs || now <= r->deadlineUs)
+            return 0;
+    }
+    return x->nWaiters > 0;
+}
+
 /* The payload is in place: verify, seal as a replica, publish, answer. */
 static void xferReceived(Transfer *x)
 {
     ObjTable *t = eng.cfg.table;
     ObjEntry *e = x->entry;
+
+    if (xferAllExpired(x)) { /* arrived, but too late for everyone */
+        for (size_t i = 0; i < x->nWaiters; i++)
+            x->waiters[i].req->timedOut = 1;
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.cancelled++;
+        pthread_mutex_unlock(&eng.statLock);
+        xferAbortEntry(x);
+        xferComplete(x, "TIMEOUT the fetch did not complete in time");
+        return;
+    }
     uint64_t total = e->dataSize + e->metaSize;
     uint64_t sum = XXH3_64bits(eng.cfg.arenaBase + e->offset, total);
 
@@ -366,10 +394,14 @@ void fetchOnConnReady(Conn *c)
 
 void fetchOnConnClosed(Conn *c)
 {
-    char why[160];
+    char why[256];
     int again = 1;
 
-    snprintf(why, sizeof(why), "UNAVAILABLE lost the connection to '%.64s'", c->peerName);
+    if (c->failWhy[0])
+        snprintf(why, sizeof(why), "UNAVAILABLE no session with '%.64s': %.80s", c->peerName,
+                 c->failWhy);
+    else
+        snprintf(why, sizeof(why), "UNAVAILABLE lost the connection to '%.64s'", c->peerName);
     /* A failover may complete or free transfers: restart the walk each time. */
     while (again) {
         again = 0;
@@ -529,7 +561,7 @@ static void xferCancel(Transfer *x)
     xferFree(x);
 }
 
-void fetchCancel(uint64_t seq)
+void fetchCancel(uint64_t seq, int timedOut)
 {
     FetchReq *r;
 
@@ -539,6 +571,7 @@ void fetchCancel(uint64_t seq)
     if (!r)
         return; /* already finished */
     r->cancelled = 1;
+    r->timedOut = timedOut;
     int again = 1;
     while (again) {
         again = 0;
@@ -565,7 +598,7 @@ void fetchCancel(uint64_t seq)
 void fetchShutdown(void)
 {
     while (eng.live)
-        fetchCancel(eng.live->seq);
+        fetchCancel(eng.live->seq, 0);
     while (eng.xfers) {
         Transfer *x = eng.xfers;
         eng.xfers = x->next;

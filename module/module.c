@@ -38,6 +38,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
+    respServerStop();
     objClusterStop();
     arenaClose(&objNode.arena);
 }
@@ -55,6 +56,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     if (RedisModule_Init(ctx, OBJ_MODULE_NAME, OBJ_MODULE_VERSION, REDISMODULE_APIVER_1) ==
         REDISMODULE_ERR)
         return REDISMODULE_ERR;
+    objNode.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
     if (objConfigInit(ctx, argv, argc) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     if (arenaOpen(&objNode.arena, objNode.cfg.arenaDir, (uint64_t)objNode.cfg.memory, err,
@@ -76,6 +78,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         goto out_destroy_table;
     if (objClusterStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
+    respServerStart(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 

@@ -37,7 +37,8 @@ typedef struct ObjConfig {
     char rdmaBind[64];  /* "" = announce address */
     long long rdmaPort; /* -1 = Redis port + 20000, 0 = no RDMA */
     char rdmaDevice[64];
-    long long rdmaReadMin; /* RDMA inline/rendezvous threshold */
+    long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
+    long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
 } ObjConfig;
 
 typedef struct ObjCounters {
@@ -45,6 +46,7 @@ typedef struct ObjCounters {
 } ObjCounters;
 
 typedef struct ObjNode {
+    RedisModuleCtx *ctx; /* detached: for timers and logs outside commands */
     ObjConfig cfg;
     Arena arena;
     ObjTable *table;
@@ -70,6 +72,11 @@ void objClusterInfo(RedisModuleInfoCtx *ctx);
 /* Append the transfer statistics to an OBJ.STATS reply; returns the number
  * of replies added. */
 long objClusterStats(RedisModuleCtx *ctx);
+
+/* respserver.c: the RDMA front door for Redis clients (rdma-client-port).
+ * Start never fails the load: without RDMA it logs why and stays off. */
+void respServerStart(RedisModuleCtx *ctx);
+void respServerStop(void);
 
 /* commands.c: register every OBJ.* command with its docs. */
 int objCommandsRegister(RedisModuleCtx *ctx);

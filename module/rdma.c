@@ -516,6 +516,7 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
     return 0;
 
 out_bad:
+    engineCountBadFrame();
     engineLog("warning", "%s: bad ring message: %s", c->base.desc, why);
     rdmaCloseConn(&c->base, why);
     return -1;

@@ -25,10 +25,13 @@
 
 #include "engineint.h"
 
-#define TCP_RXBUF        (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
-#define TCP_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
-#define TCP_MAX_IOV      32
-#define TCP_READS_PER_EV 64 /* fairness: yield to other sockets after this */
+#define TCP_RXBUF     (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
+#define TCP_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
+#define TCP_MAX_IOV   32
+/* Fairness: after this many reads or bytes per readiness event, go back to
+ * epoll, so other sockets and queued work (a cancel) get their turn. */
+#define TCP_READS_PER_EV 64
+#define TCP_BYTES_PER_EV (4u << 20)
 
 /* One queued frame and the payload bytes that follow it. */
 typedef struct TxItem {
@@ -297,6 +300,7 @@ static int tcpParseFrames(TcpConn *c)
 out_bad_frame : {
     char reason[128];
     snprintf(reason, sizeof(reason), "bad frame: %s", why);
+    engineCountBadFrame();
     engineLog("warning", "%s: %s", c->base.desc, reason);
     tcpCloseConn(&c->base, reason);
     return -1;
@@ -305,7 +309,9 @@ out_bad_frame : {
 
 static void tcpRead(TcpConn *c)
 {
-    for (int i = 0; i < TCP_READS_PER_EV && !c->closed; i++) {
+    size_t total = 0;
+
+    for (int i = 0; i < TCP_READS_PER_EV && total < TCP_BYTES_PER_EV && !c->closed; i++) {
         ssize_t n;
         if (c->rx == RX_PAYLOAD) {
             n = read(c->fd, c->payDst, c->payLeft);
@@ -324,6 +330,7 @@ static void tcpRead(TcpConn *c)
             tcpCloseConn(&c->base, why);
             return;
         }
+        total += (size_t)n;
         if (c->rx == RX_PAYLOAD) {
             c->payDst += n;
             c->payLeft -= (size_t)n;

@@ -67,6 +67,7 @@ struct Conn {
     uint8_t peerNonce[OBJ_WIRE_NONCE]; /* theirs */
     uint32_t peerFeatures;
     int helloSeen;     /* the peer's HELLO arrived (acceptor side) */
+    char failWhy[96];  /* why the session failed, for the requests on it */
     struct Conn *next; /* engine's list of all connections */
 };
 
@@ -79,6 +80,8 @@ int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg);
 int engineModify(int fd, uint32_t events, EngineFdFn *fn, void *arg);
 void engineUnwatch(int fd);
 uint64_t engineNextConnId(void);
+/* A frame failed to decode (counted in transfer_bad_frames). */
+void engineCountBadFrame(void);
 /* The transport is up (connected or accepted): the core starts the handshake. */
 void engineOnUp(Conn *c);
 /* A frame arrived; payload is non-NULL for an inline DATA on a ring

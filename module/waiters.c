@@ -7,6 +7,11 @@
  * an id is sealed, aborted or put, and are always released through
  * RedisModule_UnblockClient exactly once: on wake-up, on timeout and on
  * disconnect (Redis frees a thread-less blocked handle only then).
+ *
+ * Why a module timer and not BlockClient's timeout: in Redis 7.0 a blocked
+ * client whose unblock is pending when its timeout fires gets no reply at
+ * all. With one unblock path (ours) that case cannot happen: the timer only
+ * marks the waiter as timed out and unblocks it; the reply callback answers.
  * Main thread only.
  */
 #include <stdlib.h>
@@ -20,7 +25,10 @@ typedef struct Waiter {
     size_t idLen;
     int waitMissing;
     ObjReplyKind kind;
-    int gone; /* disconnected or timed out: nothing to reply */
+    int gone;     /* disconnected: nothing to reply */
+    int timedOut; /* the timer fired: reply TIMEOUT */
+    RedisModuleTimerID timer;
+    int hasTimer;
     struct Waiter *prev, *next;
 } Waiter;
 
@@ -39,10 +47,14 @@ static void waiterUnlink(Waiter *w)
     waitCount--;
 }
 
-/* Unlink w and hand it to Redis; w is freed by waiterFree afterwards. */
+/* Unlink w, stop its timer and hand it to Redis; w is freed by waiterFree
+ * afterwards. */
 static void waiterRelease(Waiter *w)
 {
     waiterUnlink(w);
+    if (w->hasTimer)
+        RedisModule_StopTimer(objNode.ctx, w->timer, NULL);
+    w->hasTimer = 0;
     RedisModule_UnblockClient(w->bc, w);
 }
 
@@ -61,19 +73,18 @@ static int waiterReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
     if (!w || w->gone)
         return REDISMODULE_OK;
+    if (w->timedOut)
+        return RedisModule_ReplyWithError(ctx, "TIMEOUT the object was not sealed in time");
     return objReplyObject(ctx, w->id, w->idLen, w->kind);
 }
 
-static int waiterTimeout(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+static void waiterTimerFired(RedisModuleCtx *ctx, void *data)
 {
-    Waiter *w = waiterFind(RedisModule_GetBlockedClientHandle(ctx));
+    Waiter *w = data; /* still listed: waiterRelease stops the timer */
 
-    RedisModule_ReplyWithError(ctx, "TIMEOUT the object was not sealed in time");
-    if (w) {
-        w->gone = 1;
-        waiterRelease(w);
-    }
-    return REDISMODULE_OK;
+    w->hasTimer = 0;
+    w->timedOut = 1;
+    waiterRelease(w);
 }
 
 static void waiterDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
@@ -112,8 +123,12 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
     w->idLen = idLen;
     w->waitMissing = waitMissing;
     w->kind = kind;
-    w->bc = RedisModule_BlockClient(ctx, waiterReply, waiterTimeout, waiterFree, timeoutMs);
+    w->bc = RedisModule_BlockClient(ctx, waiterReply, NULL, waiterFree, 0);
     RedisModule_SetDisconnectCallback(w->bc, waiterDisconnected);
+    if (timeoutMs > 0) {
+        w->timer = RedisModule_CreateTimer(ctx, timeoutMs, waiterTimerFired, w);
+        w->hasTimer = 1;
+    }
     w->next = waitHead;
     if (waitHead)
         waitHead->prev = w;

@@ -28,6 +28,7 @@ step "build" make -j"$JOBS" all
 step "lint" make lint
 step "unit" make -j"$JOBS" test-unit
 step "integration" make test-integration
+step "benchmark smoke" sh -c 'make bench-tools && /usr/bin/python3 -m pytest -q tests/bench'
 
 SAN_LIB=$(cc -print-file-name=libasan.so)
 step "build (ASan/UBSan)" make -j"$JOBS" SAN=address build/san-address/objstore.so

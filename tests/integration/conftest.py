@@ -426,6 +426,13 @@ class ClusterNode(ObjstoreServer):
     def sigstop(self):
         os.kill(self.proc.pid, signal.SIGSTOP)
 
+    def stop(self):
+        """As ObjstoreServer.stop, after waking the node should a failed test have left
+        it stopped (SIGSTOP)."""
+        if self.proc is not None and self.proc.poll() is None and not self.stopped:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        return super().stop()
+
     def sigcont(self):
         os.kill(self.proc.pid, signal.SIGCONT)
 

@@ -31,7 +31,8 @@ STATS_FIELDS = (
     "blocked_clients blocked_total node_name fetch_requests fetch_shared fetch_local_hits "
     "fetch_cancelled transfer_connections transfer_bad_frames rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
-    "directory_errors directory_queued"
+    "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
+    "rdma_client_commands rdma_client_protocol_errors"
 ).split() + [
     f"{tp}_{k}"
     for tp in ("tcp", "rdma")

@@ -161,7 +161,7 @@ def test_fetch_of_local_object_answers_at_once(a, b, uid):
     a0 = stats(a)
     t0 = time.monotonic()
     assert fetch(a, uid) == ["OK"]
-    assert time.monotonic() - t0 < 0.2, "a fetch of a local object must not wait"
+    assert time.monotonic() - t0 < 0.5, "a fetch of a local object must not wait"
     assert fetch(a, uid, timeout=1) == ["OK"], "TIMEOUT does not matter when already local"
     a1 = stats(a)
     assert a1["tcp_fetches"] == a0["tcp_fetches"] and a1["tcp_served"] == a0["tcp_served"]
@@ -170,7 +170,7 @@ def test_fetch_of_local_object_answers_at_once(a, b, uid):
     a2, b2 = stats(a), stats(b)
     t0 = time.monotonic()
     assert fetch(b, uid) == ["OK"], "the replica is local now"
-    assert time.monotonic() - t0 < 0.2
+    assert time.monotonic() - t0 < 0.5
     assert stats(b)["tcp_fetches"] == b2["tcp_fetches"]
     assert stats(a)["tcp_served"] == a2["tcp_served"], "no second transfer"
     cleanup([a, b], uid)

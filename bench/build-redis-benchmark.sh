@@ -1,0 +1,81 @@
+#!/bin/sh
+# build-redis-benchmark.sh - build build/redis-benchmark-rdma: redis-benchmark
+# from the source of the installed Redis version with
+# bench/redis-benchmark-rdma.patch applied (adds --rdma: objstore's Redis
+# protocol over RDMA, client/rdmaconn.c).
+#
+#   bench/build-redis-benchmark.sh [--force]
+#
+# Source: build/redis-src if present (tests/fetch-redismodule-h.sh unpacks it),
+# else `apt-get source --download-only redis` into build/pkg and the orig
+# tarball. The tree is copied to build/redis-bench-src (never touched in
+# place), patched with `patch -p1`, and only redis-benchmark is built
+# (MALLOC=libc, BUILD_TLS=no, just the hiredis and hdr_histogram deps).
+# Nothing is rebuilt when the binary is newer than the patch and the client
+# sources, unless --force. Redis source is never committed: only the patch.
+# Exit status 0 on success; on failure the failing step's output is shown.
+set -eu
+
+repo=$(cd "$(dirname "$0")/.." && pwd -P)
+build=$repo/build
+src=$build/redis-bench-src
+out=$build/redis-benchmark-rdma
+patchFile=$repo/bench/redis-benchmark-rdma.patch
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# die: print the message to stderr and exit 1. Can't fail.
+die() {
+    echo "build-redis-benchmark: $*" >&2
+    exit 1
+}
+
+# upToDate: whether $out is newer than every input. Returns 0 or 1.
+upToDate() {
+    [ -x "$out" ] || return 1
+    for f in "$patchFile" "$repo/client/rdmaconn.c" "$repo/client/rdmaconn.h" \
+        "$repo/module/ring.c" "$repo/module/ring.h" "$repo/module/resprdma.h" "$0"; do
+        [ "$out" -nt "$f" ] || return 1
+    done
+}
+
+# unpackSource: fill $src with a pristine tree of the installed version.
+# Returns 0, or exits 1 with the reason.
+unpackSource() {
+    rm -rf "$src"
+    mkdir -p "$src"
+    if [ -f "$build/redis-src/src/redis-benchmark.c" ]; then
+        # Copy only the pristine parts (no objects a previous build left).
+        (cd "$build/redis-src" && tar -cf - --exclude='*.o' --exclude='*.a' --exclude='*.d' .) |
+            (cd "$src" && tar -xf -)
+        return 0
+    fi
+    ver=$(dpkg-query -W -f='${Version}' redis-server 2>/dev/null || true)
+    [ -n "$ver" ] || die "redis-server is not installed (run: make deps)"
+    mkdir -p "$build/pkg"
+    if ! ls "$build"/pkg/redis_*.orig.tar.gz >/dev/null 2>&1; then
+        (cd "$build/pkg" && { apt-get source --download-only "redis=$ver" >/dev/null 2>&1 ||
+            apt-get source --download-only redis >/dev/null; }) ||
+            die "apt-get source redis failed; enable deb-src (make deps)"
+    fi
+    tar -xzf "$(ls "$build"/pkg/redis_*.orig.tar.gz | head -1)" -C "$src" --strip-components=1
+}
+
+if [ "${1:-}" != "--force" ] && upToDate; then
+    echo "build-redis-benchmark: $out is up to date"
+    exit 0
+fi
+command -v patch >/dev/null 2>&1 || die "'patch' not found (apt-get install patch)"
+unpackSource
+grep -q '^#define REDIS_VERSION "7\.0\.' "$src/src/version.h" ||
+    echo "build-redis-benchmark: warning: the patch was written for Redis 7.0" >&2
+(cd "$src" && patch -p1 --quiet <"$patchFile") || die "the patch does not apply to $src"
+
+log=$build/redis-bench-build.log
+if ! make -C "$src/src" -j"$jobs" redis-benchmark MALLOC=libc BUILD_TLS=no \
+    DEPENDENCY_TARGETS="hiredis hdr_histogram" OBJSTORE_DIR="$repo" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    die "make failed (whole log: $log)"
+fi
+cp "$src/src/redis-benchmark" "$out.tmp"
+mv "$out.tmp" "$out"
+echo "build-redis-benchmark: built $out"

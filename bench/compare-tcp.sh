@@ -1,0 +1,327 @@
+#!/bin/bash
+# compare-tcp.sh - the host benchmark suite behind `make bench`: how objstore's
+# TCP paths compare with the references on this machine, in one run.
+#
+# On 127.0.0.1 it starts two objstore nodes (A owns objects, B fetches them;
+# B uses A's Redis as the directory), a plain redis-server and an iperf3
+# server, then for every size and client count measures
+#   - OBJ.FETCH over TCP, A -> B       (obj-benchmark -t fetch --tcp)
+#   - Redis GET of a value that size   (redis-benchmark -t get -d SIZE)
+#   - zero-copy local read             (obj-benchmark -t pin, on A)
+#   - raw loopback TCP                 (iperf3, 1 stream / one per client)
+# and writes $OUT/bench-tcp.csv, $OUT/bench-tcp.md (the tables printed at the
+# end), $OUT/bench-tcp-throughput.png and $OUT/bench-tcp-latency.png.
+#
+# Every run is bounded: -n requests scaled to the size, --seconds for
+# obj-benchmark, `timeout` around every tool. Everything it started is
+# stopped on exit. Knobs (environment):
+#   BENCH_SIZES="4k 64k 1m 16m"  BENCH_CLIENTS="1 8"  BENCH_SECONDS=3
+#   BENCH_BYTES=1g (data per run, divided by the size for -n)  BENCH_OUT=results
+#   BENCH_REPEAT=2 (runs per measurement; the best one is kept, since other
+#   load on the machine can only slow a run down)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SIZES=${BENCH_SIZES:-4k 64k 1m 16m}
+CLIENTS=${BENCH_CLIENTS:-1 8}
+RUN_SECONDS=${BENCH_SECONDS:-3}
+REPEAT=${BENCH_REPEAT:-2}
+BYTES_PER_RUN=${BENCH_BYTES:-1g}
+OUT=${BENCH_OUT:-$ROOT/results}
+MODULE=${OBJSTORE_MODULE:-$ROOT/module/objstore.so}
+OBJBENCH=$ROOT/bench/obj-benchmark
+NODE_MEMORY=1gb
+TOOL_TIMEOUT=120
+START_TIMEOUT=10
+
+fail() {
+    echo "compare-tcp: $*" >&2
+    exit 1
+}
+
+# ---- tools -------------------------------------------------------------------------------
+for tool in redis-server redis-cli redis-benchmark iperf3 gnuplot python3 timeout awk ss; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        fail "'$tool' is missing (install it with: make deps; or apt-get install" \
+            "redis-server redis-tools iperf3 gnuplot-nox python3 iproute2)"
+done
+[ -f "$MODULE" ] || fail "module not built: $MODULE is missing (run: make)"
+[ -x "$OBJBENCH" ] || fail "$OBJBENCH is missing (run: make bench-tools)"
+
+# ---- processes we start, and their cleanup -------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/objstore-bench.XXXXXX")
+ARENAS=$(mktemp -d /dev/shm/objstore-bench.XXXXXX)
+PIDS=()
+
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$WORK" "$ARENAS"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+# Wait until redis-cli PING answers on port $1 (process $2, log $3).
+wait_ping() {
+    local port=$1 pid=$2 log=$3 i
+    for ((i = 0; i < START_TIMEOUT * 20; i++)); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
+        sleep 0.05
+    done
+    echo "no PING answer on $port within ${START_TIMEOUT}s" >>"$log"
+    return 1
+}
+
+# start_redis NAME [module args...]: a redis-server on a free port (tries a
+# few ports in case another process takes one first). Sets PORT_<NAME>.
+start_redis() {
+    local name=$1 port pid log
+    shift
+    log=$WORK/$name.log
+    mkdir -p "$WORK/$name"
+    for _ in 1 2 3 4 5; do
+        port=$(free_port)
+        local margs=()
+        if [ $# -gt 0 ]; then
+            margs=(--loadmodule "$MODULE" memory "$NODE_MEMORY" arena-dir "$ARENAS" "$@")
+        fi
+        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$WORK/$name" "${margs[@]}" >"$log" 2>&1 &
+        pid=$!
+        PIDS+=("$pid")
+        if wait_ping "$port" "$pid" "$log"; then
+            printf -v "PORT_$name" '%s' "$port"
+            return 0
+        fi
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        grep -q "Address already in use" "$log" || break
+    done
+    echo "--- $log ---" >&2
+    tail -n 30 "$log" >&2
+    fail "redis-server '$name' did not start"
+}
+
+# "4k" -> 4096 etc.
+to_bytes() {
+    local v=$1 n=${1%[kKmMgG]}
+    case $v in
+        *[kK]) echo $((n * 1024)) ;;
+        *[mM]) echo $((n * 1024 * 1024)) ;;
+        *[gG]) echo $((n * 1024 * 1024 * 1024)) ;;
+        *) echo "$v" ;;
+    esac
+}
+
+# Requests for a run of $1 bytes: BENCH_BYTES / size, clamped to [64, 30000].
+requests_for() {
+    local n=$(($(to_bytes "$BYTES_PER_RUN") / $1))
+    [ "$n" -lt 64 ] && n=64
+    [ "$n" -gt 30000 ] && n=30000
+    echo "$n"
+}
+
+# Run a tool bounded in time; on failure show its output and stop.
+run_tool() {
+    local what=$1 out
+    shift
+    if ! out=$(timeout "$TOOL_TIMEOUT" "$@" 2>&1); then
+        echo "$out" >&2
+        fail "$what failed: $*"
+    fi
+    printf '%s\n' "$out"
+}
+
+# ---- servers -----------------------------------------------------------------------------
+T_START=$(date +%s)
+TP_A=$(free_port)
+TP_B=$(free_port)
+start_redis A node-name A transfer-port "$TP_A" rdma-port 0 heartbeat 200 node-ttl 2000
+start_redis B node-name B transfer-port "$TP_B" rdma-port 0 heartbeat 200 node-ttl 2000 \
+    directory "127.0.0.1:$PORT_A"
+start_redis R
+IPERF_PORT=$(free_port)
+iperf3 -s -p "$IPERF_PORT" -B 127.0.0.1 >"$WORK/iperf3.log" 2>&1 &
+PIDS+=("$!")
+
+for ((i = 0; i < 100; i++)); do
+    nodes=$(redis-cli -p "$PORT_B" OBJ.NODES 2>/dev/null | grep -cx '[AB]' || true)
+    [ "$nodes" = 2 ] && break
+    sleep 0.1
+done
+[ "$nodes" = 2 ] || fail "node B does not see both nodes in OBJ.NODES (directory on A)"
+for ((i = 0; i < 100; i++)); do
+    [ -n "$(ss -Hltn "sport = :$IPERF_PORT")" ] && break
+    sleep 0.05
+done
+[ -n "$(ss -Hltn "sport = :$IPERF_PORT")" ] || {
+    cat "$WORK/iperf3.log" >&2
+    fail "iperf3 server did not start on port $IPERF_PORT"
+}
+
+echo "compare-tcp: nodes A=$PORT_A (transfer $TP_A) B=$PORT_B (transfer $TP_B), redis $PORT_R," \
+    "iperf3 $IPERF_PORT; sizes: $SIZES; clients: $CLIENTS" >&2
+
+# ---- measurements --------------------------------------------------------------------------
+mkdir -p "$OUT"
+CSV=$OUT/bench-tcp.csv
+COLUMNS_CSV="size,size_bytes,clients"
+COLUMNS_CSV+=",fetch_mb_s,fetch_ops_s,fetch_p50_ms,fetch_p99_ms"
+COLUMNS_CSV+=",redis_get_mb_s,redis_get_ops_s,redis_get_p50_ms,redis_get_p99_ms,fetch_vs_redis"
+COLUMNS_CSV+=",pin_mb_s,pin_ops_s,pin_p50_ms,pin_p99_ms,pin_vs_redis"
+COLUMNS_CSV+=",iperf3_mb_s,fetch_vs_iperf3"
+echo "$COLUMNS_CSV" >"$CSV"
+
+# best_of FIELD COMMAND...: run a measurement REPEAT times and print the CSV
+# data row (quotes removed) with the highest value in column FIELD. Other
+# processes on the machine only ever make a run slower, so the best run is
+# the least disturbed one.
+best_of() {
+    local field=$1 best="" out row i
+    shift
+    for ((i = 0; i < REPEAT; i++)); do
+        out=$(run_tool "$1" "$@")
+        row=$(printf '%s\n' "$out" | tail -n 1 | tr -d '"')
+        [ "$(echo "$row" | awk -F, '{ print NF }')" -ge "$field" ] ||
+            fail "unexpected output of $*: $out"
+        if [ -z "$best" ] || awk -F, -v a="$(echo "$row" | cut -d, -f"$field")" \
+            -v b="$(echo "$best" | cut -d, -f"$field")" 'BEGIN { exit !(a > b) }'; then
+            best=$row
+        fi
+    done
+    printf '%s\n' "$best"
+}
+
+declare -A IPERF
+for c in $CLIENTS; do
+    IPERF[$c]=0
+    for ((i = 0; i < REPEAT; i++)); do
+        json=$(run_tool "iperf3 -P $c" iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -t 3 -P "$c" -J)
+        mbs=$(printf '%s' "$json" | python3 -c 'import json, sys
+print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))')
+        awk -v a="$mbs" -v b="${IPERF[$c]}" 'BEGIN { exit !(a > b) }' && IPERF[$c]=$mbs
+    done
+    echo "compare-tcp: iperf3 loopback, $c stream(s): ${IPERF[$c]} MB/s" >&2
+done
+
+for size in $SIZES; do
+    bytes=$(to_bytes "$size")
+    n=$(requests_for "$bytes")
+    # The GET key of redis-benchmark (no -r: one literal key) holds a value of this size.
+    run_tool "redis SET" redis-benchmark -p "$PORT_R" -t set -n 1 -c 1 -d "$bytes" -q >/dev/null
+    for c in $CLIENTS; do
+        echo "compare-tcp: size $size ($bytes bytes), $c client(s), -n $n" >&2
+        # obj-benchmark rows: test,size,clients,ops,mb,p50,p99,p999,max
+        f=$(best_of 4 "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch --tcp \
+            -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv)
+        p=$(best_of 4 "$OBJBENCH" -p "$PORT_A" -t pin -c "$c" -d "$bytes" -n "$n" \
+            --seconds "$RUN_SECONDS" --csv)
+        # redis-benchmark rows: test,rps,avg,min,p50,p95,p99,max
+        r=$(best_of 2 redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" -d "$bytes" --csv)
+        case $r in GET,*) ;; *) fail "no GET row in redis-benchmark output: $r" ;; esac
+        awk -v size="$size" -v b="$bytes" -v c="$c" \
+            -v fmb="$(echo "$f" | cut -d, -f5)" -v fops="$(echo "$f" | cut -d, -f4)" \
+            -v fp50="$(echo "$f" | cut -d, -f6)" -v fp99="$(echo "$f" | cut -d, -f7)" \
+            -v rops="$(echo "$r" | cut -d, -f2)" -v rp50="$(echo "$r" | cut -d, -f5)" \
+            -v rp99="$(echo "$r" | cut -d, -f7)" \
+            -v pmb="$(echo "$p" | cut -d, -f5)" -v pops="$(echo "$p" | cut -d, -f4)" \
+            -v pp50="$(echo "$p" | cut -d, -f6)" -v pp99="$(echo "$p" | cut -d, -f7)" \
+            -v ip="${IPERF[$c]}" 'BEGIN {
+                rmb = rops * b / 1e6
+                fr = 0; pr = 0; fi = 0
+                if (rmb > 0) { fr = fmb / rmb; pr = pmb / rmb }
+                if (ip > 0) fi = fmb / ip
+                printf "%s,%d,%d,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f,%.3f\n",
+                    size, b, c, fmb, fops, fp50, fp99, rmb, rops, rp50, rp99, fr,
+                    pmb, pops, pp50, pp99, pr, ip, fi
+            }' >>"$CSV"
+    done
+done
+
+# ---- tables ----------------------------------------------------------------------------------
+MD=$OUT/bench-tcp.md
+{
+    echo "Throughput (MB/s, 10^6 bytes/s), loopback 127.0.0.1, $(nproc) CPUs," \
+        "best of $REPEAT runs each:"
+    echo
+    echo "| size | clients | fetch MB/s (TCP) | redis GET MB/s | fetch/GET | pin MB/s |" \
+        "pin/GET | iperf3 MB/s | fetch/iperf3 |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %s | %s | %s | %.2fx | %s | %.2fx | %s | %.2fx |\n",
+        $1, $3, $4, $8, $12, $13, $17, $18, $19 }'
+    echo
+    echo "Latency (ms, p50 / p99):"
+    echo
+    echo "| size | clients | fetch | redis GET | pin |"
+    echo "|---:|---:|---:|---:|---:|"
+    tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %s | %s / %s | %s / %s | %s / %s |\n",
+        $1, $3, $6, $7, $10, $11, $15, $16 }'
+} >"$MD"
+
+# ---- plots -------------------------------------------------------------------------------------
+GP=$WORK/plot.gp
+XTICS=""
+for size in $SIZES; do
+    XTICS="$XTICS${XTICS:+, }\"$size\" $(to_bytes "$size")"
+done
+# One data file per client count: gnuplot joins consecutive points only.
+for c in $CLIENTS; do
+    awk -F, -v c="$c" 'NR > 1 && $3 == c' "$CSV" >"$WORK/c$c.csv"
+done
+FETCH_RGB="#7b2fbe" REDIS_RGB="#1b9e3e" PIN_RGB="#1f6fd1" IPERF_RGB="#808080"
+
+# plot_series COLUMNS...: one gnuplot "plot" command; each argument is
+# "column|colour|with|title" and is drawn once per client count, whose index
+# picks the dash type and point type.
+plot_series() {
+    local sep="plot" k=0 c spec col rgb with title
+    for c in $CLIENTS; do
+        k=$((k + 1))
+        for spec in "$@"; do
+            IFS='|' read -r col rgb with title <<<"$spec"
+            printf "%s '%s' using 2:%s with %s lc rgb '%s' dashtype %d pointtype %d title '%s'" \
+                "$sep" "$WORK/c$c.csv" "$col" "$with" "$rgb" "$k" $((k * 2 + 5)) "${title//@/$c}"
+            sep=","
+        done
+    done
+    echo
+}
+{
+    echo "set datafile separator ','"
+    echo "set terminal pngcairo size 1000,600 noenhanced"
+    echo "set logscale xy"
+    echo "set xtics ($XTICS)"
+    echo "set grid"
+    echo "set key outside right"
+    echo "set xlabel 'object size (bytes)'"
+    echo "set output '$OUT/bench-tcp-throughput.png'"
+    echo "set title 'Throughput vs object size, loopback TCP ($(nproc) CPUs)'"
+    echo "set ylabel 'MB/s (10^6 bytes/s)'"
+    plot_series "4|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
+        "8|$REDIS_RGB|linespoints|Redis GET c=@" \
+        "13|$PIN_RGB|linespoints|pin (zero-copy) c=@" \
+        "18|$IPERF_RGB|lines|iperf3 @ stream(s)"
+    echo "set output '$OUT/bench-tcp-latency.png'"
+    echo "set title 'p50 latency vs object size, loopback TCP ($(nproc) CPUs)'"
+    echo "set ylabel 'p50 latency (ms)'"
+    plot_series "6|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
+        "10|$REDIS_RGB|linespoints|Redis GET c=@" \
+        "15|$PIN_RGB|linespoints|pin (zero-copy) c=@"
+} >"$GP"
+gnuplot "$GP" 2>"$WORK/gnuplot.log" || { cat "$WORK/gnuplot.log" >&2; fail "gnuplot failed"; }
+
+cat "$MD"
+echo
+echo "compare-tcp: wrote $CSV, $MD, $OUT/bench-tcp-throughput.png, $OUT/bench-tcp-latency.png" \
+    "in $(($(date +%s) - T_START)) s"

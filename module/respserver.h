@@ -1,0 +1,22 @@
+/*
+ * respserver.h - the RDMA front door: Redis clients that speak RESP over
+ * RDMA (the wire of resprdma.h) to this server, on rdma-client-port. The
+ * door is started and stopped from module.c (respServerStart/Stop, declared
+ * in node.h); this header adds what the statistics need.
+ */
+#ifndef OBJSTORE_RESPSERVER_H
+#define OBJSTORE_RESPSERVER_H
+
+#include <stdint.h>
+
+typedef struct RespServerStats {
+    uint64_t connected;      /* RDMA clients connected now */
+    uint64_t total;          /* RDMA clients accepted since start */
+    uint64_t commands;       /* requests read from RDMA clients */
+    uint64_t protocolErrors; /* clients closed for malformed RESP or ring messages */
+} RespServerStats;
+
+/* Snapshot the counters (all 0 when the door is off). Main thread only. */
+void respServerGetStats(RespServerStats *st);
+
+#endif /* OBJSTORE_RESPSERVER_H */
