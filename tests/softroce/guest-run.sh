@@ -168,12 +168,15 @@ for m in \$(\$B cat /modules.list); do
 done
 o=trans=virtio,version=9p2000.L,msize=512000
 \$B mount -t 9p -o ro,cache=\$ROOTCACHE,\$o hostroot /mnt || fail "mount host root over 9p"
-\$B mount -t 9p -o \$o work /mnt$qw || fail "mount work share on $qw"
 for d in dev proc sys; do \$B mount --move /\$d /mnt/\$d || fail "move /\$d"; done
 \$B mkdir -p /mnt/dev/shm /mnt/dev/pts
 for d in /tmp /run /var/tmp /dev/shm; do
     \$B mount -t tmpfs -o mode=1777 tmpfs /mnt\$d || fail "tmpfs on \$d"
 done
+# The work share goes on last: a checkout under /tmp (CI clones) would
+# otherwise be hidden by the guest's own tmpfs.
+\$B mkdir -p /mnt$qw 2>/dev/null
+\$B mount -t 9p -o \$o work /mnt$qw || fail "mount work share on $qw"
 \$B mount -t devpts devpts /mnt/dev/pts
 \$B cp /stage.sh /mnt/run/softroce-stage.sh || fail "copy stage script"
 exec \$B chroot /mnt /bin/sh /run/softroce-stage.sh
