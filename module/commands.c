@@ -34,6 +34,18 @@ static int argId(RedisModuleCtx *ctx, RedisModuleString *arg, const char **id, s
     return 0;
 }
 
+/* For commands of the form `OBJ.X id`: check the arity and the id. Returns
+ * 0, or -1 after replying with the error. */
+static int argOnlyId(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char **id,
+                     size_t *len)
+{
+    if (argc != 2) {
+        RedisModule_WrongArity(ctx);
+        return -1;
+    }
+    return argId(ctx, argv[1], id, len);
+}
+
 /* Parse a non-negative integer argument; replies BADARG naming it on error. */
 static int argU64(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what, uint64_t *out)
 {
@@ -338,9 +350,7 @@ static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = ownCreated(ctx, id, idLen);
@@ -362,9 +372,7 @@ static int ObjAbort_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = ownCreated(ctx, id, idLen);
@@ -417,9 +425,7 @@ static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjStatus st = objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx));
@@ -435,9 +441,7 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
@@ -454,9 +458,7 @@ static int ObjExists_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
@@ -471,9 +473,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     const char *id;
     size_t idLen;
 
-    if (argc != 2)
-        return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *found = objTableFind(objNode.table, id, idLen);

@@ -402,7 +402,9 @@ out_oom:
     return OBJ_ST_OOM;
 }
 
-ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t checksum)
+/* The creator is done with created entry e (sealing or aborting it): check
+ * that holder is its creator and drop the creation from holder's record. */
+static ObjStatus creatorLetGo(ObjTable *t, ObjEntry *e, uint64_t holder)
 {
     if (e->state != OBJ_CREATED || e->creator != holder || e->deleting)
         return OBJ_ST_WRONGSTATE;
@@ -410,6 +412,13 @@ ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t check
     if (h)
         h->created = 0;
     holderCompact(t, holder);
+    return OBJ_ST_OK;
+}
+
+ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t checksum)
+{
+    if (creatorLetGo(t, e, holder) != OBJ_ST_OK)
+        return OBJ_ST_WRONGSTATE;
     e->state = OBJ_SEALED;
     e->checksum = checksum;
     t->st.created--;
@@ -421,12 +430,8 @@ ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t check
 
 ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder)
 {
-    if (e->state != OBJ_CREATED || e->creator != holder || e->deleting)
+    if (creatorLetGo(t, e, holder) != OBJ_ST_OK)
         return OBJ_ST_WRONGSTATE;
-    Hold *h = holdGet(t, holder, e);
-    if (h)
-        h->created = 0;
-    holderCompact(t, holder);
     t->st.aborts++;
     entryRemove(t, e);
     return OBJ_ST_OK;
