@@ -434,6 +434,9 @@ int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payl
 
     if (c->state == CONN_HANDSHAKE)
         rc = engineHandshake(c, m);
+    else if (c->state != CONN_READY)
+        engineLog("warning", "%s: %s arrived before the connection was up", c->desc,
+                  wireTypeName(m->h.type));
     else if (c->state == CONN_READY) {
         switch (m->h.type) {
             case WIRE_FETCH:

@@ -582,6 +582,14 @@ static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
         rdmaCloseConn(&c->base, "a receive without an immediate");
         return -1;
     }
+    /* The connector may write its first message before our ESTABLISHED event
+     * is delivered: its arrival proves the connection is up. */
+    if (!c->established && !c->base.outgoing) {
+        c->established = 1;
+        engineOnUp(&c->base);
+        if (c->closing)
+            return -1;
+    }
     if (rdmaOnRingMsg(c, ntohl(wc->imm_data)) == -1)
         return -1;
     return c->closing ? -1 : rdmaPump(c);
@@ -829,6 +837,8 @@ static void rdmaOnCmEvent(void *arg, uint32_t events)
                 break;
             }
             case RDMA_CM_EVENT_ESTABLISHED:
+                if (c->established)
+                    break; /* already up: its first message came first */
                 if (c->base.outgoing && rdmaParsePriv(c, privLen ? priv : NULL, privLen, &why)) {
                     rdmaCloseConn(&c->base, why);
                     break;

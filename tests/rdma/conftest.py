@@ -397,6 +397,35 @@ def cluster():
         shutil.rmtree(workroot, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _empty_nodes_after_test(request):
+    """After each test, delete whatever objects it left on the live nodes (a test
+    that failed half-way must not fill the arenas of the tests after it)."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    cl = request.getfixturevalue("cluster")
+    for n in cl.nodes.values():
+        if not n.alive():
+            continue
+        c = Client(n.port, timeout=60.0)
+        try:
+            cursor = b"0"
+            for _ in range(1000):
+                cursor, ids = c.execute_command("OBJ.LIST", cursor, "COUNT", 1000)
+                for oid in ids:
+                    try:
+                        c.execute_command("OBJ.DEL", oid)
+                    except redis.exceptions.ResponseError:
+                        pass
+                if cursor in (b"0", 0):
+                    break
+        except redis.exceptions.RedisError:
+            pass  # a node that went away mid-test is reported by the test itself
+        finally:
+            c.close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Attach the module's log lines of every node to a failing test's report."""

@@ -88,7 +88,8 @@ def assert_same_object(node, client, oid, data, meta):
         raise AssertionError(f"{oid!r:.60} on {node.name}: {len(got)} bytes, expected "
                              f"{len(data)}; first difference at byte "
                              f"{first_difference(got, data)}")
-    assert got_meta == meta, f"{oid!r:.60} on {node.name}: metadata {got_meta!r:.80} != {meta!r:.80}"
+    assert got_meta == meta, (f"{oid!r:.60} on {node.name}: metadata {got_meta!r:.80} != "
+                              f"{meta!r:.80}")
     inf = info(client, oid)
     assert to_str(inf["state"]) == "sealed"
     assert to_str(inf["checksum"]) == "%016x" % xxh3_64(bytes(data) + bytes(meta))

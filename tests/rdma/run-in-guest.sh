@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # run-in-guest.sh - run the RDMA pytest suite (tests/rdma) where an RDMA device
 # exists. It is the command tests/softroce/run.sh runs, inside the Soft-RoCE
 # guest or natively:
@@ -13,5 +13,6 @@
 set -eu
 cd "$(dirname "$0")/../.."
 limit=${OBJ_RDMA_SUITE_TIMEOUT:-600}
-echo "rdma suite: device ${OBJ_RXE_DEV:-?}, address ${OBJ_RXE_ADDR:-unset}, ulimit -l $(ulimit -l)"
+echo "rdma suite: device ${OBJ_RXE_DEV:-?}, address ${OBJ_RXE_ADDR:-unset}," \
+    "ulimit -l $(ulimit -l 2>/dev/null || echo ?)"
 exec timeout -k 10 "$limit" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/rdma "$@"

@@ -194,8 +194,8 @@ writeStage() {
         echo "token=$(shQuote "$token") work=$(shQuote "$workdir") cmd=$(shQuote "$cmd")"
         echo "cidr=$(shQuote "$addr/$prefix")"
         echo "export OBJ_RXE_ADDR=$(shQuote "$addr")"
-        # Copy OBJ_* and any names listed in OBJ_VM_ENV into the guest.
-        for name in $(compgen -e | grep '^OBJ_') ${OBJ_VM_ENV:-}; do
+        # Copy OBJ_*, OBJSTORE_* and any names listed in OBJ_VM_ENV into the guest.
+        for name in $(compgen -e | grep -E '^(OBJ|OBJSTORE)_') ${OBJ_VM_ENV:-}; do
             case $name in
             OBJ_RXE_ADDR | OBJ_RXE_DEV | OBJ_SOFTROCE_GUEST) continue ;;
             *[!A-Za-z0-9_]* | [0-9]*) continue ;;
