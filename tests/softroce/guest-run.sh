@@ -24,7 +24,7 @@
 # cache mode of the read-only host root: loose, the default, or none if host
 # files outside DIR change under a running guest), OBJ_VM_VERBOSE=1 (show
 # the whole console, boot included), OBJ_VM_ENV (names of extra variables to
-# copy into the guest; every OBJ_* variable is copied anyway). The guest
+# copy into the guest; every OBJ_* and OBJSTORE_* variable is copied anyway). The guest
 # exports OBJ_RXE_ADDR (bare address), OBJ_RXE_DEV=rxe0, OBJ_SOFTROCE_GUEST=1,
 # HOME=/tmp and TERM=dumb. Nothing is written into DIR by this script.
 set -euo pipefail
