@@ -153,7 +153,7 @@ distclean: clean
 
 # ---- bench ------------------------------------------------------------------------
 # obj-benchmark (redis-benchmark-style load generator) and the host comparison
-# suite; `make bench` prints the table and writes results/bench-tcp.csv + plots.
+# suite; `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
 BENCH_TOOLS := bench/obj-benchmark
 .PHONY: bench-tools
 bench-tools: $(BENCH_TOOLS)

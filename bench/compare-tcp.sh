@@ -16,7 +16,7 @@
 # obj-benchmark, `timeout` around every tool. Everything it started is
 # stopped on exit. Knobs (environment):
 #   BENCH_SIZES="4k 64k 1m 16m"  BENCH_CLIENTS="1 8"  BENCH_SECONDS=3
-#   BENCH_BYTES=1g (data per run, divided by the size for -n)  BENCH_OUT=results
+#   BENCH_BYTES=1g (data per run, divided by the size for -n)  BENCH_OUT=bench/results
 #   BENCH_REPEAT=2 (runs per measurement; the best one is kept, since other
 #   load on the machine can only slow a run down)
 set -euo pipefail
@@ -27,7 +27,7 @@ CLIENTS=${BENCH_CLIENTS:-1 8}
 RUN_SECONDS=${BENCH_SECONDS:-3}
 REPEAT=${BENCH_REPEAT:-2}
 BYTES_PER_RUN=${BENCH_BYTES:-1g}
-OUT=${BENCH_OUT:-$ROOT/results}
+OUT=${BENCH_OUT:-$ROOT/bench/results}
 MODULE=${OBJSTORE_MODULE:-$ROOT/module/objstore.so}
 OBJBENCH=$ROOT/bench/obj-benchmark
 NODE_MEMORY=1gb

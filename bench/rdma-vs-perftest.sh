@@ -14,7 +14,7 @@
 # timed) so that every round moves the bytes again.
 #
 # Prints one table and writes it as CSV to $BENCH_OUT/rdma-vs-perftest.csv
-# (default results/ in the repository). Units: MiB/s (2^20 bytes per second,
+# (default bench/results/ in the repository). Units: MiB/s (2^20 bytes per second,
 # which is what perftest calls MB/sec) and microseconds. Ratios are
 # objstore / perftest: bandwidth ratio below 1 and latency ratio above 1 show
 # the cost of the store. Note ib_write_lat's t_typical is half a ping-pong
@@ -28,7 +28,7 @@
 # BENCH_ROUNDS=20 (objstore rounds per size, at most) BENCH_SIZE_SECONDS=20
 # (objstore time per size, at least 3 rounds) BENCH_REPEAT=2 (perftest runs
 # per size; the best is kept, since other load only slows runs) BENCH_PORT=7420 (Redis ports
-# BENCH_PORT+1, +2; transfer +10000; rdma +20000) BENCH_OUT=results
+# BENCH_PORT+1, +2; transfer +10000; rdma +20000) BENCH_OUT=bench/results
 # OBJSTORE_MODULE. Exits 0 when every measurement was taken, 1 otherwise.
 set -uo pipefail
 
@@ -42,7 +42,7 @@ ROUNDS=${BENCH_ROUNDS:-20}
 SIZE_SECONDS=${BENCH_SIZE_SECONDS:-20}
 REPEAT=${BENCH_REPEAT:-2}
 BASE=${BENCH_PORT:-7420}
-OUT=${BENCH_OUT:-$ROOT/results}
+OUT=${BENCH_OUT:-$ROOT/bench/results}
 MODULE=${OBJSTORE_MODULE:-$ROOT/module/objstore.so}
 TOOL_TIMEOUT=90
 START_TIMEOUT=120
