@@ -59,7 +59,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 EXAMPLES   := $(patsubst client/examples/%.c,client/examples/%,$(wildcard client/examples/*.c))
 
-.PHONY: all deps run test test-unit test-integration test-fuzz test-rdma lint format bench clean distclean
+.PHONY: all deps run test test-unit test-integration test-fuzz test-rdma test-rdma-resp lint format bench clean distclean
 all: $(MODULE) client/libobjstore.a client/libobjstore.so client/objstore.pc $(EXAMPLES)
 
 # ---- dependencies -----------------------------------------------------------
@@ -135,6 +135,19 @@ test-integration: all
 # guest with Soft-RoCE (tests/softroce/); fails loudly if neither can run.
 test-rdma: all
 	tests/softroce/run.sh tests/rdma/run-in-guest.sh
+
+# Redis protocol over RDMA: the module's front door (tests/rdmaresp) and the
+# client library + patched redis-benchmark (tests/rdmaclient), in one guest.
+# Everything is compiled on the host first: the guest's CPU is emulated.
+RESP_CLIENT := build/rdmaresp/rdma_resp_client
+$(RESP_CLIENT): tests/rdmaresp/rdma_resp_client.c module/ring.c module/ring.h module/resprdma.h
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=gnu11 -Wall -D_GNU_SOURCE -Imodule $< module/ring.c \
+	    -lrdmacm -libverbs -lhiredis -o $@
+test-rdma-resp: all $(RESP_CLIENT)
+	tests/rdmaclient/build.sh
+	tests/softroce/run.sh 'r=0; tests/rdmaresp/run-in-guest.sh || r=1; \
+	    tests/rdmaclient/run-in-guest.sh || r=1; exit $$r'
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
 san-preload:

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # build-redis-benchmark.sh - build build/redis-benchmark-rdma: redis-benchmark
 # from the source of the installed Redis version with
 # bench/redis-benchmark-rdma.patch applied (adds --rdma: objstore's Redis
@@ -52,12 +52,16 @@ unpackSource() {
     ver=$(dpkg-query -W -f='${Version}' redis-server 2>/dev/null || true)
     [ -n "$ver" ] || die "redis-server is not installed (run: make deps)"
     mkdir -p "$build/pkg"
-    if ! ls "$build"/pkg/redis_*.orig.tar.gz >/dev/null 2>&1; then
+    if ! compgen -G "$build/pkg/redis_*.orig.tar.gz" >/dev/null; then
         (cd "$build/pkg" && { apt-get source --download-only "redis=$ver" >/dev/null 2>&1 ||
             apt-get source --download-only redis >/dev/null; }) ||
             die "apt-get source redis failed; enable deb-src (make deps)"
     fi
-    tar -xzf "$(ls "$build"/pkg/redis_*.orig.tar.gz | head -1)" -C "$src" --strip-components=1
+    for tarball in "$build"/pkg/redis_*.orig.tar.gz; do
+        tar -xzf "$tarball" -C "$src" --strip-components=1
+        return 0
+    done
+    die "no redis_*.orig.tar.gz in $build/pkg"
 }
 
 if [ "${1:-}" != "--force" ] && upToDate; then

@@ -7,25 +7,30 @@
 #
 #   tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh     (needs an RDMA device)
 #
-# Prints a table and writes results/resp-rdma-vs-tcp.csv. Environment:
+# Prints a table and writes bench/results/resp-rdma-vs-tcp.csv (BENCH_OUT:
+# another directory). Environment:
 # OBJ_RXE_ADDR (the RDMA address; set by tests/softroce/run.sh), BENCH_N
 # (requests per test, default 5000), BENCH_C (clients, default 10), BENCH_P
-# (pipeline, default 1). Transports alternate per workload so that a drift
-# of the machine's speed hits both alike. Under Soft-RoCE in an emulated
-# guest both transports are software: the ratios say more than the numbers.
+# (pipeline, default 1), BENCH_ABBA (1, the default: each workload runs TCP,
+# RDMA, RDMA, TCP and the means are reported, so that a drift of the
+# machine's speed hits both transports alike; 0: once each). Under Soft-RoCE
+# in an emulated guest both transports are software: the ratios say more
+# than the numbers, and a loaded host makes them noisy.
 # Exit status 0, or 1 when a run failed (its output is shown).
 set -u
 
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
-cd "$repo"
+cd "$repo" || exit 1
 A=${OBJ_RXE_ADDR:?OBJ_RXE_ADDR must name the RDMA address (run through tests/softroce/run.sh)}
 N=${BENCH_N:-5000}
 C=${BENCH_C:-10}
 P=${BENCH_P:-1}
+ABBA=${BENCH_ABBA:-1}
 PORT=6395
 CPORT=16395
 RB=build/redis-benchmark-rdma
-CSV=results/resp-rdma-vs-tcp.csv
+OUT=${BENCH_OUT:-bench/results}
+CSV=$OUT/resp-rdma-vs-tcp.csv
 LOG=build/resp-rdma-vs-tcp
 NODE_PID=
 
@@ -36,7 +41,7 @@ stopNode() {
 }
 trap stopNode EXIT
 
-mkdir -p results "$LOG"
+mkdir -p "$OUT" "$LOG"
 tests/rdmaclient/build.sh || exit 1
 
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
@@ -57,13 +62,14 @@ head -c 4096 /dev/urandom | redis-cli -p "$PORT" -x obj.put obj4k >/dev/null
 runOne() {
     tr=$1 name=$2
     shift 2
+    # Options first: after a command, redis-benchmark takes words as its arguments.
     if [ "$tr" = rdma ]; then
-        set -- --rdma -h "$A" -p "$CPORT" "$@"
+        set -- --rdma -h "$A" -p "$CPORT" -n "$N" -c "$C" -P "$P" --csv "$@"
     else
-        set -- -h 127.0.0.1 -p "$PORT" "$@"
+        set -- -h 127.0.0.1 -p "$PORT" -n "$N" -c "$C" -P "$P" --csv "$@"
     fi
     f="$LOG/$name-$tr.out"
-    if ! timeout 300 "$RB" "$@" -n "$N" -c "$C" -P "$P" --csv >"$f" 2>&1; then
+    if ! timeout 300 "$RB" "$@" >"$f" 2>&1; then
         echo "redis-benchmark failed ($tr, $name):" >&2
         tail -n 5 "$f" >&2
         return 1
@@ -86,10 +92,19 @@ failed=0
 while read -r name args; do
     [ -n "$name" ] || continue
     # shellcheck disable=SC2086 # args are word lists on purpose
-    t=$(runOne tcp "$name" $args) && r=$(runOne rdma "$name" $args) || {
+    if ! t=$(runOne tcp "$name" $args) || ! r=$(runOne rdma "$name" $args); then
         failed=1
         continue
-    }
+    fi
+    if [ "$ABBA" = 1 ]; then
+        # shellcheck disable=SC2086
+        if ! r2=$(runOne rdma "$name" $args) || ! t2=$(runOne tcp "$name" $args); then
+            failed=1
+            continue
+        fi
+        t=$(echo "$t $t2" | awk '{ print ($1 + $3) / 2, ($2 + $4) / 2 }')
+        r=$(echo "$r $r2" | awk '{ print ($1 + $3) / 2, ($2 + $4) / 2 }')
+    fi
     echo "$name $t $r" | awk -v n="$N" -v c="$C" -v p="$P" -v csv="$CSV" '{
         qr = $2 > 0 ? $4 / $2 : 0; lr = $3 > 0 ? $5 / $3 : 0
         printf "%-14s %11.0f %11.0f %7.2f %11.3f %11.3f %7.2f\n", $1, $2, $4, qr, $3, $5, lr

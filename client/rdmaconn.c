@@ -73,6 +73,7 @@ struct ObjRdmaConn {
     int err;
     char errstr[RC_ERRSTR_LEN];
     int gone;     /* the peer left or the QP failed */
+    int broken;   /* a protocol violation: take nothing more from the ring */
     int goneCode; /* the error to raise once nothing is left to read */
     char goneStr[RC_ERRSTR_LEN];
     int timeoutMs; /* synchronous calls; 0 = forever */
@@ -152,6 +153,8 @@ static int rdmaGone(ObjRdmaConn *c, int code, const char *fmt, ...)
 {
     va_list ap;
 
+    if (code == OBJ_RDMA_ERR_PROTOCOL)
+        c->broken = 1;
     if (c->gone)
         return -1;
     c->gone = 1;
@@ -346,7 +349,10 @@ static ssize_t rdmaPostData(ObjRdmaConn *c, const uint8_t *buf, size_t len)
  */
 static int rdmaMaybeCredit(ObjRdmaConn *c)
 {
-    if (c->gone || !ringRxWantsCreditMsg(&c->rx) || c->opos < c->olen)
+    /* Queued request bytes carry the credits themselves, but only while a
+     * data message can go out (2 credits): with just the last credit left,
+     * that credit exists for exactly this message. */
+    if (c->gone || !ringRxWantsCreditMsg(&c->rx) || (c->opos < c->olen && c->tx.credits >= 2))
         return 0;
     int rc = rdmaPostMsg(c, NULL, 0);
     if (rc == 0 && rdmaPollSend(c) == 0)
@@ -434,10 +440,15 @@ static int rdmaOnArrival(ObjRdmaConn *c, uint32_t imm)
     return rdmaPostRecv(c);
 }
 
-/* Handle one receive completion. Returns 0, or -1 when the connection is gone. */
+/*
+ * Handle one receive completion. Successful ones are taken even after the
+ * disconnect was seen: a server's last replies (QUIT's +OK) are in our CQ
+ * before its DISCONNECTED event can be read, and must not be lost. Returns
+ * 0, or -1 when the connection is gone.
+ */
 static int rdmaOnRecvWc(ObjRdmaConn *c, const struct ibv_wc *wc)
 {
-    if (c->gone)
+    if (c->broken)
         return -1;
     if (wc->status != IBV_WC_SUCCESS)
         return rdmaGone(c, wc->status == IBV_WC_WR_FLUSH_ERR ? OBJ_RDMA_ERR_EOF : OBJ_RDMA_ERR_IO,
@@ -519,7 +530,8 @@ static int rdmaDrainCm(ObjRdmaConn *c)
         enum rdma_cm_event_type type = ev->event;
         int status = ev->status;
 
-        rdma_ack_cm_event(ev);
+        if (rdma_ack_cm_event(ev))
+            rdmaGone(c, OBJ_RDMA_ERR_IO, "rdma_ack_cm_event: %s", strerror(errno));
         switch (type) {
             case RDMA_CM_EVENT_DISCONNECTED:
                 rdmaGone(c, OBJ_RDMA_ERR_EOF, "Server closed the connection");
@@ -601,7 +613,8 @@ static int rdmaWaitCm(ObjRdmaConn *c, enum rdma_cm_event_type want, long long de
         if (n)
             memcpy(priv, ev->param.conn.private_data, n < sizeof(*priv) ? n : sizeof(*priv));
     }
-    rdma_ack_cm_event(ev);
+    if (rdma_ack_cm_event(ev))
+        return rdmaFail(c, OBJ_RDMA_ERR_IO, "%s: rdma_ack_cm_event: %s", what, strerror(errno));
     if (type == want)
         return 0;
     if (type == RDMA_CM_EVENT_REJECTED)
@@ -1035,7 +1048,7 @@ ssize_t objRdmaRead(ObjRdmaConn *c, void *buf, size_t cap)
         errno = EIO;
         return -1;
     }
-    if (!rdmaHasData(c) && !c->gone)
+    if (!rdmaHasData(c))
         rdmaPollRecv(c); /* cheap: catch what arrived since the last event */
     while (done < cap && c->rxUnread > 0) {
         const uint8_t *p = c->rxRing + (size_t)c->rxHead * c->rxSlotSize + RC_HDR_LEN + c->rxOff;
@@ -1210,6 +1223,7 @@ int objRdmaGetReply(ObjRdmaConn *c, void **reply)
         rdmaFlushOut(c);
         if (rdmaFeedReader(c) == -1)
             return -1;
+        rdmaKick(c, 0); /* everything was read: a raised kick would make the wait spin */
         rdmaMaybeCredit(c);
         if (rdmaReaderNext(c, reply) == -1)
             return -1;

@@ -420,7 +420,8 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         return REDISMODULE_OK;
     }
     if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA))
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
         return RedisModule_ReplyWithError(
             ctx, "WRONGSTATE OBJ.FETCH cannot wait inside MULTI or a script");
 
@@ -554,7 +555,8 @@ static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (!dirRunning)
         return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
     if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA))
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
         return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, locateReply, NULL, dirFree, 0);
     dirLookup(id, len, dirAnswer, bc);
@@ -568,7 +570,8 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (!dirRunning)
         return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
     if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA))
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
         return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, nodesReply, NULL, dirFree, 0);
     dirListNodes(dirAnswer, bc);

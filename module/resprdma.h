@@ -20,8 +20,8 @@
  * Credits follow module/ring.h: a writer needs 2 credits for a message with
  * data and 1 for a message without data (a pure credit return); each
  * message returns, in hdr.credits, every slot the sender has consumed since
- * its last message; a receiver that owes ring.h's threshold and has nothing
- * to send sends a data-less message to return them. A message in a slot
+ * its last message; a receiver that owes ring.h's threshold and cannot
+ * send a data message sends a data-less message to return them. A message in a slot
  * other than the expected one, a length out of range, or more credits than
  * outstanding is a protocol error: the connection is closed.
  */

@@ -24,10 +24,17 @@
  * module callback's context ends, and only timer callbacks get one.
  *
  * Backpressure: replies go out in slot-sized messages as the client's
- * credits allow. While more than RS_OUT_HIGH reply bytes wait, the
- * connection runs no further requests, and ring slots that bring new
- * requests are held (not copied out, their credits not returned), so a
- * client that does not read its replies is stopped by its own credits.
+ * credits allow. The credits of ring messages that carry requests are
+ * withheld until every complete request in the query buffer has run (the
+ * bytes are copied out at once, so every slot is free to reuse; only the
+ * count is held back), and while more than RS_OUT_HIGH reply bytes wait,
+ * the connection runs no further requests. So the query buffer holds about
+ * the client's ring window of unexecuted requests, and a client that does
+ * not read its replies is stopped by its own credits, like a TCP client by
+ * its window. Credits of data-less messages are always returned at once,
+ * and withheld ones too as soon as our replies wait for the client's
+ * credits: that is what lets two sides with exhausted credits unblock each
+ * other (ring.h), whichever way the client reads "nothing to send".
  *
  * Things a RedisModule_Call cannot do are refused with a clear error:
  * commands that block (RedisModule_Call gives the command a client that may
@@ -97,8 +104,7 @@ typedef struct RsConn {
     uint8_t *ring;
     struct ibv_mr *ringMr;
     RingRx rx;
-    uint32_t heldSlot[RS_SLOTS], heldLen[RS_SLOTS]; /* arrived, not yet copied out */
-    uint32_t heldHead, heldCount;
+    uint32_t withheld; /* consumed slots whose requests have not all run yet */
     /* TX: our send buffers, the client's ring. */
     uint8_t *txBuf;
     struct ibv_mr *txMr;
@@ -171,6 +177,8 @@ static size_t rsBufPending(const RsBuf *b)
  * Returns 0, or -1 when out of memory. */
 static int rsBufAppend(RsBuf *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 0;
     if (b->len + n > b->cap && b->head > 0) {
         memmove(b->data, b->data + b->head, b->len - b->head);
         b->len -= b->head;
@@ -210,10 +218,10 @@ static int rsPaused(const RsConn *c)
     return rsBufPending(&c->out) >= RS_OUT_HIGH;
 }
 
-/* Ring slots consumed, not held, and not yet returned to the client. */
+/* Ring slots consumed, not withheld, and not yet returned to the client. */
 static uint32_t rsReturnable(const RsConn *c)
 {
-    return c->rx.pending - c->heldCount;
+    return c->rx.pending - c->withheld;
 }
 
 /* ---- the run queue -------------------------------------------------------------------------- */
@@ -514,8 +522,10 @@ static int rsPostOne(RsConn *c, int creditOnly)
     uint32_t cr = ringRxTakeCredits(&c->rx, owe < 0xFFFF ? owe : 0xFFFF);
     RespRdmaHdr h = {.credits = htole16((uint16_t)cr), .flags = 0};
     memcpy(f, &h, sizeof(h));
-    memcpy(f + RS_HDR, c->out.data + c->out.head, n);
-    rsBufDrop(&c->out, n);
+    if (n) {
+        memcpy(f + RS_HDR, c->out.data + c->out.head, n);
+        rsBufDrop(&c->out, n);
+    }
 
     struct ibv_sge sge = {
         .addr = (uintptr_t)f, .length = RS_HDR + (uint32_t)n, .lkey = c->txMr->lkey};
@@ -539,18 +549,26 @@ static int rsPostOne(RsConn *c, int creditOnly)
     return 1;
 }
 
-/* Send pending replies while credits and buffers last, return credits when
- * ring.h's threshold is reached, and close after the last reply if asked.
- * Returns 0, or -1 if the connection was closed. */
+/* Send pending replies while credits and buffers last; when no reply can
+ * go (none left, or only the last credit) and ring.h's threshold of credits
+ * is owed, return them in a data-less message: the client may be waiting
+ * for them to send the credits we wait for. Replies stuck on the client's
+ * credits also end the withholding of its own: a client may return credits
+ * only on its next request, which it cannot send without them. Close after
+ * the last reply if asked. Returns 0, or -1 if the connection was closed. */
 static int rsPump(RsConn *c)
 {
     if (!c->established || c->closing)
         return 0;
     for (;;) {
-        int creditOnly = rsBufPending(&c->out) == 0;
-        if (creditOnly && rsReturnable(c) < c->rx.threshold)
-            break;
-        int rc = rsPostOne(c, creditOnly);
+        int rc = 0;
+        if (rsBufPending(&c->out)) {
+            rc = rsPostOne(c, 0);
+            if (rc == 0 && c->tx.credits < 2)
+                c->withheld = 0;
+        }
+        if (rc == 0 && rsReturnable(c) >= c->rx.threshold)
+            rc = rsPostOne(c, 1);
         if (rc < 0)
             return -1;
         if (rc == 0)
@@ -610,24 +628,6 @@ static int rsAppendInput(RsConn *c, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Copy the held slots' bytes into the query buffer, in order; their credits
- * become returnable. Returns 0, or -1 if the connection was closed. */
-static int rsUnhold(RsConn *c)
-{
-    if (!c->heldCount)
-        return 0;
-    while (c->heldCount) {
-        uint32_t slot = c->heldSlot[c->heldHead];
-        const uint8_t *m = c->ring + (size_t)slot * RS_SLOT_SIZE;
-        if (rsAppendInput(c, m + RS_HDR, c->heldLen[c->heldHead]) == -1)
-            return -1;
-        c->heldHead = (c->heldHead + 1) % RS_SLOTS;
-        c->heldCount--;
-    }
-    rsReadyPush(c);
-    return rsPump(c);
-}
-
 /* A ring write arrived. Returns 0, or -1 if the connection was closed. */
 static int rsOnRingMsg(RsConn *c, uint32_t imm)
 {
@@ -658,31 +658,22 @@ static int rsOnRingMsg(RsConn *c, uint32_t imm)
         return -1;
     }
     if (len > RS_HDR && !c->closeAfterReply) {
-        if (c->heldCount || rsPaused(c)) {
-            uint32_t i = (c->heldHead + c->heldCount) % RS_SLOTS;
-            c->heldSlot[i] = slot;
-            c->heldLen[i] = len - RS_HDR;
-            c->heldCount++;
-        } else {
-            if (rsAppendInput(c, m + RS_HDR, len - RS_HDR) == -1)
-                return -1;
+        if (rsAppendInput(c, m + RS_HDR, len - RS_HDR) == -1)
+            return -1;
+        c->withheld++; /* returned once its requests have run */
+        if (!rsPaused(c))
             rsReadyPush(c);
-        }
     }
     return rsPump(c);
 }
 
-/* Sends completed: send more, and resume a connection whose backlog is
- * small again. Returns 0, or -1 if the connection was closed. */
+/* Sends completed: send more, and let a stalled connection run requests
+ * again once its backlog is small. Returns 0, or -1 if it was closed. */
 static int rsAfterSend(RsConn *c)
 {
     if (rsPump(c) == -1)
         return -1;
-    if (rsPaused(c))
-        return 0;
-    if (c->heldCount && rsUnhold(c) == -1)
-        return -1;
-    if (c->stalled) {
+    if (c->stalled && !rsPaused(c)) {
         c->stalled = 0;
         rsReadyPush(c);
     }
@@ -1195,7 +1186,7 @@ static void rsExecute(RsConn *c, const char *base)
 {
     int argc = (int)c->parser.argc;
     RedisModuleString **argv = malloc(sizeof(*argv) * (size_t)argc);
-    char name[64];
+    char small[64], *name = small;
     size_t len;
 
     rs.st.commands++;
@@ -1209,13 +1200,18 @@ static void rsExecute(RsConn *c, const char *base)
         const char *a = respArg(&c->parser, base, (size_t)i, &len);
         argv[i] = RedisModule_CreateString(NULL, a, len);
     }
+    /* RedisModule_Call takes the name as a C string. */
     const char *cmd = RedisModule_StringPtrLen(argv[0], &len);
-    if (len >= sizeof(name) || memchr(cmd, '\0', len)) {
-        rsReplyError(c, "ERR unknown command '%.48s', with args beginning with: ", cmd);
+    if (len >= sizeof(small) && !(name = malloc(len + 1))) {
+        rsClose(c, "out of memory for a request");
         goto out_free;
     }
     memcpy(name, cmd, len);
     name[len] = '\0';
+    if (memchr(cmd, '\0', len)) {
+        rsReplyError(c, "ERR unknown command '%s', with args beginning with: ", name);
+        goto out_free;
+    }
 
     if (!strcasecmp(name, "QUIT")) {
         rsReply(c, "+OK\r\n", 5);
@@ -1232,16 +1228,19 @@ static void rsExecute(RsConn *c, const char *base)
     }
 
 out_free:
+    if (name != small)
+        free(name);
     for (int i = 0; i < argc; i++)
         RedisModule_FreeString(NULL, argv[i]);
     free(argv);
 }
 
 /* Run up to RS_TURN_CMDS requests of c, in order, until its input is used
- * up, its reply backlog is too large, or it is closing. */
+ * up, its reply backlog is too large, or it is closing. Once no complete
+ * request is left, the withheld credits go back to the client. */
 static void rsServe(RsConn *c)
 {
-    int n;
+    int n, exhausted = 0;
 
     c->refs++;
     if (!c->authChecked) {
@@ -1250,6 +1249,10 @@ static void rsServe(RsConn *c)
             c->user = RedisModule_CreateString(NULL, "default", 7);
     }
     for (n = 0; n < RS_TURN_CMDS && !c->closing && !c->closeAfterReply; n++) {
+        if (rsBufPending(&c->in) == 0) {
+            exhausted = 1;
+            break;
+        }
         if (rsPaused(c)) {
             c->stalled = 1;
             break;
@@ -1274,13 +1277,15 @@ static void rsServe(RsConn *c)
             break;
         rsBufDrop(&c->in, c->parser.consumed);
         respParserConsumed(&c->parser);
-        if (rc == RESP_MORE)
+        if (rc == RESP_MORE) {
+            exhausted = 1;
             break;
+        }
     }
     if (n == RS_TURN_CMDS && !c->closing)
         rsReadyPush(c); /* more next turn: let other clients and events in */
-    if (!c->closing && !rsPaused(c) && c->heldCount)
-        rsUnhold(c);
+    if (exhausted)
+        c->withheld = 0; /* the client may send more */
     if (!c->closing)
         rsPump(c);
     rsRelease(c);

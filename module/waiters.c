@@ -110,7 +110,8 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
 {
     int flags = RedisModule_GetContextFlags(ctx);
 
-    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA)) {
+    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING)) {
         return RedisModule_ReplyWithError(
             ctx, "WRONGSTATE cannot wait for an object inside MULTI or a script");
     }

@@ -5,8 +5,9 @@
 #   3. integration tests against a real redis-server (pytest)
 #   4. the same unit + integration suites under ASan/UBSan
 #   5. the wire decoder's fuzz driver
-#   6. the Soft-RoCE harness self-test and the RDMA suite (QEMU guest with
-#      rdma_rxe, or natively on a host with an RDMA device)
+#   6. the Soft-RoCE harness self-test, the RDMA transfer suite and the
+#      Redis-protocol-over-RDMA suites (QEMU guest with rdma_rxe, or natively
+#      on a host with an RDMA device)
 # Every step runs even if an earlier one failed; the summary lists each
 # step's result and the exit status is non-zero if any step failed.
 set -u
@@ -41,6 +42,7 @@ step "integration (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
 step "fuzz (wire decoder)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh
 step "rdma (Soft-RoCE guest or device)" make test-rdma
+step "resp over rdma (Soft-RoCE guest or device)" make test-rdma-resp
 
 echo "===== summary$RESULTS"
 [ "$FAILED" = 0 ] && echo "ALL PASSED" || echo "SOME STEPS FAILED"

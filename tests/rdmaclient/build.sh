@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # build.sh - build what the RESP-over-RDMA client suite needs, skipping what
 # is up to date: the module and client library (make all), the suite's C
 # programs in build/rdmaclient/ (test_rdmaclient, peer) and the patched

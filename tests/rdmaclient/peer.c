@@ -57,6 +57,7 @@ typedef struct PeerConn {
     struct ibv_mr *txMr;
     uint32_t txCount, txSize, txBusy;
     int outstanding, qpUp, up, authed;
+    int quitting; /* QUIT answered: close once the reply is out */
     redisReader *reader;
     char *out;
     size_t olen, opos, ocap;
@@ -79,6 +80,7 @@ static struct {
 
 static volatile sig_atomic_t peerStop;
 
+/* A "peer: " line on stderr. Can't fail. */
 static void peerLog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void peerLog(const char *fmt, ...)
 {
@@ -138,6 +140,7 @@ static void peerFree(PeerConn *c)
     free(c);
 }
 
+/* Post one receive WR (no buffer: ring writes carry their data). Returns 0 or -1. */
 static int peerPostRecv(PeerConn *c)
 {
     struct ibv_recv_wr wr = {.wr_id = PEER_WR_RECV}, *bad;
@@ -206,6 +209,7 @@ static int peerPump(PeerConn *c)
 
 /* ---- replies and commands ------------------------------------------------------------------- */
 
+/* Queue reply bytes; exits when out of memory (a test server). */
 static void outAdd(PeerConn *c, const char *p, size_t len)
 {
     if (c->olen + len > c->ocap) {
@@ -223,6 +227,7 @@ static void outAdd(PeerConn *c, const char *p, size_t len)
     c->olen += len;
 }
 
+/* Queue a short formatted reply (up to 511 bytes). */
 static void outFmt(PeerConn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void outFmt(PeerConn *c, const char *fmt, ...)
 {
@@ -235,6 +240,7 @@ static void outFmt(PeerConn *c, const char *fmt, ...)
     outAdd(c, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
+/* Queue a bulk string reply. */
 static void outBulk(PeerConn *c, const char *p, size_t len)
 {
     outFmt(c, "$%zu\r\n", len);
@@ -242,6 +248,7 @@ static void outBulk(PeerConn *c, const char *p, size_t len)
     outAdd(c, "\r\n", 2);
 }
 
+/* The index of key k in the table, or -1. */
 static int keyFind(const char *k, size_t len)
 {
     for (int i = 0; i < pr.nkeys; i++) {
@@ -251,6 +258,7 @@ static int keyFind(const char *k, size_t len)
     return -1;
 }
 
+/* Set k to v (NUL-terminated copy); a full table ignores new keys. */
 static void keySet(const char *k, size_t kl, const char *v, size_t vl)
 {
     int i = keyFind(k, kl);
@@ -267,9 +275,11 @@ static void keySet(const char *k, size_t kl, const char *v, size_t vl)
     }
     pr.vals[i] = malloc(vl + 1);
     memcpy(pr.vals[i], v, vl);
+    pr.vals[i][vl] = '\0'; /* INCR parses it */
     pr.valLens[i] = vl;
 }
 
+/* Whether argument a is the word s (case-insensitive). */
 static int argIs(const redisReply *a, const char *s)
 {
     return a->len == strlen(s) && strncasecmp(a->str, s, a->len) == 0;
@@ -407,6 +417,8 @@ static int peerOnRecv(PeerConn *c, uint32_t imm)
         peerLog("protocol: %u credits, more than outstanding", le16toh(h.credits));
         return -1;
     }
+    if (c->quitting)
+        return peerPostRecv(c);
     if (len > sizeof(h) &&
         redisReaderFeed(c->reader, (const char *)p + sizeof(h), len - sizeof(h)) != REDIS_OK)
         return -1;
@@ -422,8 +434,8 @@ static int peerOnRecv(PeerConn *c, uint32_t imm)
         int rc = peerExec(c, req);
         freeReplyObject(req);
         if (rc == -1) {
-            peerPump(c);
-            return -1;
+            c->quitting = 1; /* peerPoll closes after the +OK went out */
+            return 0;
         }
     }
     return 0;
@@ -451,9 +463,14 @@ static int peerPoll(PeerConn *c)
                 return -1;
         }
     }
-    return n < 0 ? -1 : peerPump(c);
+    if (n < 0 || peerPump(c) == -1)
+        return -1;
+    /* Disconnect only once QUIT's reply was delivered (its send completed). */
+    return c->quitting && c->olen == 0 && c->outstanding == 0 ? -1 : 0;
 }
 
+/* The completion channel is readable: per event ack, re-arm, poll dry;
+ * a connection that must close is freed here. */
 static void peerOnComp(void)
 {
     struct ibv_cq *cq;
@@ -472,6 +489,8 @@ static void peerOnComp(void)
 
 /* ---- connection manager ---------------------------------------------------------------------- */
 
+/* A client connects: check its ring, build ours and its QP, accept with our
+ * ring in the private data; anything wrong rejects it. */
 static void peerOnRequest(struct rdma_cm_id *id, const RespRdmaPriv *cp, size_t cpLen)
 {
     PeerConn *c = calloc(1, sizeof(*c));
@@ -552,6 +571,7 @@ out_reject:
     peerFree(c);
 }
 
+/* Drain rdma_cm events: connect requests, established, disconnects. */
 static void peerOnCm(void)
 {
     struct rdma_cm_event *ev;
@@ -585,17 +605,20 @@ static void peerOnCm(void)
 /* ---- main
  * ----------------------------------------------------------------------------------------- */
 
+/* SIGTERM/SIGINT: leave the loop, free every connection, exit 0. */
 static void peerOnSignal(int sig)
 {
     peerStop = 1;
 }
 
+/* O_NONBLOCK on fd. Returns 0 or -1. */
 static int peerSetNonBlocking(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     return fl == -1 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Parse the arguments, listen, serve until --seconds or a signal. Exit 0, 1 (setup), 2 (usage). */
 int main(int argc, char **argv)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET};

@@ -28,6 +28,8 @@
  *                  credits, flags, send) and wait to be disconnected
  *   --vanish-after K   exit without disconnecting after K replies
  *   --read-delay MS    stop reading for MS ms after sending (backpressure)
+ *   --lazy-credits     return credits in a data-less message only when no
+ *                      request bytes wait (the narrow reading of the spec)
  *   --slots S --slot-size Z    the client's ring (default 16 x 64 KiB)
  *
  * Exit status: 0 when every expected reply arrived (or, with --garbage, the
@@ -79,7 +81,7 @@ typedef struct Conn {
 
 static struct {
     const char *addr;
-    int port, nconns, repeat, quiet, raw, timeoutS, readDelayMs;
+    int port, nconns, repeat, quiet, raw, timeoutS, readDelayMs, lazyCredits;
     long rawReplies, vanishAfter;
     const char *garbage;
     uint32_t slots, slotSize;
@@ -258,8 +260,7 @@ static void onStream(Conn *c, const uint8_t *p, size_t n)
         die("%s", "reader feed failed");
     for (;;) {
         if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
-            fprintf(stderr, "conn %d: protocol error in replies: %s\n", c->idx,
-                    c->reader->errstr);
+            fprintf(stderr, "conn %d: protocol error in replies: %s\n", c->idx, c->reader->errstr);
             c->failed = 1;
             return;
         }
@@ -300,7 +301,7 @@ static void setupConn(Conn *c)
             die("%s", "cannot allocate the PD / completion channel");
         fcntl(g.cc->fd, F_SETFL, fcntl(g.cc->fd, F_GETFL) | O_NONBLOCK);
     }
-    c->cq = ibv_create_cq(g.verbs, 64, c, g.cc, 0);
+    c->cq = ibv_create_cq(g.verbs, (int)g.slots + CLI_TX_BUFS + 8, c, g.cc, 0);
     if (!c->cq || ibv_req_notify_cq(c->cq, 0))
         die("%s", "cannot create the CQ");
     qa.send_cq = qa.recv_cq = c->cq;
@@ -318,8 +319,8 @@ static void setupConn(Conn *c)
         die("%s", "out of memory");
     c->ringMr =
         ibv_reg_mr(g.pd, c->ring, ringLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    c->txMr = ibv_reg_mr(g.pd, c->tx, (size_t)CLI_TX_BUFS * RESP_RDMA_SLOT_SIZE,
-                         IBV_ACCESS_LOCAL_WRITE);
+    c->txMr =
+        ibv_reg_mr(g.pd, c->tx, (size_t)CLI_TX_BUFS * RESP_RDMA_SLOT_SIZE, IBV_ACCESS_LOCAL_WRITE);
     if (!c->ringMr || !c->txMr)
         die("ibv_reg_mr: %s", strerror(errno));
     ringRxInit(&c->r, g.slots);
@@ -345,7 +346,8 @@ static int postMsg(Conn *c, int creditOnly)
         n = c->txBufSize - HDR;
     RespRdmaHdr h = {.credits = htole16((uint16_t)ringRxTakeCredits(&c->r, 0xFFFF))};
     memcpy(f, &h, HDR);
-    memcpy(f + HDR, g.req + c->outOff, n);
+    if (n)
+        memcpy(f + HDR, g.req + c->outOff, n);
     c->outOff += n;
     struct ibv_sge sge = {.addr = (uintptr_t)f, .length = HDR + (uint32_t)n, .lkey = c->txMr->lkey};
     struct ibv_send_wr wr = {0}, *bad;
@@ -401,7 +403,9 @@ static void postGarbage(Conn *c)
     c->garbageSent = 1;
 }
 
-/* Send what credits allow; return credits when ring.h says so. */
+/* Send what credits allow; when nothing more can go (no data left, or
+ * only the last credit) and ring.h's threshold is owed, return credits in a
+ * data-less message: the server may be waiting for them. */
 static void pump(Conn *c)
 {
     if (!c->connected || c->closed)
@@ -411,10 +415,13 @@ static void pump(Conn *c)
             postGarbage(c);
         return;
     }
-    while (c->outOff < g.reqLen && postMsg(c, 0))
-        ;
-    if (c->outOff >= g.reqLen && ringRxWantsCreditMsg(&c->r))
-        postMsg(c, 1);
+    for (;;) {
+        int posted = c->outOff < g.reqLen && postMsg(c, 0);
+        if (!posted && ringRxWantsCreditMsg(&c->r) && (!g.lazyCredits || c->outOff >= g.reqLen))
+            posted = postMsg(c, 1);
+        if (!posted)
+            break;
+    }
 }
 
 static void onWc(Conn *c, const struct ibv_wc *wc)
@@ -431,8 +438,7 @@ static void onWc(Conn *c, const struct ibv_wc *wc)
     }
     if (wc->status != IBV_WC_SUCCESS) {
         if (!c->closed && !g.garbage)
-            fprintf(stderr, "conn %d: receive failed: %s\n", c->idx,
-                    ibv_wc_status_str(wc->status));
+            fprintf(stderr, "conn %d: receive failed: %s\n", c->idx, ibv_wc_status_str(wc->status));
         c->closed = 1;
         return;
     }
@@ -538,19 +544,21 @@ static int connDone(const Conn *c)
 static void usage(void)
 {
     fprintf(stderr, "usage: rdma_resp_client -h ADDR -p PORT [-n N] [-c N] [-q] [-t SECS] [--raw "
-                    "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] [--slots S] "
-                    "[--slot-size Z] < script\n");
+                    "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] "
+                    "[--lazy-credits] [--slots S] [--slot-size Z] < script\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"raw", no_argument, NULL, 'R'},         {"garbage", required_argument, NULL, 'G'},
-        {"vanish-after", required_argument, NULL, 'V'},
-        {"read-delay", required_argument, NULL, 'D'},
-        {"slots", required_argument, NULL, 'S'}, {"slot-size", required_argument, NULL, 'Z'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"raw", no_argument, NULL, 'R'},
+                                         {"garbage", required_argument, NULL, 'G'},
+                                         {"vanish-after", required_argument, NULL, 'V'},
+                                         {"read-delay", required_argument, NULL, 'D'},
+                                         {"lazy-credits", no_argument, NULL, 'L'},
+                                         {"slots", required_argument, NULL, 'S'},
+                                         {"slot-size", required_argument, NULL, 'Z'},
+                                         {NULL, 0, NULL, 0}};
     int o;
 
     g.nconns = 1;
@@ -561,32 +569,67 @@ int main(int argc, char **argv)
     g.slotSize = RESP_RDMA_SLOT_SIZE;
     while ((o = getopt_long(argc, argv, "h:p:n:c:qt:r:", opts, NULL)) != -1) {
         switch (o) {
-            case 'h': g.addr = optarg; break;
-            case 'p': g.port = atoi(optarg); break;
-            case 'n': g.repeat = atoi(optarg); break;
-            case 'c': g.nconns = atoi(optarg); break;
-            case 'q': g.quiet = 1; break;
-            case 't': g.timeoutS = atoi(optarg); break;
-            case 'r': g.rawReplies = atol(optarg); break;
-            case 'R': g.raw = 1; break;
-            case 'G': g.garbage = optarg; break;
-            case 'V': g.vanishAfter = atol(optarg); break;
-            case 'D': g.readDelayMs = atoi(optarg); break;
-            case 'S': g.slots = (uint32_t)atoi(optarg); break;
-            case 'Z': g.slotSize = (uint32_t)atoi(optarg); break;
-            default: usage();
+            case 'h':
+                g.addr = optarg;
+                break;
+            case 'p':
+                g.port = atoi(optarg);
+                break;
+            case 'n':
+                g.repeat = atoi(optarg);
+                break;
+            case 'c':
+                g.nconns = atoi(optarg);
+                break;
+            case 'q':
+                g.quiet = 1;
+                break;
+            case 't':
+                g.timeoutS = atoi(optarg);
+                break;
+            case 'r':
+                g.rawReplies = atol(optarg);
+                break;
+            case 'R':
+                g.raw = 1;
+                break;
+            case 'G':
+                g.garbage = optarg;
+                break;
+            case 'V':
+                g.vanishAfter = atol(optarg);
+                break;
+            case 'D':
+                g.readDelayMs = atoi(optarg);
+                break;
+            case 'L':
+                g.lazyCredits = 1;
+                break;
+            case 'S':
+                g.slots = (uint32_t)atoi(optarg);
+                break;
+            case 'Z':
+                g.slotSize = (uint32_t)atoi(optarg);
+                break;
+            default:
+                usage();
         }
     }
-    if (!g.addr || g.port <= 0 || g.nconns < 1 || g.repeat < 1 || g.slots < 4 ||
-        g.slots > 4096 || g.slotSize < 64 || g.slotSize > RING_MAX_LEN)
+    if (!g.addr || g.port <= 0 || g.nconns < 1 || g.repeat < 1 || g.slots < 4 || g.slots > 4096 ||
+        g.slotSize < 64 || g.slotSize > RING_MAX_LEN)
         usage();
 
     if (!g.garbage) {
         long cmds = readScript();
         if (g.repeat > 1) {
             size_t one = g.reqLen;
+            char *copy = malloc(one ? one : 1);
+            if (!copy)
+                die("%s", "out of memory");
+            memcpy(copy, g.req, one);
             for (int i = 1; i < g.repeat; i++)
-                reqAppend(g.req, one);
+                reqAppend(copy, one);
+            free(copy);
         }
         g.expect = g.raw ? (g.rawReplies > 0 ? g.rawReplies : -1) : cmds * g.repeat;
     }
@@ -631,8 +674,8 @@ int main(int argc, char **argv)
             long got = 0;
             for (int i = 0; i < g.nconns; i++)
                 got += g.conns[i].replies;
-            fprintf(stderr, "timeout after %d s: %d/%d connections done, %ld replies\n",
-                    g.timeoutS, done, g.nconns, got);
+            fprintf(stderr, "timeout after %d s: %d/%d connections done, %ld replies\n", g.timeoutS,
+                    done, g.nconns, got);
             return 1;
         }
         if (!delayed && connected == g.nconns) {
