@@ -123,7 +123,7 @@ static void clusterDefaultAddr(char *out, size_t len)
     freeifaddrs(ifs);
 }
 
-static long long clusterRedisPort(RedisModuleCtx *ctx)
+long long objRedisPort(RedisModuleCtx *ctx)
 {
     int err = 0;
     RedisModuleServerInfoData *info = RedisModule_GetServerInfo(ctx, "server");
@@ -152,7 +152,7 @@ static int parseHostPort(const char *s, char *host, size_t hostLen, int *port)
 int objClusterStart(RedisModuleCtx *ctx)
 {
     ObjConfig *cfg = &objNode.cfg;
-    long long redisPort = clusterRedisPort(ctx);
+    long long redisPort = objRedisPort(ctx);
     char err[256], host[256];
     EngineConfig ec = {0};
     DirConfig dc = {0};

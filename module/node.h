@@ -65,6 +65,8 @@ int objClusterStart(RedisModuleCtx *ctx);
 void objClusterStop(void);
 int objClusterRegisterCommands(RedisModuleCtx *ctx);
 void objClusterConfigChanged(void);
+/* This server's TCP port (from INFO server), or 0 when it has none. */
+long long objRedisPort(RedisModuleCtx *ctx);
 /* Tell the directory that this node holds / no longer holds an object. */
 void objClusterPublish(const ObjEntry *e);
 void objClusterUnpublish(const char *id, size_t idLen);

@@ -1320,17 +1320,6 @@ static void rsRunTimer(RedisModuleCtx *ctx, void *data)
 
 /* ---- start / stop ------------------------------------------------------------------------ */
 
-static long long rsRedisPort(RedisModuleCtx *ctx)
-{
-    int err = 0;
-    RedisModuleServerInfoData *info = RedisModule_GetServerInfo(ctx, "server");
-    long long port = info ? RedisModule_ServerInfoGetFieldSigned(info, "tcp_port", &err) : 0;
-
-    if (info)
-        RedisModule_FreeServerInfo(ctx, info);
-    return err ? 0 : port;
-}
-
 /* Release everything; connections first. Can't fail. */
 static void rsTeardown(void)
 {
@@ -1445,7 +1434,7 @@ void respServerStart(RedisModuleCtx *ctx)
     if (port == 0)
         return;
     if (port == -1) {
-        long long redisPort = rsRedisPort(ctx);
+        long long redisPort = objRedisPort(ctx);
         port = redisPort > 0 && redisPort + 30000 <= 65535 ? redisPort + 30000 : 0;
         objNode.cfg.rdmaClientPort = port;
         if (!port) {
