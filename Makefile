@@ -37,7 +37,7 @@ LDFLAGS += $(LDSAN) -pthread
 # Pure logic (no redismodule.h): linked into the module and the unit tests.
 CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c module/wire.c \
             module/directory.c module/engine.c module/fetch.c module/serve.c module/tcp.c \
-            module/ring.c \
+            module/ring.c module/verbs.c \
             module/rdma.c module/resp.c
 # Redis-facing layer.
 MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c \

@@ -40,6 +40,7 @@
 
 #include "engineint.h"
 #include "ring.h"
+#include "verbs.h"
 
 /* ---- wire: what rdma_cm private data carries ------------------------------------ */
 
@@ -194,33 +195,13 @@ static int rdmaPostRecv(RdmaConn *c)
  * rdmaCloseConn, which checks each resource). */
 static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
 {
-    struct ibv_qp_init_attr qa = {0};
-
     if (c->id->verbs != rd.verbs) {
         snprintf(err, errLen, "connection on another RDMA device than the arena's");
         return -1;
     }
-    c->cq = ibv_create_cq(rd.verbs, RDMA_CQ_DEPTH, c, rd.comp, 0);
-    if (!c->cq) {
-        snprintf(err, errLen, "ibv_create_cq: %s", strerror(errno));
+    if (verbsCreateRcQp(c->id, rd.pd, rd.comp, c, RDMA_CQ_DEPTH, RDMA_SEND_WR, RDMA_SLOTS, 2,
+                        &c->cq, err, errLen) == -1)
         return -1;
-    }
-    int rc = ibv_req_notify_cq(c->cq, 0);
-    if (rc) {
-        snprintf(err, errLen, "ibv_req_notify_cq: %s", strerror(rc));
-        return -1;
-    }
-    qa.send_cq = c->cq;
-    qa.recv_cq = c->cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = RDMA_SEND_WR;
-    qa.cap.max_recv_wr = RDMA_SLOTS;
-    qa.cap.max_send_sge = 2;
-    qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(c->id, rd.pd, &qa)) {
-        snprintf(err, errLen, "rdma_create_qp: %s", strerror(errno));
-        return -1;
-    }
     c->qpUp = 1;
     /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
     size_t ringLen = (size_t)RDMA_SLOTS * RDMA_SLOT_SIZE,

@@ -68,6 +68,7 @@
 #include "resprdma.h"
 #include "respserver.h"
 #include "ring.h"
+#include "verbs.h"
 
 /* ---- tunables ---------------------------------------------------------------------------- */
 
@@ -341,33 +342,13 @@ static void rsFillPriv(RsConn *c, RespRdmaPriv *p)
  * undone by rsFree, which checks each resource. */
 static int rsSetupConn(RsConn *c, char *err, size_t errLen)
 {
-    struct ibv_qp_init_attr qa = {0};
-
     if (c->id->verbs != rs.verbs) {
         snprintf(err, errLen, "connection arrived on another RDMA device");
         return -1;
     }
-    c->cq = ibv_create_cq(rs.verbs, RS_CQ_DEPTH, c, rs.comp, 0);
-    if (!c->cq) {
-        snprintf(err, errLen, "ibv_create_cq: %s", strerror(errno));
+    if (verbsCreateRcQp(c->id, rs.pd, rs.comp, c, RS_CQ_DEPTH, RS_SEND_WR, RS_SLOTS, 1, &c->cq, err,
+                        errLen) == -1)
         return -1;
-    }
-    int rc = ibv_req_notify_cq(c->cq, 0);
-    if (rc) {
-        snprintf(err, errLen, "ibv_req_notify_cq: %s", strerror(rc));
-        return -1;
-    }
-    qa.send_cq = c->cq;
-    qa.recv_cq = c->cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = RS_SEND_WR;
-    qa.cap.max_recv_wr = RS_SLOTS;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(c->id, rs.pd, &qa)) {
-        snprintf(err, errLen, "rdma_create_qp: %s", strerror(errno));
-        return -1;
-    }
     c->qpUp = 1;
     /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
     size_t ringLen = (size_t)RS_SLOTS * RS_SLOT_SIZE, txLen = (size_t)RS_TX_BUFS * c->txBufSize;
