@@ -1,25 +1,30 @@
-# objstore - top-level build.
+# objstore - top-level build. Every output lands under build/.
 #
-#   make            module/objstore.so, client library (static, shared, .pc), examples
+#   make            build/objstore.so (the module), build/client/ (libobjstore .a/.so/.pc),
+#                   build/examples/hello, build/bin/obj-benchmark
 #   make run        one node on 127.0.0.1:6379 (installs what it needs first)
-#   make test       unit + integration + sanitizer suites (installs what it needs first)
-#   make lint       clang-format check
+#   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
+#   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
+#   make lint       clang-format check + the layering check (tests/lint/)
 #   make deps       install the Debian packages the project needs
-#   SAN=address     build with ASan/UBSan        DEBUG=1   -O0 -g, extra checks
+#   SAN=address     build with ASan/UBSan under build/san-address/   DEBUG=1  -O0 -g, extra checks
 #   REDIS_SRC=/path take redismodule.h from a Redis source tree
+#
+# module/ is one folder per component, each built into its own static library
+# (build/lib/libobj_<component>.a) so that a unit test links only what it tests.
+# Which component may include which is written down once, in tests/lint/layers.
 
 CC      ?= cc
 PORT    ?= 6379
 SAN     ?=
 DEBUG   ?=
-# A sanitizer build lives apart so that it never replaces the normal module.
+# A sanitizer build lives apart so that it never replaces the normal one.
 ifeq ($(SAN),)
 BUILD   := build
-MODULE  := module/objstore.so
 else
 BUILD   := build/san-$(SAN)
-MODULE  := $(BUILD)/objstore.so
 endif
+MODULE  := $(BUILD)/objstore.so
 
 CFLAGS  := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -fPIC -pthread \
            -D_GNU_SOURCE -Ibuild/include -Imodule -Iclient
@@ -34,33 +39,40 @@ LDSAN   := -fsanitize=$(SAN),undefined
 endif
 LDFLAGS += $(LDSAN) -pthread
 
-# Pure logic (no redismodule.h): linked into the module and the unit tests.
-CORE_SRC := module/alloc.c module/objtable.c module/arena.c module/util.c module/wire.c \
-            module/directory.c module/engine.c module/fetch.c module/serve.c module/tcp.c \
-            module/ring.c module/verbs.c \
-            module/rdma.c module/resp.c
-# Redis-facing layer.
-MOD_SRC  := module/module.c module/commands.c module/waiters.c module/config.c module/cluster.c \
-            module/respserver.c
+# ---- the module: one static library per component, lowest layer first ---------------
+COMPONENTS := common store directory rdma transfer redis
+# The libraries in link order (a library before the ones it needs).
+COMP_LIBS  := $(foreach c,redis transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
+define component_rule
+$(1)_OBJ := $$(patsubst %.c,$$(BUILD)/%.o,$$(wildcard module/$(1)/*.c))
+$$(BUILD)/lib/libobj_$(1).a: $$($(1)_OBJ)
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach c,$(COMPONENTS),$(eval $(call component_rule,$(c))))
+MODULE_OBJ := $(foreach c,$(COMPONENTS),$($(c)_OBJ))
+
 CORE_LIBS := -lxxhash -lhiredis -lcrypto -lrdmacm -libverbs
 # redis-server exports its own bundled (newer, incompatible) hiredis: link ours
 # statically and keep its symbols local, so the module never binds to that copy.
 MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic \
             -lxxhash -lcrypto -lrdmacm -libverbs
+
+# ---- the client library -------------------------------------------------------------
 # objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma); a
 # static link that never calls it needs neither them nor the RDMA libraries.
-CLI_SRC  := client/objstore.c client/objstore_rdma.c client/rdmaconn.c module/ring.c
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(rdma_OBJ)
 CLI_LIBS := -lhiredis -lrdmacm -libverbs
+CLIENT_A := $(BUILD)/client/libobjstore.a
+CLIENT_SO := $(BUILD)/client/libobjstore.so
+CLIENT_PC := $(BUILD)/client/objstore.pc
 
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
-MOD_OBJ  := $(MOD_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard client/examples/*.c))
+BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
-EXAMPLES   := $(patsubst client/examples/%.c,client/examples/%,$(wildcard client/examples/*.c))
-
-.PHONY: all deps run test test-unit test-integration test-fuzz test-rdma test-rdma-resp lint format bench clean distclean
-all: $(MODULE) client/libobjstore.a client/libobjstore.so client/objstore.pc $(EXAMPLES)
+.PHONY: all deps run test test-programs test-unit test-server test-fuzz test-rdma \
+        test-rdma-resp lint lint-layers format bench clean distclean san-preload
+all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
 # A marker per dependency set: `make run`/`make test` call deps only when the
@@ -85,31 +97,88 @@ build/include/redismodule.h:
 $(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
--include $(shell find $(BUILD) -maxdepth 3 -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
 # (or be bound to) a symbol of redis-server.
-$(CORE_OBJ) $(MOD_OBJ): CFLAGS += -fvisibility=hidden
+$(MODULE_OBJ): CFLAGS += -fvisibility=hidden
 
-$(MODULE): $(CORE_OBJ) $(MOD_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(MOD_LIBS)
+# The module is the union of the component libraries.
+$(MODULE): $(COMP_LIBS)
+	$(CC) -shared -o $@ -Wl,--whole-archive $(COMP_LIBS) -Wl,--no-whole-archive \
+	    $(LDFLAGS) $(MOD_LIBS)
 
-client/libobjstore.a: $(CLI_OBJ)
-	ar rcs $@ $^
-client/libobjstore.so: $(CLI_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
-client/objstore.pc: client/objstore.pc.in
-	sed -e 's|@PREFIX@|$(CURDIR)|' $< > $@
-client/examples/%: client/examples/%.c client/libobjstore.a
-	$(CC) $(CFLAGS) -o $@ $< client/libobjstore.a $(LDFLAGS) $(CLI_LIBS)
-
-$(BUILD)/tests/%: tests/unit/%.c $(CORE_OBJ)
+$(CLIENT_A): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(CORE_OBJ) $(LDFLAGS) -lcmocka $(CORE_LIBS)
+	rm -f $@ && ar rcs $@ $^
+$(CLIENT_SO): $(CLI_OBJ)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
+$(CLIENT_PC): client/objstore.pc.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/$(BUILD)/client|' $< > $@
+$(BUILD)/examples/%: client/examples/%.c $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLI_LIBS)
+$(BENCHMARK): bench/obj-benchmark.c client/objstore.h $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLI_LIBS) -lxxhash -lm
 
 # ---- run ------------------------------------------------------------------------
 run: ensure-deps all
-	redis-server conf/single-node.conf --port $(PORT) --loadmodule $(CURDIR)/module/objstore.so
+	redis-server conf/single-node.conf --port $(PORT) --loadmodule $(CURDIR)/build/objstore.so
+
+# ---- test programs ----------------------------------------------------------------
+# Pure unit tests (tests/unit/): each links the component libraries it tests
+# and, through them, nothing above (the link would fail if a lower layer
+# needed a higher one).
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test_*.c))
+UNIT_LIBS_test_util     := common
+UNIT_LIBS_test_alloc    := store common
+UNIT_LIBS_test_objtable := store common
+UNIT_LIBS_test_wire     := transfer common
+UNIT_LIBS_test_ring     := rdma common
+UNIT_LIBS_test_resp     := redis
+libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
+.SECONDEXPANSION:
+$(BUILD)/tests/unit/%: tests/unit/%.c $$(call libs_for,$$*)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(call libs_for,$*) $(LDFLAGS) -lcmocka $(CORE_LIBS)
+
+# Programs run against a real redis-server (tests/server/).
+SERVER_PROGS := $(BUILD)/tests/server/test_directory $(BUILD)/tests/server/test_client
+$(BUILD)/tests/server/test_directory: tests/server/test_directory.c \
+    $(BUILD)/lib/libobj_directory.a $(BUILD)/lib/libobj_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lcmocka $(CORE_LIBS)
+$(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
+
+# RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
+RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
+              $(BUILD)/tests/rdma/peer
+$(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lhiredis
+$(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
+
+# The wire decoder's standalone fuzz driver, always under ASan/UBSan.
+FUZZ_BIN := build/fuzz/fuzz_wire_standalone
+$(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/transfer/wire.c \
+    module/transfer/wire.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
+	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
+
+# The patched redis-benchmark --rdma (built from the installed version's source).
+REDIS_BENCH_RDMA := build/redis-benchmark-rdma
+$(REDIS_BENCH_RDMA): bench/redis-benchmark-rdma.patch $(CLIENT_A)
+	bench/build-redis-benchmark.sh
+
+test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS)
 
 # ---- tests ------------------------------------------------------------------------
 test: ensure-deps
@@ -118,36 +187,23 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-# The wire decoder's standalone fuzz driver, under ASan/UBSan.
-FUZZ_BIN := build/fuzz/fuzz_wire_standalone
-$(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/wire.c module/wire.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
-	    tests/fuzz/fuzz_main.c module/wire.c -lcrypto -o $@
 test-fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN)
 
-test-integration: all
-	OBJSTORE_MODULE=$(CURDIR)/$(MODULE) /usr/bin/python3 -m pytest -q tests/integration
+test-server: all $(SERVER_PROGS)
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) /usr/bin/python3 -m pytest -q tests/server
 
 # The RDMA suite: natively on a host with an RDMA device, else in a QEMU
 # guest with Soft-RoCE (tests/softroce/); fails loudly if neither can run.
 test-rdma: all
 	tests/softroce/run.sh tests/rdma/run-in-guest.sh
 
-# Redis protocol over RDMA: the module's front door (tests/rdmaresp) and the
-# client library + patched redis-benchmark (tests/rdmaclient), in one guest.
+# Redis protocol over RDMA: the module's front door (tests/rdma/door) and the
+# client library + patched redis-benchmark (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-RESP_CLIENT := build/rdmaresp/rdma_resp_client
-$(RESP_CLIENT): tests/rdmaresp/rdma_resp_client.c module/ring.c module/ring.h module/resprdma.h
-	@mkdir -p $(dir $@)
-	$(CC) -O2 -std=gnu11 -Wall -D_GNU_SOURCE -Imodule $< module/ring.c \
-	    -lrdmacm -libverbs -lhiredis -o $@
-test-rdma-resp: all $(RESP_CLIENT)
-	tests/rdmaclient/build.sh
-	tests/softroce/run.sh 'r=0; tests/rdmaresp/run-in-guest.sh || r=1; \
-	    tests/rdmaclient/run-in-guest.sh || r=1; exit $$r'
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
+	tests/softroce/run.sh 'r=0; tests/rdma/door/run-in-guest.sh || r=1; \
+	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
 san-preload:
@@ -155,27 +211,21 @@ san-preload:
 
 # ---- lint -----------------------------------------------------------------------
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-lint:
+lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
+# Which component may include which (tests/lint/layers), and the check's own test.
+lint-layers:
+	tests/lint/check-layers.sh
+	tests/lint/test-check-layers.sh
 format:
 	clang-format -i $(LINT_FILES)
 
 clean:
-	rm -rf $(BUILD) module/*.so client/*.a client/*.so client/*.pc $(EXAMPLES)
-distclean: clean
+	rm -rf $(BUILD)
+distclean:
+	rm -rf build
 
 # ---- bench ------------------------------------------------------------------------
-# obj-benchmark (redis-benchmark-style load generator) and the host comparison
-# suite; `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
-BENCH_TOOLS := bench/obj-benchmark
-.PHONY: bench-tools
-bench-tools: $(BENCH_TOOLS)
-bench/obj-benchmark: bench/obj-benchmark.c client/objstore.h client/libobjstore.a
-	$(CC) $(CFLAGS) -o $@ $< client/libobjstore.a $(LDFLAGS) $(CLI_LIBS) -lxxhash -pthread -lm
-bench: ensure-deps all bench-tools
+# `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
+bench: ensure-deps all
 	bench/compare-tcp.sh
-.PHONY: bench-clean
-clean: bench-clean
-bench-clean:
-	rm -f $(BENCH_TOOLS)
-# ---- end bench --------------------------------------------------------------------

@@ -33,7 +33,7 @@ die() {
 upToDate() {
     [ -x "$out" ] || return 1
     for f in "$patchFile" "$repo/client/rdmaconn.c" "$repo/client/rdmaconn.h" \
-        "$repo/module/ring.c" "$repo/module/ring.h" "$repo/module/resprdma.h" "$0"; do
+        "$repo/module/rdma/ring.c" "$repo/module/rdma/ring.h" "$repo/module/rdma/resprdma.h" "$0"; do
         [ "$out" -nt "$f" ] || return 1
     done
 }

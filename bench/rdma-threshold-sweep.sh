@@ -48,8 +48,8 @@ BUDGET=${BENCH_BUDGET:-330}
 PASSES=${BENCH_PASSES:-2}
 BASE=${BENCH_PORT:-7520}
 OUT=${BENCH_OUT:-$ROOT/bench/results}
-MODULE=${OBJSTORE_MODULE:-$ROOT/module/objstore.so}
-OBJBENCH=$ROOT/bench/obj-benchmark
+MODULE=${OBJSTORE_MODULE:-$ROOT/build/objstore.so}
+OBJBENCH=$ROOT/build/bin/obj-benchmark
 INLINE_MAX=$((256 * 1024))
 START_TIMEOUT=120
 # mode:rdma-read-min (bytes)

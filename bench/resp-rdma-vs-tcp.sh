@@ -42,10 +42,10 @@ stopNode() {
 trap stopNode EXIT
 
 mkdir -p "$OUT" "$LOG"
-tests/rdmaclient/build.sh || exit 1
+tests/rdma/client/build.sh || exit 1
 
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --loadmodule "$repo/module/objstore.so" memory 256mb transfer-bind "$A" \
+    --loadmodule "$repo/build/objstore.so" memory 256mb transfer-bind "$A" \
     rdma-port 26395 rdma-client-port "$CPORT" >"$LOG/node.log" 2>&1 &
 NODE_PID=$!
 i=0

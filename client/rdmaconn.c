@@ -1,8 +1,8 @@
 /*
  * rdmaconn.c - Redis protocol over RDMA, client side (rdmaconn.h): one RC
  * queue pair per connection carrying the RESP byte streams exactly as
- * module/resprdma.h specifies, with the slot and credit arithmetic of
- * module/ring.c.
+ * module/rdma/resprdma.h specifies, with the slot and credit arithmetic of
+ * module/rdma/ring.c.
  *
  * Receiving: our ring (told to the server in the connect private data) is
  * written by the server with RDMA_WRITE_WITH_IMM; each write consumes one of
@@ -49,8 +49,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "resprdma.h"
-#include "ring.h"
+#include "rdma/resprdma.h"
+#include "rdma/ring.h"
 
 /* ---- tunables ------------------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * rdmaconn.h - Redis protocol over RDMA, client side: a byte-stream
  * connection to an objstore node's RDMA front door (its rdma-client-port),
- * carried over an RC queue pair as module/resprdma.h specifies.
+ * carried over an RC queue pair as module/rdma/resprdma.h specifies.
  *
  * Two layers share one connection object:
  *   - a synchronous, hiredis-style API (objRdmaCommand, pipelining with

@@ -37,7 +37,7 @@ step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
 step "integration (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     OBJSTORE_MODULE="$PWD/build/san-address/objstore.so" \
-    /usr/bin/python3 -m pytest -q tests/integration
+    /usr/bin/python3 -m pytest -q tests/server
 
 step "fuzz (wire decoder)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh

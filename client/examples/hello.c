@@ -8,10 +8,10 @@
  * what it made. Each step is printed; the exit status is 0 when all of them
  * worked, 1 with the server's or the library's message otherwise.
  *
- * Build it with the tree's Makefile (`make` builds client/examples/hello), or
+ * Build it with the tree's Makefile (`make` builds build/examples/hello), or
  * standalone against the built library through pkg-config:
  *
- *   make -C /path/to/objstore client/libobjstore.so client/objstore.pc
+ *   make -C /path/to/objstore build/client/libobjstore.so build/client/objstore.pc
  *   export PKG_CONFIG_PATH=/path/to/objstore/client
  *   cc -o hello hello.c $(pkg-config --cflags --libs objstore)
  *   ./hello [host [port]]            # default 127.0.0.1 6379

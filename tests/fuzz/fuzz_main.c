@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "fuzz_wire.h"
-#include "wire.h"
+#include "transfer/wire.h"
 
 #define FUZZ_INPUT_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 64)
 #define FUZZ_SEEDS     64

@@ -1,5 +1,5 @@
 /*
- * fuzz_wire.c - fuzz target for the node-to-node frame format (module/wire.c).
+ * fuzz_wire.c - fuzz target for the node-to-node frame format (module/transfer/wire.c).
  *
  * Frames come from peers, so the decoders must survive any bytes at all.
  * Each input is used three ways:
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "transfer/wire.h"
 
 #define FUZZ_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
 

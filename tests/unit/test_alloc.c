@@ -1,5 +1,5 @@
 /*
- * test_alloc.c - unit tests for the arena allocator (module/alloc.c).
+ * test_alloc.c - unit tests for the arena allocator (module/store/alloc.c).
  *
  * Each test pins down one promise of alloc.h: alignment, filling to the
  * last byte, failing cleanly and recovering, merging with neighbours,
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
+#include "store/alloc.h"
 
 #define KIB  (1024ULL)
 #define MIB  (1024ULL * KIB)

@@ -1,5 +1,5 @@
 /*
- * test_objtable.c - unit tests for the object table (module/objtable.c).
+ * test_objtable.c - unit tests for the object table (module/store/objtable.c).
  *
  * Each test states one promise of objtable.h: the created -> sealed life of
  * an object and who may move it along, the status every misuse returns,
@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "objtable.h"
+#include "store/objtable.h"
 
 #define KIB  (1024ULL)
 #define MIB  (1024ULL * KIB)

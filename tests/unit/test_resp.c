@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "resp.h"
+#include "redis/resp.h"
 
 /* A caller as the server is one: a stream buffer it appends to and drops
  * from, and the requests seen, each as its arguments joined by '|'. */

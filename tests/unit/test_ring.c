@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "ring.h"
+#include "rdma/ring.h"
 
 static void testSlotsAreTakenInOrderAndWrap(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * test_util.c - unit tests for the pure helpers in module/util.c.
+ * test_util.c - unit tests for the pure helpers in module/common/util.c.
  *
  * Command arguments go through utilParseU64 and utilParseSize before any
  * state changes, so these tables pin down exactly what is accepted and,
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "util.h"
+#include "common/util.h"
 
 #define KIB (1024ULL)
 #define MIB (1024ULL * KIB)

@@ -1,5 +1,5 @@
 /*
- * test_wire.c - unit tests for the node-to-node frame format (module/wire.c).
+ * test_wire.c - unit tests for the node-to-node frame format (module/transfer/wire.c).
  *
  * The tests pin down the promises of wire.h: the byte layout of the header
  * and of every body (golden bytes), lossless round trips at the edges of
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "wire.h"
+#include "transfer/wire.h"
 
 #define TEST_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 64)
 

@@ -1,0 +1,704 @@
+/*
+ * cluster.c - the Redis-facing side of the distributed store: it starts the
+ * directory client and the transfer engine, and implements OBJ.FETCH,
+ * OBJ.LOCATE and OBJ.NODES as blocked clients, so the Redis main thread
+ * never waits on the network.
+ *
+ * Hand-offs: the engine and the directory thread answer through callbacks
+ * that only call thread-safe module APIs (RedisModule_UnblockClient,
+ * RedisModule_EventLoopAddOneShot). Every blocked client is unblocked
+ * exactly once, by the thread that owns its work. Deadlines are module
+ * timers that only ask the owner to finish early, never BlockClient
+ * timeouts: in Redis 7.0 a client whose unblock is pending when its
+ * BlockClient timeout fires gets no reply at all.
+ */
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "directory/directory.h"
+#include "transfer/engine.h"
+#include "node.h"
+#include "common/util.h"
+
+static RedisModuleCtx *logCtx; /* detached: usable from any thread */
+static int engineRunning, dirRunning;
+
+/* ---- callbacks from other threads ---------------------------------------------------- */
+
+static void clusterLog(const char *level, const char *msg)
+{
+    RedisModule_Log(logCtx, level, "%s", msg);
+}
+
+static void clusterFetchDone(FetchReq *req)
+{
+    RedisModule_UnblockClient(req->owner, req);
+}
+
+/* On the main thread: a fetched object was sealed or aborted; wake its
+ * OBJ.GET/OBJ.PIN waiters. */
+static void clusterRecheck(void *arg)
+{
+    RedisModuleString *id = arg;
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(id, &len);
+
+    waitersRecheck(s, len);
+    RedisModule_FreeString(NULL, id);
+}
+
+static void clusterChanged(const char *id, size_t idLen)
+{
+    RedisModuleString *s = RedisModule_CreateString(NULL, id, idLen);
+    if (RedisModule_EventLoopAddOneShot(clusterRecheck, s) == REDISMODULE_ERR)
+        RedisModule_FreeString(NULL, s);
+}
+
+static void clusterEvicted(const ObjEntry *e, void *arg)
+{
+    dirUnpublish(e->id, e->idLen);
+}
+
+/* Directory thread: re-publish every sealed local object, a batch at a time
+ * so the table lock is held only briefly. */
+typedef struct SnapBatch {
+    ObjEntry copy[256];
+    char *ids[256];
+    size_t n;
+} SnapBatch;
+
+static void snapCollect(ObjEntry *e, void *arg)
+{
+    SnapBatch *b = arg;
+
+    if (b->n == 256 || !(b->ids[b->n] = malloc(e->idLen ? e->idLen : 1)))
+        return;
+    memcpy(b->ids[b->n], e->id, e->idLen);
+    b->copy[b->n++] = *e;
+}
+
+static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
+{
+    static SnapBatch b; /* directory thread only */
+    uint64_t cursor = 0;
+
+    do {
+        b.n = 0;
+        objTableLock(objNode.table);
+        cursor = objTableScan(objNode.table, cursor, 200, snapCollect, &b);
+        objTableUnlock(objNode.table);
+        for (size_t i = 0; i < b.n; i++) {
+            emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
+                 b.copy[i].checksum, emitArg);
+            free(b.ids[i]);
+        }
+    } while (cursor != 0);
+}
+
+/* ---- start / stop ----------------------------------------------------------------------- */
+
+/* The first non-loopback IPv4 address of this host, or 127.0.0.1. */
+static void clusterDefaultAddr(char *out, size_t len)
+{
+    struct ifaddrs *ifs, *i;
+
+    snprintf(out, len, "127.0.0.1");
+    if (getifaddrs(&ifs) == -1)
+        return;
+    for (i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        if ((ntohl(a.s_addr) >> 24) == 127)
+            continue;
+        inet_ntop(AF_INET, &a, out, (socklen_t)len);
+        break;
+    }
+    freeifaddrs(ifs);
+}
+
+long long objRedisPort(RedisModuleCtx *ctx)
+{
+    int err = 0;
+    RedisModuleServerInfoData *info = RedisModule_GetServerInfo(ctx, "server");
+    long long port = info ? RedisModule_ServerInfoGetFieldSigned(info, "tcp_port", &err) : 0;
+
+    if (info)
+        RedisModule_FreeServerInfo(ctx, info);
+    return err ? 0 : port;
+}
+
+/* Parse "host:port" into the directory config. Returns 0 or -1. */
+static int parseHostPort(const char *s, char *host, size_t hostLen, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+
+    if (!colon || colon == s || (size_t)(colon - s) >= hostLen ||
+        utilParseU64(colon + 1, strlen(colon + 1), &p) == -1 || p == 0 || p > 65535)
+        return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+int objClusterStart(RedisModuleCtx *ctx)
+{
+    ObjConfig *cfg = &objNode.cfg;
+    long long redisPort = objRedisPort(ctx);
+    char err[256], host[256];
+    EngineConfig ec = {0};
+    DirConfig dc = {0};
+
+    logCtx = RedisModule_GetDetachedThreadSafeContext(ctx);
+    if (!cfg->nodeName[0]) {
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "node");
+        host[64] = '\0';
+        snprintf(cfg->nodeName, sizeof(cfg->nodeName), "%.64s:%lld", host, redisPort);
+    }
+    if (cfg->transferPort == -1)
+        cfg->transferPort = redisPort > 0 && redisPort + 10000 <= 65535 ? redisPort + 10000 : 0;
+    if (cfg->rdmaPort == -1)
+        cfg->rdmaPort = redisPort > 0 && redisPort + 20000 <= 65535 ? redisPort + 20000 : 0;
+    if (!cfg->announceAddr[0]) {
+        if (strcmp(cfg->transferBind, "0.0.0.0"))
+            snprintf(cfg->announceAddr, sizeof(cfg->announceAddr), "%s", cfg->transferBind);
+        else
+            clusterDefaultAddr(cfg->announceAddr, sizeof(cfg->announceAddr));
+    }
+    if (!cfg->rdmaBind[0])
+        snprintf(cfg->rdmaBind, sizeof(cfg->rdmaBind), "%s", cfg->announceAddr);
+
+    ec.table = objNode.table;
+    ec.arenaBase = objNode.arena.base;
+    ec.arenaSize = objNode.arena.size;
+    snprintf(ec.nodeName, sizeof(ec.nodeName), "%s", cfg->nodeName);
+    snprintf(ec.secret, sizeof(ec.secret), "%s", cfg->clusterSecret);
+    snprintf(ec.tcpBind, sizeof(ec.tcpBind), "%s", cfg->transferBind);
+    ec.tcpPort = (int)cfg->transferPort;
+    snprintf(ec.rdmaBind, sizeof(ec.rdmaBind), "%s", cfg->rdmaBind);
+    ec.rdmaPort = (int)cfg->rdmaPort;
+    snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
+    ec.rdmaReadMin = (uint64_t)cfg->rdmaReadMin;
+    ec.onFetchDone = clusterFetchDone;
+    ec.onChanged = clusterChanged;
+    ec.log = clusterLog;
+    if (engineStart(&ec, err, sizeof(err)) == -1) {
+        RedisModule_Log(ctx, "warning", "transfer engine: %s", err);
+        return REDISMODULE_ERR;
+    }
+    engineRunning = 1;
+
+    if (cfg->directory[0]) {
+        if (parseHostPort(cfg->directory, dc.host, sizeof(dc.host), &dc.port) == -1) {
+            RedisModule_Log(ctx, "warning", "directory '%s' must be host:port", cfg->directory);
+            goto out_stop_engine;
+        }
+    } else {
+        snprintf(dc.host, sizeof(dc.host), "127.0.0.1");
+        dc.port = (int)redisPort;
+    }
+    snprintf(dc.password, sizeof(dc.password), "%s", cfg->directoryPassword);
+    snprintf(dc.nodeName, sizeof(dc.nodeName), "%s", cfg->nodeName);
+    snprintf(dc.addr, sizeof(dc.addr), "%s", cfg->announceAddr);
+    dc.tcpPort = (int)cfg->transferPort;
+    if (engineRdmaEnabled()) {
+        snprintf(dc.rdmaAddr, sizeof(dc.rdmaAddr), "%s", cfg->rdmaBind);
+        dc.rdmaPort = (int)cfg->rdmaPort;
+    }
+    dc.features =
+        (cfg->transferPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
+    dc.heartbeatMs = (int)cfg->heartbeatMs;
+    dc.ttlMs = (int)cfg->nodeTtlMs;
+    if (dc.port <= 0) {
+        RedisModule_Log(ctx, "warning",
+                        "no TCP port to reach the directory: set objstore.directory");
+        goto out_stop_engine;
+    }
+    if (dc.ttlMs <= dc.heartbeatMs) {
+        RedisModule_Log(ctx, "warning", "node-ttl (%d ms) must be longer than heartbeat (%d ms)",
+                        dc.ttlMs, dc.heartbeatMs);
+        goto out_stop_engine;
+    }
+    if (dirStart(&dc, clusterSnapshot, NULL) == -1) {
+        RedisModule_Log(ctx, "warning", "cannot start the directory thread: %s", strerror(errno));
+        goto out_stop_engine;
+    }
+    dirRunning = 1;
+    objTableLock(objNode.table);
+    objTableSetEvictHook(objNode.table, clusterEvicted, NULL);
+    objTableUnlock(objNode.table);
+    RedisModule_Log(ctx, "notice", "node '%s': transfers on %s:%lld (tcp%s), directory %s:%d",
+                    cfg->nodeName, cfg->announceAddr, cfg->transferPort,
+                    engineRdmaEnabled() ? ", rdma" : "", dc.host, dc.port);
+    return REDISMODULE_OK;
+
+out_stop_engine:
+    engineStop();
+    engineRunning = 0;
+    return REDISMODULE_ERR;
+}
+
+void objClusterStop(void)
+{
+    if (engineRunning)
+        engineStop();
+    engineRunning = 0;
+    if (dirRunning)
+        dirStop();
+    dirRunning = 0;
+}
+
+void objClusterConfigChanged(void)
+{
+    if (engineRunning)
+        engineSetRdmaReadMin((uint64_t)objNode.cfg.rdmaReadMin);
+}
+
+void objClusterPublish(const ObjEntry *e)
+{
+    if (dirRunning)
+        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum);
+}
+
+void objClusterUnpublish(const char *id, size_t idLen)
+{
+    if (dirRunning)
+        dirUnpublish(id, idLen);
+}
+
+/* ---- OBJ.FETCH id [id ...] [TIMEOUT ms] [VIA auto|tcp|rdma] ------------------------------- */
+
+/* Fetches in flight, by blocked client, so a timeout or a disconnect (which
+ * only know the handle) can cancel the right request. Main thread only. */
+typedef struct Pending {
+    RedisModuleBlockedClient *bc;
+    uint64_t seq;
+    RedisModuleTimerID timer;
+    int hasTimer;
+    struct Pending *next;
+} Pending;
+static Pending *pending;
+
+static Pending **pendingFind(RedisModuleBlockedClient *bc)
+{
+    Pending **pp = &pending;
+    while (*pp && (*pp)->bc != bc)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* The fetch is over for the main thread: stop its timer and forget it. */
+static void pendingDrop(RedisModuleBlockedClient *bc)
+{
+    Pending **pp = pendingFind(bc);
+
+    if (!*pp)
+        return;
+    Pending *p = *pp;
+    *pp = p->next;
+    if (p->hasTimer)
+        RedisModule_StopTimer(objNode.ctx, p->timer, NULL);
+    free(p);
+}
+
+static void fetchReqFree(FetchReq *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        free(r->items[i].id);
+    free(r->items);
+    free(r);
+}
+
+static int fetchReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    FetchReq *r = RedisModule_GetBlockedClientPrivateData(ctx);
+
+    if (r->timedOut)
+        return RedisModule_ReplyWithError(ctx, "TIMEOUT the fetch did not complete in time");
+    RedisModule_ReplyWithArray(ctx, (long)r->n);
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->items[i].err[0])
+            RedisModule_ReplyWithError(ctx, r->items[i].err);
+        else
+            RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    return REDISMODULE_OK;
+}
+
+/* The deadline passed: the engine cancels and hands the request back marked
+ * timedOut, and fetchReply answers TIMEOUT. */
+static void fetchTimerFired(RedisModuleCtx *ctx, void *data)
+{
+    Pending *p = data; /* listed until fetchFree, which would stop this timer */
+
+    p->hasTimer = 0;
+    engineCancelFetch(p->seq, 1);
+}
+
+static void fetchDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
+{
+    Pending *p = *pendingFind(bc);
+
+    if (p)
+        engineCancelFetch(p->seq, 0);
+}
+
+static void fetchFree(RedisModuleCtx *ctx, void *privdata)
+{
+    FetchReq *r = privdata;
+
+    pendingDrop(r->owner);
+    fetchReqFree(r);
+}
+
+static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    long long timeoutMs = objNode.cfg.fetchTimeoutMs;
+    FetchVia via = FETCH_VIA_AUTO;
+    int nids = 0;
+
+    if (argc < 2)
+        return RedisModule_WrongArity(ctx);
+    /* Ids come first; TIMEOUT/VIA (with a value) start the options. */
+    for (int i = 1; i < argc; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        int isOpt = i + 1 < argc && nids > 0 &&
+                    ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
+                     (len == 3 && !strncasecmp(s, "VIA", 3)));
+        if (!isOpt && i > nids + 1)
+            return RedisModule_ReplyWithError(ctx, "BADARG ids must come before the options");
+        if (!isOpt) {
+            if (len == 0 || len > OBJ_ID_MAX)
+                return RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
+            nids++;
+            continue;
+        }
+        const char *v = RedisModule_StringPtrLen(argv[++i], &len);
+        uint64_t u;
+        if (s[0] == 'T' || s[0] == 't') {
+            if (utilParseU64(v, len, &u) == -1)
+                return RedisModule_ReplyWithError(ctx,
+                                                  "BADARG TIMEOUT must be a non-negative integer");
+            timeoutMs = u == 0 ? 0 : (long long)u;
+        } else if (len == 4 && !strncasecmp(v, "auto", 4)) {
+            via = FETCH_VIA_AUTO;
+        } else if (len == 3 && !strncasecmp(v, "tcp", 3)) {
+            via = FETCH_VIA_TCP;
+        } else if (len == 4 && !strncasecmp(v, "rdma", 4)) {
+            via = FETCH_VIA_RDMA;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "BADARG VIA must be auto, tcp or rdma");
+        }
+    }
+    if (!engineRunning)
+        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the transfer engine is not running");
+
+    /* Already local (sealed): answer at once, like Plasma's contains(). */
+    int allLocal = 1;
+    objTableLock(objNode.table);
+    for (int i = 1; i <= nids && allLocal; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        ObjEntry *e = objTableFind(objNode.table, s, len);
+        allLocal = e && e->state == OBJ_SEALED;
+    }
+    objTableUnlock(objNode.table);
+    if (allLocal) {
+        RedisModule_ReplyWithArray(ctx, nids);
+        for (int i = 0; i < nids; i++)
+            RedisModule_ReplyWithSimpleString(ctx, "OK");
+        return REDISMODULE_OK;
+    }
+    if (RedisModule_GetContextFlags(ctx) &
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
+        return RedisModule_ReplyWithError(
+            ctx, "WRONGSTATE OBJ.FETCH cannot wait inside MULTI or a script");
+
+    FetchReq *r = calloc(1, sizeof(*r));
+    Pending *p = calloc(1, sizeof(*p));
+    if (!r || !p || !(r->items = calloc((size_t)nids, sizeof(*r->items))))
+        goto out_oom;
+    r->n = (size_t)nids;
+    r->via = via;
+    r->deadlineUs = timeoutMs > 0 ? utilMonoUs() + timeoutMs * 1000 : 0;
+    for (int i = 0; i < nids; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i + 1], &len);
+        if (!(r->items[i].id = malloc(len)))
+            goto out_oom;
+        memcpy(r->items[i].id, s, len);
+        r->items[i].idLen = len;
+    }
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, fetchReply, NULL, fetchFree, 0);
+    RedisModule_SetDisconnectCallback(bc, fetchDisconnected);
+    r->owner = bc;
+    p->bc = bc;
+    p->next = pending;
+    pending = p;
+    engineSubmitFetch(r); /* assigns r->seq before returning */
+    p->seq = r->seq;
+    if (timeoutMs > 0) {
+        p->timer = RedisModule_CreateTimer(ctx, timeoutMs, fetchTimerFired, p);
+        p->hasTimer = 1;
+    }
+    return REDISMODULE_OK;
+
+out_oom:
+    if (r) {
+        r->n = r->items ? (size_t)nids : 0;
+        fetchReqFree(r);
+    }
+    free(p);
+    return RedisModule_ReplyWithError(ctx, "OOM out of memory");
+}
+
+/* ---- OBJ.LOCATE id / OBJ.NODES ---------------------------------------------------------- */
+
+static void dirAnswer(DirResult *res, void *arg)
+{
+    RedisModule_UnblockClient(arg, res);
+}
+
+static void dirFree(RedisModuleCtx *ctx, void *privdata)
+{
+    dirResultFree(privdata);
+}
+
+static int dirUnavailable(RedisModuleCtx *ctx, const DirResult *res)
+{
+    char msg[256];
+    snprintf(msg, sizeof(msg), "UNAVAILABLE directory unreachable: %s", res->err);
+    return RedisModule_ReplyWithError(ctx, msg);
+}
+
+static int locateReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    DirResult *res = RedisModule_GetBlockedClientPrivateData(ctx);
+    char sum[17];
+
+    if (res->status == DIR_UNAVAILABLE)
+        return dirUnavailable(ctx, res);
+    if (res->status != DIR_FOUND) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "NOTFOUND %s", res->err[0] ? res->err : "no such object");
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)res->checksum);
+    RedisModule_ReplyWithArray(ctx, 8);
+    RedisModule_ReplyWithSimpleString(ctx, "size");
+    RedisModule_ReplyWithLongLong(ctx, (long long)res->size);
+    RedisModule_ReplyWithSimpleString(ctx, "meta_size");
+    RedisModule_ReplyWithLongLong(ctx, (long long)res->metaSize);
+    RedisModule_ReplyWithSimpleString(ctx, "checksum");
+    RedisModule_ReplyWithSimpleString(ctx, sum);
+    RedisModule_ReplyWithSimpleString(ctx, "locations");
+    RedisModule_ReplyWithArray(ctx, (long)res->count);
+    for (size_t i = 0; i < res->count; i++)
+        RedisModule_ReplyWithStringBuffer(ctx, res->nodes[i].name, strlen(res->nodes[i].name));
+    return REDISMODULE_OK;
+}
+
+static int nodesReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    DirResult *res = RedisModule_GetBlockedClientPrivateData(ctx);
+    int64_t now = utilWallMs();
+
+    if (res->status == DIR_UNAVAILABLE)
+        return dirUnavailable(ctx, res);
+    RedisModule_ReplyWithArray(ctx, (long)res->count);
+    for (size_t i = 0; i < res->count; i++) {
+        const DirNode *n = &res->nodes[i];
+        char tps[16];
+        snprintf(tps, sizeof(tps), "%s%s", (n->features & OBJ_FEAT_TCP) ? "tcp" : "",
+                 (n->features & OBJ_FEAT_RDMA) ? ",rdma" : "");
+        RedisModule_ReplyWithArray(ctx, 14);
+        RedisModule_ReplyWithSimpleString(ctx, "name");
+        RedisModule_ReplyWithStringBuffer(ctx, n->name, strlen(n->name));
+        RedisModule_ReplyWithSimpleString(ctx, "addr");
+        RedisModule_ReplyWithStringBuffer(ctx, n->addr, strlen(n->addr));
+        RedisModule_ReplyWithSimpleString(ctx, "tcp_port");
+        RedisModule_ReplyWithLongLong(ctx, n->tcpPort);
+        RedisModule_ReplyWithSimpleString(ctx, "rdma_addr");
+        RedisModule_ReplyWithStringBuffer(ctx, n->rdmaAddr, strlen(n->rdmaAddr));
+        RedisModule_ReplyWithSimpleString(ctx, "rdma_port");
+        RedisModule_ReplyWithLongLong(ctx, n->rdmaPort);
+        RedisModule_ReplyWithSimpleString(ctx, "transports");
+        RedisModule_ReplyWithSimpleString(ctx, tps);
+        RedisModule_ReplyWithSimpleString(ctx, "heartbeat_age_ms");
+        RedisModule_ReplyWithLongLong(ctx, now - n->heartbeatMs);
+    }
+    return REDISMODULE_OK;
+}
+
+/* No deadline of our own: the directory thread answers every request exactly
+ * once, within its hiredis connect/command timeouts (UNAVAILABLE if down). */
+static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    size_t len;
+
+    if (argc != 2)
+        return RedisModule_WrongArity(ctx);
+    const char *id = RedisModule_StringPtrLen(argv[1], &len);
+    if (len == 0 || len > OBJ_ID_MAX)
+        return RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
+    if (!dirRunning)
+        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+    if (RedisModule_GetContextFlags(ctx) &
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
+        return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, locateReply, NULL, dirFree, 0);
+    dirLookup(id, len, dirAnswer, bc);
+    return REDISMODULE_OK;
+}
+
+static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 1)
+        return RedisModule_WrongArity(ctx);
+    if (!dirRunning)
+        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+    if (RedisModule_GetContextFlags(ctx) &
+        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
+        return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
+    RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, nodesReply, NULL, dirFree, 0);
+    dirListNodes(dirAnswer, bc);
+    return REDISMODULE_OK;
+}
+
+/* ---- statistics --------------------------------------------------------------------------- */
+
+typedef struct ClusterStat {
+    const char *name;
+    uint64_t v;
+} ClusterStat;
+
+/* Snapshot the engine and directory counters; returns how many. */
+static size_t clusterStatsCollect(ClusterStat *f)
+{
+    EngineStats es;
+    DirStats ds;
+    size_t n = 0;
+
+    engineGetStats(&es);
+    dirGetStats(&ds);
+#define STAT(k, v) f[n++] = (ClusterStat){k, (uint64_t)(v)}
+#define TPSTATS(p, t)                                                                              \
+    STAT(p "fetches", t.fetches);                                                                  \
+    STAT(p "fetch_bytes", t.bytes);                                                                \
+    STAT(p "fetch_failures", t.failures);                                                          \
+    STAT(p "fetch_failovers", t.failovers);                                                        \
+    STAT(p "fetch_latency_avg_us", t.latencyCount ? t.latencyUsSum / t.latencyCount : 0);          \
+    STAT(p "fetch_latency_max_us", t.latencyUsMax);                                                \
+    STAT(p "served", t.served);                                                                    \
+    STAT(p "served_bytes", t.servedBytes);                                                         \
+    STAT(p "served_inline", t.servedInline);                                                       \
+    STAT(p "served_rndv", t.servedRndv)
+    TPSTATS("tcp_", es.tcp);
+    TPSTATS("rdma_", es.rdma);
+    STAT("fetch_requests", es.fetchRequests);
+    STAT("fetch_shared", es.shared);
+    STAT("fetch_local_hits", es.localHits);
+    STAT("fetch_cancelled", es.cancelled);
+    STAT("transfer_connections", es.connections);
+    STAT("transfer_bad_frames", es.badFrames);
+    STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
+    STAT("directory_connected", ds.connected);
+    STAT("directory_publishes", ds.publishes);
+    STAT("directory_unpublishes", ds.unpublishes);
+    STAT("directory_lookups", ds.lookups);
+    STAT("directory_reconnects", ds.reconnects);
+    STAT("directory_errors", ds.errors);
+    STAT("directory_queued", ds.queued);
+#undef TPSTATS
+#undef STAT
+    return n;
+}
+
+long objClusterStats(RedisModuleCtx *ctx)
+{
+    ClusterStat f[64];
+    size_t n = clusterStatsCollect(f);
+
+    RedisModule_ReplyWithSimpleString(ctx, "node_name");
+    RedisModule_ReplyWithStringBuffer(ctx, objNode.cfg.nodeName, strlen(objNode.cfg.nodeName));
+    for (size_t i = 0; i < n; i++) {
+        RedisModule_ReplyWithSimpleString(ctx, f[i].name);
+        RedisModule_ReplyWithLongLong(ctx, (long long)f[i].v);
+    }
+    return (long)(2 * n + 2);
+}
+
+void objClusterInfo(RedisModuleInfoCtx *ctx)
+{
+    ClusterStat f[64];
+    size_t n = clusterStatsCollect(f);
+
+    RedisModule_InfoAddFieldCString(ctx, "node_name", objNode.cfg.nodeName);
+    for (size_t i = 0; i < n; i++)
+        RedisModule_InfoAddFieldULongLong(ctx, (char *)f[i].name, f[i].v);
+}
+
+/* ---- registration ------------------------------------------------------------------------- */
+
+static RedisModuleCommandArg argsFetch[] = {{.name = "id",
+                                             .type = REDISMODULE_ARG_TYPE_STRING,
+                                             .key_spec_index = -1,
+                                             .flags = REDISMODULE_CMD_ARG_MULTIPLE},
+                                            {.name = "timeout",
+                                             .token = "TIMEOUT",
+                                             .type = REDISMODULE_ARG_TYPE_INTEGER,
+                                             .key_spec_index = -1,
+                                             .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                            {.name = "via",
+                                             .token = "VIA",
+                                             .type = REDISMODULE_ARG_TYPE_STRING,
+                                             .key_spec_index = -1,
+                                             .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                            {0}};
+static RedisModuleCommandArg argsLocate[] = {
+    {.name = "id", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1}, {0}};
+
+int objClusterRegisterCommands(RedisModuleCtx *ctx)
+{
+    struct {
+        const char *name;
+        RedisModuleCmdFunc fn;
+        const char *flags;
+        int arity;
+        const char *summary;
+        RedisModuleCommandArg *args;
+    } defs[] = {
+        {"obj.fetch", ObjFetch_RedisCommand, "write", -2,
+         "Pull objects from other nodes into this node (per-id result)", argsFetch},
+        {"obj.locate", ObjLocate_RedisCommand, "readonly", 2,
+         "Show an object's size, checksum and live locations from the directory", argsLocate},
+        {"obj.nodes", ObjNodes_RedisCommand, "readonly", 1, "List the live nodes", NULL},
+    };
+    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+        if (RedisModule_CreateCommand(ctx, defs[i].name, defs[i].fn, defs[i].flags, 0, 0, 0) ==
+            REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+        RedisModuleCommandInfo info = {.version = REDISMODULE_COMMAND_INFO_VERSION,
+                                       .summary = defs[i].summary,
+                                       .since = "1.0.0",
+                                       .arity = defs[i].arity,
+                                       .args = defs[i].args};
+        RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, defs[i].name);
+        if (!cmd || RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_ERR)
+            return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}

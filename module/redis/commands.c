@@ -1,0 +1,745 @@
+/*
+ * commands.c - the OBJ.* command handlers and their registration.
+ *
+ * Every handler follows the same order: arity, then parse and validate every
+ * argument, and only then lock the table and change state, so that a
+ * command answering an error has changed nothing. Object bytes are copied
+ * outside the table lock: a created object belongs to one client (served by
+ * this thread only) and a sealed one is pinned for the duration of a copy.
+ * Error replies begin with the code word the README lists.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "node.h"
+#include "respserver.h"
+#include "common/util.h"
+
+/* Holder of the short pins taken while a reply copies an object's bytes. */
+#define OBJ_HOLDER_REPLY (OBJ_HOLDER_INTERNAL | 1)
+
+/* ---- argument parsing --------------------------------------------------------- */
+
+/* Validate an id argument; replies BADARG and returns -1 when it is unusable. */
+static int argId(RedisModuleCtx *ctx, RedisModuleString *arg, const char **id, size_t *len)
+{
+    *id = RedisModule_StringPtrLen(arg, len);
+    if (*len == 0 || *len > OBJ_ID_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "BADARG object id must be 1 to %d bytes", OBJ_ID_MAX);
+        RedisModule_ReplyWithError(ctx, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* For commands of the form `OBJ.X id`: check the arity and the id. Returns
+ * 0, or -1 after replying with the error. */
+static int argOnlyId(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const char **id,
+                     size_t *len)
+{
+    if (argc != 2) {
+        RedisModule_WrongArity(ctx);
+        return -1;
+    }
+    return argId(ctx, argv[1], id, len);
+}
+
+/* Parse a non-negative integer argument; replies BADARG naming it on error. */
+static int argU64(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what, uint64_t *out)
+{
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+
+    if (utilParseU64(s, len, out) == -1) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "BADARG %s must be a non-negative integer", what);
+        RedisModule_ReplyWithError(ctx, msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int argIs(RedisModuleString *arg, const char *word)
+{
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+    return len == strlen(word) && !strncasecmp(s, word, len);
+}
+
+/* Options after the fixed arguments. Each handler says which it accepts. */
+typedef struct ObjOpts {
+    RedisModuleString *meta;
+    long long timeoutMs; /* -1: not given */
+    int withMeta;
+    RedisModuleString *match;
+    uint64_t count;
+} ObjOpts;
+
+enum { OPT_META = 1, OPT_TIMEOUT = 2, OPT_WITHMETA = 4, OPT_MATCH = 8, OPT_COUNT = 16 };
+
+/* Parse argv[from..argc) as options from the `allowed` set. Replies BADARG
+ * and returns -1 on an unknown or repeated option or a missing value. */
+static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int from,
+                      int allowed, ObjOpts *o)
+{
+    int seen = 0;
+
+    memset(o, 0, sizeof(*o));
+    o->timeoutMs = -1;
+    o->count = 10;
+    for (int i = from; i < argc; i++) {
+        int opt = 0, hasValue = 1;
+        if (argIs(argv[i], "META"))
+            opt = OPT_META;
+        else if (argIs(argv[i], "TIMEOUT"))
+            opt = OPT_TIMEOUT;
+        else if (argIs(argv[i], "WITHMETA"))
+            opt = OPT_WITHMETA, hasValue = 0;
+        else if (argIs(argv[i], "MATCH"))
+            opt = OPT_MATCH;
+        else if (argIs(argv[i], "COUNT"))
+            opt = OPT_COUNT;
+        if (!(opt & allowed) || (seen & opt)) {
+            char msg[128];
+            size_t len;
+            const char *s = RedisModule_StringPtrLen(argv[i], &len);
+            snprintf(msg, sizeof(msg), "BADARG %s option '%.*s'",
+                     (seen & opt) ? "repeated" : "unknown", (int)(len > 40 ? 40 : len), s);
+            RedisModule_ReplyWithError(ctx, msg);
+            return -1;
+        }
+        seen |= opt;
+        if (hasValue && i + 1 >= argc) {
+            RedisModule_ReplyWithError(ctx, "BADARG option needs a value");
+            return -1;
+        }
+        uint64_t v;
+        switch (opt) {
+            case OPT_META:
+                o->meta = argv[++i];
+                break;
+            case OPT_WITHMETA:
+                o->withMeta = 1;
+                break;
+            case OPT_MATCH:
+                o->match = argv[++i];
+                break;
+            case OPT_TIMEOUT:
+                if (argU64(ctx, argv[++i], "TIMEOUT", &v) == -1)
+                    return -1;
+                o->timeoutMs = (long long)v;
+                break;
+            case OPT_COUNT:
+                if (argU64(ctx, argv[++i], "COUNT", &v) == -1)
+                    return -1;
+                if (v == 0) {
+                    RedisModule_ReplyWithError(ctx, "BADARG COUNT must be positive");
+                    return -1;
+                }
+                o->count = v;
+                break;
+        }
+    }
+    return 0;
+}
+
+/* ---- replies ------------------------------------------------------------------- */
+
+static int replyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
+{
+    char msg[160];
+
+    switch (st) {
+        case OBJ_ST_OK:
+            return RedisModule_ReplyWithSimpleString(ctx, "OK");
+        case OBJ_ST_DEFERRED:
+            return RedisModule_ReplyWithSimpleString(ctx, "DEFERRED");
+        case OBJ_ST_EXISTS:
+            return RedisModule_ReplyWithError(ctx, "EXISTS an object with this id exists");
+        case OBJ_ST_NOTFOUND:
+            return RedisModule_ReplyWithError(ctx, "NOTFOUND no such object");
+        case OBJ_ST_OOM: {
+            AllocStats as;
+            objTableAllocStats(objNode.table, &as);
+            snprintf(msg, sizeof(msg),
+                     "OOM arena full: %llu of %llu bytes free, largest free range %llu; delete "
+                     "objects or raise objstore.memory",
+                     (unsigned long long)as.free, (unsigned long long)as.capacity,
+                     (unsigned long long)as.largestFree);
+            return RedisModule_ReplyWithError(ctx, msg);
+        }
+        case OBJ_ST_WRONGSTATE:
+        default:
+            snprintf(msg, sizeof(msg), "WRONGSTATE %s", what);
+            return RedisModule_ReplyWithError(ctx, msg);
+    }
+}
+
+static uint64_t objChecksum(const ObjEntry *e)
+{
+    return XXH3_64bits(objNode.arena.base + e->offset, e->dataSize + e->metaSize);
+}
+
+int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind)
+{
+    ObjTable *t = objNode.table;
+    uint64_t holder = kind == OBJ_REPLY_PIN ? RedisModule_GetClientId(ctx) : OBJ_HOLDER_REPLY;
+
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, id, idLen);
+    if (!e) {
+        objTableUnlock(t);
+        return replyStatus(ctx, OBJ_ST_NOTFOUND, "");
+    }
+    if (e->state != OBJ_SEALED) {
+        objTableUnlock(t);
+        return RedisModule_ReplyWithError(ctx, "NOTSEALED the object is not sealed yet");
+    }
+    ObjStatus st = objTablePin(t, e, holder);
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK)
+        return replyStatus(ctx, st, "cannot pin the object");
+
+    const char *data = (const char *)objNode.arena.base + e->offset;
+    if (kind == OBJ_REPLY_PIN) {
+        objNode.cnt.pins++;
+        RedisModule_ReplyWithArray(ctx, 6);
+        RedisModule_ReplyWithSimpleString(ctx, "offset");
+        RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
+        RedisModule_ReplyWithSimpleString(ctx, "size");
+        RedisModule_ReplyWithLongLong(ctx, (long long)e->dataSize);
+        RedisModule_ReplyWithSimpleString(ctx, "meta");
+        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
+        return REDISMODULE_OK; /* the pin stays: OBJ.RELEASE drops it */
+    }
+    objNode.cnt.gets++;
+    if (kind == OBJ_REPLY_GET_META) {
+        RedisModule_ReplyWithArray(ctx, 2);
+        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
+        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
+    } else {
+        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
+    }
+    objTableLock(t);
+    objTableUnpin(t, e, holder);
+    objTableUnlock(t);
+    return REDISMODULE_OK;
+}
+
+/* ---- commands --------------------------------------------------------------------- */
+
+/* OBJ.PUT id data [META m] */
+static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen, dataLen, metaLen = 0;
+    ObjOpts o;
+    ObjEntry *e;
+
+    if (argc < 3)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1 ||
+        argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
+        return REDISMODULE_OK;
+    const char *data = RedisModule_StringPtrLen(argv[2], &dataLen);
+    const char *meta = o.meta ? RedisModule_StringPtrLen(o.meta, &metaLen) : "";
+    uint64_t holder = RedisModule_GetClientId(ctx);
+
+    objTableLock(objNode.table);
+    ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, dataLen, metaLen, holder, &e);
+    objTableUnlock(objNode.table);
+    if (st != OBJ_ST_OK)
+        return replyStatus(ctx, st, "");
+    memcpy(objNode.arena.base + e->offset, data, dataLen);
+    memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
+    uint64_t sum = objChecksum(e);
+    objTableLock(objNode.table);
+    objTableSeal(objNode.table, e, holder, sum);
+    objTableUnlock(objNode.table);
+    objClusterPublish(e);
+    objNode.cnt.puts++;
+    waitersRecheck(id, idLen);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* OBJ.CREATE id size [META m] */
+static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen, metaLen = 0;
+    uint64_t size;
+    ObjOpts o;
+    ObjEntry *e;
+
+    if (argc < 3)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "size", &size) == -1 ||
+        argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
+        return REDISMODULE_OK;
+    const char *meta = o.meta ? RedisModule_StringPtrLen(o.meta, &metaLen) : "";
+
+    objTableLock(objNode.table);
+    ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, size, metaLen,
+                                       RedisModule_GetClientId(ctx), &e);
+    objTableUnlock(objNode.table);
+    if (st != OBJ_ST_OK)
+        return replyStatus(ctx, st, "");
+    memcpy(objNode.arena.base + e->offset + size, meta, metaLen);
+    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithSimpleString(ctx, "offset");
+    RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
+    RedisModule_ReplyWithSimpleString(ctx, "size");
+    return RedisModule_ReplyWithLongLong(ctx, (long long)size);
+}
+
+/* Find the created object id that this client may change; replies and
+ * returns NULL when there is none. Caller holds the table lock. */
+static ObjEntry *ownCreated(RedisModuleCtx *ctx, const char *id, size_t idLen)
+{
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+
+    if (!e) {
+        replyStatus(ctx, OBJ_ST_NOTFOUND, "");
+        return NULL;
+    }
+    if (e->state != OBJ_CREATED) {
+        RedisModule_ReplyWithError(ctx, "WRONGSTATE the object is sealed (immutable)");
+        return NULL;
+    }
+    if (e->creator != RedisModule_GetClientId(ctx)) {
+        RedisModule_ReplyWithError(ctx,
+                                   "WRONGSTATE the object is being created by another connection");
+        return NULL;
+    }
+    return e;
+}
+
+/* OBJ.WRITE id offset data */
+static int ObjWrite_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen, dataLen;
+    uint64_t off;
+
+    if (argc != 4)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "offset", &off) == -1)
+        return REDISMODULE_OK;
+    const char *data = RedisModule_StringPtrLen(argv[3], &dataLen);
+
+    objTableLock(objNode.table);
+    ObjEntry *e = ownCreated(ctx, id, idLen);
+    objTableUnlock(objNode.table);
+    if (!e)
+        return REDISMODULE_OK;
+    if (off > e->dataSize || dataLen > e->dataSize - off) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "BADARG write of %zu bytes at offset %llu passes the end (%llu)",
+                 dataLen, (unsigned long long)off, (unsigned long long)e->dataSize);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    memcpy(objNode.arena.base + e->offset + off, data, dataLen);
+    return RedisModule_ReplyWithLongLong(ctx, (long long)dataLen);
+}
+
+/* OBJ.SEAL id */
+static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjEntry *e = ownCreated(ctx, id, idLen);
+    objTableUnlock(objNode.table);
+    if (!e)
+        return REDISMODULE_OK;
+    uint64_t sum = objChecksum(e); /* outside the lock: only this client can touch e */
+    objTableLock(objNode.table);
+    objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
+    objTableUnlock(objNode.table);
+    objClusterPublish(e);
+    waitersRecheck(id, idLen);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* OBJ.ABORT id */
+static int ObjAbort_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjEntry *e = ownCreated(ctx, id, idLen);
+    if (e)
+        objTableAbort(objNode.table, e, RedisModule_GetClientId(ctx));
+    objTableUnlock(objNode.table);
+    if (!e)
+        return REDISMODULE_OK;
+    waitersRecheck(id, idLen);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* OBJ.GET id [TIMEOUT ms] [WITHMETA] and OBJ.PIN id [TIMEOUT ms]: answer now
+ * if sealed, else wait (a created object always, a missing one with TIMEOUT). */
+static int getOrPin(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int isPin)
+{
+    const char *id;
+    size_t idLen;
+    ObjOpts o;
+
+    if (argc < 2)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1 ||
+        argOptions(ctx, argv, argc, 2, OPT_TIMEOUT | (isPin ? 0 : OPT_WITHMETA), &o) == -1)
+        return REDISMODULE_OK;
+    ObjReplyKind kind = isPin ? OBJ_REPLY_PIN : o.withMeta ? OBJ_REPLY_GET_META : OBJ_REPLY_GET;
+
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    int sealed = e && e->state == OBJ_SEALED;
+    objTableUnlock(objNode.table);
+    if (sealed || (!e && o.timeoutMs < 0))
+        return objReplyObject(ctx, id, idLen, kind);
+    return waitersBlock(ctx, id, idLen, o.timeoutMs < 0 ? 0 : o.timeoutMs, o.timeoutMs >= 0, kind);
+}
+
+static int ObjGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return getOrPin(ctx, argv, argc, 0);
+}
+
+static int ObjPin_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return getOrPin(ctx, argv, argc, 1);
+}
+
+/* OBJ.RELEASE id */
+static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjStatus st = objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx));
+    objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OK)
+        objNode.cnt.releases++;
+    return replyStatus(ctx, st, "this connection holds no pin on the object");
+}
+
+/* OBJ.DEL id */
+static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
+    objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
+        objClusterUnpublish(id, idLen);
+    return replyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
+}
+
+/* OBJ.EXISTS id */
+static int ObjExists_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    int yes = e && e->state == OBJ_SEALED;
+    objTableUnlock(objNode.table);
+    return RedisModule_ReplyWithLongLong(ctx, yes);
+}
+
+/* OBJ.INFO id */
+static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    const char *id;
+    size_t idLen;
+
+    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+        return REDISMODULE_OK;
+    objTableLock(objNode.table);
+    ObjEntry *found = objTableFind(objNode.table, id, idLen);
+    ObjEntry e = found ? *found : (ObjEntry){0};
+    objTableUnlock(objNode.table);
+    if (!found)
+        return replyStatus(ctx, OBJ_ST_NOTFOUND, "");
+    char sum[17];
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)e.checksum);
+    RedisModule_ReplyWithArray(ctx, 20);
+    RedisModule_ReplyWithSimpleString(ctx, "id");
+    RedisModule_ReplyWithStringBuffer(ctx, id, idLen);
+    RedisModule_ReplyWithSimpleString(ctx, "state");
+    RedisModule_ReplyWithSimpleString(ctx, e.state == OBJ_SEALED ? "sealed" : "created");
+    RedisModule_ReplyWithSimpleString(ctx, "size");
+    RedisModule_ReplyWithLongLong(ctx, (long long)e.dataSize);
+    RedisModule_ReplyWithSimpleString(ctx, "meta_size");
+    RedisModule_ReplyWithLongLong(ctx, (long long)e.metaSize);
+    RedisModule_ReplyWithSimpleString(ctx, "offset");
+    RedisModule_ReplyWithLongLong(ctx, (long long)e.offset);
+    RedisModule_ReplyWithSimpleString(ctx, "pins");
+    RedisModule_ReplyWithLongLong(ctx, e.pins);
+    RedisModule_ReplyWithSimpleString(ctx, "creator");
+    RedisModule_ReplyWithLongLong(ctx, (long long)e.creator);
+    RedisModule_ReplyWithSimpleString(ctx, "created_ms");
+    RedisModule_ReplyWithLongLong(ctx, e.createdMs);
+    RedisModule_ReplyWithSimpleString(ctx, "checksum");
+    RedisModule_ReplyWithSimpleString(ctx, e.state == OBJ_SEALED ? sum : "");
+    RedisModule_ReplyWithSimpleString(ctx, "replica");
+    return RedisModule_ReplyWithLongLong(ctx, e.replica);
+}
+
+/* OBJ.LIST cursor [MATCH pattern] [COUNT n]: the matching ids are copied out
+ * under the lock, because the reply must start with the cursor that only the
+ * scan itself computes. */
+typedef struct ListScan {
+    const char *pat;
+    size_t patLen;
+    RedisModuleString **ids;
+    size_t n, cap;
+} ListScan;
+
+static void listCollect(ObjEntry *e, void *arg)
+{
+    ListScan *ls = arg;
+
+    if (ls->pat && !utilGlobMatch(ls->pat, ls->patLen, e->id, e->idLen))
+        return;
+    if (ls->n == ls->cap) {
+        ls->cap = ls->cap ? ls->cap * 2 : 16;
+        ls->ids = RedisModule_Realloc(ls->ids, ls->cap * sizeof(*ls->ids));
+    }
+    ls->ids[ls->n++] = RedisModule_CreateString(NULL, e->id, e->idLen);
+}
+
+static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    uint64_t cursor;
+    ObjOpts o;
+    ListScan ls = {0};
+
+    if (argc < 2)
+        return RedisModule_WrongArity(ctx);
+    if (argU64(ctx, argv[1], "cursor", &cursor) == -1 ||
+        argOptions(ctx, argv, argc, 2, OPT_MATCH | OPT_COUNT, &o) == -1)
+        return REDISMODULE_OK;
+    if (o.match)
+        ls.pat = RedisModule_StringPtrLen(o.match, &ls.patLen);
+    objTableLock(objNode.table);
+    uint64_t next = objTableScan(objNode.table, cursor, o.count, listCollect, &ls);
+    objTableUnlock(objNode.table);
+
+    char cur[24];
+    snprintf(cur, sizeof(cur), "%llu", (unsigned long long)next);
+    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithStringBuffer(ctx, cur, strlen(cur));
+    RedisModule_ReplyWithArray(ctx, (long)ls.n);
+    for (size_t i = 0; i < ls.n; i++) {
+        RedisModule_ReplyWithString(ctx, ls.ids[i]);
+        RedisModule_FreeString(NULL, ls.ids[i]);
+    }
+    RedisModule_Free(ls.ids);
+    return REDISMODULE_OK;
+}
+
+/* ---- statistics -------------------------------------------------------------------- */
+
+/* One named counter of OBJ.STATS / INFO objstore. */
+typedef struct StatField {
+    const char *name;
+    uint64_t value;
+} StatField;
+
+#define OBJ_MAX_STATS 32
+
+/* Snapshot every numeric statistic into f; returns how many. */
+static size_t statsCollect(StatField *f)
+{
+    ObjTableStats ts;
+    AllocStats as;
+    RespServerStats rs;
+    size_t n = 0;
+
+    respServerGetStats(&rs);
+    objTableLock(objNode.table);
+    objTableGetStats(objNode.table, &ts);
+    objTableAllocStats(objNode.table, &as);
+    objTableUnlock(objNode.table);
+#define STAT(k, v) f[n++] = (StatField){k, (uint64_t)(v)}
+    STAT("arena_size", objNode.arena.size);
+    STAT("arena_used", as.used);
+    STAT("arena_free", as.free);
+    STAT("arena_largest_free", as.largestFree);
+    STAT("arena_free_ranges", as.freeBlocks);
+    STAT("objects", ts.objects);
+    STAT("objects_sealed", ts.sealed);
+    STAT("objects_created", ts.created);
+    STAT("objects_pinned", ts.pinnedObjects);
+    STAT("objects_deleting", ts.deleting);
+    STAT("bytes_sealed", ts.bytesSealed);
+    STAT("puts", objNode.cnt.puts);
+    STAT("creates", ts.creates);
+    STAT("seals", ts.seals);
+    STAT("aborts", ts.aborts);
+    STAT("gets", objNode.cnt.gets);
+    STAT("pins", objNode.cnt.pins);
+    STAT("releases", objNode.cnt.releases);
+    STAT("deletes", ts.deletes);
+    STAT("deferred_deletes", ts.deferredDeletes);
+    STAT("evictions", ts.evictions);
+    STAT("oom_errors", ts.oomErrors);
+    STAT("blocked_clients", waitersCount());
+    STAT("blocked_total", objNode.cnt.blocked);
+    STAT("rdma_clients_connected", rs.connected);
+    STAT("rdma_clients_total", rs.total);
+    STAT("rdma_client_commands", rs.commands);
+    STAT("rdma_client_protocol_errors", rs.protocolErrors);
+#undef STAT
+    return n;
+}
+
+/* OBJ.STATS */
+static int ObjStats_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    StatField f[OBJ_MAX_STATS];
+
+    if (argc != 1)
+        return RedisModule_WrongArity(ctx);
+    size_t n = statsCollect(f);
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
+    RedisModule_ReplyWithSimpleString(ctx, "arena_path");
+    RedisModule_ReplyWithStringBuffer(ctx, objNode.arena.path, strlen(objNode.arena.path));
+    for (size_t i = 0; i < n; i++) {
+        RedisModule_ReplyWithSimpleString(ctx, f[i].name);
+        RedisModule_ReplyWithLongLong(ctx, (long long)f[i].value);
+    }
+    RedisModule_ReplySetArrayLength(ctx, (long)(2 * n + 2) + objClusterStats(ctx));
+    return REDISMODULE_OK;
+}
+
+void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport)
+{
+    StatField f[OBJ_MAX_STATS];
+    size_t n = statsCollect(f);
+
+    RedisModule_InfoAddSection(ctx, "");
+    RedisModule_InfoAddFieldCString(ctx, "arena_path", objNode.arena.path);
+    for (size_t i = 0; i < n; i++)
+        RedisModule_InfoAddFieldULongLong(ctx, (char *)f[i].name, f[i].value);
+    objClusterInfo(ctx);
+}
+
+/* ---- registration ------------------------------------------------------------------ */
+
+#define ARG(n, t, fl)                                                                              \
+    {                                                                                              \
+        .name = n, .type = REDISMODULE_ARG_TYPE_##t, .key_spec_index = -1, .flags = fl             \
+    }
+#define TOKARG(n, tok, t, fl)                                                                      \
+    {                                                                                              \
+        .name = n, .token = tok, .type = REDISMODULE_ARG_TYPE_##t, .key_spec_index = -1,           \
+        .flags = fl                                                                                \
+    }
+#define OPTIONAL REDISMODULE_CMD_ARG_OPTIONAL
+
+static RedisModuleCommandArg argsPut[] = {
+    ARG("id", STRING, 0), ARG("data", STRING, 0), TOKARG("meta", "META", STRING, OPTIONAL), {0}};
+static RedisModuleCommandArg argsCreate[] = {
+    ARG("id", STRING, 0), ARG("size", INTEGER, 0), TOKARG("meta", "META", STRING, OPTIONAL), {0}};
+static RedisModuleCommandArg argsWrite[] = {
+    ARG("id", STRING, 0), ARG("offset", INTEGER, 0), ARG("data", STRING, 0), {0}};
+static RedisModuleCommandArg argsId[] = {ARG("id", STRING, 0), {0}};
+static RedisModuleCommandArg argsGet[] = {ARG("id", STRING, 0),
+                                          TOKARG("timeout", "TIMEOUT", INTEGER, OPTIONAL),
+                                          TOKARG("withmeta", "WITHMETA", PURE_TOKEN, OPTIONAL),
+                                          {0}};
+static RedisModuleCommandArg argsPin[] = {
+    ARG("id", STRING, 0), TOKARG("timeout", "TIMEOUT", INTEGER, OPTIONAL), {0}};
+static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
+                                           TOKARG("pattern", "MATCH", PATTERN, OPTIONAL),
+                                           TOKARG("count", "COUNT", INTEGER, OPTIONAL),
+                                           {0}};
+
+typedef struct ObjCommandDef {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int arity;
+    const char *summary;
+    const char *complexity;
+    RedisModuleCommandArg *args;
+} ObjCommandDef;
+
+static const ObjCommandDef objCommands[] = {
+    {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
+     "O(N) in the object size", argsPut},
+    {"obj.create", ObjCreate_RedisCommand, "write fast", -3,
+     "Reserve a created object; returns its offset in the shared arena", "O(1)", argsCreate},
+    {"obj.write", ObjWrite_RedisCommand, "write", 4, "Write bytes into a created object",
+     "O(N) in the bytes written", argsWrite},
+    {"obj.seal", ObjSeal_RedisCommand, "write", 2, "Make a created object immutable and visible",
+     "O(N) in the object size (checksum)", argsId},
+    {"obj.abort", ObjAbort_RedisCommand, "write fast", 2, "Discard a created object", "O(1)",
+     argsId},
+    {"obj.get", ObjGet_RedisCommand, "readonly", -2,
+     "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet},
+    {"obj.pin", ObjPin_RedisCommand, "write", -2,
+     "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin},
+    {"obj.release", ObjRelease_RedisCommand, "write fast", 2, "Drop a pin taken by OBJ.PIN",
+     "O(P) in the pins of this connection", argsId},
+    {"obj.del", ObjDel_RedisCommand, "write fast", 2,
+     "Delete a sealed object (deferred while pinned)", "O(1)", argsId},
+    {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,
+     "Tell whether a sealed object exists", "O(1)", argsId},
+    {"obj.info", ObjInfo_RedisCommand, "readonly fast", 2, "Describe an object", "O(1)", argsId},
+    {"obj.list", ObjList_RedisCommand, "readonly", -2, "Iterate over sealed object ids",
+     "O(1) per call, O(N) for a full iteration", argsList},
+    {"obj.stats", ObjStats_RedisCommand, "readonly fast", 1, "Store and arena statistics", "O(1)",
+     NULL},
+};
+
+int objCommandsRegister(RedisModuleCtx *ctx)
+{
+    if (objClusterRegisterCommands(ctx) == REDISMODULE_ERR) {
+        RedisModule_Log(ctx, "warning", "cannot register the cluster commands");
+        return REDISMODULE_ERR;
+    }
+    for (size_t i = 0; i < sizeof(objCommands) / sizeof(objCommands[0]); i++) {
+        const ObjCommandDef *d = &objCommands[i];
+        if (RedisModule_CreateCommand(ctx, d->name, d->fn, d->flags, 0, 0, 0) == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "cannot register %s", d->name);
+            return REDISMODULE_ERR;
+        }
+        RedisModuleCommandInfo info = {
+            .version = REDISMODULE_COMMAND_INFO_VERSION,
+            .summary = d->summary,
+            .complexity = d->complexity,
+            .since = "1.0.0",
+            .arity = d->arity,
+            .args = d->args,
+        };
+        RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, d->name);
+        if (!cmd || RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "cannot document %s", d->name);
+            return REDISMODULE_ERR;
+        }
+    }
+    return REDISMODULE_OK;
+}

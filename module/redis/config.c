@@ -1,0 +1,212 @@
+/*
+ * config.c - the node's settings, from module arguments and module configs.
+ *
+ * `--loadmodule objstore.so memory 1gb transfer-port 17001` sets the
+ * defaults; `objstore.<name>` lines in redis.conf (applied by
+ * RedisModule_LoadConfigs) override them; `CONFIG GET objstore.*` shows the
+ * result. One table describes every setting, so module arguments and
+ * configs can never disagree. Settings that size the arena or identify the
+ * node are immutable: changing them at run time would mean moving every
+ * object or re-registering under another name.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "node.h"
+#include "common/util.h"
+
+#define CFG_STRING  1
+#define CFG_NUMERIC 2
+
+typedef struct ConfigDef {
+    const char *name;
+    int kind;
+    unsigned int flags; /* REDISMODULE_CONFIG_* */
+    void *dst;          /* char[len] or long long */
+    size_t len;
+    long long def, min, max; /* numeric */
+    const char *sdef;        /* string default */
+    void (*apply)(void);     /* after a run-time change, or NULL */
+} ConfigDef;
+
+static void applyReadMin(void)
+{
+    objClusterConfigChanged();
+}
+
+#define IMM REDISMODULE_CONFIG_IMMUTABLE
+#define MEM REDISMODULE_CONFIG_MEMORY
+#define STR(n, field, fl, d)                                                                       \
+    {                                                                                              \
+        n, CFG_STRING, fl, objNode.cfg.field, sizeof(objNode.cfg.field), 0, 0, 0, d, NULL          \
+    }
+#define NUM(n, field, fl, d, lo, hi, ap)                                                           \
+    {                                                                                              \
+        n, CFG_NUMERIC, fl, &objNode.cfg.field, 0, d, lo, hi, NULL, ap                             \
+    }
+
+static ConfigDef configDefs[] = {
+    NUM("memory", memory, IMM | MEM, 1LL << 30, 1LL << 20, 1LL << 42, NULL),
+    STR("arena-dir", arenaDir, IMM, "/dev/shm"),
+    STR("node-name", nodeName, IMM, ""),
+    STR("directory", directory, IMM, ""),
+    STR("directory-password", directoryPassword, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),
+    STR("transfer-bind", transferBind, IMM, "127.0.0.1"),
+    NUM("transfer-port", transferPort, IMM, -1, -1, 65535, NULL),
+    STR("announce-addr", announceAddr, IMM, ""),
+    STR("cluster-secret", clusterSecret, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),
+    NUM("fetch-timeout", fetchTimeoutMs, 0, 30000, 1, 3600000, NULL),
+    NUM("heartbeat", heartbeatMs, IMM, 1000, 50, 60000, NULL),
+    NUM("node-ttl", nodeTtlMs, IMM, 5000, 200, 600000, NULL),
+    STR("rdma-bind", rdmaBind, IMM, ""),
+    NUM("rdma-port", rdmaPort, IMM, 0, -1, 65535, NULL),
+    STR("rdma-device", rdmaDevice, IMM, ""),
+    NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
+    NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
+};
+#define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
+
+static ConfigDef *configFind(const char *name)
+{
+    for (size_t i = 0; i < N_CONFIG; i++)
+        if (!strcasecmp(configDefs[i].name, name))
+            return &configDefs[i];
+    return NULL;
+}
+
+static long long configGetNumeric(const char *name, void *privdata)
+{
+    return *(long long *)((ConfigDef *)privdata)->dst;
+}
+
+static int configSetNumeric(const char *name, long long val, void *privdata,
+                            RedisModuleString **err)
+{
+    *(long long *)((ConfigDef *)privdata)->dst = val;
+    return REDISMODULE_OK;
+}
+
+static RedisModuleString *configGetString(const char *name, void *privdata)
+{
+    /* Redis copies the value and never frees what a getter returns: keep
+     * one string per setting and replace it on each call. */
+    static RedisModuleString *cached[N_CONFIG];
+    ConfigDef *d = privdata;
+    size_t i = (size_t)(d - configDefs);
+
+    if (cached[i])
+        RedisModule_FreeString(NULL, cached[i]);
+    cached[i] = RedisModule_CreateString(NULL, d->dst, strlen(d->dst));
+    return cached[i];
+}
+
+/* Store a string setting; arena-dir must be absolute. Returns 0 or -1 with
+ * a message in *why. */
+static int configStoreString(ConfigDef *d, const char *s, size_t len, const char **why)
+{
+    if (len >= d->len) {
+        *why = "value too long";
+        return -1;
+    }
+    if (d->dst == objNode.cfg.arenaDir && (len == 0 || s[0] != '/')) {
+        *why = "arena-dir must be an absolute path";
+        return -1;
+    }
+    memcpy(d->dst, s, len);
+    ((char *)d->dst)[len] = '\0';
+    return 0;
+}
+
+static int configSetString(const char *name, RedisModuleString *val, void *privdata,
+                           RedisModuleString **err)
+{
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(val, &len), *why;
+
+    if (configStoreString(privdata, s, len, &why) == -1) {
+        *err = RedisModule_CreateString(NULL, why, strlen(why));
+        return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+static int configApply(RedisModuleCtx *ctx, void *privdata, RedisModuleString **err)
+{
+    ConfigDef *d = privdata;
+    if (d->apply)
+        d->apply();
+    return REDISMODULE_OK;
+}
+
+/* Apply `name value` module arguments. Returns REDISMODULE_ERR (logged) on
+ * an unknown name, a missing value or a bad one. */
+static int configParseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    for (int i = 0; i < argc; i += 2) {
+        size_t vlen;
+        const char *name = RedisModule_StringPtrLen(argv[i], NULL), *why = "";
+        ConfigDef *d = configFind(name);
+        if (!d) {
+            RedisModule_Log(ctx, "warning", "unknown module argument '%s'", name);
+            return REDISMODULE_ERR;
+        }
+        if (i + 1 >= argc) {
+            RedisModule_Log(ctx, "warning", "module argument '%s' has no value", name);
+            return REDISMODULE_ERR;
+        }
+        const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
+        if (d->kind == CFG_NUMERIC) {
+            uint64_t v;
+            int neg = vlen > 1 && val[0] == '-';
+            int bad = (d->flags & MEM) ? utilParseSize(val + neg, vlen - neg, &v)
+                                       : utilParseU64(val + neg, vlen - neg, &v);
+            long long sv = neg ? -(long long)v : (long long)v;
+            if (bad || sv < d->min || sv > d->max) {
+                RedisModule_Log(ctx, "warning", "module argument %s '%s' must be from %lld to %lld",
+                                name, val, d->min, d->max);
+                return REDISMODULE_ERR;
+            }
+            *(long long *)d->dst = sv;
+        } else if (configStoreString(d, val, vlen, &why) == -1) {
+            RedisModule_Log(ctx, "warning", "module argument %s: %s", name, why);
+            return REDISMODULE_ERR;
+        }
+    }
+    return REDISMODULE_OK;
+}
+
+int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    for (size_t i = 0; i < N_CONFIG; i++) {
+        ConfigDef *d = &configDefs[i];
+        if (d->kind == CFG_NUMERIC)
+            *(long long *)d->dst = d->def;
+        else
+            snprintf(d->dst, d->len, "%s", d->sdef);
+    }
+    if (configParseArgs(ctx, argv, argc) == REDISMODULE_ERR)
+        return REDISMODULE_ERR;
+    for (size_t i = 0; i < N_CONFIG; i++) {
+        ConfigDef *d = &configDefs[i];
+        int rc;
+        if (d->kind == CFG_NUMERIC) {
+            rc = RedisModule_RegisterNumericConfig(ctx, d->name, *(long long *)d->dst, d->flags,
+                                                   d->min, d->max, configGetNumeric,
+                                                   configSetNumeric, configApply, d);
+        } else {
+            char def[512];
+            snprintf(def, sizeof(def), "%s", (char *)d->dst);
+            rc = RedisModule_RegisterStringConfig(ctx, d->name, def, d->flags, configGetString,
+                                                  configSetString, configApply, d);
+        }
+        if (rc == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "cannot register config objstore.%s", d->name);
+            return REDISMODULE_ERR;
+        }
+    }
+    if (RedisModule_LoadConfigs(ctx) == REDISMODULE_ERR) {
+        RedisModule_Log(ctx, "warning", "invalid objstore.* setting in the config file");
+        return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}

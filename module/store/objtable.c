@@ -1,0 +1,624 @@
+/*
+ * objtable.c - the object table (see objtable.h for the contract).
+ *
+ * Layout: a chained hash index of visible entries (power-of-two buckets that
+ * only grow, so OBJ.LIST can use a reverse-binary cursor like Redis's SCAN);
+ * a holder index (holder id -> what it created and pinned) so that a client
+ * disconnect or a failed transfer is cleaned up without walking every
+ * object; and an LRU list of unpinned replicas for eviction when the arena
+ * runs short. Primary copies are never on that list.
+ */
+#include "objtable.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "common/util.h"
+
+#define OBJ_TABLE_INIT_BUCKETS 64
+#define OBJ_HOLDER_BUCKETS     1024
+
+/* One object a holder created or pinned. */
+typedef struct Hold {
+    ObjEntry *e;
+    uint32_t pins;
+    int created;
+} Hold;
+
+typedef struct HolderRec {
+    uint64_t holder;
+    Hold *holds;
+    size_t count, cap;
+    struct HolderRec *next;
+} HolderRec;
+
+struct ObjTable {
+    pthread_mutex_t lock;
+    Allocator *alloc;
+    ObjEntry **buckets;
+    uint64_t mask; /* buckets - 1 */
+    HolderRec *holders[OBJ_HOLDER_BUCKETS];
+    ObjEntry *lruHead, *lruTail; /* least recently used first */
+    uint64_t lruBytes;           /* arena bytes eviction could give back */
+    uint64_t tick;
+    ObjTableStats st;
+    void (*evictHook)(const ObjEntry *e, void *arg);
+    void *evictArg;
+};
+
+/* ---- hashing and the index ------------------------------------------------ */
+
+static uint64_t tableHash(const void *id, size_t len)
+{
+    return XXH3_64bits(id, len);
+}
+
+/* Double the bucket array. Returns 0, or -1 (the table stays valid, only
+ * with longer chains) when memory is short. */
+static int tableGrow(ObjTable *t)
+{
+    uint64_t n = (t->mask + 1) * 2;
+    ObjEntry **nb = calloc(n, sizeof(*nb));
+
+    if (!nb)
+        return -1;
+    for (uint64_t i = 0; i <= t->mask; i++) {
+        ObjEntry *e = t->buckets[i];
+        while (e) {
+            ObjEntry *next = e->next;
+            uint64_t b = e->hash & (n - 1);
+            e->next = nb[b];
+            nb[b] = e;
+            e = next;
+        }
+    }
+    free(t->buckets);
+    t->buckets = nb;
+    t->mask = n - 1;
+    return 0;
+}
+
+static void indexInsert(ObjTable *t, ObjEntry *e)
+{
+    if (t->st.objects + 1 > t->mask + 1)
+        tableGrow(t);
+    uint64_t b = e->hash & t->mask;
+    e->next = t->buckets[b];
+    t->buckets[b] = e;
+    t->st.objects++;
+}
+
+static void indexRemove(ObjTable *t, ObjEntry *e)
+{
+    ObjEntry **pp = &t->buckets[e->hash & t->mask];
+
+    while (*pp && *pp != e)
+        pp = &(*pp)->next;
+    if (*pp) {
+        *pp = e->next;
+        t->st.objects--;
+    }
+    e->next = NULL;
+}
+
+ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen)
+{
+    uint64_t h = tableHash(id, idLen);
+
+    for (ObjEntry *e = t->buckets[h & t->mask]; e; e = e->next)
+        if (e->hash == h && e->idLen == idLen && memcmp(e->id, id, idLen) == 0)
+            return e;
+    return NULL;
+}
+
+/* ---- LRU of evictable replicas --------------------------------------------- */
+
+static int lruLinked(const ObjTable *t, const ObjEntry *e)
+{
+    return e->lruPrev || e->lruNext || t->lruHead == e;
+}
+
+static void lruRemove(ObjTable *t, ObjEntry *e)
+{
+    if (!lruLinked(t, e))
+        return;
+    if (e->lruPrev)
+        e->lruPrev->lruNext = e->lruNext;
+    else
+        t->lruHead = e->lruNext;
+    if (e->lruNext)
+        e->lruNext->lruPrev = e->lruPrev;
+    else
+        t->lruTail = e->lruPrev;
+    e->lruPrev = e->lruNext = NULL;
+    t->lruBytes -= allocBlockSize(e->block);
+}
+
+static void lruAppend(ObjTable *t, ObjEntry *e)
+{
+    e->lruNext = NULL;
+    e->lruPrev = t->lruTail;
+    if (t->lruTail)
+        t->lruTail->lruNext = e;
+    else
+        t->lruHead = e;
+    t->lruTail = e;
+    t->lruBytes += allocBlockSize(e->block);
+}
+
+/* ---- holders ------------------------------------------------------------------ */
+
+static HolderRec **holderSlot(ObjTable *t, uint64_t holder)
+{
+    HolderRec **pp = &t->holders[(holder * 0x9E3779B97F4A7C15ULL) >> 54];
+
+    while (*pp && (*pp)->holder != holder)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Find or add the Hold of (holder, e). Returns NULL on OOM. */
+static Hold *holdGet(ObjTable *t, uint64_t holder, ObjEntry *e)
+{
+    HolderRec **pp = holderSlot(t, holder);
+    HolderRec *r = *pp;
+
+    if (!r) {
+        r = calloc(1, sizeof(*r));
+        if (!r)
+            return NULL;
+        r->holder = holder;
+        *pp = r;
+    }
+    for (size_t i = 0; i < r->count; i++)
+        if (r->holds[i].e == e)
+            return &r->holds[i];
+    if (r->count == r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 4;
+        Hold *nh = realloc(r->holds, ncap * sizeof(*nh));
+        if (!nh)
+            return NULL;
+        r->holds = nh;
+        r->cap = ncap;
+    }
+    r->holds[r->count] = (Hold){.e = e, .pins = 0, .created = 0};
+    return &r->holds[r->count++];
+}
+
+/* Remove holds of holder that no longer hold anything; free an empty record. */
+static void holderCompact(ObjTable *t, uint64_t holder)
+{
+    HolderRec **pp = holderSlot(t, holder);
+    HolderRec *r = *pp;
+    size_t j = 0;
+
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->count; i++)
+        if (r->holds[i].pins || r->holds[i].created)
+            r->holds[j++] = r->holds[i];
+    r->count = j;
+    if (j == 0) {
+        *pp = r->next;
+        free(r->holds);
+        free(r);
+    }
+}
+
+/* ---- entry life ---------------------------------------------------------------- */
+
+static void entryFree(ObjTable *t, ObjEntry *e)
+{
+    lruRemove(t, e);
+    allocPut(t->alloc, e->block);
+    free(e->id);
+    free(e);
+}
+
+/* The last pin went: finish a deferred delete or make a replica evictable. */
+static void entryUnpinned(ObjTable *t, ObjEntry *e)
+{
+    t->st.pinnedObjects--;
+    if (e->deleting) {
+        t->st.deleting--;
+        entryFree(t, e);
+    } else if (e->replica && e->state == OBJ_SEALED) {
+        lruAppend(t, e);
+    }
+}
+
+/* Unlink a visible entry and free it, or defer that when it is pinned. */
+static ObjStatus entryRemove(ObjTable *t, ObjEntry *e)
+{
+    indexRemove(t, e);
+    if (e->state == OBJ_SEALED) {
+        t->st.sealed--;
+        t->st.bytesSealed -= e->dataSize + e->metaSize;
+    } else {
+        t->st.created--;
+    }
+    if (e->pins) {
+        e->deleting = 1;
+        t->st.deleting++;
+        lruRemove(t, e);
+        return OBJ_ST_DEFERRED;
+    }
+    entryFree(t, e);
+    return OBJ_ST_OK;
+}
+
+/* Evict least recently used unpinned replicas until a block of `need` bytes
+ * fits. Returns 1 if room was made, 0 if it could not be. When even all
+ * free space plus every evictable replica is too little, nothing is evicted:
+ * cached replicas are not thrown away for nothing. */
+static int tableEvictFor(ObjTable *t, uint64_t need)
+{
+    AllocStats as;
+
+    allocGetStats(t->alloc, &as);
+    if (need > as.capacity || as.free + t->lruBytes < need)
+        return 0;
+    while (as.largestFree < need && t->lruHead) {
+        if (t->evictHook)
+            t->evictHook(t->lruHead, t->evictArg);
+        entryRemove(t, t->lruHead);
+        t->st.evictions++;
+        allocGetStats(t->alloc, &as);
+    }
+    return as.largestFree >= need;
+}
+
+/* ---- public API --------------------------------------------------------------- */
+
+ObjTable *objTableCreate(uint64_t arenaSize)
+{
+    ObjTable *t = calloc(1, sizeof(*t));
+
+    if (!t)
+        return NULL;
+    t->alloc = allocCreate(arenaSize);
+    if (!t->alloc)
+        goto out_free_table;
+    t->buckets = calloc(OBJ_TABLE_INIT_BUCKETS, sizeof(*t->buckets));
+    if (!t->buckets)
+        goto out_destroy_alloc;
+    t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
+    pthread_mutex_init(&t->lock, NULL);
+    return t;
+
+out_destroy_alloc:
+    allocDestroy(t->alloc);
+out_free_table:
+    free(t);
+    return NULL;
+}
+
+void objTableDestroy(ObjTable *t)
+{
+    ObjEntry *doomed = NULL;
+
+    if (!t)
+        return;
+    /* Entries deleted while pinned are reachable only through holders, maybe
+     * through several: collect each once (pins set to 0 marks it), free later. */
+    for (size_t i = 0; i < OBJ_HOLDER_BUCKETS; i++) {
+        HolderRec *r = t->holders[i];
+        while (r) {
+            HolderRec *next = r->next;
+            for (size_t j = 0; j < r->count; j++) {
+                ObjEntry *e = r->holds[j].e;
+                if (e->deleting && e->pins) {
+                    e->pins = 0;
+                    e->next = doomed;
+                    doomed = e;
+                }
+            }
+            free(r->holds);
+            free(r);
+            r = next;
+        }
+    }
+    while (doomed) {
+        ObjEntry *next = doomed->next;
+        free(doomed->id);
+        free(doomed);
+        doomed = next;
+    }
+    for (uint64_t i = 0; i <= t->mask; i++) {
+        ObjEntry *e = t->buckets[i];
+        while (e) {
+            ObjEntry *next = e->next;
+            free(e->id);
+            free(e);
+            e = next;
+        }
+    }
+    free(t->buckets);
+    allocDestroy(t->alloc);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+void objTableLock(ObjTable *t)
+{
+    pthread_mutex_lock(&t->lock);
+}
+
+void objTableUnlock(ObjTable *t)
+{
+    pthread_mutex_unlock(&t->lock);
+}
+
+ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
+                              uint64_t metaSize, uint64_t holder, ObjEntry **out)
+{
+    uint64_t need = dataSize + metaSize;
+
+    if (objTableFind(t, id, idLen))
+        return OBJ_ST_EXISTS;
+    if (need < dataSize) /* overflow */
+        goto out_oom;
+    AllocBlock *b = allocGet(t->alloc, need);
+    if (!b && tableEvictFor(t, need))
+        b = allocGet(t->alloc, need);
+    if (!b)
+        goto out_oom;
+    ObjEntry *e = calloc(1, sizeof(*e));
+    if (!e)
+        goto out_put_block;
+    e->id = malloc(idLen ? idLen : 1);
+    if (!e->id)
+        goto out_free_entry;
+    Hold *h = holdGet(t, holder, e);
+    if (!h)
+        goto out_free_id;
+    h->created = 1;
+    memcpy(e->id, id, idLen);
+    e->idLen = idLen;
+    e->hash = tableHash(id, idLen);
+    e->block = b;
+    e->offset = allocBlockOffset(b);
+    e->dataSize = dataSize;
+    e->metaSize = metaSize;
+    e->state = OBJ_CREATED;
+    e->creator = holder;
+    e->createdMs = utilWallMs();
+    e->lastUse = ++t->tick;
+    indexInsert(t, e);
+    t->st.created++;
+    t->st.creates++;
+    *out = e;
+    return OBJ_ST_OK;
+
+out_free_id:
+    free(e->id);
+out_free_entry:
+    free(e);
+out_put_block:
+    allocPut(t->alloc, b);
+out_oom:
+    t->st.oomErrors++;
+    return OBJ_ST_OOM;
+}
+
+/* The creator is done with created entry e (sealing or aborting it): check
+ * that holder is its creator and drop the creation from holder's record. */
+static ObjStatus creatorLetGo(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    if (e->state != OBJ_CREATED || e->creator != holder || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    Hold *h = holdGet(t, holder, e);
+    if (h)
+        h->created = 0;
+    holderCompact(t, holder);
+    return OBJ_ST_OK;
+}
+
+ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t checksum)
+{
+    if (creatorLetGo(t, e, holder) != OBJ_ST_OK)
+        return OBJ_ST_WRONGSTATE;
+    e->state = OBJ_SEALED;
+    e->checksum = checksum;
+    t->st.created--;
+    t->st.sealed++;
+    t->st.seals++;
+    t->st.bytesSealed += e->dataSize + e->metaSize;
+    return OBJ_ST_OK;
+}
+
+ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    if (creatorLetGo(t, e, holder) != OBJ_ST_OK)
+        return OBJ_ST_WRONGSTATE;
+    t->st.aborts++;
+    entryRemove(t, e);
+    return OBJ_ST_OK;
+}
+
+ObjStatus objTableDelete(ObjTable *t, ObjEntry *e)
+{
+    if (e->state != OBJ_SEALED || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    t->st.deletes++;
+    ObjStatus st = entryRemove(t, e);
+    if (st == OBJ_ST_DEFERRED)
+        t->st.deferredDeletes++;
+    return st;
+}
+
+ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    if (e->state != OBJ_SEALED || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    Hold *h = holdGet(t, holder, e);
+    if (!h)
+        return OBJ_ST_OOM;
+    h->pins++;
+    if (e->pins++ == 0) {
+        t->st.pinnedObjects++;
+        lruRemove(t, e);
+    }
+    e->lastUse = ++t->tick;
+    return OBJ_ST_OK;
+}
+
+/* Drop one pin of holder's Hold h (on h->e). */
+static void holdUnpin(ObjTable *t, uint64_t holder, Hold *h)
+{
+    ObjEntry *e = h->e;
+
+    h->pins--;
+    holderCompact(t, holder); /* may move or free h */
+    if (--e->pins == 0)
+        entryUnpinned(t, e);
+}
+
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder)
+{
+    HolderRec *r = *holderSlot(t, holder);
+
+    if (!r)
+        return OBJ_ST_WRONGSTATE;
+    for (size_t i = 0; i < r->count; i++) {
+        Hold *h = &r->holds[i];
+        if (h->pins && h->e->idLen == idLen && memcmp(h->e->id, id, idLen) == 0) {
+            holdUnpin(t, holder, h);
+            return OBJ_ST_OK;
+        }
+    }
+    return OBJ_ST_WRONGSTATE;
+}
+
+ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    HolderRec *r = *holderSlot(t, holder);
+
+    if (!r)
+        return OBJ_ST_WRONGSTATE;
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->holds[i].e == e && r->holds[i].pins) {
+            holdUnpin(t, holder, &r->holds[i]);
+            return OBJ_ST_OK;
+        }
+    }
+    return OBJ_ST_WRONGSTATE;
+}
+
+int objTableHolderGone(ObjTable *t, uint64_t holder)
+{
+    HolderRec **pp = holderSlot(t, holder);
+    HolderRec *r = *pp;
+    int aborted = 0;
+
+    if (!r)
+        return 0;
+    *pp = r->next; /* detach first: nothing below may find it again */
+    for (size_t i = 0; i < r->count; i++) {
+        Hold *h = &r->holds[i];
+        ObjEntry *e = h->e;
+        if (h->created) { /* created objects are never pinned */
+            t->st.aborts++;
+            entryRemove(t, e);
+            aborted++;
+        } else if (h->pins) {
+            e->pins -= h->pins;
+            if (e->pins == 0)
+                entryUnpinned(t, e);
+        }
+    }
+    free(r->holds);
+    free(r);
+    return aborted;
+}
+
+void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg)
+{
+    t->evictHook = fn;
+    t->evictArg = arg;
+}
+
+void objTableMarkReplica(ObjTable *t, ObjEntry *e)
+{
+    e->replica = 1;
+    if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(t, e))
+        lruAppend(t, e);
+}
+
+/* Reverse the bits of v (for the SCAN cursor). */
+static uint64_t rev64(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    v = ((v >> 8) & 0x00FF00FF00FF00FFULL) | ((v & 0x00FF00FF00FF00FFULL) << 8);
+    v = ((v >> 16) & 0x0000FFFF0000FFFFULL) | ((v & 0x0000FFFF0000FFFFULL) << 16);
+    return (v >> 32) | (v << 32);
+}
+
+/* The cursor increments its high bits first (reverse binary), so a bucket
+ * split by growth is always visited through both of its halves later. */
+uint64_t objTableScan(ObjTable *t, uint64_t cursor, size_t count,
+                      void (*fn)(ObjEntry *e, void *arg), void *arg)
+{
+    size_t visited = 0;
+    uint64_t v = cursor;
+
+    if (count == 0)
+        count = 1;
+    do {
+        for (ObjEntry *e = t->buckets[v & t->mask]; e; e = e->next) {
+            if (e->state == OBJ_SEALED) {
+                fn(e, arg);
+                visited++;
+            }
+        }
+        v |= ~t->mask;
+        v = rev64(v);
+        v++;
+        v = rev64(v);
+    } while (v != 0 && visited < count);
+    return v;
+}
+
+void objTableGetStats(ObjTable *t, ObjTableStats *st)
+{
+    *st = t->st;
+}
+
+void objTableAllocStats(ObjTable *t, AllocStats *st)
+{
+    allocGetStats(t->alloc, st);
+}
+
+int objTableCheck(ObjTable *t)
+{
+    uint64_t n = 0, sealed = 0, created = 0, bytes = 0;
+
+    if (allocCheck(t->alloc) != 0)
+        return -1;
+    for (uint64_t i = 0; i <= t->mask; i++) {
+        for (ObjEntry *e = t->buckets[i]; e; e = e->next) {
+            if ((e->hash & t->mask) != i || e->deleting)
+                return -1;
+            if (allocBlockOffset(e->block) != e->offset ||
+                allocBlockSize(e->block) < e->dataSize + e->metaSize)
+                return -1;
+            n++;
+            if (e->state == OBJ_SEALED) {
+                sealed++;
+                bytes += e->dataSize + e->metaSize;
+            } else {
+                created++;
+            }
+        }
+    }
+    if (n != t->st.objects || sealed != t->st.sealed || created != t->st.created ||
+        bytes != t->st.bytesSealed)
+        return -1;
+    for (ObjEntry *e = t->lruHead; e; e = e->lruNext)
+        if (e->pins || !e->replica || e->deleting || e->state != OBJ_SEALED)
+            return -1;
+    return 0;
+}

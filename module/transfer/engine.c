@@ -1,0 +1,626 @@
+/*
+ * engine.c - the transfer engine's thread: its epoll loop, the queue of work
+ * from other threads, the connections and peers, the session handshake and
+ * the dispatch of frames to the requesting side (fetch.c) and the answering
+ * side (serve.c). Transports (tcp.c, rdma.c) plug in below through the
+ * operations table of transport.h.
+ *
+ * Why one thread: every connection, transfer and pin the engine holds is
+ * touched only here, so none of them needs a lock; the object table's lock
+ * is the single point shared with the Redis main thread.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "engineint.h"
+#include "common/util.h"
+
+#define ENGINE_MAX_EVENTS 64
+#define ENGINE_TICK_MS    100
+
+Engine eng;
+
+/* ---- work queue (any thread -> engine thread) ----------------------------------- */
+
+typedef enum CmdType { CMD_SUBMIT, CMD_CANCEL, CMD_TIMEOUT, CMD_DIR_RESULT, CMD_READ_MIN } CmdType;
+
+typedef struct EngineCmd {
+    CmdType type;
+    FetchReq *req;
+    uint64_t val; /* seq, xid or bytes */
+    DirResult *res;
+    struct EngineCmd *next;
+} EngineCmd;
+
+static pthread_mutex_t queueLock = PTHREAD_MUTEX_INITIALIZER;
+static EngineCmd *queueHead, *queueTail;
+static uint64_t nextSeq = 1;
+
+/* Queue a command and wake the loop. Can't fail except on OOM, where the
+ * command is dropped with a log line (a cancel lost this way only delays
+ * cleanup to the transfer's own end). */
+static void enginePost(EngineCmd *cmd)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&queueLock);
+    cmd->next = NULL;
+    if (queueTail)
+        queueTail->next = cmd;
+    else
+        queueHead = cmd;
+    queueTail = cmd;
+    pthread_mutex_unlock(&queueLock);
+    if (write(eng.evfd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN)
+        engineLog("warning", "cannot wake the engine: %s", strerror(errno));
+}
+
+static EngineCmd *cmdNew(CmdType type)
+{
+    EngineCmd *c = calloc(1, sizeof(*c));
+    if (c)
+        c->type = type;
+    else
+        engineLog("warning", "out of memory queueing engine work");
+    return c;
+}
+
+void engineSubmitFetch(FetchReq *req)
+{
+    EngineCmd *c = cmdNew(CMD_SUBMIT);
+
+    pthread_mutex_lock(&queueLock);
+    req->seq = nextSeq++;
+    pthread_mutex_unlock(&queueLock);
+    if (!c) {
+        for (size_t i = 0; i < req->n; i++)
+            snprintf(req->items[i].err, sizeof(req->items[i].err), "OOM out of memory");
+        eng.cfg.onFetchDone(req);
+        return;
+    }
+    c->req = req;
+    enginePost(c);
+}
+
+void engineCancelFetch(uint64_t seq, int timedOut)
+{
+    EngineCmd *c = cmdNew(timedOut ? CMD_TIMEOUT : CMD_CANCEL);
+    if (c) {
+        c->val = seq;
+        enginePost(c);
+    }
+}
+
+void engineSetRdmaReadMin(uint64_t bytes)
+{
+    EngineCmd *c = cmdNew(CMD_READ_MIN);
+    if (c) {
+        c->val = bytes;
+        enginePost(c);
+    }
+}
+
+/* Directory callback (directory thread): hand the result to the engine. */
+static void engineDirResult(DirResult *res, void *arg)
+{
+    EngineCmd *c = cmdNew(CMD_DIR_RESULT);
+
+    if (!c) {
+        dirResultFree(res);
+        return;
+    }
+    c->val = (uint64_t)(uintptr_t)arg;
+    c->res = res;
+    enginePost(c);
+}
+
+void engineLookup(uint64_t xid, const char *id, size_t idLen)
+{
+    dirLookup(id, idLen, engineDirResult, (void *)(uintptr_t)xid);
+}
+
+static void engineDrainQueue(void)
+{
+    uint64_t n;
+    EngineCmd *c;
+
+    if (read(eng.evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+        engineLog("warning", "eventfd read: %s", strerror(errno));
+    pthread_mutex_lock(&queueLock);
+    c = queueHead;
+    queueHead = queueTail = NULL;
+    pthread_mutex_unlock(&queueLock);
+    while (c) {
+        EngineCmd *next = c->next;
+        switch (c->type) {
+            case CMD_SUBMIT:
+                fetchSubmit(c->req);
+                break;
+            case CMD_CANCEL:
+                fetchCancel(c->val, 0);
+                break;
+            case CMD_TIMEOUT:
+                fetchCancel(c->val, 1);
+                break;
+            case CMD_DIR_RESULT:
+                fetchOnDirResult(c->val, c->res);
+                break;
+            case CMD_READ_MIN:
+                eng.cfg.rdmaReadMin = c->val;
+                break;
+        }
+        free(c);
+        c = next;
+    }
+}
+
+/* ---- epoll registrations ---------------------------------------------------------- */
+
+typedef struct Watch {
+    EngineFdFn *fn;
+    void *arg;
+    int fd;
+} Watch;
+
+static Watch **watches; /* indexed by fd */
+static int watchCap;
+
+static int watchSet(int fd, uint32_t events, EngineFdFn *fn, void *arg, int op)
+{
+    if (fd >= watchCap) {
+        int ncap = fd + 64;
+        Watch **nw = realloc(watches, (size_t)ncap * sizeof(*nw));
+        if (!nw)
+            return -1;
+        memset(nw + watchCap, 0, (size_t)(ncap - watchCap) * sizeof(*nw));
+        watches = nw;
+        watchCap = ncap;
+    }
+    Watch *w = watches[fd];
+    if (!w && !(w = calloc(1, sizeof(*w))))
+        return -1;
+    w->fn = fn;
+    w->arg = arg;
+    w->fd = fd;
+    watches[fd] = w;
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    if (epoll_ctl(eng.epfd, op, fd, &ev) == -1) {
+        engineLog("warning", "epoll_ctl(fd %d): %s", fd, strerror(errno));
+        if (op == EPOLL_CTL_ADD) {
+            free(w);
+            watches[fd] = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg)
+{
+    return watchSet(fd, events, fn, arg, EPOLL_CTL_ADD);
+}
+
+int engineModify(int fd, uint32_t events, EngineFdFn *fn, void *arg)
+{
+    return watchSet(fd, events, fn, arg, EPOLL_CTL_MOD);
+}
+
+void engineUnwatch(int fd)
+{
+    if (fd < 0 || fd >= watchCap || !watches[fd])
+        return;
+    epoll_ctl(eng.epfd, EPOLL_CTL_DEL, fd, NULL);
+    /* The Watch may be among the events of the current epoll_wait batch:
+     * keep it allocated but inert; it is reused or freed at shutdown. */
+    watches[fd]->fn = NULL;
+}
+
+/* ---- logging and stats ------------------------------------------------------------ */
+
+void engineLog(const char *level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (eng.cfg.log)
+        eng.cfg.log(level, msg);
+}
+
+EngineTransportStats *engineTpStats(int tp)
+{
+    return tp == TP_RDMA ? &eng.st.rdma : &eng.st.tcp;
+}
+
+int engineTpIndex(const TransportOps *ops)
+{
+    return ops == eng.tp[TP_RDMA] && ops ? TP_RDMA : TP_TCP;
+}
+
+void engineGetStats(EngineStats *st)
+{
+    pthread_mutex_lock(&eng.statLock);
+    *st = eng.st;
+    pthread_mutex_unlock(&eng.statLock);
+}
+
+void engineCountBadFrame(void)
+{
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.badFrames++;
+    pthread_mutex_unlock(&eng.statLock);
+}
+
+int engineRdmaEnabled(void)
+{
+    return eng.tp[TP_RDMA] != NULL;
+}
+
+uint64_t engineNextConnId(void)
+{
+    return ++eng.nextConnId;
+}
+
+/* ---- connections and peers ---------------------------------------------------------- */
+
+int engineSend(Conn *c, WireMsg *m, const void *payload, size_t len, void *cookie)
+{
+    if (c->state == CONN_CLOSED)
+        return -1;
+    return c->ops->send(c, m, payload, len, cookie);
+}
+
+void engineSendError(Conn *c, uint64_t reqId, WireErr code, const char *text)
+{
+    WireMsg m = {.h = {.type = WIRE_ERROR, .reqId = reqId}};
+
+    m.u.error.code = (uint16_t)code;
+    m.u.error.text = text;
+    m.u.error.textLen = (uint16_t)strnlen(text, OBJ_WIRE_TEXT_MAX);
+    engineSend(c, &m, NULL, 0, NULL);
+}
+
+static Peer *peerGet(const char *name)
+{
+    Peer *p;
+
+    for (p = eng.peers; p; p = p->next)
+        if (!strcmp(p->name, name))
+            return p;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->next = eng.peers;
+    eng.peers = p;
+    return p;
+}
+
+Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)
+{
+    const TransportOps *ops = eng.tp[tp];
+    Peer *p = peerGet(node->name);
+
+    if (!ops) {
+        snprintf(err, errLen, "%s is not enabled on this node", tp == TP_RDMA ? "RDMA" : "TCP");
+        return NULL;
+    }
+    if (!p) {
+        snprintf(err, errLen, "out of memory");
+        return NULL;
+    }
+    if (p->conn[tp])
+        return p->conn[tp];
+    const char *addr = tp == TP_RDMA ? node->rdmaAddr : node->addr;
+    int port = tp == TP_RDMA ? node->rdmaPort : node->tcpPort;
+    Conn *c = ops->connect(p, addr, port, err, errLen);
+    if (!c)
+        return NULL;
+    c->outgoing = 1;
+    c->peer = p;
+    snprintf(c->peerName, sizeof(c->peerName), "%s", node->name);
+    c->next = eng.conns;
+    eng.conns = c;
+    p->conn[tp] = c;
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.connections++;
+    pthread_mutex_unlock(&eng.statLock);
+    return c;
+}
+
+/* Send our HELLO: the connector's carries no proof (it has not seen the
+ * acceptor's nonce yet); the acceptor's proves the secret over both nonces. */
+static int sendHello(Conn *c)
+{
+    WireMsg m = {.h = {.type = WIRE_HELLO}};
+
+    m.u.hello.magic = OBJ_WIRE_MAGIC;
+    m.u.hello.version = OBJ_WIRE_VERSION;
+    m.u.hello.features =
+        (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
+    memcpy(m.u.hello.nonce, c->nonce, OBJ_WIRE_NONCE);
+    if (!c->outgoing)
+        wireProof(eng.cfg.secret, strlen(eng.cfg.secret), "acceptor", c->peerNonce, c->nonce,
+                  m.u.hello.proof);
+    m.u.hello.name = eng.cfg.nodeName;
+    m.u.hello.nameLen = (uint16_t)strlen(eng.cfg.nodeName);
+    return engineSend(c, &m, NULL, 0, NULL);
+}
+
+void engineOnUp(Conn *c)
+{
+    c->state = CONN_HANDSHAKE;
+    if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
+        c->ops->close(c, "no randomness for the handshake nonce");
+        return;
+    }
+    if (!c->outgoing) {
+        c->next = eng.conns;
+        eng.conns = c;
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.connections++;
+        pthread_mutex_unlock(&eng.statLock);
+    } else if (sendHello(c) == -1) {
+        c->ops->close(c, "cannot send HELLO");
+    }
+}
+
+/* The handshake steps; returns 0, or -1 to close the connection. */
+static int engineHandshake(Conn *c, const WireMsg *m)
+{
+    uint8_t proof[OBJ_WIRE_PROOF];
+    size_t slen = strlen(eng.cfg.secret);
+
+    if (!c->outgoing && m->h.type == WIRE_HELLO && !c->helloSeen) {
+        c->helloSeen = 1;
+        memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
+        snprintf(c->peerName, sizeof(c->peerName), "%.*s", (int)m->u.hello.nameLen,
+                 m->u.hello.name);
+        c->peerFeatures = m->u.hello.features;
+        return sendHello(c);
+    }
+    if (!c->outgoing && m->h.type == WIRE_AUTH && c->helloSeen) {
+        wireProof(eng.cfg.secret, slen, "connector", c->peerNonce, c->nonce, proof);
+        if (!wireProofEqual(proof, m->u.auth.proof)) {
+            engineLog("warning", "%s: node '%s' failed the cluster-secret proof", c->desc,
+                      c->peerName);
+            engineSendError(c, 0, WIRE_ERR_AUTH, "cluster secret mismatch");
+            return -1;
+        }
+        c->state = CONN_READY;
+        return 0;
+    }
+    if (c->outgoing && m->h.type == WIRE_HELLO) {
+        memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
+        c->peerFeatures = m->u.hello.features;
+        wireProof(eng.cfg.secret, slen, "acceptor", c->nonce, c->peerNonce, proof);
+        if (!wireProofEqual(proof, m->u.hello.proof)) {
+            engineLog("warning", "%s: peer '%s' failed the cluster-secret proof", c->desc,
+                      c->peerName);
+            snprintf(c->failWhy, sizeof(c->failWhy), "cluster secret mismatch");
+            engineSendError(c, 0, WIRE_ERR_AUTH, "cluster secret mismatch");
+            return -1;
+        }
+        WireMsg a = {.h = {.type = WIRE_AUTH}};
+        wireProof(eng.cfg.secret, slen, "connector", c->nonce, c->peerNonce, a.u.auth.proof);
+        if (engineSend(c, &a, NULL, 0, NULL) == -1)
+            return -1;
+        c->state = CONN_READY;
+        fetchOnConnReady(c);
+        return 0;
+    }
+    if (m->h.type == WIRE_ERROR) {
+        engineLog("warning", "%s: peer refused the session: %.*s", c->desc, (int)m->u.error.textLen,
+                  m->u.error.text);
+        return -1;
+    }
+    engineLog("warning", "%s: unexpected %s during the handshake", c->desc,
+              wireTypeName(m->h.type));
+    return -1;
+}
+
+int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+{
+    int rc = -1;
+
+    if (c->state == CONN_HANDSHAKE)
+        rc = engineHandshake(c, m);
+    else if (c->state != CONN_READY)
+        engineLog("warning", "%s: %s arrived before the connection was up", c->desc,
+                  wireTypeName(m->h.type));
+    else if (c->state == CONN_READY) {
+        switch (m->h.type) {
+            case WIRE_FETCH:
+                rc = serveOnFetch(c, m);
+                break;
+            case WIRE_DONE:
+                rc = serveOnDone(c, m);
+                break;
+            case WIRE_DATA:
+                rc = fetchOnData(c, m, payload, payloadLen);
+                break;
+            case WIRE_RNDV:
+                rc = fetchOnRndv(c, m);
+                break;
+            case WIRE_ERROR:
+                if (m->h.reqId == 0) {
+                    engineLog("warning", "%s: peer error: %.*s", c->desc, (int)m->u.error.textLen,
+                              m->u.error.text);
+                    rc = -1;
+                } else {
+                    rc = fetchOnError(c, m);
+                }
+                break;
+            case WIRE_PING: {
+                WireMsg p = {.h = {.type = WIRE_PONG, .reqId = m->h.reqId}};
+                rc = engineSend(c, &p, NULL, 0, NULL);
+                break;
+            }
+            case WIRE_PONG:
+            case WIRE_CREDIT:
+                rc = 0;
+                break;
+            default:
+                engineLog("warning", "%s: unexpected %s", c->desc, wireTypeName(m->h.type));
+                rc = -1;
+        }
+    }
+    if (rc == -1) {
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.badFrames++;
+        pthread_mutex_unlock(&eng.statLock);
+    }
+    return rc;
+}
+
+void engineOnPayloadDone(Conn *c)
+{
+    fetchOnPayloadDone(c);
+}
+
+void engineOnSendDone(Conn *c, void *cookie)
+{
+    serveOnSendDone(c, cookie);
+}
+
+void engineOnReadDone(Conn *c, void *cookie, int ok)
+{
+    fetchOnReadDone(c, cookie, ok);
+}
+
+void engineOnClosed(Conn *c, const char *why)
+{
+    Conn **pp = &eng.conns;
+
+    if (c->state != CONN_CLOSED && why)
+        engineLog(c->state == CONN_READY ? "notice" : "verbose", "%s (%s): closed: %s", c->desc,
+                  c->peerName[0] ? c->peerName : "?", why);
+    c->state = CONN_CLOSED;
+    while (*pp && *pp != c)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = c->next;
+    if (c->peer) {
+        for (int i = 0; i < TP_COUNT; i++)
+            if (c->peer->conn[i] == c)
+                c->peer->conn[i] = NULL;
+    }
+    fetchOnConnClosed(c);
+    serveOnConnClosed(c);
+}
+
+/* ---- the thread ------------------------------------------------------------------ */
+
+static void *engineMain(void *arg)
+{
+    struct epoll_event evs[ENGINE_MAX_EVENTS];
+    int64_t lastTick = utilMonoUs();
+
+    while (__atomic_load_n(&eng.running, __ATOMIC_ACQUIRE)) {
+        int64_t now = utilMonoUs();
+        if (now - lastTick >= ENGINE_TICK_MS * 1000) {
+            lastTick = now;
+            serveTick();
+        }
+        int n = epoll_wait(eng.epfd, evs, ENGINE_MAX_EVENTS, ENGINE_TICK_MS);
+        if (n == -1 && errno != EINTR) {
+            engineLog("warning", "epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            Watch *w = evs[i].data.ptr;
+            if (w == NULL)
+                engineDrainQueue();
+            else if (w->fn)
+                w->fn(w->arg, evs[i].events);
+        }
+    }
+    return NULL;
+}
+
+int engineStart(const EngineConfig *cfg, char *err, size_t errLen)
+{
+    memset(&eng, 0, sizeof(eng));
+    eng.cfg = *cfg;
+    pthread_mutex_init(&eng.statLock, NULL);
+    eng.epfd = epoll_create1(EPOLL_CLOEXEC);
+    eng.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (eng.epfd == -1 || eng.evfd == -1) {
+        snprintf(err, errLen, "cannot create the engine's epoll/eventfd: %s", strerror(errno));
+        goto out_close_fds;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(eng.epfd, EPOLL_CTL_ADD, eng.evfd, &ev) == -1) {
+        snprintf(err, errLen, "epoll_ctl(eventfd): %s", strerror(errno));
+        goto out_close_fds;
+    }
+    if (cfg->tcpPort > 0) {
+        if (tcpTransport.listen(cfg->tcpBind, cfg->tcpPort, err, errLen) == -1)
+            goto out_close_fds;
+        eng.tp[TP_TCP] = &tcpTransport;
+    }
+    if (cfg->rdmaPort > 0) {
+        char rerr[256];
+        eng.tp[TP_RDMA] = rdmaTransportInit(&eng.cfg, rerr, sizeof(rerr));
+        if (!eng.tp[TP_RDMA])
+            engineLog("warning", "RDMA disabled: %s (TCP still works)", rerr);
+    }
+    eng.running = 1;
+    int rc = pthread_create(&eng.thread, NULL, engineMain, NULL);
+    if (rc != 0) {
+        snprintf(err, errLen, "cannot start the engine thread: %s", strerror(rc));
+        eng.running = 0;
+        goto out_shutdown_transports;
+    }
+    return 0;
+
+out_shutdown_transports:
+    for (int i = 0; i < TP_COUNT; i++)
+        if (eng.tp[i])
+            eng.tp[i]->shutdown();
+out_close_fds:
+    if (eng.epfd != -1)
+        close(eng.epfd);
+    if (eng.evfd != -1)
+        close(eng.evfd);
+    eng.epfd = eng.evfd = -1;
+    return -1;
+}
+
+void engineStop(void)
+{
+    if (!eng.running)
+        return;
+    __atomic_store_n(&eng.running, 0, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    if (write(eng.evfd, &one, sizeof(one)) < 0)
+        engineLog("warning", "cannot wake the engine to stop it: %s", strerror(errno));
+    pthread_join(eng.thread, NULL);
+    /* From here on this thread plays the engine thread. */
+    engineDrainQueue();
+    for (int i = 0; i < TP_COUNT; i++)
+        if (eng.tp[i])
+            eng.tp[i]->shutdown();
+    fetchShutdown();
+    while (eng.peers) {
+        Peer *next = eng.peers->next;
+        free(eng.peers);
+        eng.peers = next;
+    }
+    for (int i = 0; i < watchCap; i++)
+        free(watches[i]);
+    free(watches);
+    watches = NULL;
+    watchCap = 0;
+    close(eng.epfd);
+    close(eng.evfd);
+}

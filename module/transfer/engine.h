@@ -1,0 +1,96 @@
+/*
+ * engine.h - the transfer engine: one thread with its own epoll loop that
+ * serves FETCH requests from other nodes and pulls objects for OBJ.FETCH.
+ *
+ * The Redis main thread talks to it only by queueing work (engineSubmit*,
+ * engineCancelFetch: an eventfd wakes the loop) and gets answers through
+ * the callbacks in EngineConfig, which run on the engine thread and must
+ * only hand off (RedisModule_UnblockClient and friends are thread-safe).
+ * The engine shares the object table (under its lock) and the arena.
+ * No Redis headers: transports, fetch logic and handshake are pure C.
+ */
+#ifndef OBJSTORE_ENGINE_H
+#define OBJSTORE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "directory/directory.h"
+#include "store/objtable.h"
+#include "wire.h"
+
+typedef enum FetchVia { FETCH_VIA_AUTO = 0, FETCH_VIA_TCP, FETCH_VIA_RDMA } FetchVia;
+
+/* The outcome of one id of an OBJ.FETCH. */
+typedef struct FetchItem {
+    char *id;
+    size_t idLen;
+    int done;
+    char err[192]; /* "" on success, else "CODE message" */
+} FetchItem;
+
+/* One OBJ.FETCH call. The main thread allocates it, the engine fills the
+ * items and calls onFetchDone exactly once (complete or cancelled); after
+ * that the engine never touches it again. */
+typedef struct FetchReq {
+    uint64_t seq; /* set by engineSubmitFetch */
+    void *owner;  /* the blocked client, for the callback */
+    FetchVia via;
+    size_t n, remaining;
+    int cancelled;
+    int timedOut;       /* cancelled because its time ran out */
+    int64_t deadlineUs; /* utilMonoUs() deadline, 0 = none */
+    FetchItem *items;
+    struct FetchReq *next; /* engine queue / live list */
+} FetchReq;
+
+typedef struct EngineConfig {
+    ObjTable *table;
+    uint8_t *arenaBase;
+    uint64_t arenaSize;
+    char nodeName[OBJ_WIRE_NAME_MAX + 1];
+    char secret[256];
+    char tcpBind[64];
+    int tcpPort; /* 0: no TCP listener */
+    char rdmaBind[64];
+    int rdmaPort; /* 0: no RDMA */
+    char rdmaDevice[64];
+    uint64_t rdmaReadMin; /* RDMA: objects >= this use the read rendezvous */
+    /* Callbacks, run on the engine thread. */
+    void (*onFetchDone)(FetchReq *req);
+    /* A fetched object was sealed, or a failed one aborted: local waiters
+     * for that id should look again. */
+    void (*onChanged)(const char *id, size_t idLen);
+    void (*log)(const char *level, const char *msg);
+} EngineConfig;
+
+/* Start listeners and the thread. Returns 0, or -1 with a reason in err (a
+ * failing RDMA setup is not fatal: it is logged and RDMA is disabled). */
+int engineStart(const EngineConfig *cfg, char *err, size_t errLen);
+/* Stop the thread, close every connection, fail queued requests. */
+void engineStop(void);
+
+/* Queue a fetch; req->seq is assigned before this returns. */
+void engineSubmitFetch(FetchReq *req);
+/* Cancel a fetch by seq (timedOut: its deadline passed; else its client
+ * left); harmless if it already finished. */
+void engineCancelFetch(uint64_t seq, int timedOut);
+/* Change the RDMA inline/rendezvous threshold at run time. */
+void engineSetRdmaReadMin(uint64_t bytes);
+/* Is RDMA usable on this node? */
+int engineRdmaEnabled(void);
+
+typedef struct EngineTransportStats {
+    uint64_t fetches, bytes, failures, failovers;
+    uint64_t latencyUsSum, latencyUsMax, latencyCount;
+    uint64_t served, servedBytes;
+    uint64_t servedInline, servedRndv; /* how served objects travelled */
+} EngineTransportStats;
+
+typedef struct EngineStats {
+    EngineTransportStats tcp, rdma;
+    uint64_t fetchRequests, shared, localHits, cancelled, connections, badFrames;
+} EngineStats;
+void engineGetStats(EngineStats *st);
+
+#endif /* OBJSTORE_ENGINE_H */

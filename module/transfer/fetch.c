@@ -1,0 +1,608 @@
+/*
+ * fetch.c - the requesting side of OBJ.FETCH, on the engine thread.
+ *
+ * A Transfer pulls one object: directory lookup -> a *created* local object
+ * of the published size -> FETCH to one live location -> the payload lands
+ * straight in the object (stream, inline ring message, or RDMA reads) ->
+ * size and checksum verified -> sealed as a replica and published. Any
+ * failure of an attempt moves on to the next location; when none is left,
+ * or when every requester has given up (timeout, disconnect), the created
+ * object is aborted so nothing partial stays behind. Every OBJ.FETCH asking
+ * for an id while its transfer runs waits on that same transfer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engineint.h"
+#include "common/util.h"
+
+/* ---- requests ---------------------------------------------------------------------- */
+
+static void reqUnlinkLive(FetchReq *r)
+{
+    FetchReq **pp = &eng.live;
+
+    while (*pp && *pp != r)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = r->next;
+    r->next = NULL;
+}
+
+/* Record the outcome of item idx; the request is handed back when it was
+ * the last one. After that the engine never touches r again. */
+static void reqItemDone(FetchReq *r, size_t idx, const char *err)
+{
+    FetchItem *it = &r->items[idx];
+
+    if (it->done)
+        return;
+    it->done = 1;
+    snprintf(it->err, sizeof(it->err), "%s", err);
+    if (--r->remaining == 0) {
+        reqUnlinkLive(r);
+        eng.cfg.onFetchDone(r);
+    }
+}
+
+/* ---- transfers ------------------------------------------------------------------------ */
+
+static Transfer *xferByXid(uint64_t xid)
+{
+    for (Transfer *x = eng.xfers; x; x = x->next)
+        if (x->xid == xid)
+            return x;
+    return NULL;
+}
+
+static Transfer *xferById(const char *id, size_t idLen)
+{
+    for (Transfer *x = eng.xfers; x; x = x->next)
+        if (!x->cancelled && x->idLen == idLen && !memcmp(x->id, id, idLen))
+            return x;
+    return NULL;
+}
+
+static int xferAttach(Transfer *x, FetchReq *r, size_t idx)
+{
+    if (x->nWaiters == x->capWaiters) {
+        size_t ncap = x->capWaiters ? x->capWaiters * 2 : 4;
+        XferWaiter *nw = realloc(x->waiters, ncap * sizeof(*nw));
+        if (!nw)
+            return -1;
+        x->waiters = nw;
+        x->capWaiters = ncap;
+    }
+    x->waiters[x->nWaiters++] = (XferWaiter){r, idx};
+    return 0;
+}
+
+static void xferUnlink(Transfer *x)
+{
+    Transfer **pp = &eng.xfers;
+
+    while (*pp && *pp != x)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = x->next;
+}
+
+static void xferFree(Transfer *x)
+{
+    if (x->dir)
+        dirResultFree(x->dir);
+    free(x->waiters);
+    free(x->id);
+    free(x);
+}
+
+/* Give back the created object of x, if it still has one. */
+static void xferAbortEntry(Transfer *x)
+{
+    if (!x->entry)
+        return;
+    objTableLock(eng.cfg.table);
+    objTableAbort(eng.cfg.table, x->entry, ENGINE_HOLDER_XFER(x->xid));
+    objTableUnlock(eng.cfg.table);
+    x->entry = NULL;
+    if (eng.cfg.onChanged) /* local OBJ.GET waiters on the created object */
+        eng.cfg.onChanged(x->id, x->idLen);
+}
+
+/* Finish x: tell every waiter (err "" = success), unlink and free it. */
+static void xferComplete(Transfer *x, const char *err)
+{
+    xferUnlink(x);
+    for (size_t i = 0; i < x->nWaiters; i++)
+        reqItemDone(x->waiters[i].req, x->waiters[i].idx, err);
+    xferFree(x);
+}
+
+static void xferFail(Transfer *x, const char *err)
+{
+    xferAbortEntry(x);
+    pthread_mutex_lock(&eng.statLock);
+    engineTpStats(x->tp)->failures++;
+    pthread_mutex_unlock(&eng.statLock);
+    xferComplete(x, err);
+}
+
+static void xferTryNext(Transfer *x);
+
+/* The current attempt failed: remember why and try the next location. */
+static void attemptFailed(Transfer *x, const char *why)
+{
+    snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", why);
+    engineLog("verbose", "fetch '%.*s': %s", (int)(x->idLen > 64 ? 64 : x->idLen), x->id, why);
+    x->conn = NULL;
+    x->state = XFER_LOOKUP;
+    xferTryNext(x);
+}
+
+static void sendFetch(Transfer *x)
+{
+    WireMsg m = {.h = {.type = WIRE_FETCH, .reqId = x->xid}};
+
+    m.u.fetch.id = x->id;
+    m.u.fetch.idLen = (uint16_t)x->idLen;
+    x->state = XFER_REQUESTED;
+    if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
+        attemptFailed(x, "UNAVAILABLE cannot send FETCH");
+}
+
+/* Which transport reaches node for x->via? Returns TP_* or -1 (why in err). */
+static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t errLen)
+{
+    int rdmaOk = eng.tp[TP_RDMA] && (n->features & OBJ_FEAT_RDMA) && n->rdmaPort > 0;
+    int tcpOk = eng.tp[TP_TCP] && n->tcpPort > 0;
+
+    if (x->via == FETCH_VIA_RDMA) {
+        if (rdmaOk)
+            return TP_RDMA;
+        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' cannot be reached over RDMA", n->name);
+        return -1;
+    }
+    if (x->via == FETCH_VIA_AUTO && rdmaOk)
+        return TP_RDMA;
+    if (tcpOk)
+        return TP_TCP;
+    if (!eng.tp[TP_TCP])
+        snprintf(err, errLen, "NOTSUPPORTED TCP transfers are off on this node (transfer-port 0)");
+    else
+        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
+    return -1;
+}
+
+static void xferTryNext(Transfer *x)
+{
+    char err[160];
+
+    while (x->nextLoc < x->dir->count) {
+        const DirNode *n = &x->dir->nodes[x->nextLoc++];
+        if (!strcmp(n->name, eng.cfg.nodeName))
+            continue;
+        int tp = pickTransport(x, n, err, sizeof(err));
+        Conn *c = tp < 0 ? NULL : engineConnFor(n, tp, err, sizeof(err));
+        if (!c) {
+            snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", err);
+            continue;
+        }
+        pthread_mutex_lock(&eng.statLock);
+        if (x->attempts++ > 0)
+            engineTpStats(tp)->failovers++;
+        pthread_mutex_unlock(&eng.statLock);
+        x->conn = c;
+        x->tp = tp;
+        if (c->state == CONN_READY)
+            sendFetch(x);
+        else
+            x->state = XFER_CONNECTING;
+        return;
+    }
+    xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
+}
+
+/* Have all requesters of x passed their deadlines? Then nobody may be told
+ * OK any more, and the copy must not stay behind either. */
+static int xferAllExpired(const Transfer *x)
+{
+    int64_t now = utilMonoUs();
+
+    for (size_t i = 0; i < x->nWaiters; i++) {
+        const FetchReq *r = x->waiters[i].req;
+        if (!r->deadlineUs || now <= r->deadlineUs)
+            return 0;
+    }
+    return x->nWaiters > 0;
+}
+
+/* The payload is in place: verify, seal as a replica, publish, answer. */
+static void xferReceived(Transfer *x)
+{
+    ObjTable *t = eng.cfg.table;
+    ObjEntry *e = x->entry;
+
+    if (xferAllExpired(x)) { /* arrived, but too late for everyone */
+        for (size_t i = 0; i < x->nWaiters; i++)
+            x->waiters[i].req->timedOut = 1;
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.cancelled++;
+        pthread_mutex_unlock(&eng.statLock);
+        xferAbortEntry(x);
+        xferComplete(x, "TIMEOUT the fetch did not complete in time");
+        return;
+    }
+    uint64_t total = e->dataSize + e->metaSize;
+    uint64_t sum = XXH3_64bits(eng.cfg.arenaBase + e->offset, total);
+
+    if (sum != x->dir->checksum || sum != x->remoteChecksum) {
+        char why[160];
+        snprintf(why, sizeof(why), "CHECKSUM mismatch in the copy from '%.64s'",
+                 x->conn ? x->conn->peerName : "?");
+        attemptFailed(x, why);
+        return;
+    }
+    objTableLock(t);
+    objTableSeal(t, e, ENGINE_HOLDER_XFER(x->xid), sum);
+    objTableMarkReplica(t, e);
+    objTableUnlock(t);
+    x->entry = NULL; /* the table owns it now */
+    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
+    if (eng.cfg.onChanged)
+        eng.cfg.onChanged(x->id, x->idLen);
+
+    uint64_t us = (uint64_t)(utilMonoUs() - x->startUs);
+    pthread_mutex_lock(&eng.statLock);
+    EngineTransportStats *ts = engineTpStats(x->tp);
+    ts->fetches++;
+    ts->bytes += total;
+    ts->latencyUsSum += us;
+    ts->latencyCount++;
+    if (us > ts->latencyUsMax)
+        ts->latencyUsMax = us;
+    pthread_mutex_unlock(&eng.statLock);
+    xferComplete(x, "");
+}
+
+/* ---- entry points from engine.c ------------------------------------------------------- */
+
+/* Start or join the transfer of item idx of r. */
+static void submitItem(FetchReq *r, size_t idx)
+{
+    FetchItem *it = &r->items[idx];
+    ObjTable *t = eng.cfg.table;
+    Transfer *x = xferById(it->id, it->idLen);
+
+    if (x) {
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.shared++;
+        pthread_mutex_unlock(&eng.statLock);
+        if (xferAttach(x, r, idx) == -1)
+            reqItemDone(r, idx, "OOM out of memory");
+        return;
+    }
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, it->id, it->idLen);
+    int state = e ? (int)e->state : -1;
+    objTableUnlock(t);
+    if (state == OBJ_SEALED) {
+        pthread_mutex_lock(&eng.statLock);
+        eng.st.localHits++;
+        pthread_mutex_unlock(&eng.statLock);
+        reqItemDone(r, idx, "");
+        return;
+    }
+    if (state == OBJ_CREATED) {
+        reqItemDone(r, idx, "WRONGSTATE the object is being created on this node");
+        return;
+    }
+    if (r->via == FETCH_VIA_RDMA && !eng.tp[TP_RDMA]) {
+        reqItemDone(r, idx, "NOTSUPPORTED RDMA is not enabled on this node");
+        return;
+    }
+    x = calloc(1, sizeof(*x));
+    if (!x || !(x->id = malloc(it->idLen)) || xferAttach(x, r, idx) == -1) {
+        if (x)
+            xferFree(x);
+        reqItemDone(r, idx, "OOM out of memory");
+        return;
+    }
+    memcpy(x->id, it->id, it->idLen);
+    x->idLen = it->idLen;
+    x->xid = ++eng.nextXid;
+    x->via = r->via;
+    x->startUs = utilMonoUs();
+    x->state = XFER_LOOKUP;
+    x->tp = r->via == FETCH_VIA_RDMA ? TP_RDMA : TP_TCP;
+    x->next = eng.xfers;
+    eng.xfers = x;
+    engineLookup(x->xid, x->id, x->idLen);
+}
+
+void fetchSubmit(FetchReq *r)
+{
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.fetchRequests++;
+    pthread_mutex_unlock(&eng.statLock);
+    r->remaining = r->n;
+    r->next = eng.live;
+    eng.live = r;
+    /* Only the last item can complete r and hand it back: read n first. */
+    size_t n = r->n;
+    for (size_t i = 0; i < n; i++)
+        submitItem(r, i);
+}
+
+void fetchOnDirResult(uint64_t xid, DirResult *res)
+{
+    Transfer *x = xferByXid(xid);
+    ObjTable *t = eng.cfg.table;
+    char err[192];
+
+    if (!x || x->state != XFER_LOOKUP || x->dir) {
+        dirResultFree(res);
+        return;
+    }
+    if (res->status != DIR_FOUND) {
+        snprintf(err, sizeof(err), "%s %s",
+                 res->status == DIR_NOTFOUND ? "NOTFOUND" : "UNAVAILABLE", res->err);
+        dirResultFree(res);
+        xferFail(x, err);
+        return;
+    }
+    x->dir = res;
+    objTableLock(t);
+    ObjEntry *e;
+    ObjStatus st = objTableCreateEntry(t, x->id, x->idLen, res->size, res->metaSize,
+                                       ENGINE_HOLDER_XFER(x->xid), &e);
+    if (st == OBJ_ST_EXISTS) {
+        e = objTableFind(t, x->id, x->idLen);
+        int sealed = e && e->state == OBJ_SEALED;
+        objTableUnlock(t);
+        xferComplete(x, sealed ? "" : "WRONGSTATE the object is being created on this node");
+        return;
+    }
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK) {
+        snprintf(err, sizeof(err), "OOM no room for %llu bytes in the arena",
+                 (unsigned long long)(res->size + res->metaSize));
+        xferFail(x, err);
+        return;
+    }
+    x->entry = e;
+    xferTryNext(x);
+}
+
+void fetchOnConnReady(Conn *c)
+{
+    int again = 1;
+
+    /* sendFetch may fail over and change the list: restart the walk each time. */
+    while (again) {
+        again = 0;
+        for (Transfer *x = eng.xfers; x; x = x->next) {
+            if (x->conn == c && x->state == XFER_CONNECTING) {
+                sendFetch(x);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+void fetchOnConnClosed(Conn *c)
+{
+    char why[256];
+    int again = 1;
+
+    if (c->failWhy[0])
+        snprintf(why, sizeof(why), "UNAVAILABLE no session with '%.64s': %.80s", c->peerName,
+                 c->failWhy);
+    else
+        snprintf(why, sizeof(why), "UNAVAILABLE lost the connection to '%.64s'", c->peerName);
+    /* A failover may complete or free transfers: restart the walk each time. */
+    while (again) {
+        again = 0;
+        for (Transfer *x = eng.xfers; x; x = x->next) {
+            if (x->conn == c && x->state != XFER_READING) {
+                attemptFailed(x, why);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+    int stream = c->ops->recvPayload != NULL;
+
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
+        if (stream) { /* its payload follows in the stream: we cannot skip it safely */
+            engineLog("warning", "%s: DATA for an unknown request %llu", c->desc,
+                      (unsigned long long)m->h.reqId);
+            return -1;
+        }
+        return 0;
+    }
+    ObjEntry *e = x->entry;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize) {
+        attemptFailed(x, "PROTOCOL the peer sent a different size than the directory");
+        return stream ? -1 : 0;
+    }
+    x->remoteChecksum = m->u.data.checksum;
+    uint64_t total = e->dataSize + e->metaSize;
+    uint8_t *dst = eng.cfg.arenaBase + e->offset;
+    if (!stream) {
+        if (payloadLen != total) {
+            attemptFailed(x, "PROTOCOL inline payload length differs from the object size");
+            return 0;
+        }
+        memcpy(dst, payload, total);
+        xferReceived(x);
+        return 0;
+    }
+    if (total == 0) {
+        xferReceived(x);
+        return 0;
+    }
+    x->state = XFER_RECEIVING;
+    return c->ops->recvPayload(c, dst, total);
+}
+
+void fetchOnPayloadDone(Conn *c)
+{
+    for (Transfer *x = eng.xfers; x; x = x->next) {
+        if (x->conn == c && x->state == XFER_RECEIVING) {
+            xferReceived(x);
+            return;
+        }
+    }
+}
+
+/* Tell the owner it may drop the pin of reqId. */
+static void sendDone(Conn *c, uint64_t reqId)
+{
+    WireMsg d = {.h = {.type = WIRE_DONE, .reqId = reqId}};
+    if (c && c->state == CONN_READY)
+        engineSend(c, &d, NULL, 0, NULL);
+}
+
+int fetchOnRndv(Conn *c, const WireMsg *m)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry || !c->ops->readRemote) {
+        sendDone(c, m->h.reqId); /* not ours (any more): release the owner's pin */
+        return 0;
+    }
+    ObjEntry *e = x->entry;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize) {
+        sendDone(c, m->h.reqId);
+        attemptFailed(x, "PROTOCOL the peer sent a different size than the directory");
+        return 0;
+    }
+    x->remoteChecksum = m->u.data.checksum;
+    x->state = XFER_READING;
+    x->readsPending = 1;
+    if (c->ops->readRemote(c, eng.cfg.arenaBase + e->offset, e->dataSize + e->metaSize,
+                           m->u.data.addr, m->u.data.rkey, (void *)(uintptr_t)x->xid) == -1) {
+        x->readsPending = 0;
+        sendDone(c, m->h.reqId);
+        attemptFailed(x, "UNAVAILABLE cannot post RDMA reads");
+    }
+    return 0;
+}
+
+void fetchOnReadDone(Conn *c, void *cookie, int ok)
+{
+    Transfer *x = xferByXid((uint64_t)(uintptr_t)cookie);
+
+    if (!x || x->state != XFER_READING)
+        return;
+    x->readsPending = 0;
+    sendDone(c, x->xid);
+    if (x->cancelled) { /* every requester left while the NIC was writing */
+        xferAbortEntry(x);
+        xferUnlink(x);
+        xferFree(x);
+        return;
+    }
+    if (!ok) {
+        attemptFailed(x, "UNAVAILABLE RDMA read failed");
+        return;
+    }
+    xferReceived(x);
+}
+
+int fetchOnError(Conn *c, const WireMsg *m)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+    char why[192];
+
+    if (!x || x->conn != c)
+        return 0;
+    snprintf(why, sizeof(why), "%s from '%s': %.*s", wireErrName(m->u.error.code), c->peerName,
+             (int)m->u.error.textLen, m->u.error.text);
+    attemptFailed(x, why);
+    return 0;
+}
+
+/* Drop r from x's waiters; returns the number left. */
+static size_t xferDetach(Transfer *x, FetchReq *r)
+{
+    size_t j = 0;
+
+    for (size_t i = 0; i < x->nWaiters; i++)
+        if (x->waiters[i].req != r)
+            x->waiters[j++] = x->waiters[i];
+    x->nWaiters = j;
+    return j;
+}
+
+/* Nobody wants x any more: stop it without leaving anything behind. */
+static void xferCancel(Transfer *x)
+{
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.cancelled++;
+    pthread_mutex_unlock(&eng.statLock);
+    x->cancelled = 1;
+    if (x->state == XFER_READING)
+        return; /* memory is in use by the NIC: fetchOnReadDone finishes it */
+    xferUnlink(x);
+    Conn *c = x->conn;
+    x->conn = NULL;
+    if (c && c->ops->recvPayload && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING))
+        c->ops->close(c, "a fetch was cancelled mid-stream"); /* others on c fail over */
+    xferAbortEntry(x);
+    xferFree(x);
+}
+
+void fetchCancel(uint64_t seq, int timedOut)
+{
+    FetchReq *r;
+
+    for (r = eng.live; r; r = r->next)
+        if (r->seq == seq)
+            break;
+    if (!r)
+        return; /* already finished */
+    r->cancelled = 1;
+    r->timedOut = timedOut;
+    int again = 1;
+    while (again) {
+        again = 0;
+        for (Transfer *x = eng.xfers; x; x = x->next) {
+            size_t before = x->nWaiters;
+            if (xferDetach(x, r) == 0 && before > 0 && !x->cancelled) {
+                xferCancel(x);
+                again = 1;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        if (!r->items[i].done) {
+            r->items[i].done = 1;
+            snprintf(r->items[i].err, sizeof(r->items[i].err), "TIMEOUT the fetch was cancelled");
+        }
+    }
+    r->remaining = 0;
+    reqUnlinkLive(r);
+    eng.cfg.onFetchDone(r);
+}
+
+void fetchShutdown(void)
+{
+    while (eng.live)
+        fetchCancel(eng.live->seq, 0);
+    while (eng.xfers) {
+        Transfer *x = eng.xfers;
+        eng.xfers = x->next;
+        xferAbortEntry(x);
+        xferFree(x);
+    }
+}

@@ -1,0 +1,1013 @@
+/*
+ * rdma.c - the RDMA transport: librdmacm for connections, libibverbs RC
+ * queue pairs for data, behind the same operations table as tcp.c.
+ *
+ * Memory: the whole arena is registered once, at start-up, with remote
+ * read access (peers RDMA_READ large objects straight out of it) and local
+ * write access (our reads land straight in created objects). Each
+ * connection adds a receive ring (the only memory with remote WRITE access)
+ * and a few send frame buffers. Nothing is registered on the transfer path.
+ *
+ * Control ring: every message is an RDMA_WRITE_WITH_IMM into the peer's next
+ * ring slot; the immediate names the slot and the length (ring.h), the
+ * peer's posted receive WR tells it a message arrived, and credits come
+ * back piggybacked on our next message or in a CREDIT message. A DATA
+ * message writes its frame from a send buffer and its payload straight from
+ * the arena (two scatter/gather entries): small objects are inline without
+ * a copy on the sending side; the receiver copies them out of the ring.
+ * Large objects go by rendezvous: RNDV (address, rkey, length), then this
+ * side posts chunked RDMA_READs, several in flight, into the created object.
+ *
+ * Completions: one completion channel for all CQs, non-blocking, in the
+ * engine's epoll. Each event is acked at once, the CQ re-armed, then polled
+ * dry: no event is lost and an idle node does not spin.
+ *
+ * Teardown: the QP is moved to the error state and its outstanding work is
+ * flushed before any memory it may touch is released or reported free.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engineint.h"
+#include "rdma/ring.h"
+#include "rdma/verbs.h"
+
+/* ---- wire: what rdma_cm private data carries ------------------------------------ */
+
+#define RDMA_PRIV_MAGIC 0x4F424A52u /* "OBJR" */
+
+/* Our receive ring, told to the peer in connect/accept private data. */
+typedef struct __attribute__((packed)) RdmaPriv {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t slots;
+    uint32_t slotSize;
+    uint32_t rkey;
+    uint64_t addr;
+} RdmaPriv;
+_Static_assert(sizeof(RdmaPriv) == 24, "RdmaPriv is part of the wire format");
+
+/* ---- tunables ---------------------------------------------------------------------- */
+
+#define RDMA_SLOTS        16
+#define RDMA_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
+#define RDMA_SLOT_SIZE    (256 * 1024 + RDMA_FRAME_MAX) /* inline payloads up to 256 KiB */
+#define RDMA_READ_CHUNK   (1u << 20)
+#define RDMA_READ_WINDOW  16 /* chunks in flight per connection */
+#define RDMA_SEND_WR      (RDMA_SLOTS + RDMA_READ_WINDOW + 4)
+#define RDMA_CQ_DEPTH     (RDMA_SEND_WR + RDMA_SLOTS + 8)
+#define RDMA_RESOLVE_MS   2000
+#define RDMA_FLUSH_MAX_MS 2000
+#define RDMA_WR_SEND      1u
+#define RDMA_WR_READ      2u
+#define RDMA_WR_RECV      3u
+_Static_assert(RDMA_SLOT_SIZE <= RING_MAX_LEN, "slot length must fit the immediate");
+
+/* ---- context -------------------------------------------------------------------------- */
+
+typedef struct PendingMsg {
+    uint8_t frame[RDMA_FRAME_MAX];
+    uint32_t frameLen;
+    int creditOnly;
+    const uint8_t *payload;
+    uint32_t payloadLen;
+    void *cookie;
+    struct PendingMsg *next;
+} PendingMsg;
+
+typedef struct ReadOp {
+    struct RdmaConn *c;
+    void *cookie;
+    uint8_t *dst;
+    uint64_t raddr, len, posted;
+    uint32_t rkey;
+    int inflight, failed;
+    struct ReadOp *next;
+} ReadOp;
+
+typedef struct RdmaConn {
+    Conn base; /* must be first */
+    struct rdma_cm_id *id;
+    struct ibv_cq *cq;
+    uint8_t *rxRing; /* RDMA_SLOTS x RDMA_SLOT_SIZE, written by the peer */
+    struct ibv_mr *rxMr;
+    uint8_t *txBuf; /* RDMA_SLOTS frame buffers */
+    struct ibv_mr *txMr;
+    void *txCookie[RDMA_SLOTS];
+    uint32_t txBusy; /* bitmap of frame buffers in flight */
+    RingTx tx;
+    RingRx rx;
+    uint64_t peerAddr;
+    uint32_t peerRkey, peerSlotSize, peerSlots;
+    PendingMsg *pendHead, *pendTail;
+    ReadOp *reads; /* in order; the head is the one being posted */
+    int readsInflight;
+    int outstanding; /* send-queue WRs posted and not completed */
+    int established, closing, inHandler, qpUp;
+    struct RdmaConn *nextAll;
+} RdmaConn;
+
+static struct {
+    struct rdma_event_channel *ec;
+    struct rdma_cm_id *listenId;
+    struct ibv_context *verbs;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *comp;
+    struct ibv_mr *arenaMr;
+    uint8_t *arenaBase;
+    uint64_t arenaSize;
+    int rdAtomic;
+    RdmaConn *all;
+} rd;
+
+extern const TransportOps rdmaTransport;
+
+static void rdmaCloseConn(Conn *base, const char *why);
+static void rdmaReapReads(struct RdmaConn *c);
+
+/* ---- verbs helpers ----------------------------------------------------------------- */
+
+static int setNonBlocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl == -1 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void rdmaFillPriv(RdmaConn *c, RdmaPriv *p)
+{
+    p->magic = htole32(RDMA_PRIV_MAGIC);
+    p->version = htole16(OBJ_WIRE_VERSION);
+    p->slots = htole16(RDMA_SLOTS);
+    p->slotSize = htole32(RDMA_SLOT_SIZE);
+    p->rkey = htole32(c->rxMr->rkey);
+    p->addr = htole64((uint64_t)(uintptr_t)c->rxRing);
+}
+
+/* Take the peer's ring from its private data. Returns 0, or -1 with a reason. */
+static int rdmaParsePriv(RdmaConn *c, const void *data, size_t len, const char **why)
+{
+    RdmaPriv p;
+
+    if (!data || len < sizeof(p)) {
+        *why = "no ring description in the private data";
+        return -1;
+    }
+    memcpy(&p, data, sizeof(p));
+    if (le32toh(p.magic) != RDMA_PRIV_MAGIC || le16toh(p.version) != OBJ_WIRE_VERSION) {
+        *why = "private data is not an objstore ring (magic/version)";
+        return -1;
+    }
+    c->peerSlots = le16toh(p.slots);
+    c->peerSlotSize = le32toh(p.slotSize);
+    if (c->peerSlots < 4 || c->peerSlots > RING_MAX_SLOTS || c->peerSlotSize < RDMA_FRAME_MAX ||
+        c->peerSlotSize > RING_MAX_LEN) {
+        *why = "peer ring geometry out of range";
+        return -1;
+    }
+    c->peerRkey = le32toh(p.rkey);
+    c->peerAddr = le64toh(p.addr);
+    ringTxInit(&c->tx, c->peerSlots);
+    return 0;
+}
+
+static int rdmaPostRecv(RdmaConn *c)
+{
+    struct ibv_recv_wr wr = {.wr_id = RDMA_WR_RECV, .sg_list = NULL, .num_sge = 0}, *bad;
+    int rc = ibv_post_recv(c->id->qp, &wr, &bad);
+
+    if (rc)
+        engineLog("warning", "%s: ibv_post_recv: %s", c->base.desc, strerror(rc));
+    return rc ? -1 : 0;
+}
+
+/* Allocate the CQ, QP, ring and send buffers of a connection, and post its
+ * receives. Returns 0, or -1 with a reason (what was set up is undone by
+ * rdmaCloseConn, which checks each resource). */
+static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
+{
+    if (c->id->verbs != rd.verbs) {
+        snprintf(err, errLen, "connection on another RDMA device than the arena's");
+        return -1;
+    }
+    if (verbsCreateRcQp(c->id, rd.pd, rd.comp, c, RDMA_CQ_DEPTH, RDMA_SEND_WR, RDMA_SLOTS, 2,
+                        &c->cq, err, errLen) == -1)
+        return -1;
+    c->qpUp = 1;
+    /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
+    size_t ringLen = (size_t)RDMA_SLOTS * RDMA_SLOT_SIZE,
+           txLen = (size_t)RDMA_SLOTS * RDMA_FRAME_MAX;
+    if (posix_memalign((void **)&c->rxRing, 4096, ringLen) ||
+        posix_memalign((void **)&c->txBuf, 4096, txLen)) {
+        snprintf(err, errLen, "out of memory for the ring");
+        return -1;
+    }
+    c->rxMr =
+        ibv_reg_mr(rd.pd, c->rxRing, ringLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    c->txMr = ibv_reg_mr(rd.pd, c->txBuf, txLen, IBV_ACCESS_LOCAL_WRITE);
+    if (!c->rxMr || !c->txMr) {
+        snprintf(err, errLen, "ibv_reg_mr (ring): %s", strerror(errno));
+        return -1;
+    }
+    ringRxInit(&c->rx, RDMA_SLOTS);
+    for (int i = 0; i < RDMA_SLOTS; i++) {
+        if (rdmaPostRecv(c) == -1) {
+            snprintf(err, errLen, "cannot post receives");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void rdmaConnParam(struct rdma_conn_param *cp, const RdmaPriv *priv)
+{
+    memset(cp, 0, sizeof(*cp));
+    cp->private_data = priv;
+    cp->private_data_len = sizeof(*priv);
+    cp->initiator_depth = (uint8_t)rd.rdAtomic;
+    cp->responder_resources = (uint8_t)rd.rdAtomic;
+    cp->retry_count = 7;
+    cp->rnr_retry_count = 7; /* infinite: receives are always reposted */
+}
+
+/* ---- sending ---------------------------------------------------------------------- */
+
+/* Post one message into the peer's next slot. Returns 0, 1 when resources
+ * (credits, frame buffers) are short (try later), or -1 on a verbs error. */
+static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
+{
+    int buf = __builtin_ffs((int)~c->txBusy) - 1;
+
+    if (buf < 0 || buf >= RDMA_SLOTS)
+        return 1;
+    int slot = ringTxTake(&c->tx, pm->creditOnly);
+    if (slot < 0)
+        return 1;
+    uint8_t *frame = c->txBuf + (size_t)buf * RDMA_FRAME_MAX;
+    memcpy(frame, pm->frame, pm->frameLen);
+    /* Piggyback every credit we owe (header bytes 2..3, little-endian). */
+    uint32_t cr = ringRxTakeCredits(&c->rx, 0xFFFF);
+    frame[2] = (uint8_t)(cr & 0xFF);
+    frame[3] = (uint8_t)(cr >> 8);
+
+    struct ibv_sge sge[2] = {
+        {.addr = (uintptr_t)frame, .length = pm->frameLen, .lkey = c->txMr->lkey},
+        {.addr = (uintptr_t)pm->payload, .length = pm->payloadLen, .lkey = rd.arenaMr->lkey},
+    };
+    struct ibv_send_wr wr = {0}, *bad;
+    wr.wr_id = ((uint64_t)buf << 3) | RDMA_WR_SEND;
+    wr.sg_list = sge;
+    wr.num_sge = pm->payloadLen ? 2 : 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(ringImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen));
+    wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
+    wr.wr.rdma.rkey = c->peerRkey;
+    int rc = ibv_post_send(c->id->qp, &wr, &bad);
+    if (rc) {
+        engineLog("warning", "%s: ibv_post_send (ring write): %s", c->base.desc, strerror(rc));
+        return -1;
+    }
+    c->txBusy |= 1u << buf;
+    c->txCookie[buf] = pm->cookie;
+    c->outstanding++;
+    return 0;
+}
+
+/* Queue a CREDIT message if we owe many credits and have nothing else to
+ * carry them. */
+static void rdmaMaybeCredit(RdmaConn *c)
+{
+    if (c->pendHead || !ringRxWantsCreditMsg(&c->rx))
+        return;
+    PendingMsg *pm = calloc(1, sizeof(*pm));
+    if (!pm)
+        return;
+    WireMsg m = {.h = {.type = WIRE_CREDIT}};
+    m.u.credit.credits = 0; /* the header's piggyback field carries them */
+    int len = wireEncode(&m, pm->frame, sizeof(pm->frame));
+    pm->frameLen = (uint32_t)len;
+    pm->creditOnly = 1;
+    c->pendHead = c->pendTail = pm;
+}
+
+/* Post queued messages while credits and buffers last. Returns 0 or -1
+ * (the conn was closed). */
+static int rdmaPump(RdmaConn *c)
+{
+    if (!c->established || c->closing)
+        return 0;
+    rdmaMaybeCredit(c);
+    while (c->pendHead) {
+        int rc = rdmaPostMsg(c, c->pendHead);
+        if (rc == 1)
+            break;
+        if (rc == -1) {
+            rdmaCloseConn(&c->base, "cannot post a ring write");
+            return -1;
+        }
+        PendingMsg *pm = c->pendHead;
+        c->pendHead = pm->next;
+        if (!c->pendHead)
+            c->pendTail = NULL;
+        free(pm);
+    }
+    return 0;
+}
+
+static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLen, void *cookie)
+{
+    RdmaConn *c = (RdmaConn *)base;
+
+    if (c->closing)
+        return -1;
+    if (payloadLen && ((const uint8_t *)payload < rd.arenaBase ||
+                       (const uint8_t *)payload + payloadLen > rd.arenaBase + rd.arenaSize)) {
+        rdmaCloseConn(base, "inline payload outside the registered arena");
+        return -1;
+    }
+    PendingMsg *pm = calloc(1, sizeof(*pm));
+    if (!pm) {
+        rdmaCloseConn(base, "out of memory for the send queue");
+        return -1;
+    }
+    m->h.credits = 0;
+    int len = wireEncode(m, pm->frame, sizeof(pm->frame));
+    if (len < 0 ||
+        (uint64_t)len + payloadLen > (c->peerSlotSize ? c->peerSlotSize : RDMA_SLOT_SIZE)) {
+        free(pm);
+        rdmaCloseConn(base, "message does not fit a ring slot");
+        return -1;
+    }
+    pm->frameLen = (uint32_t)len;
+    pm->payload = payload;
+    pm->payloadLen = (uint32_t)payloadLen;
+    pm->cookie = cookie;
+    if (c->pendTail)
+        c->pendTail->next = pm;
+    else
+        c->pendHead = pm;
+    c->pendTail = pm;
+    return rdmaPump(c);
+}
+
+static size_t rdmaMaxInline(Conn *base)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    return (c->peerSlotSize ? c->peerSlotSize : RDMA_SLOT_SIZE) - RDMA_FRAME_MAX;
+}
+
+static uint32_t rdmaArenaRkey(Conn *base)
+{
+    return rd.arenaMr->rkey;
+}
+
+/* ---- one-sided reads ------------------------------------------------------------------ */
+
+/* Post read chunks while the window allows. Returns 0 or -1 (verbs error). */
+static int rdmaPumpReads(RdmaConn *c)
+{
+    for (ReadOp *op = c->reads; op && c->readsInflight < RDMA_READ_WINDOW; op = op->next) {
+        while (op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
+            uint64_t n = op->len - op->posted;
+            if (n > RDMA_READ_CHUNK)
+                n = RDMA_READ_CHUNK;
+            struct ibv_sge sge = {.addr = (uintptr_t)(op->dst + op->posted),
+                                  .length = (uint32_t)n,
+                                  .lkey = rd.arenaMr->lkey};
+            struct ibv_send_wr wr = {0}, *bad;
+            wr.wr_id = (uint64_t)(uintptr_t)op | RDMA_WR_READ;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.opcode = IBV_WR_RDMA_READ;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.rdma.remote_addr = op->raddr + op->posted;
+            wr.wr.rdma.rkey = op->rkey;
+            int rc = ibv_post_send(c->id->qp, &wr, &bad);
+            if (rc) {
+                engineLog("warning", "%s: ibv_post_send (read): %s", c->base.desc, strerror(rc));
+                return -1;
+            }
+            op->posted += n;
+            op->inflight++;
+            c->readsInflight++;
+            c->outstanding++;
+        }
+    }
+    return 0;
+}
+
+static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
+                          void *cookie)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    uint8_t *d = dst;
+
+    if (c->closing || d < rd.arenaBase || d + len > rd.arenaBase + rd.arenaSize)
+        return -1;
+    ReadOp *op = calloc(1, sizeof(*op));
+    if (!op)
+        return -1;
+    *op = (ReadOp){.c = c, .cookie = cookie, .dst = d, .raddr = raddr, .len = len, .rkey = rkey};
+    op->failed = 0;
+    ReadOp **pp = &c->reads;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = op;
+    if (rdmaPumpReads(c) == -1) {
+        rdmaCloseConn(base, "cannot post RDMA reads");
+        return 0; /* the close reported the read as failed */
+    }
+    if (len == 0)
+        rdmaReapReads(c);
+    return 0;
+}
+
+/* Report and drop finished read ops (all chunks back, or failed with none
+ * in flight) at the head of the list, in order. */
+static void rdmaReapReads(RdmaConn *c)
+{
+    while (c->reads && c->reads->inflight == 0 &&
+           (c->reads->posted == c->reads->len || c->reads->failed)) {
+        ReadOp *op = c->reads;
+        c->reads = op->next;
+        void *cookie = op->cookie;
+        int ok = !op->failed;
+        free(op);
+        engineOnReadDone(&c->base, cookie, ok);
+        if (c->closing)
+            return;
+    }
+}
+
+/* ---- receiving --------------------------------------------------------------------- */
+
+/* A ring write arrived. Returns 0, or -1 on a protocol violation. */
+static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
+{
+    uint32_t slot, len;
+    const char *why = "";
+    WireMsg m;
+
+    ringImmDecode(imm, &slot, &len);
+    if (ringRxConsume(&c->rx, slot) == -1) {
+        why = "ring write in an unexpected slot";
+        goto out_bad;
+    }
+    if (len < OBJ_WIRE_HDR_LEN || len > RDMA_SLOT_SIZE) {
+        why = "ring message length out of range";
+        goto out_bad;
+    }
+    const uint8_t *p = c->rxRing + (size_t)slot * RDMA_SLOT_SIZE;
+    if (wireDecodeHdr(p, &m.h, &why) == -1)
+        goto out_bad;
+    if (OBJ_WIRE_HDR_LEN + m.h.bodyLen > len) {
+        why = "ring message shorter than its header says";
+        goto out_bad;
+    }
+    if (wireDecodeBody(p + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
+        goto out_bad;
+    if (ringTxGrant(&c->tx, m.h.credits) == -1) {
+        why = "peer returned more credits than it owes";
+        goto out_bad;
+    }
+    size_t payLen = len - OBJ_WIRE_HDR_LEN - m.h.bodyLen;
+    if (payLen && m.h.type != WIRE_DATA) {
+        why = "payload on a message that carries none";
+        goto out_bad;
+    }
+    if (rdmaPostRecv(c) == -1)
+        return -1;
+    if (m.h.type == WIRE_CREDIT)
+        return 0;
+    if (engineOnFrame(&c->base, &m, p + OBJ_WIRE_HDR_LEN + m.h.bodyLen, payLen) == -1) {
+        if (!c->closing)
+            rdmaCloseConn(&c->base, "protocol error (see the previous log line)");
+        return -1;
+    }
+    return 0;
+
+out_bad:
+    engineCountBadFrame();
+    engineLog("warning", "%s: bad ring message: %s", c->base.desc, why);
+    rdmaCloseConn(&c->base, why);
+    return -1;
+}
+
+/* Handle one work completion. Returns 0, or -1 when the conn was closed. */
+static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
+{
+    uint32_t kind = (uint32_t)(wc->wr_id & 7);
+
+    if (kind == RDMA_WR_READ) {
+        ReadOp *op = (ReadOp *)(uintptr_t)(wc->wr_id & ~7ULL);
+        op->inflight--;
+        c->readsInflight--;
+        c->outstanding--;
+        if (wc->status != IBV_WC_SUCCESS) {
+            op->failed = 1;
+            if (!c->closing)
+                engineLog("warning", "%s: RDMA read failed: %s", c->base.desc,
+                          ibv_wc_status_str(wc->status));
+        }
+        if (c->closing)
+            return 0;
+        if (wc->status != IBV_WC_SUCCESS) {
+            rdmaCloseConn(&c->base, "RDMA read failed (QP in error)");
+            return -1;
+        }
+        rdmaReapReads(c);
+        if (!c->closing && rdmaPumpReads(c) == -1) {
+            rdmaCloseConn(&c->base, "cannot post RDMA reads");
+            return -1;
+        }
+        return c->closing ? -1 : 0;
+    }
+    if (kind == RDMA_WR_SEND) {
+        int buf = (int)(wc->wr_id >> 3);
+        void *cookie = c->txCookie[buf];
+        c->txBusy &= ~(1u << buf);
+        c->txCookie[buf] = NULL;
+        c->outstanding--;
+        if (c->closing)
+            return 0;
+        if (wc->status != IBV_WC_SUCCESS) {
+            char why[128];
+            snprintf(why, sizeof(why), "ring write failed: %s", ibv_wc_status_str(wc->status));
+            rdmaCloseConn(&c->base, why);
+            return -1;
+        }
+        if (cookie)
+            engineOnSendDone(&c->base, cookie);
+        return c->closing ? -1 : rdmaPump(c);
+    }
+    /* a receive */
+    if (c->closing)
+        return 0;
+    if (wc->status != IBV_WC_SUCCESS) {
+        char why[128];
+        snprintf(why, sizeof(why), "receive failed: %s", ibv_wc_status_str(wc->status));
+        rdmaCloseConn(&c->base, why);
+        return -1;
+    }
+    if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
+        rdmaCloseConn(&c->base, "a receive without an immediate");
+        return -1;
+    }
+    /* The connector may write its first message before our ESTABLISHED event
+     * is delivered: its arrival proves the connection is up. */
+    if (!c->established && !c->base.outgoing) {
+        c->established = 1;
+        engineOnUp(&c->base);
+        if (c->closing)
+            return -1;
+    }
+    if (rdmaOnRingMsg(c, ntohl(wc->imm_data)) == -1)
+        return -1;
+    return c->closing ? -1 : rdmaPump(c);
+}
+
+static void rdmaPollCq(RdmaConn *c)
+{
+    struct ibv_wc wcs[32];
+    int n;
+
+    while ((n = ibv_poll_cq(c->cq, 32, wcs)) > 0) {
+        for (int i = 0; i < n; i++) {
+            if (rdmaOnWc(c, &wcs[i]) == -1 && c->closing) {
+                /* keep draining: teardown already flushed what mattered */
+                return;
+            }
+        }
+    }
+    if (n < 0)
+        rdmaCloseConn(&c->base, "ibv_poll_cq failed");
+}
+
+static void rdmaFree(RdmaConn *c);
+
+static void rdmaOnComp(void *arg, uint32_t events)
+{
+    struct ibv_cq *cq;
+    void *ctx;
+
+    while (ibv_get_cq_event(rd.comp, &cq, &ctx) == 0) {
+        RdmaConn *c = ctx;
+        ibv_ack_cq_events(cq, 1);
+        if (c->closing)
+            continue;
+        int rc = ibv_req_notify_cq(cq, 0);
+        if (rc) {
+            engineLog("warning", "%s: ibv_req_notify_cq: %s", c->base.desc, strerror(rc));
+            rdmaCloseConn(&c->base, "cannot re-arm the CQ");
+            continue;
+        }
+        c->inHandler = 1;
+        rdmaPollCq(c);
+        c->inHandler = 0;
+        if (c->closing)
+            rdmaFree(c);
+    }
+}
+
+/* ---- teardown ------------------------------------------------------------------------ */
+
+static void rdmaUnlinkAll(RdmaConn *c)
+{
+    for (RdmaConn **pp = &rd.all; *pp; pp = &(*pp)->nextAll) {
+        if (*pp == c) {
+            *pp = c->nextAll;
+            return;
+        }
+    }
+}
+
+/* Move the QP to error and poll until the NIC has given back every send-side
+ * WR (bounded): only then is memory they point at safe to reuse. */
+static void rdmaFlush(RdmaConn *c)
+{
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+    struct timespec t0, now;
+    struct ibv_wc wcs[32];
+
+    if (!c->qpUp)
+        return;
+    int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
+    if (rc)
+        engineLog("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (c->outstanding > 0) {
+        int n = ibv_poll_cq(c->cq, 32, wcs);
+        for (int i = 0; i < n; i++)
+            rdmaOnWc(c, &wcs[i]); /* closing: only bookkeeping */
+        if (n > 0)
+            continue;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
+            RDMA_FLUSH_MAX_MS) {
+            engineLog("warning", "%s: %d work requests not flushed in time", c->base.desc,
+                      c->outstanding);
+            break;
+        }
+        usleep(100);
+    }
+}
+
+static void rdmaFree(RdmaConn *c)
+{
+    if (c->qpUp)
+        rdma_destroy_qp(c->id);
+    if (c->cq) {
+        int rc = ibv_destroy_cq(c->cq);
+        if (rc)
+            engineLog("warning", "%s: ibv_destroy_cq: %s", c->base.desc, strerror(rc));
+    }
+    if (c->rxMr)
+        ibv_dereg_mr(c->rxMr);
+    if (c->txMr)
+        ibv_dereg_mr(c->txMr);
+    free(c->rxRing);
+    free(c->txBuf);
+    if (c->id)
+        rdma_destroy_id(c->id);
+    while (c->pendHead) {
+        PendingMsg *n = c->pendHead->next;
+        free(c->pendHead);
+        c->pendHead = n;
+    }
+    free(c);
+}
+
+static void rdmaCloseConn(Conn *base, const char *why)
+{
+    RdmaConn *c = (RdmaConn *)base;
+
+    if (c->closing)
+        return;
+    c->closing = 1;
+    rdmaUnlinkAll(c);
+    rdmaFlush(c);
+    if (c->id && c->established)
+        rdma_disconnect(c->id);
+    /* Reads the NIC has let go of: their transfers may now move on. */
+    while (c->reads) {
+        ReadOp *op = c->reads;
+        c->reads = op->next;
+        void *cookie = op->cookie;
+        free(op);
+        engineOnReadDone(base, cookie, 0);
+    }
+    engineOnClosed(base, why);
+    if (!c->inHandler)
+        rdmaFree(c);
+}
+
+/* ---- connection manager events ---------------------------------------------------------- */
+
+static RdmaConn *rdmaNew(struct rdma_cm_id *id, const char *desc)
+{
+    RdmaConn *c = calloc(1, sizeof(*c));
+
+    if (!c)
+        return NULL;
+    c->id = id;
+    id->context = c;
+    c->base.ops = &rdmaTransport;
+    c->base.id = engineNextConnId();
+    c->base.state = CONN_CONNECTING;
+    snprintf(c->base.desc, sizeof(c->base.desc), "rdma %s", desc);
+    c->nextAll = rd.all;
+    rd.all = c;
+    return c;
+}
+
+static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t privLen)
+{
+    char err[160], desc[64];
+    const char *why;
+    struct sockaddr_in *sa = (struct sockaddr_in *)rdma_get_peer_addr(id);
+    RdmaPriv mine;
+    struct rdma_conn_param cp;
+
+    snprintf(desc, sizeof(desc), "%s:%d (in)", inet_ntoa(sa->sin_addr), ntohs(sa->sin_port));
+    RdmaConn *c = rdmaNew(id, desc);
+    if (!c) {
+        rdma_reject(id, NULL, 0);
+        rdma_destroy_id(id);
+        return;
+    }
+    if (rdmaParsePriv(c, priv, privLen, &why) == -1) {
+        engineLog("warning", "%s: refused: %s", c->base.desc, why);
+        goto out_reject;
+    }
+    if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
+        engineLog("warning", "%s: refused: %s", c->base.desc, err);
+        goto out_reject;
+    }
+    rdmaFillPriv(c, &mine);
+    rdmaConnParam(&cp, &mine);
+    if (rdma_accept(id, &cp)) {
+        engineLog("warning", "%s: rdma_accept: %s", c->base.desc, strerror(errno));
+        goto out_reject;
+    }
+    return;
+
+out_reject:
+    rdma_reject(id, NULL, 0);
+    c->closing = 1; /* never reported up: free quietly */
+    rdmaUnlinkAll(c);
+    rdmaFree(c);
+}
+
+static void rdmaOnCmEvent(void *arg, uint32_t events)
+{
+    struct rdma_cm_event *ev;
+
+    while (rdma_get_cm_event(rd.ec, &ev) == 0) {
+        struct rdma_cm_id *id = ev->id;
+        enum rdma_cm_event_type type = ev->event;
+        int status = ev->status;
+        uint8_t priv[64];
+        size_t privLen = 0;
+        if (ev->param.conn.private_data && ev->param.conn.private_data_len) {
+            privLen = ev->param.conn.private_data_len < sizeof(priv)
+                          ? ev->param.conn.private_data_len
+                          : sizeof(priv);
+            memcpy(priv, ev->param.conn.private_data, privLen);
+        }
+        rdma_ack_cm_event(ev); /* before anything that may destroy the id */
+
+        if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            rdmaOnConnectRequest(id, privLen ? priv : NULL, privLen);
+            continue;
+        }
+        RdmaConn *c = id->context;
+        if (!c || c->closing)
+            continue;
+        char err[192];
+        const char *why;
+        switch (type) {
+            case RDMA_CM_EVENT_ADDR_RESOLVED:
+                if (rdma_resolve_route(id, RDMA_RESOLVE_MS)) {
+                    snprintf(err, sizeof(err), "rdma_resolve_route: %s", strerror(errno));
+                    rdmaCloseConn(&c->base, err);
+                }
+                break;
+            case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+                RdmaPriv mine;
+                struct rdma_conn_param cp;
+                if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
+                    rdmaCloseConn(&c->base, err);
+                    break;
+                }
+                rdmaFillPriv(c, &mine);
+                rdmaConnParam(&cp, &mine);
+                if (rdma_connect(id, &cp)) {
+                    snprintf(err, sizeof(err), "rdma_connect: %s", strerror(errno));
+                    rdmaCloseConn(&c->base, err);
+                }
+                break;
+            }
+            case RDMA_CM_EVENT_ESTABLISHED:
+                if (c->established)
+                    break; /* already up: its first message came first */
+                if (c->base.outgoing && rdmaParsePriv(c, privLen ? priv : NULL, privLen, &why)) {
+                    rdmaCloseConn(&c->base, why);
+                    break;
+                }
+                c->established = 1;
+                c->inHandler = 1;
+                engineOnUp(&c->base);
+                if (!c->closing)
+                    rdmaPump(c);
+                c->inHandler = 0;
+                if (c->closing)
+                    rdmaFree(c);
+                break;
+            case RDMA_CM_EVENT_DISCONNECTED:
+                rdmaCloseConn(&c->base, "peer disconnected");
+                break;
+            case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+                break;
+            default:
+                snprintf(err, sizeof(err), "%s (status %d)", rdma_event_str(type), status);
+                rdmaCloseConn(&c->base, err);
+        }
+    }
+}
+
+static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size_t errLen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    struct rdma_cm_id *id;
+    char desc[64];
+
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1 || port <= 0 || port > 65535) {
+        snprintf(err, errLen, "UNAVAILABLE bad RDMA address %s:%d", addr, port);
+        return NULL;
+    }
+    if (rdma_create_id(rd.ec, &id, NULL, RDMA_PS_TCP)) {
+        snprintf(err, errLen, "UNAVAILABLE rdma_create_id: %s", strerror(errno));
+        return NULL;
+    }
+    snprintf(desc, sizeof(desc), "%s:%d", addr, port);
+    RdmaConn *c = rdmaNew(id, desc);
+    if (!c) {
+        rdma_destroy_id(id);
+        snprintf(err, errLen, "OOM out of memory");
+        return NULL;
+    }
+    /* Bind the source to our RDMA address so that rdma_cm picks our device. */
+    struct sockaddr_in *me = (struct sockaddr_in *)rdma_get_local_addr(rd.listenId);
+    src.sin_addr = me->sin_addr;
+    if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&sa, RDMA_RESOLVE_MS)) {
+        snprintf(err, errLen, "UNAVAILABLE rdma_resolve_addr %s: %s", desc, strerror(errno));
+        c->closing = 1;
+        rdmaUnlinkAll(c);
+        rdmaFree(c);
+        return NULL;
+    }
+    return &c->base;
+}
+
+/* ---- start-up and shutdown ----------------------------------------------------------- */
+
+static int rdmaListen(const char *bindAddr, int port, char *err, size_t errLen)
+{
+    return 0; /* done by rdmaTransportInit, which needs the device first */
+}
+
+static void rdmaShutdown(void)
+{
+    while (rd.all)
+        rdmaCloseConn(&rd.all->base, "node shutting down");
+    if (rd.listenId)
+        rdma_destroy_id(rd.listenId);
+    if (rd.ec) {
+        engineUnwatch(rd.ec->fd);
+        rdma_destroy_event_channel(rd.ec);
+    }
+    if (rd.comp) {
+        engineUnwatch(rd.comp->fd);
+        ibv_destroy_comp_channel(rd.comp);
+    }
+    if (rd.arenaMr)
+        ibv_dereg_mr(rd.arenaMr);
+    if (rd.pd)
+        ibv_dealloc_pd(rd.pd);
+    memset(&rd, 0, sizeof(rd));
+}
+
+const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t errLen)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->rdmaPort)};
+    struct ibv_device_attr da;
+
+    memset(&rd, 0, sizeof(rd));
+    rd.arenaBase = cfg->arenaBase;
+    rd.arenaSize = cfg->arenaSize;
+    if (inet_pton(AF_INET, cfg->rdmaBind, &sa.sin_addr) != 1) {
+        snprintf(err, errLen, "rdma-bind '%s' is not an IPv4 address", cfg->rdmaBind);
+        return NULL;
+    }
+    /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
+     * pinned pages need nothing; older ones need MADV_DONTFORK. */
+    if (ibv_is_fork_initialized() == IBV_FORK_DISABLED && ibv_fork_init())
+        engineLog("warning", "ibv_fork_init failed: BGSAVE may be unsafe with RDMA");
+    rd.ec = rdma_create_event_channel();
+    if (!rd.ec) {
+        snprintf(err, errLen, "rdma_create_event_channel: %s (no RDMA support?)", strerror(errno));
+        return NULL;
+    }
+    if (rdma_create_id(rd.ec, &rd.listenId, NULL, RDMA_PS_TCP)) {
+        snprintf(err, errLen, "rdma_create_id: %s", strerror(errno));
+        goto out_shutdown;
+    }
+    if (rdma_bind_addr(rd.listenId, (struct sockaddr *)&sa)) {
+        snprintf(err, errLen, "rdma_bind_addr %s:%d: %s", cfg->rdmaBind, cfg->rdmaPort,
+                 strerror(errno));
+        goto out_shutdown;
+    }
+    rd.verbs = rd.listenId->verbs;
+    if (!rd.verbs) {
+        snprintf(err, errLen, "no RDMA device has the address %s (set objstore.rdma-bind)",
+                 cfg->rdmaBind);
+        goto out_shutdown;
+    }
+    const char *dev = ibv_get_device_name(rd.verbs->device);
+    if (cfg->rdmaDevice[0] && strcmp(cfg->rdmaDevice, dev)) {
+        snprintf(err, errLen, "%s belongs to device %s, not rdma-device %s", cfg->rdmaBind, dev,
+                 cfg->rdmaDevice);
+        goto out_shutdown;
+    }
+    if (ibv_query_device(rd.verbs, &da)) {
+        snprintf(err, errLen, "ibv_query_device: %s", strerror(errno));
+        goto out_shutdown;
+    }
+    rd.rdAtomic =
+        da.max_qp_rd_atom < da.max_qp_init_rd_atom ? da.max_qp_rd_atom : da.max_qp_init_rd_atom;
+    if (rd.rdAtomic > 16)
+        rd.rdAtomic = 16;
+    if (rd.rdAtomic < 1)
+        rd.rdAtomic = 1;
+    rd.pd = ibv_alloc_pd(rd.verbs);
+    if (!rd.pd) {
+        snprintf(err, errLen, "ibv_alloc_pd: %s", strerror(errno));
+        goto out_shutdown;
+    }
+    rd.arenaMr = ibv_reg_mr(rd.pd, rd.arenaBase, rd.arenaSize,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!rd.arenaMr) {
+        snprintf(err, errLen,
+                 "cannot register the %llu-byte arena with %s: %s (raise the memlock limit: "
+                 "ulimit -l unlimited, or LimitMEMLOCK=infinity)",
+                 (unsigned long long)rd.arenaSize, dev, strerror(errno));
+        goto out_shutdown;
+    }
+    rd.comp = ibv_create_comp_channel(rd.verbs);
+    if (!rd.comp) {
+        snprintf(err, errLen, "ibv_create_comp_channel: %s", strerror(errno));
+        goto out_shutdown;
+    }
+    if (setNonBlocking(rd.ec->fd) == -1 || setNonBlocking(rd.comp->fd) == -1 ||
+        engineWatch(rd.ec->fd, EPOLLIN, rdmaOnCmEvent, NULL) == -1 ||
+        engineWatch(rd.comp->fd, EPOLLIN, rdmaOnComp, NULL) == -1) {
+        snprintf(err, errLen, "cannot watch the RDMA event channels");
+        goto out_shutdown;
+    }
+    if (rdma_listen(rd.listenId, 64)) {
+        snprintf(err, errLen, "rdma_listen: %s", strerror(errno));
+        goto out_shutdown;
+    }
+    engineLog("notice", "RDMA on %s (%s:%d), arena of %llu bytes registered, %d reads in flight",
+              dev, cfg->rdmaBind, cfg->rdmaPort, (unsigned long long)rd.arenaSize, rd.rdAtomic);
+    return &rdmaTransport;
+
+out_shutdown:
+    rdmaShutdown();
+    return NULL;
+}
+
+const TransportOps rdmaTransport = {
+    .name = "rdma",
+    .feature = OBJ_FEAT_RDMA,
+    .listen = rdmaListen,
+    .shutdown = rdmaShutdown,
+    .connect = rdmaConnect,
+    .send = rdmaSend,
+    .recvPayload = NULL,
+    .readRemote = rdmaReadRemote,
+    .maxInline = rdmaMaxInline,
+    .arenaRkey = rdmaArenaRkey,
+    .close = rdmaCloseConn,
+};

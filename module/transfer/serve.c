@@ -1,0 +1,150 @@
+/*
+ * serve.c - the answering side: another node asked for one of our objects.
+ *
+ * The object is pinned for as long as its bytes may still be read: on a
+ * stream until the transport has sent them (engineOnSendDone), inline on a
+ * ring until the message is written, and for an RDMA read rendezvous until
+ * the requester says DONE or its connection goes away. Pins are held in the
+ * connection's name (ENGINE_HOLDER_CONN), so a vanished peer releases all
+ * of them at once and memory is never freed under the NIC or a send.
+ */
+#include <stdlib.h>
+
+#include "engineint.h"
+#include "common/util.h"
+
+/* A requester that neither reads nor says DONE within this long is gone or
+ * stuck: its connection is closed, which both stops any late read by its NIC
+ * and releases the pin. */
+#define SERVE_RNDV_TIMEOUT_US (60LL * 1000 * 1000)
+
+/* A read rendezvous waiting for the requester's DONE. */
+typedef struct Rndv {
+    Conn *conn;
+    uint64_t reqId;
+    ObjEntry *e;
+    int64_t sinceUs;
+    struct Rndv *next;
+} Rndv;
+
+static Rndv *rndvs;
+
+static void unpin(Conn *c, ObjEntry *e)
+{
+    objTableLock(eng.cfg.table);
+    objTableUnpin(eng.cfg.table, e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(eng.cfg.table);
+}
+
+int serveOnFetch(Conn *c, const WireMsg *m)
+{
+    ObjTable *t = eng.cfg.table;
+    WireMsg r = {.h = {.reqId = m->h.reqId}};
+
+    if (m->h.reqId == 0) {
+        engineLog("warning", "%s: FETCH without a request id", c->desc);
+        return -1;
+    }
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
+    ObjStatus st = !e ? OBJ_ST_NOTFOUND : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(t);
+    if (st == OBJ_ST_NOTFOUND) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
+        return 0;
+    }
+    if (st != OBJ_ST_OK) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
+        return 0;
+    }
+    uint64_t total = e->dataSize + e->metaSize;
+    const uint8_t *bytes = eng.cfg.arenaBase + e->offset;
+    int tp = engineTpIndex(c->ops);
+    pthread_mutex_lock(&eng.statLock);
+    engineTpStats(tp)->served++;
+    engineTpStats(tp)->servedBytes += total;
+    pthread_mutex_unlock(&eng.statLock);
+    r.u.data.size = e->dataSize;
+    r.u.data.metaSize = e->metaSize;
+    r.u.data.checksum = e->checksum;
+
+    int inlineOk = c->ops->recvPayload != NULL ||
+                   (total < eng.cfg.rdmaReadMin && total <= c->ops->maxInline(c));
+    pthread_mutex_lock(&eng.statLock);
+    if (inlineOk || !c->ops->readRemote)
+        engineTpStats(tp)->servedInline++;
+    else
+        engineTpStats(tp)->servedRndv++;
+    pthread_mutex_unlock(&eng.statLock);
+    if (inlineOk || !c->ops->readRemote) {
+        r.h.type = WIRE_DATA;
+        if (engineSend(c, &r, bytes, total, e) == -1)
+            return -1; /* the conn is closing: its pins go with it */
+        return 0;
+    }
+    Rndv *rv = malloc(sizeof(*rv));
+    if (!rv) {
+        unpin(c, e);
+        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
+        return 0;
+    }
+    *rv = (Rndv){.conn = c, .reqId = m->h.reqId, .e = e, .sinceUs = utilMonoUs(), .next = rndvs};
+    rndvs = rv;
+    r.h.type = WIRE_RNDV;
+    r.u.data.addr = (uint64_t)(uintptr_t)bytes;
+    r.u.data.rkey = c->ops->arenaRkey(c);
+    return engineSend(c, &r, NULL, 0, NULL);
+}
+
+int serveOnDone(Conn *c, const WireMsg *m)
+{
+    for (Rndv **pp = &rndvs; *pp; pp = &(*pp)->next) {
+        Rndv *rv = *pp;
+        if (rv->conn == c && rv->reqId == m->h.reqId) {
+            *pp = rv->next;
+            unpin(c, rv->e);
+            free(rv);
+            return 0;
+        }
+    }
+    return 0; /* a DONE for something already released: harmless */
+}
+
+void serveOnSendDone(Conn *c, void *cookie)
+{
+    if (cookie)
+        unpin(c, cookie);
+}
+
+void serveOnConnClosed(Conn *c)
+{
+    Rndv **pp = &rndvs;
+
+    while (*pp) {
+        Rndv *rv = *pp;
+        if (rv->conn == c) {
+            *pp = rv->next;
+            free(rv);
+        } else {
+            pp = &rv->next;
+        }
+    }
+    objTableLock(eng.cfg.table);
+    objTableHolderGone(eng.cfg.table, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(eng.cfg.table);
+}
+
+void serveTick(void)
+{
+    int64_t now = utilMonoUs();
+
+    for (Rndv *rv = rndvs; rv; rv = rv->next) {
+        if (now - rv->sinceUs > SERVE_RNDV_TIMEOUT_US) {
+            Conn *c = rv->conn;
+            engineLog("warning", "%s: no DONE for a read rendezvous in %lld s: closing", c->desc,
+                      (long long)(SERVE_RNDV_TIMEOUT_US / 1000000));
+            c->ops->close(c, "read rendezvous timed out"); /* frees c's records */
+            return; /* the list changed; the next tick looks again */
+        }
+    }
+}

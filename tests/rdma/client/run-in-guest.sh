@@ -1,0 +1,137 @@
+#!/bin/sh
+# run-in-guest.sh - the RESP-over-RDMA client suite: client/rdmaconn.c,
+# ObjClient over RDMA and redis-benchmark --rdma against the module's RDMA
+# front door (rdma-client-port), plus tests/rdma/client/peer.c for rings the
+# module never uses (4 slots of 64 bytes). Needs an RDMA device:
+#
+#   tests/softroce/run.sh tests/rdma/client/run-in-guest.sh
+#
+# (a Soft-RoCE guest when the host has none; run tests/rdma/client/build.sh on
+# the host first so the guest does not compile). Steps, each bounded in time:
+#   1. test_rdmaclient vs the module: every RESP2 reply type, a 10k pipeline,
+#      the event-loop layer, OBJ.* and ObjClient over RDMA, 100 concurrent
+#      connections, a client killed mid-pipeline, QUIT
+#   2. the same with a 4 x 256-byte client ring (replies span many slots)
+#   3. AUTH against a node with requirepass
+#   4. test_rdmaclient vs the peer with a 4 x 64-byte server ring
+#   5. redis-benchmark --rdma -t ping,get,set -n 2000 -q, and OBJ.GET
+# Prints PASS/FAIL per step and exits 0 only if every step passed.
+# Scratch files and logs: build/rdmaclient/ (kept for post-mortems).
+set -u
+
+repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+cd "$repo" || exit 1
+B=build/rdmaclient
+A=${OBJ_RXE_ADDR:?OBJ_RXE_ADDR must name the RDMA address (tests/softroce/run.sh sets it)}
+MOD=$repo/build/objstore.so
+RB=build/redis-benchmark-rdma
+PASSWORD=rdmaclient-secret
+FAILED=0
+SUMMARY=""
+PIDS=""
+
+# step NAME TIMEOUT COMMAND...: run one step, record PASS/FAIL and its time.
+# TIMEOUT "-" runs COMMAND (a shell function that bounds itself) directly.
+step() {
+    name=$1
+    limit=$2
+    shift 2
+    echo "===== $name"
+    t0=$(date +%s)
+    if [ "$limit" = - ]; then
+        "$@"
+    else
+        timeout --kill-after=5 "$limit" "$@"
+    fi
+    rc=$?
+    if [ $rc = 0 ]; then r=PASS; else r="FAIL (exit $rc)"; FAILED=1; fi
+    SUMMARY="$SUMMARY
+  $r  $name ($(($(date +%s) - t0)) s)"
+}
+
+# stopAll: stop the servers this script started (by pid). Can't fail.
+stopAll() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    PIDS=""
+}
+trap stopAll EXIT
+
+# nodeUp PORT [PASSWORD]: whether the node answers PING on TCP.
+nodeUp() {
+    if [ -n "${2:-}" ]; then
+        redis-cli -p "$1" -a "$2" --no-auth-warning ping 2>/dev/null | grep -q PONG
+    else
+        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG
+    fi
+}
+
+# startNode PORT RDMAPORT CLIENTPORT PASSWORD [EXTRA...]: one objstore node
+# (PASSWORD "" for none); waits (bounded) until it answers on TCP. Returns
+# 0, or 1 with its log tail.
+startNode() {
+    port=$1 rport=$2 cport=$3 pw=$4
+    shift 4
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no "$@" \
+        --loadmodule "$MOD" memory 128mb transfer-bind "$A" rdma-port "$rport" \
+        rdma-client-port "$cport" >"$B/node-$port.log" 2>&1 &
+    PIDS="$PIDS $!"
+    i=0
+    while [ $i -lt 150 ]; do
+        if nodeUp "$port" "$pw"; then
+            return 0
+        fi
+        i=$((i + 1))
+        sleep 0.2
+    done
+    echo "node on port $port did not start:" >&2
+    tail -n 20 "$B/node-$port.log" >&2
+    return 1
+}
+
+# benchSmoke: the patched redis-benchmark over RDMA: the -t ping,get,set run and
+# an OBJ.GET run; both must finish and print a rate for every test.
+# shellcheck disable=SC2317 # called through step
+benchSmoke() {
+    redis-cli -p 6390 obj.put rdmaclient-k hello >/dev/null || return 1
+    out=$(timeout 120 "$RB" --rdma -h "$A" -p 16390 -t ping,get,set -n 2000 -q 2>&1) || {
+        echo "$out"
+        return 1
+    }
+    echo "$out" | tr '\r' '\n' | grep 'requests per second'
+    n=$(echo "$out" | tr '\r' '\n' | grep -c 'requests per second')
+    [ "$n" -eq 4 ] || {
+        echo "expected 4 results (PING_INLINE PING_MBULK SET GET), got $n"
+        return 1
+    }
+    out=$(timeout 60 "$RB" --rdma -h "$A" -p 16390 -n 1000 -c 10 -q OBJ.GET rdmaclient-k 2>&1) || {
+        echo "$out"
+        return 1
+    }
+    echo "$out" | tr '\r' '\n' | grep 'requests per second' || return 1
+}
+
+mkdir -p "$B"
+tests/rdma/client/build.sh || exit 1
+
+startNode 6390 26390 16390 "" || exit 1
+startNode 6391 26391 16391 "$PASSWORD" --requirepass "$PASSWORD" || exit 1
+"$B/peer" "$A" 17000 --slots 4 --slot-size 64 --seconds 400 >"$B/peer.log" 2>&1 &
+PIDS="$PIDS $!"
+
+step "client vs module (100 connections, 10k pipeline)" 150 \
+    "$B/test_rdmaclient" "$A" 16390 --module --tcp-port 6390 --conns 100
+step "client with a 4 x 256-byte ring vs module" 90 \
+    env OBJSTORE_RDMA_SLOTS=4 OBJSTORE_RDMA_SLOT_SIZE=256 \
+    "$B/test_rdmaclient" "$A" 16390 --module --conns 5 --depth 2000 --big 100000
+step "AUTH against requirepass" 60 \
+    "$B/test_rdmaclient" "$A" 16391 --module --password "$PASSWORD" --auth-only
+step "client vs peer with a 4 x 64-byte ring" 90 \
+    "$B/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
+step "redis-benchmark --rdma" - benchSmoke
+
+grep -h -iE 'warning|error' "$B"/node-639*.log | grep -v -i 'overcommit' | tail -n 20
+stopAll
+echo "===== summary$SUMMARY"
+[ "$FAILED" = 0 ] && echo "RDMACLIENT SUITE PASSED" || echo "RDMACLIENT SUITE FAILED"
+exit "$FAILED"

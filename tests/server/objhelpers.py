@@ -1,0 +1,569 @@
+"""Helpers shared by the objstore integration tests.
+
+The README's command reference is the contract under test. These helpers keep
+the tests short: a redis-py client that hands back server errors verbatim (so
+the first word of an error is always the objstore code word), parsers for the
+field/value arrays that OBJ.STATS and OBJ.INFO answer, XXH3-64 through the
+system libxxhash, and direct reads of the shared-memory arena file.
+"""
+
+import ctypes
+import ctypes.util
+import hashlib
+import hmac
+import os
+import random
+import re
+import socket
+import struct
+import threading
+import time
+
+import redis
+from redis.connection import PythonParser
+from redis.exceptions import ResponseError
+
+# Every field OBJ.STATS (and INFO objstore) must carry, from the README.
+STATS_FIELDS = (
+    "arena_path arena_size arena_used arena_free arena_largest_free arena_free_ranges objects "
+    "objects_sealed objects_created objects_pinned objects_deleting bytes_sealed puts creates "
+    "seals aborts gets pins releases deletes deferred_deletes evictions oom_errors "
+    "blocked_clients blocked_total node_name fetch_requests fetch_shared fetch_local_hits "
+    "fetch_cancelled transfer_connections transfer_bad_frames rdma_enabled directory_connected "
+    "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
+    "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
+    "rdma_client_commands rdma_client_protocol_errors"
+).split() + [
+    f"{tp}_{k}"
+    for tp in ("tcp", "rdma")
+    for k in (
+        "fetches fetch_bytes fetch_failures fetch_failovers fetch_latency_avg_us "
+        "fetch_latency_max_us served served_bytes served_inline served_rndv"
+    ).split()
+]
+
+# Every field OBJ.INFO must carry, from the README.
+INFO_FIELDS = "id state size meta_size offset pins creator created_ms checksum replica".split()
+
+# Stats a failed command must leave exactly as they were ("a command that answers an
+# error has changed nothing"). `gets` is left out because the README does not say
+# whether it counts requests or successes; `oom_errors` is checked separately, since
+# an OOM answer is supposed to bump it.
+UNCHANGED_BY_ERRORS = (
+    "arena_path arena_size arena_used arena_free arena_largest_free objects objects_sealed "
+    "objects_created objects_pinned bytes_sealed puts creates seals aborts deletes "
+    "deferred_deletes blocked_clients"
+).split()
+
+# Binary payload: every byte value, embedded NULs, CR/LF and RESP-looking text.
+BINARY_DATA = (
+    bytes(range(256))
+    + b"\x00\x00\r\n\r\n$5\r\n*1\r\n-ERR\r\n"
+    + bytes(range(255, -1, -1))
+    + b"\x00"
+)
+
+# Salt put into ids so that every test exercises binary-safe ids. No glob
+# metacharacters (* ? [ ] \) so ids can be matched literally by OBJ.LIST MATCH.
+ID_SALT = b"\x00\r\n\xff\x01 "
+
+
+class VerbatimErrorParser(PythonParser):
+    """redis-py strips a leading "ERR " and maps some codes to other exception
+    classes; for a test of error code words we want the server's text as is."""
+
+    def parse_error(self, response):
+        return ResponseError(response)
+
+
+class Client(redis.Redis):
+    """One dedicated connection (object ownership and pins are per connection)
+    with raw replies: no redis-py response callbacks, bytes everywhere."""
+
+    def __init__(self, port, timeout=30.0):
+        pool = redis.ConnectionPool(
+            host="127.0.0.1",
+            port=port,
+            socket_timeout=timeout,
+            socket_connect_timeout=10,
+            parser_class=VerbatimErrorParser,
+            decode_responses=False,
+        )
+        super().__init__(connection_pool=pool, single_connection_client=True)
+        self.response_callbacks = {}
+
+    def close(self):
+        super().close()
+        self.connection_pool.disconnect()
+
+    def obj(self, *args):
+        """Run an OBJ.* (or any) command with raw reply."""
+        return self.execute_command(*args)
+
+
+def err_code(exc):
+    """The code word of a server error: its first word."""
+    text = str(exc)
+    return text.split()[0] if text.split() else ""
+
+
+def expect_error(client, args, codes):
+    """Run args, require an error reply whose first word is one of codes (a str or
+    a collection); return the error text."""
+    if isinstance(codes, str):
+        codes = (codes,)
+    try:
+        reply = client.execute_command(*args)
+    except ResponseError as e:
+        code = err_code(e)
+        assert code in codes, f"{fmt_args(args)}: expected {'/'.join(codes)}, got error {e!s}"
+        if code == "ERR":
+            assert "wrong number of arguments" in str(e), f"{fmt_args(args)}: {e!s}"
+        return str(e)
+    raise AssertionError(f"{fmt_args(args)}: expected {'/'.join(codes)}, got reply {reply!r:.200}")
+
+
+def fmt_args(args):
+    """Printable command line for assertion messages (long values shortened)."""
+    out = []
+    for a in args:
+        if isinstance(a, (bytes, bytearray)):
+            a = bytes(a)
+            out.append(repr(a if len(a) <= 40 else a[:20] + b"..." + b"[%d bytes]" % len(a)))
+        else:
+            out.append(str(a))
+    return " ".join(out)
+
+
+def to_str(v):
+    return v.decode("utf-8", "replace") if isinstance(v, (bytes, bytearray)) else v
+
+
+def to_int(v):
+    """Integer replies may come as RESP integers or as decimal bulk strings."""
+    if isinstance(v, int):
+        return v
+    return int(to_str(v))
+
+
+def pairs(reply):
+    """Field/value array -> dict with str keys and untouched values."""
+    assert isinstance(reply, list), f"expected a field/value array, got {reply!r:.200}"
+    assert len(reply) % 2 == 0, f"odd-length field/value array: {reply!r:.300}"
+    out = {}
+    for i in range(0, len(reply), 2):
+        out[to_str(reply[i])] = reply[i + 1]
+    return out
+
+
+def stats(client):
+    """OBJ.STATS as a dict; numeric values as int, arena_path as str."""
+    raw = pairs(client.execute_command("OBJ.STATS"))
+    out = {}
+    for k, v in raw.items():
+        if k == "arena_path":
+            out[k] = to_str(v)
+        else:
+            try:
+                out[k] = to_int(v)
+            except (TypeError, ValueError):
+                out[k] = v
+    return out
+
+
+def info(client, oid):
+    """OBJ.INFO as a dict with str keys (values raw)."""
+    return pairs(client.execute_command("OBJ.INFO", oid))
+
+
+def reply_map(reply):
+    """[name, value, name, value, ...] as returned by OBJ.CREATE / OBJ.PIN."""
+    return pairs(reply)
+
+
+def assert_stats_unchanged(before, after, what, oom=False):
+    """A failed command changed nothing; an OOM answer bumps oom_errors by one."""
+    diffs = {
+        k: (before.get(k), after.get(k))
+        for k in UNCHANGED_BY_ERRORS
+        if before.get(k) != after.get(k)
+    }
+    assert not diffs, f"{what}: OBJ.STATS changed by a failed command: {diffs}"
+    want = before.get("oom_errors", 0) + (1 if oom else 0)
+    assert after.get("oom_errors") == want, (
+        f"{what}: oom_errors {before.get('oom_errors')} -> {after.get('oom_errors')}, "
+        f"expected {want}"
+    )
+
+
+_xxh = None
+
+
+def xxh3_64(data):
+    """XXH3-64 (seed 0) of data, via the system libxxhash."""
+    global _xxh
+    if _xxh is None:
+        name = ctypes.util.find_library("xxhash") or "libxxhash.so.0"
+        lib = ctypes.CDLL(name)
+        fn = lib.XXH3_64bits
+        fn.restype = ctypes.c_uint64
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        _xxh = fn
+    return _xxh(bytes(data), len(data))
+
+
+def read_arena(path, offset, size):
+    """Bytes [offset, offset+size) of the arena file, read straight from it."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text):
+    """'8mb' / '8m' / '8192k' / '8388608' -> bytes (README: k, m, g; b optional)."""
+    m = _SIZE_RE.match(to_str(text))
+    assert m, f"not a size: {text!r}"
+    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(m.group(1)) * mult
+
+
+def redis_blocked_clients(client):
+    """Redis's own count of blocked clients (INFO clients), independent of the module."""
+    text = to_str(client.execute_command("INFO", "clients"))
+    m = re.search(r"^blocked_clients:(\d+)", text, re.MULTILINE)
+    assert m, "INFO clients has no blocked_clients"
+    return int(m.group(1))
+
+
+def wait_until(pred, timeout=5.0, interval=0.01, what="condition"):
+    """Poll pred() until true; bounded by timeout. Returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_blocked(client, n, timeout=5.0):
+    """Wait until at least n clients are blocked in the server."""
+    wait_until(lambda: redis_blocked_clients(client) >= n, timeout, what=f"{n} blocked clients")
+
+
+class Call(threading.Thread):
+    """Runs one command on its own client in a thread, recording the reply or
+    the error and how long the command took."""
+
+    def __init__(self, client, *args):
+        super().__init__(daemon=True)
+        self.client = client
+        self.args = args
+        self.reply = None
+        self.error = None
+        self.elapsed = None
+
+    def run(self):
+        t0 = time.monotonic()
+        try:
+            self.reply = self.client.execute_command(*self.args)
+        except Exception as e:  # recorded and checked by the test
+            self.error = e
+        self.elapsed = time.monotonic() - t0
+
+    def result(self, timeout=10.0):
+        """Join (bounded); return the reply or raise the recorded error."""
+        self.join(timeout)
+        assert not self.is_alive(), f"{fmt_args(self.args)} still blocked after {timeout}s"
+        if self.error is not None:
+            raise self.error
+        return self.reply
+
+
+def start_call(client, *args):
+    c = Call(client, *args)
+    c.start()
+    return c
+
+
+def resp_encode(*args):
+    """A command as a RESP array of bulk strings."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def raw_send(port, *args):
+    """Open a plain socket, send one command and return the socket unread: for
+    connections that go away while the server still owes them an answer."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(resp_encode(*args))
+    return s
+
+
+def file_mode(path):
+    return os.stat(path).st_mode & 0o777
+
+
+# ---- cluster helpers (test_cluster_*.py) -------------------------------------------------
+
+def payload(n, seed=0):
+    """n deterministic pseudo-random bytes. Past 1 MiB, a random 1 MiB block is
+    repeated with its index stamped into the first 8 bytes of every copy, so that
+    no two MiB of the result are equal (reordered or duplicated chunks show) while
+    64 MiB still takes milliseconds."""
+    if n <= 0:
+        return b""
+    rng = random.Random(seed)
+    if n <= 1 << 20:
+        return rng.randbytes(n)
+    block = rng.randbytes(1 << 20)
+    tail = block[8:]
+    out = b"".join(struct.pack("<Q", i ^ (seed << 32)) + tail for i in range(n >> 20))
+    return out + rng.randbytes(n & ((1 << 20) - 1))
+
+
+def sha256(data):
+    return hashlib.sha256(bytes(data)).hexdigest()
+
+
+def fetch(client, *ids, timeout=None, via=None):
+    """OBJ.FETCH ids [TIMEOUT ms] [VIA v]: the reply as a list with, per id, "OK" or
+    the error text (a whole-command error is raised)."""
+    args = ["OBJ.FETCH", *ids]
+    if timeout is not None:
+        args += ["TIMEOUT", timeout]
+    if via is not None:
+        args += ["VIA", via]
+    reply = client.execute_command(*args)
+    assert isinstance(reply, list), f"OBJ.FETCH: expected an array, got {reply!r:.200}"
+    assert len(reply) == len(ids), f"OBJ.FETCH of {len(ids)} ids answered {len(reply)} elements"
+    out = []
+    for r in reply:
+        if isinstance(r, Exception):
+            out.append(str(r))
+        else:
+            out.append(to_str(r))
+    return out
+
+
+def codes(results):
+    """Per-id results of fetch() -> their code words ("OK", "NOTFOUND", ...)."""
+    return [r.split()[0] if r.split() else "" for r in results]
+
+
+def locate(client, oid):
+    """OBJ.LOCATE as a dict: size, meta_size (int), checksum (str), locations (sorted
+    list of node names). Errors are raised."""
+    reply = client.execute_command("OBJ.LOCATE", oid)
+    assert isinstance(reply, list) and len(reply) == 8, f"OBJ.LOCATE reply: {reply!r:.300}"
+    d = pairs(reply)
+    assert set(d) == {"size", "meta_size", "checksum", "locations"}, f"OBJ.LOCATE fields: {d}"
+    return {
+        "size": to_int(d["size"]),
+        "meta_size": to_int(d["meta_size"]),
+        "checksum": to_str(d["checksum"]),
+        "locations": sorted(to_str(n) for n in d["locations"]),
+    }
+
+
+def locations(client, oid):
+    """The node names OBJ.LOCATE lists for oid; [] when it answers NOTFOUND."""
+    try:
+        return locate(client, oid)["locations"]
+    except ResponseError as e:
+        if err_code(e) == "NOTFOUND":
+            return []
+        raise
+
+
+def wait_locations(client, oid, names, timeout=5.0, retry_unavailable=False):
+    """Wait until OBJ.LOCATE lists exactly the nodes in names (directory updates
+    are asynchronous); returns the list. retry_unavailable: keep polling through
+    UNAVAILABLE answers (a directory coming back)."""
+    want = sorted(names)
+    last = []
+
+    def check():
+        nonlocal last
+        try:
+            last = locations(client, oid)
+        except ResponseError as e:
+            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+                raise
+            last = str(e)
+        return last == want
+
+    try:
+        wait_until(check, timeout, interval=0.02, what=f"OBJ.LOCATE == {want}")
+    except AssertionError:
+        raise AssertionError(f"OBJ.LOCATE {oid!r:.80}: expected locations {want} within "
+                             f"{timeout}s, last seen {last}") from None
+    return last
+
+
+def nodes(client):
+    """OBJ.NODES as {name: {field: value}} (ints where the field is numeric)."""
+    reply = client.execute_command("OBJ.NODES")
+    assert isinstance(reply, list), f"OBJ.NODES reply: {reply!r:.300}"
+    out = {}
+    for entry in reply:
+        d = pairs(entry)
+        row = {}
+        for k, v in d.items():
+            row[k] = to_int(v) if k in ("tcp_port", "rdma_port", "heartbeat_age_ms") else to_str(v)
+        out[row["name"]] = row
+    return out
+
+
+def wait_nodes(client, names, timeout=5.0, retry_unavailable=False):
+    """Wait until OBJ.NODES lists exactly the node names given; returns the view.
+    retry_unavailable: keep polling through UNAVAILABLE answers."""
+    want = sorted(names)
+    last = {}
+
+    def check():
+        nonlocal last
+        try:
+            last = nodes(client)
+        except ResponseError as e:
+            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+                raise
+            last = {str(e): None}
+        return sorted(last) == want
+
+    try:
+        wait_until(check, timeout, interval=0.02, what=f"OBJ.NODES == {want}")
+    except AssertionError:
+        raise AssertionError(f"OBJ.NODES: expected {want} within {timeout}s, "
+                             f"last seen {sorted(last)}") from None
+    return last
+
+
+def stat_delta(before, after, *fields):
+    return {f: after[f] - before[f] for f in fields}
+
+
+# ---- the transfer protocol, from the outside (module/transfer/wire.h) ------------------------------
+
+WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
+WIRE_CREDIT, WIRE_PING, WIRE_PONG = 8, 9, 10
+WIRE_MAGIC = 0x4F424A53
+WIRE_HDR = struct.Struct("<BBHIQ")
+WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL"}
+
+
+def wire_frame(ftype, body=b"", req_id=0, flags=0, credits=0, body_len=None):
+    """One frame: header + body (body_len overrides the header's length field)."""
+    n = len(body) if body_len is None else body_len
+    return WIRE_HDR.pack(ftype, flags, credits, n, req_id) + body
+
+
+def wire_hello_body(nonce, name=b"fake-peer", proof=bytes(32), features=1, magic=WIRE_MAGIC,
+                    version=1):
+    return (struct.pack("<IHH", magic, version, features) + nonce + proof
+            + struct.pack("<H", len(name)) + name)
+
+
+def wire_proof(secret, role, nonce_connector, nonce_acceptor):
+    return hmac.new(secret, role + nonce_connector + nonce_acceptor, hashlib.sha256).digest()
+
+
+class WirePeer:
+    """A hand-made peer on a node's transfer port, speaking module/transfer/wire.h with Python's
+    struct/hmac: for protocol conformance and hostile-input tests."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.nonce = os.urandom(16)
+        self.peer_nonce = None
+        self.peer_name = None
+        self.peer_proof = None
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def recv_exact(self, n):
+        """n bytes; raises EOFError if the node closes first."""
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def recv_frame(self):
+        """(type, flags, credits, req_id, body)."""
+        t, fl, cr, n, rid = WIRE_HDR.unpack(self.recv_exact(WIRE_HDR.size))
+        assert n <= 4096, f"node sent a frame with bodyLen {n}"
+        return t, fl, cr, rid, self.recv_exact(n)
+
+    def send_hello(self, name=b"fake-peer"):
+        self.send(wire_frame(WIRE_HELLO, wire_hello_body(self.nonce, name)))
+
+    def recv_hello(self):
+        """Read the acceptor's HELLO; remembers its nonce, name and proof."""
+        t, fl, cr, rid, body = self.recv_frame()
+        assert t == WIRE_HELLO, f"expected HELLO, got frame type {t} body {body!r:.100}"
+        magic, version, features = struct.unpack_from("<IHH", body)
+        assert (magic, version) == (WIRE_MAGIC, 1), f"HELLO magic/version {magic:#x}/{version}"
+        self.peer_nonce = body[8:24]
+        self.peer_proof = body[24:56]
+        (name_len,) = struct.unpack_from("<H", body, 56)
+        assert len(body) == 58 + name_len, "HELLO length does not match its name length"
+        self.peer_name = body[58:]
+        return features
+
+    def send_auth(self, secret):
+        proof = wire_proof(secret, b"connector", self.nonce, self.peer_nonce)
+        self.send(wire_frame(WIRE_AUTH, proof))
+
+    def handshake(self, secret):
+        """HELLO -> HELLO (acceptor proof checked) -> AUTH."""
+        self.send_hello()
+        self.recv_hello()
+        want = wire_proof(secret, b"acceptor", self.nonce, self.peer_nonce)
+        assert hmac.compare_digest(self.peer_proof, want), "acceptor's HELLO proof is wrong"
+        self.send_auth(secret)
+
+    def fetch(self, oid, req_id):
+        """Send FETCH and read the answer: ("DATA", size, meta_size, checksum, payload)
+        or ("ERROR", code_name, text)."""
+        self.send(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid, req_id=req_id))
+        t, fl, cr, rid, body = self.recv_frame()
+        assert rid == req_id, f"answer for reqId {rid}, asked {req_id}"
+        if t == WIRE_DATA:
+            size, meta_size, checksum = struct.unpack("<QQQ", body)
+            return ("DATA", size, meta_size, checksum, self.recv_exact(size + meta_size))
+        assert t == WIRE_ERROR, f"expected DATA or ERROR, got frame type {t}"
+        code, text_len = struct.unpack_from("<HH", body)
+        return ("ERROR", WIRE_ERR_NAMES.get(code, str(code)), body[4:4 + text_len])
+
+    def closed_within(self, timeout):
+        """True when the node closes the connection (recv gives b'' or a reset) within
+        timeout; frames it sends before closing (an ERROR) are read and dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not chunk:
+                return True

@@ -1,0 +1,739 @@
+/*
+ * test_client.c - the C client library (client/objstore.h) against a live
+ * objstore node: every API call, its error codes and the zero-copy path.
+ *
+ * Usage: test_client HOST PORT [UNIX_SOCKET]. The node must run the module
+ * with an arena of at least 32 MiB and be on this machine (the zero-copy
+ * checks map its arena). Each check prints one TAP-style line ("ok N - ...");
+ * the first failure prints "not ok", the error code and message, and exits
+ * 1. Ids carry the pid so runs against one node do not collide. Every wait
+ * is bounded: server timeouts are short and polling loops stop after 2 s.
+ *
+ * Build (from the repository root):
+ *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Iclient \
+ *      -o build/tests/test_client tests/server/test_client.c client/objstore.c \
+ *      -lhiredis -lxxhash
+ */
+#include "objstore.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define BIG_SIZE         (8u * 1024 * 1024)
+#define POLL_LIMIT_MS    2000
+#define WAITER_DELAY_MS  150
+#define WAITER_BUDGET_MS 5000
+
+static const char *testHost;
+static int testPort;
+static int testChecks;
+
+/* ---- reporting ------------------------------------------------------------------------- */
+
+/*
+ * Report one check: print "ok N - what", or "not ok N - what" with the
+ * client's error (c may be NULL) and exit(1). Returns only when cond holds.
+ */
+static void check(int cond, ObjClient *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void check(int cond, ObjClient *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    testChecks++;
+    printf("%s %d - ", cond ? "ok" : "not ok", testChecks);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    if (!cond) {
+        if (c != NULL)
+            printf("# last error: code %d, message \"%s\"\n", (int)objClientErrCode(c),
+                   objClientErrMsg(c));
+        fflush(stdout);
+        exit(1);
+    }
+    fflush(stdout);
+}
+
+/* Check that a call succeeded and left no error behind. */
+static void expectOk(ObjClient *c, int rv, const char *what)
+{
+    check(rv == 0 && objClientErrCode(c) == OBJ_OK && objClientErrMsg(c)[0] == '\0', c,
+          "%s succeeds", what);
+}
+
+/* The code word the server puts first for err (NULL for local-only codes). */
+static const char *codeWord(ObjErr err)
+{
+    switch (err) {
+        case OBJ_ERR_BADARG:
+            return "BADARG";
+        case OBJ_ERR_NOTFOUND:
+            return "NOTFOUND";
+        case OBJ_ERR_EXISTS:
+            return "EXISTS";
+        case OBJ_ERR_OOM:
+            return "OOM";
+        case OBJ_ERR_NOTSEALED:
+            return "NOTSEALED";
+        case OBJ_ERR_WRONGSTATE:
+            return "WRONGSTATE";
+        case OBJ_ERR_TIMEOUT:
+            return "TIMEOUT";
+        default:
+            return NULL;
+    }
+}
+
+/*
+ * Check that a call failed with err and a message; for server codes the
+ * message must start with the code word.
+ */
+static void expectErr(ObjClient *c, int rv, ObjErr err, const char *what)
+{
+    const char *word = codeWord(err);
+    const char *msg = objClientErrMsg(c);
+
+    check(rv == -1 && objClientErrCode(c) == err && msg[0] != '\0' &&
+              (word == NULL || strncmp(msg, word, strlen(word)) == 0),
+          c, "%s fails with %s (\"%s\")", what, word ? word : "a local error", msg);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A per-run id for name (eight rotating buffers, enough for one check). */
+static const char *tid(const char *name)
+{
+    static char bufs[8][128];
+    static int next;
+    char *b = bufs[next++ % 8];
+
+    snprintf(b, sizeof(bufs[0]), "ct:%ld:%s", (long)getpid(), name);
+    return b;
+}
+
+static long long nowMs(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleepMs(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Connect to the node under test; a failure ends the run. */
+static ObjClient *connectNode(void)
+{
+    ObjClient *c = objClientConnect(testHost, testPort);
+
+    check(c != NULL && objClientErrCode(c) == OBJ_OK, c, "connect to %s:%d", testHost, testPort);
+    return c;
+}
+
+/* Deterministic bytes for the zero-copy checks (xorshift64, seeded). */
+static void fillPattern(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed | 1;
+
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p[i] = (unsigned char)x;
+    }
+}
+
+/* XXH3-64 of data then metadata: what OBJ.INFO reports as the checksum. */
+static uint64_t objectChecksum(const void *data, size_t size, const void *meta, size_t metaSize)
+{
+    XXH3_state_t *st = XXH3_createState();
+    uint64_t h;
+
+    if (st == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, data, size);
+    XXH3_64bits_update(st, meta, metaSize);
+    h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+/* ---- connection --------------------------------------------------------------------------- */
+
+static void testConnectSucceedsWithoutError(void)
+{
+    ObjClient *c = connectNode();
+
+    check(objClientErrMsg(c)[0] == '\0', c, "a fresh connection has an empty error message");
+    objClientFree(c);
+    objClientFree(NULL);
+    check(1, NULL, "objClientFree(NULL) is harmless");
+}
+
+/* A port that refuses connections: a bound socket that never listens. */
+static void testConnectRefusedIsIoError(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ObjClient *c;
+    int exists;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    check(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+          NULL, "reserve a closed loopback port");
+    c = objClientConnect("127.0.0.1", ntohs(sa.sin_port));
+    close(fd);
+    check(c != NULL, NULL, "connect to a closed port still returns a context");
+    check(objClientErrCode(c) == OBJ_ERR_IO && objClientErrMsg(c)[0] != '\0', c,
+          "connect to a closed port is OBJ_ERR_IO (\"%s\")", objClientErrMsg(c));
+    expectErr(c, objClientExists(c, "k", 1, &exists), OBJ_ERR_IO, "a call on a failed connection");
+    objClientFree(c);
+}
+
+static void testConnectUnixMissingPathIsIoError(void)
+{
+    ObjClient *c = objClientConnectUnix("/nonexistent/objstore-test.sock");
+
+    check(c != NULL && objClientErrCode(c) == OBJ_ERR_IO && objClientErrMsg(c)[0] != '\0', c,
+          "connect to a missing unix socket is OBJ_ERR_IO");
+    objClientFree(c);
+}
+
+static void testConnectUnixWorks(const char *path)
+{
+    ObjClient *c = objClientConnectUnix(path);
+    const char *id = tid("unix");
+    void *data;
+    size_t size;
+
+    check(c != NULL && objClientErrCode(c) == OBJ_OK, c, "connect to unix socket %s", path);
+    expectOk(c, objClientPut(c, id, strlen(id), "abc", 3, NULL, 0), "put over a unix socket");
+    expectOk(c, objClientGet(c, id, strlen(id), 0, &data, &size), "get over a unix socket");
+    check(size == 3 && memcmp(data, "abc", 3) == 0, c, "unix socket get returns the bytes");
+    objClientFreeData(data);
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete over a unix socket");
+    objClientFree(c);
+}
+
+/* ---- copying put / get -------------------------------------------------------------------- */
+
+static void testPutGetRoundTripIsBinarySafe(ObjClient *c)
+{
+    const char data[] = "bin\0ary\r\n\xff data";
+    const char meta[] = "m\0eta";
+    const char *id = tid("bin");
+    char binId[64];
+    size_t binLen = strlen(id) + 3;
+    void *got;
+    size_t size;
+
+    /* An id with an embedded NUL: "ct:<pid>:bin", NUL, "id". */
+    memcpy(binId, id, strlen(id));
+    memcpy(binId + strlen(id), "\0id", 3);
+    expectOk(c, objClientPut(c, binId, binLen, data, sizeof(data), meta, sizeof(meta)),
+             "put of binary data and metadata under a binary id");
+    expectOk(c, objClientGet(c, binId, binLen, 0, &got, &size), "get of the binary object");
+    check(size == sizeof(data) && memcmp(got, data, size) == 0, c,
+          "get returns exactly the bytes that were put (%zu bytes)", size);
+    objClientFreeData(got);
+    expectErr(c, objClientGet(c, binId, strlen(id), 0, &got, &size), OBJ_ERR_NOTFOUND,
+              "get of the id cut at its NUL");
+    expectOk(c, objClientDelete(c, binId, binLen), "delete of the binary id");
+}
+
+static void testPutOfExistingIdIsExists(ObjClient *c)
+{
+    const char *id = tid("dup");
+    int exists = -1;
+
+    expectOk(c, objClientPut(c, id, strlen(id), "one", 3, NULL, 0), "first put");
+    expectErr(c, objClientPut(c, id, strlen(id), "two", 3, NULL, 0), OBJ_ERR_EXISTS,
+              "second put of the same id");
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists right after an error");
+    check(exists == 1, c, "a successful call clears the previous error, and exists says 1");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists after delete");
+    check(exists == 0, c, "exists says 0 after delete");
+}
+
+static void testGetOfMissingIdIsNotFoundAtOnce(ObjClient *c)
+{
+    const char *id = tid("missing");
+    void *data = NULL;
+    size_t size = 0;
+    long long t0 = nowMs();
+
+    expectErr(c, objClientGet(c, id, strlen(id), 0, &data, &size), OBJ_ERR_NOTFOUND,
+              "get of a missing id without timeout");
+    check(nowMs() - t0 < 1000 && data == NULL, c, "it answers at once and leaves *data alone");
+}
+
+static void testGetOfMissingIdTimesOut(ObjClient *c)
+{
+    const char *id = tid("missing");
+    void *data;
+    size_t size;
+    long long t0 = nowMs(), elapsed;
+
+    expectErr(c, objClientGet(c, id, strlen(id), 100, &data, &size), OBJ_ERR_TIMEOUT,
+              "get of a missing id with a 100 ms timeout");
+    elapsed = nowMs() - t0;
+    check(elapsed >= 80 && elapsed < WAITER_BUDGET_MS, c, "it waited about 100 ms (%lld ms)",
+          elapsed);
+    expectErr(c, objClientGet(c, id, strlen(id), -2, &data, &size), OBJ_ERR_BADARG,
+              "get with timeout -2");
+}
+
+static void testZeroByteObjectRoundTrips(ObjClient *c)
+{
+    const char *id = tid("empty");
+    void *data = NULL;
+    size_t size = 99;
+    ObjInfo info;
+
+    expectOk(c, objClientPut(c, id, strlen(id), NULL, 0, NULL, 0), "put of a 0-byte object");
+    expectOk(c, objClientGet(c, id, strlen(id), 0, &data, &size), "get of a 0-byte object");
+    check(data != NULL && size == 0, c, "a 0-byte get returns a non-NULL buffer and size 0");
+    objClientFreeData(data);
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info of a 0-byte object");
+    check(info.sealed && info.size == 0 && info.metaSize == 0, c,
+          "info: sealed, size 0, meta_size 0");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete of a 0-byte object");
+}
+
+static void testBadIdsAreBadArg(ObjClient *c)
+{
+    char longId[513];
+    void *data;
+    size_t size;
+
+    memset(longId, 'x', sizeof(longId));
+    expectErr(c, objClientPut(c, "", 0, "x", 1, NULL, 0), OBJ_ERR_BADARG, "put with an empty id");
+    expectErr(c, objClientPut(c, longId, 513, "x", 1, NULL, 0), OBJ_ERR_BADARG,
+              "put with a 513-byte id");
+    memcpy(longId, tid("long"), strlen(tid("long")));
+    expectOk(c, objClientPut(c, longId, 512, "x", 1, NULL, 0), "put with a 512-byte id");
+    expectOk(c, objClientDelete(c, longId, 512), "delete of the 512-byte id");
+    expectErr(c, objClientPut(c, NULL, 3, "x", 1, NULL, 0), OBJ_ERR_BADARG,
+              "put with a NULL id and a length");
+    expectErr(c, objClientPut(c, "k", 1, NULL, 5, NULL, 0), OBJ_ERR_BADARG,
+              "put with NULL data and a length");
+    expectErr(c, objClientGet(c, "k", 1, 0, NULL, &size), OBJ_ERR_BADARG,
+              "get with a NULL data pointer");
+    expectErr(c, objClientGet(c, "k", 1, 0, &data, NULL), OBJ_ERR_BADARG,
+              "get with a NULL size pointer");
+    expectErr(c, objClientExists(c, "k", 1, NULL), OBJ_ERR_BADARG, "exists with a NULL result");
+    expectErr(c, objClientInfo(c, "k", 1, NULL), OBJ_ERR_BADARG, "info with a NULL result");
+    expectErr(c, objClientPin(c, "k", 1, 0, NULL), OBJ_ERR_BADARG, "pin with a NULL result");
+    expectErr(c, objClientCreate(c, "k", 1, 1, NULL, 0, NULL), OBJ_ERR_BADARG,
+              "create with a NULL data pointer");
+}
+
+/* ---- zero-copy ------------------------------------------------------------------------------ */
+
+/* The 8 MiB round trip: written in place, read in place by two clients and copied. */
+static void testBigObjectZeroCopyRoundTrip(ObjClient *c)
+{
+    const char meta[] = "dtype=u8;shape=8388608";
+    const char *id = tid("big");
+    unsigned char *expect = malloc(BIG_SIZE);
+    ObjClient *other = connectNode();
+    ObjBuffer buf, otherBuf;
+    void *data, *copy;
+    size_t size;
+    ObjInfo info;
+    int exists, rv;
+
+    check(expect != NULL, NULL, "allocate the reference pattern");
+    fillPattern(expect, BIG_SIZE, 42);
+    expectOk(c, objClientCreate(c, id, strlen(id), BIG_SIZE, meta, strlen(meta), &data),
+             "zero-copy create of 8 MiB with metadata");
+    check(data != NULL, c, "create returns a pointer into the arena");
+    memcpy(data, expect, BIG_SIZE);
+
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info of the created object");
+    check(!info.sealed && info.size == BIG_SIZE && info.metaSize == strlen(meta), c,
+          "info: not sealed, size 8 MiB, meta_size %zu", strlen(meta));
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists of the created object");
+    check(exists == 0, c, "a created object does not exist yet");
+    expectErr(c, objClientDelete(c, id, strlen(id)), OBJ_ERR_WRONGSTATE,
+              "delete of a created object");
+    rv = objClientSeal(other, id, strlen(id));
+    check(rv == -1 && (objClientErrCode(other) == OBJ_ERR_WRONGSTATE ||
+                       objClientErrCode(other) == OBJ_ERR_NOTFOUND),
+          other, "another connection cannot seal it: WRONGSTATE or NOTFOUND (\"%s\")",
+          objClientErrMsg(other));
+
+    expectOk(c, objClientSeal(c, id, strlen(id)), "seal");
+    expectErr(c, objClientSeal(c, id, strlen(id)), OBJ_ERR_WRONGSTATE, "second seal");
+    expectErr(c, objClientAbort(c, id, strlen(id)), OBJ_ERR_WRONGSTATE, "abort of a sealed object");
+    expectErr(c, objClientCreate(c, id, strlen(id), 10, NULL, 0, &data), OBJ_ERR_EXISTS,
+              "create of an existing id");
+
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin");
+    check(buf.size == BIG_SIZE && memcmp(buf.data, expect, BIG_SIZE) == 0, c,
+          "the pinned view holds the 8 MiB that were written in place");
+    check(buf.metaSize == strlen(meta) && memcmp(buf.meta, meta, buf.metaSize) == 0, c,
+          "the pinned metadata is \"%s\"", meta);
+    expectOk(other, objClientPin(other, id, strlen(id), 0, &otherBuf),
+             "pin from a second connection");
+    check(otherBuf.size == BIG_SIZE && memcmp(otherBuf.data, expect, BIG_SIZE) == 0, other,
+          "the second connection's view holds the same bytes");
+
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info of the pinned object");
+    check(info.sealed && info.pins == 2, c, "info: sealed, 2 pins (got %llu)",
+          (unsigned long long)info.pins);
+    check(info.checksum == objectChecksum(expect, BIG_SIZE, meta, strlen(meta)), c,
+          "info checksum is XXH3-64 of data then metadata (%016llx)",
+          (unsigned long long)info.checksum);
+
+    expectOk(c, objClientGet(c, id, strlen(id), 0, &copy, &size), "copying get of 8 MiB");
+    check(size == BIG_SIZE && memcmp(copy, expect, BIG_SIZE) == 0, c,
+          "the copy holds the same 8 MiB");
+    objClientFreeData(copy);
+
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release");
+    expectErr(c, objClientRelease(c, id, strlen(id)), OBJ_ERR_WRONGSTATE, "release without a pin");
+    expectOk(other, objClientRelease(other, id, strlen(id)), "release by the second connection");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info after the releases");
+    check(info.pins == 0, c, "info: 0 pins");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    expectErr(c, objClientInfo(c, id, strlen(id), &info), OBJ_ERR_NOTFOUND,
+              "info of a deleted object");
+    objClientFree(other);
+    free(expect);
+}
+
+static void testPinsCountUp(ObjClient *c)
+{
+    const char *id = tid("pins");
+    ObjBuffer a, b;
+    ObjInfo info;
+
+    expectOk(c, objClientPut(c, id, strlen(id), "pinned", 6, NULL, 0), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &a), "first pin");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "second pin by the same connection");
+    check(a.data == b.data && a.size == 6 && memcmp(a.data, "pinned", 6) == 0 && a.metaSize == 0, c,
+          "both pins see the same 6 bytes and no metadata");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 2, c, "info: 2 pins");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "first release");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "second release");
+    expectErr(c, objClientRelease(c, id, strlen(id)), OBJ_ERR_WRONGSTATE, "third release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
+static void testPinOfMissingId(ObjClient *c)
+{
+    const char *id = tid("missing-pin");
+    ObjBuffer buf;
+    long long t0 = nowMs();
+
+    expectErr(c, objClientPin(c, id, strlen(id), 0, &buf), OBJ_ERR_NOTFOUND,
+              "pin of a missing id without timeout");
+    check(nowMs() - t0 < 1000, c, "it answers at once");
+    expectErr(c, objClientPin(c, id, strlen(id), 50, &buf), OBJ_ERR_TIMEOUT,
+              "pin of a missing id with a 50 ms timeout");
+    expectErr(c, objClientPin(c, id, strlen(id), -5, &buf), OBJ_ERR_BADARG, "pin with timeout -5");
+}
+
+static void testZeroByteZeroCopyObject(ObjClient *c)
+{
+    const char *id = tid("empty-zc");
+    ObjBuffer buf;
+    void *data = NULL;
+
+    expectOk(c, objClientCreate(c, id, strlen(id), 0, NULL, 0, &data),
+             "zero-copy create of 0 bytes");
+    check(data != NULL, c, "the pointer is not NULL");
+    expectOk(c, objClientSeal(c, id, strlen(id)), "seal of 0 bytes");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin of 0 bytes");
+    check(buf.size == 0 && buf.metaSize == 0 && buf.data != NULL, c,
+          "the view has size 0 and a non-NULL pointer");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
+static void testCreatesDoNotOverlap(ObjClient *c)
+{
+    const char *a = tid("ovl-a"), *b = tid("ovl-b");
+    unsigned char *pa, *pb;
+    void *va, *vb;
+
+    expectOk(c, objClientCreate(c, a, strlen(a), 1000, NULL, 0, &va), "create a");
+    expectOk(c, objClientCreate(c, b, strlen(b), 1000, NULL, 0, &vb), "create b");
+    pa = va;
+    pb = vb;
+    check(pa + 1000 <= pb || pb + 1000 <= pa, c, "the two ranges do not overlap");
+    expectOk(c, objClientAbort(c, a, strlen(a)), "abort a");
+    expectOk(c, objClientAbort(c, b, strlen(b)), "abort b");
+    expectErr(c, objClientAbort(c, a, strlen(a)), OBJ_ERR_NOTFOUND, "abort of an aborted id");
+    expectErr(c, objClientSeal(c, a, strlen(a)), OBJ_ERR_NOTFOUND, "seal of an aborted id");
+}
+
+static void testCreateLargerThanArenaIsOom(ObjClient *c)
+{
+    const char *id = tid("huge");
+    void *data;
+
+    expectErr(c, objClientCreate(c, id, strlen(id), (size_t)1 << 40, NULL, 0, &data), OBJ_ERR_OOM,
+              "create of 1 TiB");
+    expectOk(c, objClientPut(c, id, strlen(id), "x", 1, NULL, 0),
+             "put of the same id (the failed create changed nothing)");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
+/* ---- delete while pinned --------------------------------------------------------------- */
+
+static void testDeleteOfPinnedObjectIsDeferred(ObjClient *c)
+{
+    const char *id = tid("deferred");
+    unsigned char pattern[4096];
+    ObjBuffer buf;
+    int exists = -1;
+
+    fillPattern(pattern, sizeof(pattern), 7);
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, sizeof(pattern), "m", 1), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete of a pinned object (DEFERRED)");
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists");
+    check(exists == 0, c, "the id is gone at once");
+    check(buf.size == sizeof(pattern) && memcmp(buf.data, pattern, sizeof(pattern)) == 0, c,
+          "the pinned bytes stay valid until release");
+    expectOk(c, objClientPut(c, id, strlen(id), "new", 3, NULL, 0), "put of the same id again");
+    check(memcmp(buf.data, pattern, sizeof(pattern)) == 0, c,
+          "the new object did not reuse the pinned memory");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release of the old pin");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete of the new object");
+    expectErr(c, objClientDelete(c, id, strlen(id)), OBJ_ERR_NOTFOUND, "delete of a missing id");
+}
+
+/* ---- waiting ------------------------------------------------------------------------------- */
+
+/* Work for the helper thread: after a delay, seal id (or put it) on c. */
+typedef struct Waker {
+    ObjClient *c;
+    const char *id;
+    int put; /* 1: objClientPut, 0: objClientSeal */
+    int rv;
+} Waker;
+
+static void *wakerMain(void *arg)
+{
+    Waker *w = arg;
+
+    sleepMs(WAITER_DELAY_MS);
+    if (w->put)
+        w->rv = objClientPut(w->c, w->id, strlen(w->id), "late", 4, NULL, 0);
+    else
+        w->rv = objClientSeal(w->c, w->id, strlen(w->id));
+    return NULL;
+}
+
+static void testPinWaitsForSeal(ObjClient *c)
+{
+    const char *id = tid("wait-seal");
+    ObjClient *creator = connectNode();
+    Waker w = {creator, id, 0, -1};
+    long long t0, elapsed;
+    pthread_t th;
+    ObjBuffer buf;
+    void *data;
+
+    expectOk(creator, objClientCreate(creator, id, strlen(id), 5, NULL, 0, &data),
+             "create by another connection");
+    memcpy(data, "ready", 5);
+    check(pthread_create(&th, NULL, wakerMain, &w) == 0, NULL, "start the sealing thread");
+    t0 = nowMs();
+    expectOk(c, objClientPin(c, id, strlen(id), WAITER_BUDGET_MS, &buf),
+             "pin with a timeout while the object is only created");
+    elapsed = nowMs() - t0;
+    pthread_join(th, NULL);
+    check(w.rv == 0, creator, "the other connection sealed it");
+    check(elapsed >= WAITER_DELAY_MS / 2 && buf.size == 5 && memcmp(buf.data, "ready", 5) == 0, c,
+          "the pin waited for the seal (%lld ms) and sees the bytes", elapsed);
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(creator);
+}
+
+static void testGetWaitsForPut(ObjClient *c)
+{
+    const char *id = tid("wait-put");
+    ObjClient *writer = connectNode();
+    Waker w = {writer, id, 1, -1};
+    pthread_t th;
+    void *data;
+    size_t size;
+
+    check(pthread_create(&th, NULL, wakerMain, &w) == 0, NULL, "start the writing thread");
+    expectOk(c, objClientGet(c, id, strlen(id), WAITER_BUDGET_MS, &data, &size),
+             "get with a timeout of an id that appears later");
+    pthread_join(th, NULL);
+    check(w.rv == 0 && size == 4 && memcmp(data, "late", 4) == 0, c,
+          "the get waited for the put and returns its bytes");
+    objClientFreeData(data);
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(writer);
+}
+
+static void testCreatedObjectIsInvisibleToOthers(ObjClient *c)
+{
+    const char *id = tid("invisible");
+    ObjClient *other = connectNode();
+    void *data, *got;
+    size_t size;
+    int exists = -1;
+
+    expectOk(c, objClientCreate(c, id, strlen(id), 8, NULL, 0, &data), "create");
+    expectOk(other, objClientExists(other, id, strlen(id), &exists), "exists from another client");
+    check(exists == 0, other, "another client does not see a created object");
+    expectErr(other, objClientGet(other, id, strlen(id), 100, &got, &size), OBJ_ERR_TIMEOUT,
+              "get from another client with a 100 ms timeout");
+    expectOk(c, objClientAbort(c, id, strlen(id)), "abort");
+    objClientFree(other);
+}
+
+/* ---- disconnect ---------------------------------------------------------------------------- */
+
+/*
+ * Poll until cond(c, id) holds or POLL_LIMIT_MS pass: the server handles a
+ * disconnect asynchronously. Returns 1 if cond held.
+ */
+static int pollUntil(ObjClient *c, const char *id, int (*cond)(ObjClient *, const char *))
+{
+    long long deadline = nowMs() + POLL_LIMIT_MS;
+
+    while (nowMs() < deadline) {
+        if (cond(c, id))
+            return 1;
+        sleepMs(10);
+    }
+    return cond(c, id);
+}
+
+/* The id can be created (then aborted again): the old created object is gone. */
+static int canCreate(ObjClient *c, const char *id)
+{
+    void *data;
+
+    if (objClientCreate(c, id, strlen(id), 8, NULL, 0, &data) < 0)
+        return 0;
+    return objClientAbort(c, id, strlen(id)) == 0;
+}
+
+static int hasNoPins(ObjClient *c, const char *id)
+{
+    ObjInfo info;
+
+    return objClientInfo(c, id, strlen(id), &info) == 0 && info.pins == 0;
+}
+
+static void testDisconnectAbortsCreatedAndDropsPins(ObjClient *c)
+{
+    const char *created = tid("dc-created"), *pinned = tid("dc-pinned");
+    ObjClient *gone = connectNode();
+    ObjBuffer buf;
+    ObjInfo info;
+    void *data;
+
+    expectOk(gone, objClientCreate(gone, created, strlen(created), 8, NULL, 0, &data),
+             "create by a connection about to close");
+    expectOk(c, objClientPut(c, pinned, strlen(pinned), "p", 1, NULL, 0), "put");
+    expectOk(gone, objClientPin(gone, pinned, strlen(pinned), 0, &buf),
+             "pin by a connection about to close");
+    expectOk(c, objClientInfo(c, pinned, strlen(pinned), &info), "info");
+    check(info.pins == 1, c, "info: 1 pin");
+    objClientFree(gone);
+    check(pollUntil(c, created, canCreate), c, "the closed connection's created object is aborted");
+    check(pollUntil(c, pinned, hasNoPins), c, "the closed connection's pin is dropped");
+    expectOk(c, objClientDelete(c, pinned, strlen(pinned)), "delete");
+}
+
+/* ---- fetch ---------------------------------------------------------------------------------- */
+
+static void testFetch(ObjClient *c)
+{
+    const char *local = tid("fetch-local"), *missing = tid("fetch-missing");
+    long long t0;
+    int rv;
+
+    expectOk(c, objClientPut(c, local, strlen(local), "here", 4, NULL, 0), "put");
+    rv = objClientFetch(c, local, strlen(local), 1000);
+    if (rv < 0 && objClientErrCode(c) == OBJ_ERR_OTHER && strstr(objClientErrMsg(c), "unknown")) {
+        printf("# skip OBJ.FETCH checks: the node has no OBJ.FETCH (\"%s\")\n", objClientErrMsg(c));
+        expectOk(c, objClientDelete(c, local, strlen(local)), "delete");
+        return;
+    }
+    expectOk(c, rv, "fetch of an object that is already local");
+    t0 = nowMs();
+    rv = objClientFetch(c, missing, strlen(missing), 200);
+    check(rv == -1 && objClientErrCode(c) != OBJ_OK && objClientErrMsg(c)[0] != '\0', c,
+          "fetch of an id no node has fails (\"%s\")", objClientErrMsg(c));
+    check(nowMs() - t0 < WAITER_BUDGET_MS, c, "within the timeout");
+    expectOk(c, objClientDelete(c, local, strlen(local)), "delete");
+}
+
+int main(int argc, char **argv)
+{
+    ObjClient *c;
+
+    if (argc < 3 || argc > 4 || atoi(argv[2]) <= 0) {
+        fprintf(stderr, "usage: %s HOST PORT [UNIX_SOCKET]\n", argv[0]);
+        return 2;
+    }
+    testHost = argv[1];
+    testPort = atoi(argv[2]);
+
+    testConnectSucceedsWithoutError();
+    testConnectRefusedIsIoError();
+    testConnectUnixMissingPathIsIoError();
+    if (argc == 4)
+        testConnectUnixWorks(argv[3]);
+
+    c = connectNode();
+    testPutGetRoundTripIsBinarySafe(c);
+    testPutOfExistingIdIsExists(c);
+    testGetOfMissingIdIsNotFoundAtOnce(c);
+    testGetOfMissingIdTimesOut(c);
+    testZeroByteObjectRoundTrips(c);
+    testBadIdsAreBadArg(c);
+    testBigObjectZeroCopyRoundTrip(c);
+    testPinsCountUp(c);
+    testPinOfMissingId(c);
+    testZeroByteZeroCopyObject(c);
+    testCreatesDoNotOverlap(c);
+    testCreateLargerThanArenaIsOom(c);
+    testDeleteOfPinnedObjectIsDeferred(c);
+    testPinWaitsForSeal(c);
+    testGetWaitsForPut(c);
+    testCreatedObjectIsInvisibleToOthers(c);
+    testDisconnectAbortsCreatedAndDropsPins(c);
+    testFetch(c);
+    objClientFree(c);
+
+    printf("1..%d\n", testChecks);
+    return 0;
+}

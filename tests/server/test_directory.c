@@ -1,0 +1,928 @@
+/*
+ * test_directory.c - tests for the directory client (module/directory/directory.c)
+ * against a real redis-server that the test starts on a free 127.0.0.1 port.
+ *
+ * Each test pins down one promise of directory.h: the node registers with a
+ * TTL and unregisters on stop; publish, lookup and unpublish keep the key
+ * schema; several locations are listed until a peer's key expires; binary
+ * ids work; malformed entries are refused without crashing; and when the
+ * directory Redis dies, reads fail fast while writes wait, and a restarted
+ * (empty) directory is repopulated from the snapshot callback.
+ *
+ * redis-server is taken from $OBJSTORE_REDIS_SERVER, else /usr/bin/redis-server,
+ * else the PATH; without one the suite prints SKIP and succeeds. Peers are
+ * faked by writing their keys with hiredis. Every wait is bounded.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "directory/directory.h"
+#include "transfer/wire.h"
+
+#define TEST_NODE     "node-a"
+#define TEST_PEER     "peer-b"
+#define TEST_HB_MS    100
+#define TEST_TTL_MS   1000
+#define TEST_WAIT_MS  3000
+#define TEST_PEER_TTL 400
+#define TEST_CHECKSUM 0x0123456789abcdefULL
+
+/* ---- the redis-server under test ---------------------------------------------------- */
+
+static char testServerPath[512];
+static int testPort;
+static pid_t testPid = -1;
+
+static int64_t testNowMs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void testSleepMs(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Finds redis-server; returns 0 and fills testServerPath, or -1. */
+static int testFindServer(void)
+{
+    const char *env = getenv("OBJSTORE_REDIS_SERVER");
+    if (env != NULL && access(env, X_OK) == 0) {
+        snprintf(testServerPath, sizeof(testServerPath), "%s", env);
+        return 0;
+    }
+    if (access("/usr/bin/redis-server", X_OK) == 0) {
+        snprintf(testServerPath, sizeof(testServerPath), "/usr/bin/redis-server");
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    while (path != NULL && *path != '\0') {
+        const char *end = strchr(path, ':');
+        size_t len = end != NULL ? (size_t)(end - path) : strlen(path);
+        snprintf(testServerPath, sizeof(testServerPath), "%.*s/redis-server", (int)len, path);
+        if (len > 0 && access(testServerPath, X_OK) == 0)
+            return 0;
+        path = end != NULL ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+/* A port nothing listens on right now (the kernel picks it). */
+static int testFreePort(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static redisContext *testConnect(void)
+{
+    struct timeval tv = {0, 500000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", testPort, tv);
+    if (c != NULL && c->err == 0 && redisSetTimeout(c, tv) == REDIS_OK)
+        return c;
+    redisFree(c);
+    return NULL;
+}
+
+/* Starts redis-server on testPort and waits (<= 5 s) for PING. Returns 0 or -1. */
+static int testServerStart(void)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", testPort);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, STDOUT_FILENO);
+            dup2(devnull, STDERR_FILENO);
+        }
+        execl(testServerPath, testServerPath, "--port", port, "--bind", "127.0.0.1", "--save", "",
+              "--appendonly", "no", "--dir", "/tmp", "--daemonize", "no", "--logfile", "",
+              (char *)NULL);
+        _exit(127);
+    }
+    testPid = pid;
+    for (int64_t deadline = testNowMs() + 5000; testNowMs() < deadline; testSleepMs(20)) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            testPid = -1;
+            return -1;
+        }
+        redisContext *c = testConnect();
+        redisReply *r = c != NULL ? redisCommand(c, "PING") : NULL;
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+        freeReplyObject(r);
+        redisFree(c);
+        if (ok)
+            return 0;
+    }
+    return -1;
+}
+
+/* Stops the server (SIGTERM, then SIGKILL after 5 s) and reaps it. */
+static void testServerStop(void)
+{
+    if (testPid < 0)
+        return;
+    kill(testPid, SIGTERM);
+    for (int64_t deadline = testNowMs() + 5000; testNowMs() < deadline; testSleepMs(10)) {
+        if (waitpid(testPid, NULL, WNOHANG) == testPid) {
+            testPid = -1;
+            return;
+        }
+    }
+    kill(testPid, SIGKILL);
+    waitpid(testPid, NULL, 0);
+    testPid = -1;
+}
+
+/* Runs one command on a fresh connection; returns the reply or NULL. */
+static redisReply *testCmdv(int argc, const char **argv, const size_t *lens)
+{
+    redisContext *c = testConnect();
+    if (c == NULL)
+        return NULL;
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    redisFree(c);
+    return r;
+}
+
+/* Runs a formatted command (hiredis format, %b for binary); fails the test
+ * when there is no reply. */
+static redisReply *testCmd(const char *fmt, ...)
+{
+    redisContext *c = testConnect();
+    assert_non_null(c);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    assert_non_null(r);
+    return r;
+}
+
+static long long testCmdInt(const char *fmt, ...)
+{
+    redisContext *c = testConnect();
+    assert_non_null(c);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Waits (bounded) until EXISTS of a binary key reaches want. Returns 0 or -1. */
+static int testWaitExists(const char *key, size_t keyLen, int want, int timeoutMs)
+{
+    for (int64_t deadline = testNowMs() + timeoutMs; testNowMs() < deadline; testSleepMs(20)) {
+        const char *argv[] = {"EXISTS", key};
+        size_t lens[] = {6, keyLen};
+        redisReply *r = testCmdv(2, argv, lens);
+        int got = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+        freeReplyObject(r);
+        if (got == want)
+            return 0;
+    }
+    return -1;
+}
+
+static char *testObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut)
+{
+    size_t slen = strlen(suffix);
+    char *k = malloc(10 + idLen + 1 + slen + 1);
+    assert_non_null(k);
+    memcpy(k, "objstore:{", 10);
+    memcpy(k + 10, id, idLen);
+    k[10 + idLen] = '}';
+    memcpy(k + 11 + idLen, suffix, slen + 1);
+    *lenOut = 11 + idLen + slen;
+    return k;
+}
+
+/* Fakes a live peer node with a short TTL and, if id is set, as a location of id. */
+static void testAddPeer(const char *name, const char *tcpPort, const char *id, size_t idLen,
+                        int ttlMs)
+{
+    char beat[24];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(beat, sizeof(beat), "%lld", (long long)ts.tv_sec * 1000);
+    freeReplyObject(testCmd("HSET objstore:node:%s addr 127.0.0.1 tcp_port %s rdma_addr 127.0.0.1 "
+                            "rdma_port 7472 features 3 heartbeat_ms %s",
+                            name, tcpPort, beat));
+    freeReplyObject(testCmd("PEXPIRE objstore:node:%s %d", name, ttlMs));
+    freeReplyObject(testCmd("SADD objstore:nodes %s", name));
+    if (id != NULL) {
+        size_t locLen;
+        char *loc = testObjKey(id, idLen, ":loc", &locLen);
+        freeReplyObject(testCmd("SADD %b %s", loc, locLen, name));
+        free(loc);
+    }
+}
+
+/* ---- directory callbacks ------------------------------------------------------------ */
+
+/* What the snapshot callback re-publishes: a fixed set, one with a binary id. */
+static const struct {
+    const char *id;
+    size_t idLen;
+    uint64_t size, metaSize, checksum;
+} testSnap[] = {
+    {"snap-1", 6, 100, 10, 0x1111111111111111ULL},
+    {"snap-2", 6, 200, 0, 0x2222222222222222ULL},
+    {"snap\0{3}", 8, 300, 30, 0xfedcba9876543210ULL},
+};
+#define TEST_SNAP_COUNT (sizeof(testSnap) / sizeof(testSnap[0]))
+
+static int testSnapCalls;
+
+static void testSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
+{
+    (void)arg;
+    __atomic_add_fetch(&testSnapCalls, 1, __ATOMIC_SEQ_CST);
+    for (size_t i = 0; i < TEST_SNAP_COUNT; i++)
+        emit(testSnap[i].id, testSnap[i].idLen, testSnap[i].size, testSnap[i].metaSize,
+             testSnap[i].checksum, emitArg);
+}
+
+/* A result box a callback fills and the test waits on. */
+typedef struct TestBox {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    DirResult *res;
+    int calls;
+    pthread_t thread;
+} TestBox;
+
+static void testBoxInit(TestBox *b)
+{
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_cond_init(&b->cond, NULL);
+    b->res = NULL;
+    b->calls = 0;
+}
+
+static void testBoxFn(DirResult *res, void *arg)
+{
+    TestBox *b = arg;
+    pthread_mutex_lock(&b->lock);
+    if (b->res != NULL)
+        dirResultFree(b->res);
+    b->res = res;
+    b->calls++;
+    b->thread = pthread_self();
+    pthread_cond_broadcast(&b->cond);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* Waits (bounded) for the callback; returns the result (owned by the caller). */
+static DirResult *testBoxWait(TestBox *b, int timeoutMs)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += timeoutMs / 1000;
+    ts.tv_nsec += (long)(timeoutMs % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->lock);
+    while (b->res == NULL) {
+        if (pthread_cond_timedwait(&b->cond, &b->lock, &ts) == ETIMEDOUT)
+            break;
+    }
+    DirResult *res = b->res;
+    b->res = NULL;
+    pthread_mutex_unlock(&b->lock);
+    return res;
+}
+
+static void testBoxDestroy(TestBox *b)
+{
+    dirResultFree(b->res);
+    pthread_mutex_destroy(&b->lock);
+    pthread_cond_destroy(&b->cond);
+}
+
+static DirResult *testLookup(const char *id, size_t idLen)
+{
+    TestBox b;
+    testBoxInit(&b);
+    dirLookup(id, idLen, testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    assert_int_equal(b.calls, 1);
+    assert_false(pthread_equal(b.thread, pthread_self())); /* ran on the directory thread */
+    testBoxDestroy(&b);
+    return res;
+}
+
+static DirResult *testList(void)
+{
+    TestBox b;
+    testBoxInit(&b);
+    dirListNodes(testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    testBoxDestroy(&b);
+    return res;
+}
+
+static const DirNode *testFindNode(const DirResult *res, const char *name)
+{
+    for (size_t i = 0; i < res->count; i++)
+        if (strcmp(res->nodes[i].name, name) == 0)
+            return &res->nodes[i];
+    return NULL;
+}
+
+/* Waits (bounded) until the directory thread has nothing left to send. */
+static void testWaitDrained(void)
+{
+    DirStats st;
+    for (int64_t deadline = testNowMs() + TEST_WAIT_MS; testNowMs() < deadline; testSleepMs(10)) {
+        dirGetStats(&st);
+        if (st.connected && st.queued == 0)
+            break;
+    }
+    dirGetStats(&st);
+    assert_true(st.connected);
+    assert_int_equal(st.queued, 0);
+}
+
+static DirConfig testConfig(void)
+{
+    DirConfig cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
+    cfg.port = testPort;
+    snprintf(cfg.nodeName, sizeof(cfg.nodeName), TEST_NODE);
+    snprintf(cfg.addr, sizeof(cfg.addr), "127.0.0.1");
+    cfg.tcpPort = 7001;
+    cfg.features = OBJ_FEAT_TCP;
+    cfg.heartbeatMs = TEST_HB_MS;
+    cfg.ttlMs = TEST_TTL_MS;
+    return cfg;
+}
+
+/* ---- fixtures ----------------------------------------------------------------------- */
+
+static int testGroupSetup(void **state)
+{
+    (void)state;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        testPort = testFreePort();
+        if (testPort > 0 && testServerStart() == 0)
+            return 0;
+    }
+    fprintf(stderr, "cannot start %s on 127.0.0.1\n", testServerPath);
+    return -1;
+}
+
+static int testGroupTeardown(void **state)
+{
+    (void)state;
+    testServerStop();
+    return 0;
+}
+
+/* Every test starts with an empty directory and a started, registered client. */
+static int testSetup(void **state)
+{
+    (void)state;
+    if (testPid < 0 && testServerStart() != 0)
+        return -1;
+    redisReply *r = testCmd("FLUSHALL");
+    freeReplyObject(r);
+    __atomic_store_n(&testSnapCalls, 0, __ATOMIC_SEQ_CST);
+    DirConfig cfg = testConfig();
+    if (dirStart(&cfg, testSnapshot, NULL) != 0)
+        return -1;
+    const char *key = "objstore:node:" TEST_NODE;
+    if (testWaitExists(key, strlen(key), 1, TEST_WAIT_MS) != 0) {
+        DirStats st;
+        dirGetStats(&st);
+        fprintf(stderr, "node never registered: %s\n", st.lastError);
+        dirStop();
+        return -1;
+    }
+    return 0;
+}
+
+static int testTeardown(void **state)
+{
+    (void)state;
+    dirStop();
+    return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+static void test_start_registers_node_with_ttl(void **state)
+{
+    (void)state;
+    redisReply *r = testCmd("HGETALL objstore:node:" TEST_NODE);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 12);
+    freeReplyObject(r);
+
+    r = testCmd("HMGET objstore:node:" TEST_NODE " addr tcp_port rdma_addr rdma_port features "
+                "heartbeat_ms");
+    assert_string_equal(r->element[0]->str, "127.0.0.1");
+    assert_string_equal(r->element[1]->str, "7001");
+    assert_string_equal(r->element[2]->str, "");
+    assert_string_equal(r->element[3]->str, "0");
+    assert_string_equal(r->element[4]->str, "1");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long beat = atoll(r->element[5]->str), now = (long long)ts.tv_sec * 1000;
+    assert_true(beat > now - 5000 && beat < now + 5000);
+    freeReplyObject(r);
+
+    long long pttl = testCmdInt("PTTL objstore:node:" TEST_NODE);
+    assert_true(pttl > 0 && pttl <= TEST_TTL_MS);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 1);
+}
+
+static void test_heartbeat_keeps_node_alive_past_ttl(void **state)
+{
+    (void)state;
+    testSleepMs(TEST_TTL_MS + 300);
+    assert_int_equal(testCmdInt("EXISTS objstore:node:" TEST_NODE), 1);
+}
+
+static void test_first_connect_publishes_snapshot(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < TEST_SNAP_COUNT; i++) {
+        DirResult *res = testLookup(testSnap[i].id, testSnap[i].idLen);
+        assert_int_equal(res->status, DIR_FOUND);
+        assert_int_equal(res->size, testSnap[i].size);
+        assert_int_equal(res->metaSize, testSnap[i].metaSize);
+        assert_int_equal(res->checksum, testSnap[i].checksum);
+        dirResultFree(res);
+    }
+    assert_int_equal(__atomic_load_n(&testSnapCalls, __ATOMIC_SEQ_CST), 1);
+}
+
+static void test_publish_then_lookup_finds_this_node(void **state)
+{
+    (void)state;
+    dirPublish("obj-1", 5, 4096, 16, TEST_CHECKSUM);
+    DirResult *res = testLookup("obj-1", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->size, 4096);
+    assert_int_equal(res->metaSize, 16);
+    assert_int_equal(res->checksum, TEST_CHECKSUM);
+    assert_int_equal(res->idLen, 5);
+    assert_memory_equal(res->id, "obj-1", 5);
+    assert_int_equal(res->count, 1);
+    assert_string_equal(res->nodes[0].name, TEST_NODE);
+    assert_string_equal(res->nodes[0].addr, "127.0.0.1");
+    assert_int_equal(res->nodes[0].tcpPort, 7001);
+    assert_int_equal(res->nodes[0].features, OBJ_FEAT_TCP);
+    assert_true(res->nodes[0].heartbeatMs > 0);
+    dirResultFree(res);
+
+    redisReply *r = testCmd("HGET objstore:{obj-1}:meta checksum");
+    assert_string_equal(r->str, "0123456789abcdef");
+    freeReplyObject(r);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{obj-1}:loc " TEST_NODE), 1);
+}
+
+static void test_lookup_of_unknown_id_is_notfound(void **state)
+{
+    (void)state;
+    DirResult *res = testLookup("nope", 4);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    assert_true(res->err[0] != '\0');
+    assert_int_equal(res->count, 0);
+    dirResultFree(res);
+}
+
+static void test_unpublish_last_location_deletes_meta(void **state)
+{
+    (void)state;
+    dirPublish("obj-2", 5, 1, 0, 1);
+    dirUnpublish("obj-2", 5);
+    DirResult *res = testLookup("obj-2", 5);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+    assert_int_equal(testCmdInt("EXISTS objstore:{obj-2}:meta objstore:{obj-2}:loc"), 0);
+}
+
+static void test_unpublish_keeps_meta_while_peer_holds_it(void **state)
+{
+    (void)state;
+    dirPublish("obj-3", 5, 10, 0, 2);
+    testWaitDrained();
+    testAddPeer(TEST_PEER, "7002", "obj-3", 5, 5000);
+    dirUnpublish("obj-3", 5);
+    DirResult *res = testLookup("obj-3", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_string_equal(res->nodes[0].name, TEST_PEER);
+    dirResultFree(res);
+    assert_int_equal(testCmdInt("EXISTS objstore:{obj-3}:meta"), 1);
+}
+
+static void test_lookup_lists_both_locations_until_peer_expires(void **state)
+{
+    (void)state;
+    dirPublish("obj-4", 5, 10, 0, 3);
+    testWaitDrained();
+    testAddPeer(TEST_PEER, "7002", "obj-4", 5, TEST_PEER_TTL);
+    DirResult *res = testLookup("obj-4", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 2);
+    assert_non_null(testFindNode(res, TEST_NODE));
+    const DirNode *peer = testFindNode(res, TEST_PEER);
+    assert_non_null(peer);
+    assert_int_equal(peer->tcpPort, 7002);
+    assert_string_equal(peer->rdmaAddr, "127.0.0.1");
+    assert_int_equal(peer->rdmaPort, 7472);
+    assert_int_equal(peer->features, OBJ_FEAT_TCP | OBJ_FEAT_RDMA);
+    dirResultFree(res);
+
+    size_t count = 0;
+    for (int64_t deadline = testNowMs() + TEST_WAIT_MS; testNowMs() < deadline; testSleepMs(50)) {
+        res = testLookup("obj-4", 5);
+        count = res->count;
+        if (count == 1)
+            assert_string_equal(res->nodes[0].name, TEST_NODE);
+        dirResultFree(res);
+        if (count == 1)
+            break;
+    }
+    assert_int_equal(count, 1);
+}
+
+static void test_lookup_with_only_dead_locations_is_notfound(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{obj-5}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001"));
+    freeReplyObject(testCmd("SADD objstore:{obj-5}:loc gone-node"));
+    DirResult *res = testLookup("obj-5", 5);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    assert_non_null(strstr(res->err, "live"));
+    dirResultFree(res);
+}
+
+static void test_list_nodes_drops_expired_nodes(void **state)
+{
+    (void)state;
+    testAddPeer(TEST_PEER, "7002", NULL, 0, TEST_PEER_TTL);
+    DirResult *res = testList();
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 2);
+    assert_non_null(testFindNode(res, TEST_NODE));
+    assert_non_null(testFindNode(res, TEST_PEER));
+    assert_null(res->id);
+    dirResultFree(res);
+
+    const char *key = "objstore:node:" TEST_PEER;
+    assert_int_equal(testWaitExists(key, strlen(key), 0, TEST_WAIT_MS), 0);
+    res = testList();
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_string_equal(res->nodes[0].name, TEST_NODE);
+    dirResultFree(res);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_PEER), 0);
+}
+
+static void test_binary_id_with_nul_and_braces(void **state)
+{
+    (void)state;
+    static const char id[] = {'a', '\0', '{', 'b', '}', 'c', '\xff'};
+    dirPublish(id, sizeof(id), 77, 7, TEST_CHECKSUM);
+    DirResult *res = testLookup(id, sizeof(id));
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->size, 77);
+    assert_int_equal(res->idLen, sizeof(id));
+    assert_memory_equal(res->id, id, sizeof(id));
+    dirResultFree(res);
+
+    size_t metaLen;
+    char *meta = testObjKey(id, sizeof(id), ":meta", &metaLen);
+    assert_int_equal(testWaitExists(meta, metaLen, 1, 100), 0);
+    /* A prefix of the id must be a different object. */
+    res = testLookup(id, 1);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+
+    dirUnpublish(id, sizeof(id));
+    res = testLookup(id, sizeof(id));
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+    assert_int_equal(testWaitExists(meta, metaLen, 0, 100), 0);
+    free(meta);
+}
+
+static void test_malformed_entries_are_notfound(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *setup; /* makes objstore:{bad}:meta malformed */
+        const char *why;   /* expected in err */
+    } cases[] = {
+        {"HSET objstore:{bad}:meta size 1 meta_size 0 checksum xyz", "checksum"},
+        {"HSET objstore:{bad}:meta size 1 meta_size 0 checksum 0123456789abcdeg", "checksum"},
+        {"HSET objstore:{bad}:meta size -1 meta_size 0 checksum 0123456789abcdef", "size"},
+        {"HSET objstore:{bad}:meta size 1x meta_size 0 checksum 0123456789abcdef", "size"},
+        {"HSET objstore:{bad}:meta size 99999999999999999999 meta_size 0 checksum "
+         "0123456789abcdef",
+         "size"},
+        {"HSET objstore:{bad}:meta size 1 checksum 0123456789abcdef", "meta_size"},
+        {"SET objstore:{bad}:meta hello", "wrong type"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        freeReplyObject(testCmd("DEL objstore:{bad}:meta"));
+        freeReplyObject(testCmd(cases[i].setup));
+        freeReplyObject(testCmd("SADD objstore:{bad}:loc " TEST_NODE));
+        DirResult *res = testLookup("bad", 3);
+        assert_int_equal(res->status, DIR_NOTFOUND);
+        assert_non_null(strstr(res->err, "malformed"));
+        assert_non_null(strstr(res->err, cases[i].why));
+        dirResultFree(res);
+    }
+}
+
+static void test_malformed_node_entry_is_skipped(void **state)
+{
+    (void)state;
+    dirPublish("obj-6", 5, 10, 0, 3);
+    testAddPeer(TEST_PEER, "notaport", "obj-6", 5, 5000);
+    DirResult *res = testLookup("obj-6", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_string_equal(res->nodes[0].name, TEST_NODE);
+    dirResultFree(res);
+
+    /* With this node gone and a second bad peer, nothing usable is left. */
+    dirUnpublish("obj-6", 5);
+    testAddPeer("peer-c", "65536", "obj-6", 5, 5000);
+    res = testLookup("obj-6", 5);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    assert_non_null(strstr(res->err, "2 malformed"));
+    dirResultFree(res);
+}
+
+static void test_many_publishes_are_pipelined_in_order(void **state)
+{
+    (void)state;
+#if defined(OBJ_DIR_QUEUE_MAX) && OBJ_DIR_QUEUE_MAX < 3000
+    skip(); /* the small-queue build would drop most of them */
+#endif
+    char id[32];
+    for (int i = 0; i < 2000; i++) {
+        int n = snprintf(id, sizeof(id), "many-%d", i);
+        dirPublish(id, (size_t)n, (uint64_t)i, 0, (uint64_t)i);
+        if (i % 2 == 1)
+            dirUnpublish(id, (size_t)n);
+    }
+    DirResult *res = testLookup("many-1998", 9);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->size, 1998);
+    dirResultFree(res);
+    res = testLookup("many-1999", 9);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+    testWaitDrained();
+    DirStats st;
+    dirGetStats(&st);
+    assert_true(st.publishes >= 2000 + TEST_SNAP_COUNT);
+    assert_true(st.unpublishes >= 1000);
+    assert_int_equal(st.lookups, 2);
+}
+
+static void test_stop_unregisters_node(void **state)
+{
+    (void)state;
+    dirStop();
+    assert_int_equal(testCmdInt("EXISTS objstore:node:" TEST_NODE), 0);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 0);
+}
+
+static void test_lookup_while_stopped_answers_unavailable_at_once(void **state)
+{
+    (void)state;
+    dirStop();
+    TestBox b;
+    testBoxInit(&b);
+    dirLookup("x", 1, testBoxFn, &b);
+    assert_int_equal(b.calls, 1); /* synchronously */
+    assert_non_null(b.res);
+    assert_int_equal(b.res->status, DIR_UNAVAILABLE);
+    dirListNodes(testBoxFn, &b);
+    assert_int_equal(b.calls, 2);
+    assert_int_equal(b.res->status, DIR_UNAVAILABLE);
+    testBoxDestroy(&b);
+    dirPublish("x", 1, 1, 0, 0); /* dropped without effect */
+    dirStop();                   /* idempotent */
+}
+
+static void test_start_rejects_bad_config(void **state)
+{
+    (void)state;
+    DirConfig good = testConfig();
+    DirConfig cases[5];
+    for (int i = 0; i < 5; i++)
+        cases[i] = good;
+    cases[0].nodeName[0] = '\0';
+    cases[1].port = 0;
+    cases[2].port = 70000;
+    cases[3].heartbeatMs = 0;
+    cases[4].ttlMs = cases[4].heartbeatMs;
+    dirStop();
+    for (int i = 0; i < 5; i++) {
+        errno = 0;
+        assert_int_equal(dirStart(&cases[i], NULL, NULL), -1);
+        assert_int_equal(errno, EINVAL);
+    }
+    assert_int_equal(dirStart(&good, NULL, NULL), 0);
+    errno = 0;
+    assert_int_equal(dirStart(&good, NULL, NULL), -1);
+    assert_int_equal(errno, EBUSY);
+}
+
+static void test_directory_restart_reregisters_and_republishes(void **state)
+{
+    (void)state;
+    dirPublish("before", 6, 5, 0, 5);
+    testWaitDrained();
+
+    testServerStop();
+    TestBox b;
+    testBoxInit(&b);
+    int64_t t0 = testNowMs();
+    dirLookup("before", 6, testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, 2000);
+    assert_non_null(res);
+    assert_int_equal(res->status, DIR_UNAVAILABLE);
+    assert_true(testNowMs() - t0 < 2000);
+    assert_non_null(strstr(res->err, "directory 127.0.0.1:"));
+    dirResultFree(res);
+    dirListNodes(testBoxFn, &b);
+    res = testBoxWait(&b, 2000);
+    assert_non_null(res);
+    assert_int_equal(res->status, DIR_UNAVAILABLE);
+    dirResultFree(res);
+    testBoxDestroy(&b);
+
+    /* Writes wait for the directory. */
+    dirPublish("during", 6, 6, 0, 6);
+    DirStats st;
+    dirGetStats(&st);
+    assert_int_equal(st.connected, 0);
+    assert_int_equal(st.queued, 1);
+    testSleepMs(300); /* a few failed reconnects */
+    dirGetStats(&st);
+    assert_int_equal(st.queued, 1);
+    assert_true(st.errors > 0);
+    assert_true(st.lastError[0] != '\0');
+
+    assert_int_equal(testServerStart(), 0);
+    const char *node = "objstore:node:" TEST_NODE;
+    assert_int_equal(testWaitExists(node, strlen(node), 1, 5000), 0);
+    testWaitDrained();
+    for (size_t i = 0; i < TEST_SNAP_COUNT; i++) {
+        res = testLookup(testSnap[i].id, testSnap[i].idLen);
+        assert_int_equal(res->status, DIR_FOUND);
+        assert_int_equal(res->checksum, testSnap[i].checksum);
+        dirResultFree(res);
+    }
+    res = testLookup("during", 6);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    /* Not in the snapshot, and the restarted directory is empty. */
+    res = testLookup("before", 6);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 1);
+    dirGetStats(&st);
+    assert_true(st.reconnects >= 1);
+    assert_true(__atomic_load_n(&testSnapCalls, __ATOMIC_SEQ_CST) >= 2);
+}
+
+/* Needs a build with -DOBJ_DIR_QUEUE_MAX=5 (for both files); skipped otherwise. */
+static void test_queue_overflow_drops_and_republishes(void **state)
+{
+    (void)state;
+#if defined(OBJ_DIR_QUEUE_MAX) && OBJ_DIR_QUEUE_MAX == 5
+    testServerStop();
+    char id[16];
+    for (int i = 0; i < 8; i++) {
+        int n = snprintf(id, sizeof(id), "q-%d", i);
+        dirPublish(id, (size_t)n, 1, 0, 1);
+    }
+    DirStats st;
+    dirGetStats(&st);
+    assert_int_equal(st.queued, 5);
+    assert_non_null(strstr(st.lastError, "queue full"));
+    assert_int_equal(testServerStart(), 0);
+    const char *node = "objstore:node:" TEST_NODE;
+    assert_int_equal(testWaitExists(node, strlen(node), 1, 5000), 0);
+    testWaitDrained();
+    DirResult *res = testLookup("q-4", 3);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    res = testLookup(testSnap[0].id, testSnap[0].idLen);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+#else
+    skip();
+#endif
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (testFindServer() != 0) {
+        printf("SKIP test_directory: no redis-server (set OBJSTORE_REDIS_SERVER)\n");
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_start_registers_node_with_ttl, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_keeps_node_alive_past_ttl, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_first_connect_publishes_snapshot, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_publish_then_lookup_finds_this_node, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_of_unknown_id_is_notfound, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_unpublish_last_location_deletes_meta, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_unpublish_keeps_meta_while_peer_holds_it, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_lists_both_locations_until_peer_expires,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_with_only_dead_locations_is_notfound, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_list_nodes_drops_expired_nodes, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_binary_id_with_nul_and_braces, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_malformed_entries_are_notfound, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_malformed_node_entry_is_skipped, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_many_publishes_are_pipelined_in_order, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_stop_unregisters_node, testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_while_stopped_answers_unavailable_at_once,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_start_rejects_bad_config, testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_directory_restart_reregisters_and_republishes,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_queue_overflow_drops_and_republishes, testSetup,
+                                        testTeardown),
+    };
+    return cmocka_run_group_tests_name("directory", tests, testGroupSetup, testGroupTeardown);
+}
