@@ -10,11 +10,11 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "node.h"
 #include "respserver.h"
 #include "common/util.h"
+#include "store/checksum.h"
 
 /* Holder of the short pins taken while a reply copies an object's bytes. */
 #define OBJ_HOLDER_REPLY (OBJ_HOLDER_INTERNAL | 1)
@@ -177,11 +177,6 @@ static int replyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
     }
 }
 
-static uint64_t objChecksum(const ObjEntry *e)
-{
-    return XXH3_64bits(objNode.arena.base + e->offset, e->dataSize + e->metaSize);
-}
-
 int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind)
 {
     ObjTable *t = objNode.table;
@@ -254,7 +249,7 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         return replyStatus(ctx, st, "");
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
-    uint64_t sum = objChecksum(e);
+    uint64_t sum = objChecksum(objNode.arena.base, e);
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, holder, sum);
     objTableUnlock(objNode.table);
@@ -357,7 +352,8 @@ static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     objTableUnlock(objNode.table);
     if (!e)
         return REDISMODULE_OK;
-    uint64_t sum = objChecksum(e); /* outside the lock: only this client can touch e */
+    uint64_t sum =
+        objChecksum(objNode.arena.base, e); /* outside the lock: only this client can touch e */
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
     objTableUnlock(objNode.table);

@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "engineint.h"
 #include "common/util.h"
+#include "store/checksum.h"
 
 /* ---- requests ---------------------------------------------------------------------- */
 
@@ -235,7 +235,7 @@ static void xferReceived(Transfer *x)
         return;
     }
     uint64_t total = e->dataSize + e->metaSize;
-    uint64_t sum = XXH3_64bits(eng.cfg.arenaBase + e->offset, total);
+    uint64_t sum = objChecksum(eng.cfg.arenaBase, e);
 
     if (sum != x->dir->checksum || sum != x->remoteChecksum) {
         char why[160];
