@@ -215,8 +215,8 @@ lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
 # Which component may include which (tests/lint/layers), and the check's own test.
 lint-layers:
-	tests/lint/check-layers.sh
-	tests/lint/test-check-layers.sh
+	/usr/bin/python3 tests/lint/check_layers.py
+	/usr/bin/python3 -m pytest -q tests/lint
 format:
 	clang-format -i $(LINT_FILES)
 

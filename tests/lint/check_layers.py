@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""check_layers.py - fail when a file includes a header its component must not know.
+
+Usage: check_layers.py [ROOT]   (ROOT defaults to the repository)
+
+Reads ROOT/tests/lint/layers (component: allowed components), then looks at
+every #include "..." in module/<component>/ and client/ under ROOT:
+  - "other/x.h" names the component `other`: it must be the file's own
+    component or one it may include;
+  - a bare "x.h" must be a header of the file's own folder, unless it is one
+    of Redis's headers (pseudo-component "redismodule");
+  - the allowed edges themselves must not form a circle.
+Prints one line per violation (file:line: why) and exits 1 if there is any,
+0 otherwise. System headers (<...>) are not looked at.
+"""
+import os
+import re
+import sys
+
+REDIS_HEADERS = {"redismodule.h", "server.h", "connection.h"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def read_layers(path):
+    """component -> set of components it may include."""
+    allowed = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if ":" not in line:
+                sys.exit(f"{path}:{n}: expected 'component: deps...'")
+            comp, deps = line.split(":", 1)
+            allowed[comp.strip()] = set(deps.split())
+    return allowed
+
+
+def find_cycle(allowed):
+    """A list of components forming a circle among the allowed edges, or None."""
+    state = {}
+
+    def visit(c, stack):
+        state[c] = "open"
+        for d in sorted(allowed.get(c, ())):
+            if state.get(d) == "open":
+                return stack[stack.index(d):] + [d] if d in stack else [c, d]
+            if d not in state:
+                cyc = visit(d, stack + [d])
+                if cyc:
+                    return cyc
+        state[c] = "done"
+        return None
+
+    for c in sorted(allowed):
+        if c not in state:
+            cyc = visit(c, [c])
+            if cyc:
+                return cyc
+    return None
+
+
+def component_dirs(root, allowed):
+    """(component, folder) for every component folder present under root."""
+    for comp in sorted(allowed):
+        for base in ("module", ""):
+            d = os.path.join(root, base, comp)
+            if comp != "redismodule" and os.path.isdir(d):
+                yield comp, d
+                break
+
+
+def check(root):
+    allowed = read_layers(os.path.join(root, "tests", "lint", "layers"))
+    problems = []
+    cyc = find_cycle(allowed)
+    if cyc:
+        problems.append("tests/lint/layers: the allowed includes form a circle: " + " -> ".join(cyc))
+    known = set(allowed)
+    for comp, folder in component_dirs(root, allowed):
+        for dirpath, _, files in os.walk(folder):
+            for name in sorted(files):
+                if not name.endswith((".c", ".h")):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                with open(path, errors="replace") as f:
+                    for n, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        inc = m.group(1)
+                        if "/" in inc:
+                            target = inc.split("/", 1)[0]
+                            if target not in known:
+                                problems.append(f"{rel}:{n}: includes \"{inc}\": "
+                                                f"'{target}' is not a component in tests/lint/layers")
+                            elif target != comp and target not in allowed[comp]:
+                                problems.append(f"{rel}:{n}: includes \"{inc}\": "
+                                                f"{comp} may not depend on {target}")
+                        elif inc in REDIS_HEADERS:
+                            if "redismodule" not in allowed[comp]:
+                                problems.append(f"{rel}:{n}: includes \"{inc}\": only components "
+                                                f"allowed 'redismodule' may see Redis's headers")
+                        elif not os.path.exists(os.path.join(dirpath, inc)):
+                            problems.append(f"{rel}:{n}: includes \"{inc}\", which is not in "
+                                            f"its own folder: name the component (\"comp/{inc}\")")
+    return problems
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    problems = check(os.path.abspath(root))
+    for p in problems:
+        print("layers: " + p)
+    if problems:
+        print(f"layers: {len(problems)} include(s) break the layering (tests/lint/layers)")
+        return 1
+    print("layers: every include follows tests/lint/layers")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
