@@ -281,6 +281,9 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     objTableUnlock(objNode.table);
     if (st != OBJ_ST_OK)
         return replyStatus(ctx, st, "");
+    /* Outside the lock: only this client can touch e. The metadata is
+     * written next, so only the data part needs clearing. */
+    objTableClearStale(e, objNode.arena.base, size);
     memcpy(objNode.arena.base + e->offset + size, meta, metaLen);
     RedisModule_ReplyWithArray(ctx, 4);
     RedisModule_ReplyWithSimpleString(ctx, "offset");
@@ -686,8 +689,9 @@ typedef struct ObjCommandDef {
 static const ObjCommandDef objCommands[] = {
     {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
      "O(N) in the object size", argsPut},
-    {"obj.create", ObjCreate_RedisCommand, "write fast", -3,
-     "Reserve a created object; returns its offset in the shared arena", "O(1)", argsCreate},
+    {"obj.create", ObjCreate_RedisCommand, "write", -3,
+     "Reserve a created object (reading as zeros); returns its offset in the shared arena",
+     "O(N) in the bytes an earlier object left in its range", argsCreate},
     {"obj.write", ObjWrite_RedisCommand, "write", 4, "Write bytes into a created object",
      "O(N) in the bytes written", argsWrite},
     {"obj.seal", ObjSeal_RedisCommand, "write", 2, "Make a created object immutable and visible",

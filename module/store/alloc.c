@@ -40,6 +40,10 @@ struct AllocBlock {
     AllocBlock *nextPhys;
     AllocBlock *prevFree; /* size-class list links (free blocks only); */
     AllocBlock *nextFree; /* nextFree also links spare nodes in the pool */
+    /* Units at the start of the block that may hold bytes of an earlier
+     * object; the rest reads as zeros (the arena file starts zero-filled).
+     * An allocated block is dirty all along once it has been handed back. */
+    uint64_t dirty;
     int isFree;
 };
 
@@ -274,6 +278,7 @@ AllocBlock *allocGet(Allocator *a, uint64_t size)
         allocListRemove(a, b);
         rest->offset = b->offset + units;
         rest->size = b->size - units;
+        rest->dirty = b->dirty > units ? b->dirty - units : 0;
         rest->isFree = 1;
         rest->prevPhys = b;
         rest->nextPhys = b->nextPhys;
@@ -281,6 +286,8 @@ AllocBlock *allocGet(Allocator *a, uint64_t size)
             rest->nextPhys->prevPhys = rest;
         b->nextPhys = rest;
         b->size = units;
+        if (b->dirty > units)
+            b->dirty = units;
         /* b's old right neighbour was used (free neighbours never touch), so
          * the remainder needs no merging. */
         allocListInsert(a, rest);
@@ -308,10 +315,14 @@ void allocPut(Allocator *a, AllocBlock *b)
     a->usedBlocks--;
     a->freeBlocks++;
     b->isFree = 1;
+    b->dirty = b->size; /* whatever the object held is still there */
 
+    /* A merged block's dirty prefix ends where its right part's does: only
+     * the clean tail of the rightmost part stays known clean. */
     AllocBlock *left = b->prevPhys;
     if (left && left->isFree) {
         allocListRemove(a, left);
+        left->dirty = left->size + b->dirty;
         left->size += b->size;
         left->nextPhys = b->nextPhys;
         if (left->nextPhys)
@@ -323,6 +334,8 @@ void allocPut(Allocator *a, AllocBlock *b)
     AllocBlock *right = b->nextPhys;
     if (right && right->isFree) {
         allocListRemove(a, right);
+        if (right->dirty)
+            b->dirty = b->size + right->dirty;
         b->size += right->size;
         b->nextPhys = right->nextPhys;
         if (b->nextPhys)
@@ -331,6 +344,13 @@ void allocPut(Allocator *a, AllocBlock *b)
         a->freeBlocks--;
     }
     allocListInsert(a, b);
+}
+
+/* Bytes at the start of allocated block b that may still hold an earlier
+ * object's data (0: the whole block reads as zeros). Can't fail. */
+uint64_t allocBlockDirtyBytes(const AllocBlock *b)
+{
+    return b->dirty << ALLOC_UNIT_SHIFT;
 }
 
 /* Byte offset of b in the arena; a multiple of OBJ_ALLOC_ALIGN. Can't fail. */
@@ -389,8 +409,8 @@ static int allocCheckInList(const Allocator *a, const AllocBlock *b, uint64_t bo
 /*
  * Verify every invariant: the physical list tiles [0, capacity) in order
  * with no gaps or overlaps and consistent back links; no two free blocks are
- * adjacent; each free block is in the list of its own class; each list is
- * well linked, holds only free blocks of its class, and its bits match; the
+ * adjacent; no dirty prefix is longer than its block; each free block is in the list of its own
+ * class; each list is well linked, holds only free blocks of its class, and its bits match; the
  * lists together hold exactly the free blocks; the counters match the walk.
  * Returns 0 when all hold, -1 at the first violation. Cost is
  * O(blocks + free blocks x list length): for tests and debug builds.
@@ -404,7 +424,8 @@ int allocCheck(const Allocator *a)
     uint64_t end = 0, usedUnits = 0, usedBlocks = 0, freeBlocks = 0;
     const AllocBlock *prev = NULL;
     for (const AllocBlock *b = a->first; b; prev = b, b = b->nextPhys) {
-        if (b->prevPhys != prev || b->offset != end || b->size == 0 || b->size > a->capacity - end)
+        if (b->prevPhys != prev || b->offset != end || b->size == 0 ||
+            b->size > a->capacity - end || b->dirty > b->size)
             return -1;
         end += b->size;
         if (b->isFree) {

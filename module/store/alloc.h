@@ -5,6 +5,9 @@
  * Two-level segregated fit (TLSF): free ranges sit in size-class lists found
  * through two bitmaps, so allocation and release are O(1); freed ranges
  * coalesce with free neighbours at once, so fragmentation stays bounded.
+ * The allocator also knows which ranges were never handed out since the
+ * region was zero-filled: each block carries a dirty prefix, so a caller
+ * that must give out zeroed memory clears only what an earlier object used.
  * Bookkeeping lives in ordinary heap memory, never inside the arena, so a
  * client that scribbles on the mapped arena cannot corrupt the allocator.
  * Pure C: no Redis headers, no locking (the object table's lock covers it).
@@ -39,6 +42,9 @@ AllocBlock *allocGet(Allocator *a, uint64_t size);
 void allocPut(Allocator *a, AllocBlock *b);
 uint64_t allocBlockOffset(const AllocBlock *b); /* 64-byte aligned */
 uint64_t allocBlockSize(const AllocBlock *b);   /* rounded-up usable size */
+/* Bytes at the start of an allocated block that may still hold an earlier
+ * object's data; beyond them it reads as zeros (the region starts zeroed). */
+uint64_t allocBlockDirtyBytes(const AllocBlock *b);
 void allocGetStats(const Allocator *a, AllocStats *st);
 /* Walk every block and list and check every invariant; 0 if consistent, -1
  * otherwise (for tests and DEBUG builds). */

@@ -350,6 +350,15 @@ void objTableUnlock(ObjTable *t)
     pthread_mutex_unlock(&t->lock);
 }
 
+/* See objtable.h. The allocator's dirty prefix makes this free for memory
+ * never used since start-up (the arena file is zero-filled by the kernel). */
+void objTableClearStale(ObjEntry *e, uint8_t *arenaBase, uint64_t upTo)
+{
+    uint64_t n = e->staleBytes < upTo ? e->staleBytes : upTo;
+
+    memset(arenaBase + e->offset, 0, n);
+}
+
 ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
                               uint64_t metaSize, uint64_t holder, ObjEntry **out)
 {
@@ -381,6 +390,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     e->offset = allocBlockOffset(b);
     e->dataSize = dataSize;
     e->metaSize = metaSize;
+    e->staleBytes = allocBlockDirtyBytes(b) < need ? allocBlockDirtyBytes(b) : need;
     e->state = OBJ_CREATED;
     e->creator = holder;
     e->createdMs = utilWallMs();

@@ -48,11 +48,12 @@ typedef struct ObjEntry {
     int deleting; /* unlinked from the index, freed when pins reach 0 */
     int replica;  /* a fetched copy: may be evicted when unpinned */
     uint32_t pins;
-    uint64_t creator;                   /* holder that created it */
-    int64_t createdMs;                  /* wall clock */
-    uint64_t lastUse;                   /* table tick of the last pin/get, for LRU eviction */
-    uint64_t checksum;                  /* XXH3-64 of data then metadata, set at seal */
-    struct ObjEntry *next;              /* hash chain */
+    uint64_t creator;      /* holder that created it */
+    int64_t createdMs;     /* wall clock */
+    uint64_t lastUse;      /* table tick of the last pin/get, for LRU eviction */
+    uint64_t checksum;     /* XXH3-64 of data then metadata, set at seal */
+    uint64_t staleBytes;   /* leading bytes that may still hold a freed object's data */
+    struct ObjEntry *next; /* hash chain */
     struct ObjEntry *lruPrev, *lruNext; /* evictable replicas (unpinned, sealed) */
 } ObjEntry;
 
@@ -62,6 +63,13 @@ typedef struct ObjTableStats {
 } ObjTableStats;
 
 typedef struct ObjTable ObjTable;
+
+/* Zero the first `upTo` bytes of a created entry's range (data, then
+ * metadata) where an earlier object may have left bytes, so that a created
+ * object reads as zeros until written. A creator that will overwrite the
+ * whole range itself (OBJ.PUT, a fetched copy) need not call it. Needs no
+ * lock: only the creator touches a created entry's bytes. Can't fail. */
+void objTableClearStale(ObjEntry *e, uint8_t *arenaBase, uint64_t upTo);
 
 /* Create a table managing an arena of arenaSize bytes; NULL on OOM. */
 ObjTable *objTableCreate(uint64_t arenaSize);

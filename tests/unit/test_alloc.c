@@ -611,6 +611,85 @@ static void testLargestFreeIsTruthfulUnderRandomWorkload(void **state)
     allocDestroy(a);
 }
 
+/* ---- clean-range tracking (a created object must read as zeros) ---------------- */
+
+static void testFreshBlocksAreClean(void **state)
+{
+    Allocator *a = allocCreate(1 * MIB);
+    AllocBlock *b1 = allocGet(a, 4 * KIB), *b2 = allocGet(a, 100 * KIB);
+    assert_int_equal(allocBlockDirtyBytes(b1), 0);
+    assert_int_equal(allocBlockDirtyBytes(b2), 0);
+    allocDestroy(a);
+}
+
+static void testReusedBlockIsDirtyWhereTheOldOneWas(void **state)
+{
+    Allocator *a = allocCreate(1 * MIB);
+    AllocBlock *b = allocGet(a, 4 * KIB);
+    allocPut(a, b);
+    b = allocGet(a, 4 * KIB);
+    assert_int_equal(allocBlockOffset(b), 0);
+    assert_int_equal(allocBlockDirtyBytes(b), 4 * KIB);
+    allocPut(a, b);
+    /* A larger block over the same start: only the old object's part is dirty. */
+    b = allocGet(a, 64 * KIB);
+    assert_int_equal(allocBlockOffset(b), 0);
+    assert_int_equal(allocBlockDirtyBytes(b), 4 * KIB);
+    assert_int_equal(allocCheck(a), 0);
+    allocDestroy(a);
+}
+
+static void testMergedBlockKeepsDirtOfEveryPart(void **state)
+{
+    Allocator *a = allocCreate(1 * MIB);
+    AllocBlock *x = allocGet(a, 4 * KIB), *y = allocGet(a, 4 * KIB), *z = allocGet(a, 4 * KIB);
+    allocPut(a, z); /* z merges with the clean tail: dirty up to z's end */
+    allocPut(a, x);
+    allocPut(a, y); /* one block again */
+    assert_int_equal(testStats(a).freeBlocks, 1);
+    AllocBlock *b = allocGet(a, 1 * MIB);
+    assert_non_null(b);
+    assert_int_equal(allocBlockDirtyBytes(b), 12 * KIB);
+    assert_int_equal(allocCheck(a), 0);
+    allocDestroy(a);
+}
+
+/* A model of which units ever belonged to an allocated block: the allocator
+ * may call more of a block dirty than that (it is conservative), never less,
+ * under a random workload. */
+static void testDirtyPrefixNeverUnderstatesUnderRandomWorkload(void **state)
+{
+    enum { SLOTS = 64, UNITS = 4096 };
+    static uint8_t used[UNITS];
+    Allocator *a = allocCreate((uint64_t)UNITS * UNIT);
+    AllocBlock *live[SLOTS] = {0};
+    uint64_t rng = 42;
+
+    memset(used, 0, sizeof(used));
+    for (int step = 0; step < 20000; step++) {
+        int i = (int)(testRand(&rng) % SLOTS);
+        if (live[i]) {
+            allocPut(a, live[i]);
+            live[i] = NULL;
+            continue;
+        }
+        AllocBlock *b = allocGet(a, testRandSize(&rng, 15));
+        if (!b)
+            continue;
+        uint64_t first = allocBlockOffset(b) / UNIT, n = allocBlockSize(b) / UNIT;
+        uint64_t dirtyUnits = allocBlockDirtyBytes(b) / UNIT;
+        assert_true(dirtyUnits <= n);
+        for (uint64_t u = dirtyUnits; u < n; u++)
+            assert_int_equal(used[first + u], 0);
+        memset(used + first, 1, n);
+        live[i] = b;
+    }
+    assert_int_equal(allocCheck(a), 0);
+    for (int i = 0; i < SLOTS; i++)
+        allocPut(a, live[i]);
+    allocDestroy(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -636,6 +715,10 @@ int main(void)
         cmocka_unit_test(testFragmentationVanishesAfterFreeingEverything),
         cmocka_unit_test(testRequestOfExactlyLargestFreeSucceeds),
         cmocka_unit_test(testLargestFreeIsTruthfulUnderRandomWorkload),
+        cmocka_unit_test(testFreshBlocksAreClean),
+        cmocka_unit_test(testReusedBlockIsDirtyWhereTheOldOneWas),
+        cmocka_unit_test(testMergedBlockKeepsDirtOfEveryPart),
+        cmocka_unit_test(testDirtyPrefixNeverUnderstatesUnderRandomWorkload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1426,6 +1426,33 @@ static int testTeardown(void **state)
     return 0;
 }
 
+/* ---- fresh memory reads as zeros ------------------------------------------------------- */
+
+static void testFreshEntryHasNoStaleBytes(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 5000, ALICE);
+    assert_int_equal(e->staleBytes, 0);
+    testDestroy(t);
+}
+
+static void testEntryOverADeletedOneClearsItsBytes(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    static uint8_t arena[MIB];
+    ObjEntry *old = testPut(t, "old", 5000, ALICE);
+    memset(arena + old->offset, 0xee, 5000);
+    assert_int_equal(objTableDelete(t, old), OBJ_ST_OK);
+    ObjEntry *e = testCreate(t, "new", 3000, ALICE);
+    assert_int_equal(e->staleBytes, 3000); /* only its own range counts */
+    objTableClearStale(e, arena, e->dataSize);
+    for (uint64_t i = 0; i < 3000; i++)
+        assert_int_equal(arena[e->offset + i], 0);
+    testDestroy(t);
+}
+
 #define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
 
 int main(void)
@@ -1485,6 +1512,8 @@ int main(void)
         TEST(testRandomWorkloadMatchesModelAndKeepsInvariants),
         TEST(testDestroyFreesEverythingWithPinsAndDeferredDeletesOutstanding),
         TEST(testDestroyOfAFreshTable),
+        TEST(testFreshEntryHasNoStaleBytes),
+        TEST(testEntryOverADeletedOneClearsItsBytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
