@@ -6,12 +6,14 @@
  * a holder index (holder id -> what it created and pinned) so that a client
  * disconnect or a failed transfer is cleaned up without walking every
  * object; and an LRU list of unpinned replicas for eviction when the arena
- * runs short. Primary copies are never on that list.
+ * runs short. Primary copies are never on that list. The index hash is
+ * seeded per table, so clients cannot choose ids that collide.
  */
 #include "objtable.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #include "common/util.h"
@@ -22,7 +24,7 @@
 /* One object a holder created or pinned. */
 typedef struct Hold {
     ObjEntry *e;
-    uint32_t pins;
+    ObjPinCount pins;
     int created;
 } Hold;
 
@@ -38,6 +40,7 @@ struct ObjTable {
     Allocator *alloc;
     ObjEntry **buckets;
     uint64_t mask; /* buckets - 1 */
+    uint64_t seed; /* keys the index hash (random per table) */
     HolderRec *holders[OBJ_HOLDER_BUCKETS];
     ObjEntry *lruHead, *lruTail; /* least recently used first */
     uint64_t lruBytes;           /* arena bytes eviction could give back */
@@ -49,9 +52,24 @@ struct ObjTable {
 
 /* ---- hashing and the index ------------------------------------------------ */
 
-static uint64_t tableHash(const void *id, size_t len)
+/* The index hash of an id, keyed by the table's random seed: ids are chosen
+ * by clients, and with a public hash a client could pick ids that all share
+ * one chain and make every lookup walk it. Can't fail. */
+static uint64_t tableHash(const ObjTable *t, const void *id, size_t len)
 {
-    return XXH3_64bits(id, len);
+    return XXH3_64bits_withSeed(id, len, t->seed);
+}
+
+/* A fresh random seed from the kernel; if getrandom is unavailable, a mix
+ * of the clock and an address (weaker, still not guessable in advance from
+ * outside the process). Can't fail. */
+static uint64_t tableSeed(const ObjTable *t)
+{
+    uint64_t seed;
+
+    if (getrandom(&seed, sizeof(seed), 0) == (ssize_t)sizeof(seed))
+        return seed;
+    return (uint64_t)utilMonoUs() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)t;
 }
 
 /* Double the bucket array. Returns 0, or -1 (the table stays valid, only
@@ -104,7 +122,7 @@ static void indexRemove(ObjTable *t, ObjEntry *e)
 
 ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen)
 {
-    uint64_t h = tableHash(id, idLen);
+    uint64_t h = tableHash(t, id, idLen);
 
     for (ObjEntry *e = t->buckets[h & t->mask]; e; e = e->next)
         if (e->hash == h && e->idLen == idLen && memcmp(e->id, id, idLen) == 0)
@@ -284,6 +302,7 @@ ObjTable *objTableCreate(uint64_t arenaSize)
     if (!t->buckets)
         goto out_destroy_alloc;
     t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
+    t->seed = tableSeed(t);
     pthread_mutex_init(&t->lock, NULL);
     return t;
 
@@ -385,7 +404,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     h->created = 1;
     memcpy(e->id, id, idLen);
     e->idLen = idLen;
-    e->hash = tableHash(id, idLen);
+    e->hash = tableHash(t, id, idLen);
     e->block = b;
     e->offset = allocBlockOffset(b);
     e->dataSize = dataSize;

@@ -36,6 +36,11 @@ typedef enum ObjStatus {
 
 typedef enum ObjState { OBJ_CREATED = 0, OBJ_SEALED = 1 } ObjState;
 
+/* A pin count, per object and per holder. 64 bits: a client that pins one
+ * object 2^32 times must not wrap it to zero and have the object freed
+ * under its remaining pins. */
+typedef uint64_t ObjPinCount;
+
 typedef struct ObjEntry {
     char *id;
     size_t idLen;
@@ -47,7 +52,7 @@ typedef struct ObjEntry {
     ObjState state;
     int deleting; /* unlinked from the index, freed when pins reach 0 */
     int replica;  /* a fetched copy: may be evicted when unpinned */
-    uint32_t pins;
+    ObjPinCount pins;
     uint64_t creator;      /* holder that created it */
     int64_t createdMs;     /* wall clock */
     uint64_t lastUse;      /* table tick of the last pin/get, for LRU eviction */

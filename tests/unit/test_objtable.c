@@ -1453,6 +1453,41 @@ static void testEntryOverADeletedOneClearsItsBytes(void **state)
     testDestroy(t);
 }
 
+/* 2^32 pins from one client cannot wrap a count to zero (which would free
+ * the object under the remaining pins). Pinning 2^32 times takes minutes, so
+ * this checks the width of the counts the table keeps: the object's, and
+ * (through ObjPinCount, which the table's per-holder records use) each
+ * holder's. */
+static void testPinCountsAreWideEnoughNotToWrap(void **state)
+{
+    (void)state;
+    ObjEntry e = {0};
+    e.pins = (ObjPinCount)UINT32_MAX;
+    e.pins++;
+    assert_true(e.pins > UINT32_MAX);
+    assert_int_equal(sizeof(e.pins), 8);
+    assert_int_equal(sizeof(ObjPinCount), 8);
+}
+
+/* The index hash is keyed per table: the same id hashes differently in two
+ * tables (so a client cannot precompute ids that share one chain). */
+static void testIndexHashIsSeededPerTable(void **state)
+{
+    (void)state;
+    ObjTable *t1 = testTable(MIB), *t2 = testTable(MIB);
+    int differ = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        char id[16];
+        testId(id, sizeof(id), 'h', i);
+        ObjEntry *e1 = testCreate(t1, id, 1, ALICE), *e2 = testCreate(t2, id, 1, ALICE);
+        differ += e1->hash != e2->hash;
+        assert_ptr_equal(testFind(t1, id), e1);
+    }
+    assert_int_equal(differ, 4);
+    testDestroy(t1);
+    testDestroy(t2);
+}
+
 #define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
 
 int main(void)
@@ -1514,6 +1549,8 @@ int main(void)
         TEST(testDestroyOfAFreshTable),
         TEST(testFreshEntryHasNoStaleBytes),
         TEST(testEntryOverADeletedOneClearsItsBytes),
+        TEST(testPinCountsAreWideEnoughNotToWrap),
+        TEST(testIndexHashIsSeededPerTable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
