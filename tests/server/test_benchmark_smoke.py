@@ -1,162 +1,69 @@
-"""Smoke tests for build/bin/obj-benchmark: it builds, every test (put, get, pin,
-fetch) runs against two real nodes with tiny counts and prints well-formed
-CSV, nothing is left behind on the nodes, and bad arguments or a failing
-request end with a non-zero status and a message.
+"""Smoke tests for build/bin/obj-benchmark: every test (put, get, pin, fetch) runs
+against two real nodes with tiny counts and prints well-formed CSV, nothing is
+left behind on the nodes, and bad arguments or a failing request end with a
+non-zero status and a message.
 
 Two objstore nodes (A owns objects, B fetches them, A's Redis is the
-directory) are started once for the module on free 127.0.0.1 ports. The
-whole file runs in a few seconds; every subprocess has a timeout.
+directory) are started once for the module by the shared launcher
+(tests/lib/objnodes.py) on free 127.0.0.1 ports. The whole file runs in a few
+seconds; every subprocess has a timeout.
 
-Run from the repository root:  /usr/bin/python3 -m pytest -q tests/bench
-Environment: OBJSTORE_MODULE (path of objstore.so), REDIS_SERVER.
+The tool is make's ($OBJSTORE_BUILD/bin/obj-benchmark); `make test-server` builds it.
+Run from the repository root:  /usr/bin/python3 -m pytest -q tests/server/test_benchmark_smoke.py
 """
 
 import csv
 import io
 import os
-import shutil
-import socket
 import subprocess
-import tempfile
 import time
 
 import pytest
-import redis
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-MODULE = os.environ.get("OBJSTORE_MODULE") or os.path.join(REPO, "module", "objstore.so")
-REDIS_SERVER = os.environ.get("REDIS_SERVER") or "/usr/bin/redis-server"
-TOOL = os.path.join(REPO, "bench", "obj-benchmark")
+from objhelpers import nodes as obj_nodes
+from objnodes import ClusterNode, build_path, finish, free_port
+
+TOOL = build_path("bin", "obj-benchmark")
 CSV_HEADER = ["test", "size", "clients", "ops_per_sec", "mb_per_sec", "p50_ms", "p99_ms",
               "p999_ms", "max_ms"]
 RUN_TIMEOUT = 30
 START_TIMEOUT = 10.0
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Node:
-    """One redis-server with the module; start() and stop() come in a pair."""
-
-    def __init__(self, name, directory=None):
-        self.name = name
-        self.directory = directory
-        self.workdir = tempfile.mkdtemp(prefix=f"objstore-bench-{name}-")
-        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        self.arena_dir = tempfile.mkdtemp(prefix=f"objstore-bench-arena-{name}-", dir=shm)
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        for _ in range(5):
-            self.port = free_port()
-            args = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--dir", self.workdir,
-                    "--loadmodule", MODULE, "memory", "64mb", "arena-dir", self.arena_dir,
-                    "node-name", self.name, "transfer-port", str(free_port()), "rdma-port", "0",
-                    "heartbeat", "200", "node-ttl", "2000"]
-            if self.directory:
-                args += ["directory", self.directory]
-            with open(os.path.join(self.workdir, "server.log"), "ab") as log:
-                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
-                                             stderr=subprocess.STDOUT, cwd=self.workdir)
-            if self.wait_ready():
-                return self
-            self.kill()
-            if "Address already in use" not in self.log():
-                break
-        pytest.fail(f"node {self.name} did not start:\n{self.log()[-3000:]}", pytrace=False)
-
-    def wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                if self.client().ping():
-                    return True
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-                pass
-            time.sleep(0.02)
-        return False
-
-    def client(self):
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5,
-                           socket_connect_timeout=2)
-
-    def stats(self):
-        reply = self.client().execute_command("OBJ.STATS")
-        return {k.decode() if isinstance(k, bytes) else k: v
-                for k, v in zip(reply[0::2], reply[1::2])}
-
-    def log(self):
-        try:
-            with open(os.path.join(self.workdir, "server.log"), "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def stop(self):
-        """Shut down; returns the server's exit status (None if it had to be killed)."""
-        if self.proc is None:
-            return None
-        status = None
-        if self.proc.poll() is None:
-            try:
-                self.client().execute_command("SHUTDOWN", "NOSAVE")
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                pass
-            try:
-                status = self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        shutil.rmtree(self.arena_dir, ignore_errors=True)
-        return status
+def bench_node(name, directory=None):
+    """A TCP-only node (rdma-port 0) with a 64 MiB arena on free ports."""
+    return ClusterNode(name, directory, secret=None, memory="64mb", heartbeat=200,
+                       node_ttl=2000, transfer_port=0, extra_args=["rdma-port", "0"])
 
 
 @pytest.fixture(scope="module")
 def tool():
-    """Build build/bin/obj-benchmark with the tree's Makefile; the module must be built already
-    (like the integration suite, this file does not rebuild it)."""
-    if not os.path.exists(MODULE):
-        pytest.fail(f"module not built: {MODULE} is missing (run `make`)", pytrace=False)
-    r = subprocess.run(["make", "-s", "build/bin/obj-benchmark"], cwd=REPO, capture_output=True,
-                       text=True, timeout=300)
-    if r.returncode != 0:
-        pytest.fail(f"make build/bin/obj-benchmark failed:\n{r.stdout}\n{r.stderr}", pytrace=False)
-    assert os.access(TOOL, os.X_OK), f"{TOOL} was not built"
+    """make's obj-benchmark (this file does not build it)."""
+    if not os.access(TOOL, os.X_OK):
+        pytest.fail(f"{TOOL} is missing: build it with make (make test-server does)",
+                    pytrace=False)
     return TOOL
 
 
 @pytest.fixture(scope="module")
 def nodes(tool):
     """Nodes A (owner, directory) and B (fetches from A)."""
-    a = Node("A").start()
-    b = None
+    a = bench_node("A")
+    started = [a]
     try:
-        b = Node("B", directory=f"127.0.0.1:{a.port}").start()
+        a.start()
+        b = bench_node("B", directory=f"127.0.0.1:{a.port}")
+        started.insert(0, b)
+        b.start()
+        c = b.client()
         deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            names = [e[e.index(b"name") + 1] for e in b.client().execute_command("OBJ.NODES")]
-            if sorted(names) == [b"A", b"B"]:
-                break
+        while sorted(obj_nodes(c)) != ["A", "B"]:
+            if time.monotonic() > deadline:
+                pytest.fail("node B does not list A and B in OBJ.NODES", pytrace=False)
             time.sleep(0.05)
-        else:
-            pytest.fail("node B does not list A and B in OBJ.NODES", pytrace=False)
         yield a, b
     finally:
-        statuses = [n.stop() for n in (b, a) if n is not None]
-    assert all(s == 0 for s in statuses), f"a node did not shut down cleanly: {statuses}"
+        finish(started)
 
 
 def run(tool, *args, timeout=RUN_TIMEOUT):

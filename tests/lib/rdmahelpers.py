@@ -8,13 +8,9 @@ with RDMA READs). Objects whose data plus metadata is below the owner's
 `rdma-read-min`, and at most 256 KiB (one ring slot), go inline.
 """
 
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-
-from objhelpers import (  # noqa: E402
+from objhelpers import (
     fetch,
     info,
     pairs,
