@@ -1,6 +1,7 @@
 /*
  * test_directory.c - tests for the directory client (module/directory/directory.c)
- * against a real redis-server that the test starts on a free 127.0.0.1 port.
+ * against a real redis-server started by the shared test launcher
+ * (tests/lib/objnodes.py) through tests/server/test_directory_client.py.
  *
  * Each test pins down one promise of directory.h: the node registers with a
  * TTL and unregisters on stop; publish, lookup and unpublish keep the key
@@ -9,9 +10,12 @@
  * directory Redis dies, reads fail fast while writes wait, and a restarted
  * (empty) directory is repopulated from the snapshot callback.
  *
- * redis-server is taken from $OBJSTORE_REDIS_SERVER, else /usr/bin/redis-server,
- * else the PATH; without one the suite prints SKIP and succeeds. Peers are
- * faked by writing their keys with hiredis. Every wait is bounded.
+ * The launcher passes the server's port in $OBJSTORE_TEST_REDIS_PORT and, in
+ * $OBJSTORE_TEST_REDIS_CONTROL ("W,R"), two pipe descriptors: the test writes
+ * "stop\n" or "start\n" to W (an outage, a restart on the same port, empty)
+ * and reads the launcher's answer, "ok\n" or a reason, from R. Without them
+ * the program says how to run it and fails. Peers are faked by writing their
+ * keys with hiredis. Every wait is bounded.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,15 +27,9 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,9 +48,10 @@
 
 /* ---- the redis-server under test ---------------------------------------------------- */
 
-static char testServerPath[512];
 static int testPort;
-static pid_t testPid = -1;
+static int testCtlWrite = -1; /* requests to the launcher */
+static int testCtlRead = -1;  /* its answers */
+static int testServerUp;
 
 static int64_t testNowMs(void)
 {
@@ -67,47 +66,6 @@ static void testSleepMs(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Finds redis-server; returns 0 and fills testServerPath, or -1. */
-static int testFindServer(void)
-{
-    const char *env = getenv("OBJSTORE_REDIS_SERVER");
-    if (env != NULL && access(env, X_OK) == 0) {
-        snprintf(testServerPath, sizeof(testServerPath), "%s", env);
-        return 0;
-    }
-    if (access("/usr/bin/redis-server", X_OK) == 0) {
-        snprintf(testServerPath, sizeof(testServerPath), "/usr/bin/redis-server");
-        return 0;
-    }
-    const char *path = getenv("PATH");
-    while (path != NULL && *path != '\0') {
-        const char *end = strchr(path, ':');
-        size_t len = end != NULL ? (size_t)(end - path) : strlen(path);
-        snprintf(testServerPath, sizeof(testServerPath), "%.*s/redis-server", (int)len, path);
-        if (len > 0 && access(testServerPath, X_OK) == 0)
-            return 0;
-        path = end != NULL ? end + 1 : NULL;
-    }
-    return -1;
-}
-
-/* A port nothing listens on right now (the kernel picks it). */
-static int testFreePort(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sa);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 static redisContext *testConnect(void)
 {
     struct timeval tv = {0, 500000};
@@ -118,59 +76,44 @@ static redisContext *testConnect(void)
     return NULL;
 }
 
-/* Starts redis-server on testPort and waits (<= 5 s) for PING. Returns 0 or -1. */
-static int testServerStart(void)
+/* Sends one request ("stop" or "start") to the launcher and reads its answer
+ * (bounded by the launcher's own timeouts). Returns 0 on "ok", else -1 with
+ * the answer on stderr. */
+static int testControl(const char *request)
 {
-    char port[16];
-    snprintf(port, sizeof(port), "%d", testPort);
-    pid_t pid = fork();
-    if (pid < 0)
+    char line[256];
+    size_t len = 0;
+    if (dprintf(testCtlWrite, "%s\n", request) < 0)
         return -1;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, STDOUT_FILENO);
-            dup2(devnull, STDERR_FILENO);
-        }
-        execl(testServerPath, testServerPath, "--port", port, "--bind", "127.0.0.1", "--save", "",
-              "--appendonly", "no", "--dir", "/tmp", "--daemonize", "no", "--logfile", "",
-              (char *)NULL);
-        _exit(127);
+    while (len < sizeof(line) - 1) {
+        ssize_t n = read(testCtlRead, line + len, 1);
+        if (n <= 0)
+            break;
+        if (line[len] == '\n')
+            break;
+        len++;
     }
-    testPid = pid;
-    for (int64_t deadline = testNowMs() + 5000; testNowMs() < deadline; testSleepMs(20)) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            testPid = -1;
-            return -1;
-        }
-        redisContext *c = testConnect();
-        redisReply *r = c != NULL ? redisCommand(c, "PING") : NULL;
-        int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
-        freeReplyObject(r);
-        redisFree(c);
-        if (ok)
-            return 0;
-    }
+    line[len] = '\0';
+    if (strcmp(line, "ok") == 0)
+        return 0;
+    fprintf(stderr, "launcher: %s failed: %s\n", request, len > 0 ? line : "no answer");
     return -1;
 }
 
-/* Stops the server (SIGTERM, then SIGKILL after 5 s) and reaps it. */
+/* Starts the directory's redis-server again on testPort (empty). Returns 0 or -1. */
+static int testServerStart(void)
+{
+    if (testControl("start") != 0)
+        return -1;
+    testServerUp = 1;
+    return 0;
+}
+
+/* Stops the directory's redis-server (an outage). Can't fail. */
 static void testServerStop(void)
 {
-    if (testPid < 0)
-        return;
-    kill(testPid, SIGTERM);
-    for (int64_t deadline = testNowMs() + 5000; testNowMs() < deadline; testSleepMs(10)) {
-        if (waitpid(testPid, NULL, WNOHANG) == testPid) {
-            testPid = -1;
-            return;
-        }
-    }
-    kill(testPid, SIGKILL);
-    waitpid(testPid, NULL, 0);
-    testPid = -1;
+    if (testServerUp && testControl("stop") == 0)
+        testServerUp = 0;
 }
 
 /* Runs one command on a fresh connection; returns the reply or NULL. */
@@ -414,19 +357,22 @@ static DirConfig testConfig(void)
 static int testGroupSetup(void **state)
 {
     (void)state;
-    for (int attempt = 0; attempt < 5; attempt++) {
-        testPort = testFreePort();
-        if (testPort > 0 && testServerStart() == 0)
-            return 0;
+    redisContext *c = testConnect();
+    redisReply *r = c != NULL ? redisCommand(c, "PING") : NULL;
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    freeReplyObject(r);
+    redisFree(c);
+    if (!ok) {
+        fprintf(stderr, "no redis-server answers PING on 127.0.0.1:%d\n", testPort);
+        return -1;
     }
-    fprintf(stderr, "cannot start %s on 127.0.0.1\n", testServerPath);
-    return -1;
+    testServerUp = 1;
+    return 0;
 }
 
 static int testGroupTeardown(void **state)
 {
     (void)state;
-    testServerStop();
     return 0;
 }
 
@@ -434,7 +380,7 @@ static int testGroupTeardown(void **state)
 static int testSetup(void **state)
 {
     (void)state;
-    if (testPid < 0 && testServerStart() != 0)
+    if (!testServerUp && testServerStart() != 0)
         return -1;
     redisReply *r = testCmd("FLUSHALL");
     freeReplyObject(r);
@@ -882,9 +828,14 @@ static void test_queue_overflow_drops_and_republishes(void **state)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    if (testFindServer() != 0) {
-        printf("SKIP test_directory: no redis-server (set OBJSTORE_REDIS_SERVER)\n");
-        return 0;
+    const char *port = getenv("OBJSTORE_TEST_REDIS_PORT");
+    const char *ctl = getenv("OBJSTORE_TEST_REDIS_CONTROL");
+    if (port == NULL || ctl == NULL || sscanf(port, "%d", &testPort) != 1 ||
+        sscanf(ctl, "%d,%d", &testCtlWrite, &testCtlRead) != 2) {
+        fprintf(stderr, "test_directory: it needs a redis-server from the test launcher "
+                        "($OBJSTORE_TEST_REDIS_PORT, $OBJSTORE_TEST_REDIS_CONTROL); run it with "
+                        "`make test-server` or `pytest tests/server/test_directory_client.py`\n");
+        return 2;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_registers_node_with_ttl, testSetup,
