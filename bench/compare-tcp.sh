@@ -53,8 +53,16 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/objstore-bench.XXXXXX")
 ARENAS=$(mktemp -d /dev/shm/objstore-bench.XXXXXX)
 PIDS=()
 
+# Nodes and the plain Redis are started through the shared launcher.
+NODES_WORK=$WORK
+NODES_MODULE=$MODULE
+NODES_START_TIMEOUT=$START_TIMEOUT
+# shellcheck source=tests/lib/nodes.sh
+. "$ROOT/tests/lib/nodes.sh"
+
 cleanup() {
     local pid
+    nodesStopAll
     for pid in "${PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
@@ -66,50 +74,28 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
-# Wait until redis-cli PING answers on port $1 (process $2, log $3).
-wait_ping() {
-    local port=$1 pid=$2 log=$3 i
-    for ((i = 0; i < START_TIMEOUT * 20; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        [ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
-        sleep 0.05
-    done
-    echo "no PING answer on $port within ${START_TIMEOUT}s" >>"$log"
-    return 1
-}
-
-# start_redis NAME [module args...]: a redis-server on a free port (tries a
-# few ports in case another process takes one first). Sets PORT_<NAME>.
+# start_redis NAME [module args...]: a redis-server on a free port, an objstore
+# node when module args are given (tries a few ports in case another process
+# takes one first). Sets PORT_<NAME>.
 start_redis() {
-    local name=$1 port pid log
+    local name=$1 port
     shift
-    log=$WORK/$name.log
-    mkdir -p "$WORK/$name"
     for _ in 1 2 3 4 5; do
-        port=$(free_port)
-        local margs=()
+        port=$(nodesFreePort)
         if [ $# -gt 0 ]; then
-            margs=(--loadmodule "$MODULE" memory "$NODE_MEMORY" arena-dir "$ARENAS" "$@")
+            nodeStart "$name" "$port" -- memory "$NODE_MEMORY" arena-dir "$ARENAS" "$@"
+        else
+            redisStart "$name" "$port"
         fi
-        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-            --dir "$WORK/$name" "${margs[@]}" >"$log" 2>&1 &
-        pid=$!
-        PIDS+=("$pid")
-        if wait_ping "$port" "$pid" "$log"; then
+        if nodeWait "$name" 2>/dev/null; then
             printf -v "PORT_$name" '%s' "$port"
             return 0
         fi
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        grep -q "Address already in use" "$log" || break
+        nodeStop "$name"
+        grep -q "Address already in use" "$(nodeLog "$name")" || break
     done
-    echo "--- $log ---" >&2
-    tail -n 30 "$log" >&2
+    echo "--- $(nodeLog "$name") ---" >&2
+    tail -n 30 "$(nodeLog "$name")" >&2
     fail "redis-server '$name' did not start"
 }
 
@@ -145,13 +131,13 @@ run_tool() {
 
 # ---- servers -----------------------------------------------------------------------------
 T_START=$(date +%s)
-TP_A=$(free_port)
-TP_B=$(free_port)
+TP_A=$(nodesFreePort)
+TP_B=$(nodesFreePort)
 start_redis A node-name A transfer-port "$TP_A" rdma-port 0 heartbeat 200 node-ttl 2000
 start_redis B node-name B transfer-port "$TP_B" rdma-port 0 heartbeat 200 node-ttl 2000 \
     directory "127.0.0.1:$PORT_A"
 start_redis R
-IPERF_PORT=$(free_port)
+IPERF_PORT=$(nodesFreePort)
 iperf3 -s -p "$IPERF_PORT" -B 127.0.0.1 >"$WORK/iperf3.log" 2>&1 &
 PIDS+=("$!")
 

@@ -3,7 +3,7 @@
 # the inline ring? A sweep of objstore.rdma-read-min on one RDMA device. Run
 # it where a device exists; on a machine without one, in the Soft-RoCE guest:
 #
-#   make all bench-tools && tests/softroce/run.sh bench/rdma-threshold-sweep.sh
+#   make && tests/softroce/run.sh bench/rdma-threshold-sweep.sh
 #
 # Two nodes: A owns the objects, B fetches them with obj-benchmark -t fetch
 # --rdma (1 client, a few requests per point). For every size and mode it
@@ -66,7 +66,7 @@ for tool in redis-server redis-cli gnuplot timeout awk; do
         fail "'$tool' is missing (apt-get install redis-server redis-tools gnuplot-nox)"
 done
 [ -f "$MODULE" ] || fail "module not built: $MODULE is missing (run: make all)"
-[ -x "$OBJBENCH" ] || fail "$OBJBENCH is missing (run: make bench-tools)"
+[ -x "$OBJBENCH" ] || fail "$OBJBENCH is missing (run: make)"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/rdma-sweep.XXXXXX") || exit 1
 ARENAS=$(mktemp -d /dev/shm/rdma-sweep.XXXXXX) || exit 1
@@ -77,6 +77,7 @@ PIDS=()
 # shellcheck disable=SC2317 # only called from the EXIT trap
 cleanup() {
     local pid
+    nodesStopAll
     for pid in "${PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
@@ -85,6 +86,12 @@ cleanup() {
     done
     rm -rf "$WORK" "$ARENAS"
 }
+# Nodes are started through the shared launcher.
+NODES_WORK=$WORK
+NODES_MODULE=$MODULE
+NODES_START_TIMEOUT=$START_TIMEOUT
+# shellcheck source=tests/lib/nodes.sh
+. "$ROOT/tests/lib/nodes.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -101,33 +108,26 @@ toBytes() {
 
 # ---- nodes ------------------------------------------------------------------------------
 
-# startNode: redis-server with objstore on port $1 named $2 (directory: the
-# node on port $3, or its own Redis when $3 is empty). Does not wait.
+# startNode: an objstore node (tests/lib/nodes.sh) on port $1 named $2
+# (directory: the node on port $3, or its own Redis when $3 is empty). Does
+# not wait.
 startNode() {
-    local p=$1 name=$2 dir=$3 d=$WORK/node$2
-    mkdir -p "$d"
+    local p=$1 name=$2 dir=$3
     local margs=(memory 64mb arena-dir "$ARENAS" node-name "$name" transfer-bind "$ADDR"
         transfer-port $((p + 10000)) rdma-port $((p + 20000)) cluster-secret sweep
         fetch-timeout 60000)
     [ -z "$dir" ] || margs+=(directory "127.0.0.1:$dir")
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" \
-        --loadmodule "$MODULE" "${margs[@]}" >"$d/log" 2>&1 &
-    PIDS+=($!)
+    nodeStart "node$name" "$p" -- "${margs[@]}"
 }
 
-# waitNode: wait (bounded) until the node on port $1 answers PING with RDMA
-# up. Returns 0, or 1 with the node logs on stderr.
+# waitNode: wait (bounded) until node $1 (A, B) answers PING with RDMA up.
+# Returns 0, or 1 with its log on stderr.
 waitNode() {
-    local p=$1 deadline=$((SECONDS + START_TIMEOUT))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        if [ "$(redis-cli -p "$p" PING 2>/dev/null)" = PONG ]; then
-            redis-cli -p "$p" INFO objstore | grep -q '^objstore_rdma_enabled:1' && return 0
-            break
-        fi
-        sleep 0.2
-    done
-    echo "rdma-threshold-sweep: node on port $p did not come up with RDMA:" >&2
-    tail -n 15 "$WORK"/node*/log | sed 's/^/  | /' >&2
+    nodeWait "node$1" || return 1
+    redis-cli -p "$(nodePort "node$1")" INFO objstore | grep -q '^objstore_rdma_enabled:1' &&
+        return 0
+    echo "rdma-threshold-sweep: node $1 came up without RDMA:" >&2
+    tail -n 15 "$(nodeLog "node$1")" | sed 's/^/  | /' >&2
     return 1
 }
 
@@ -170,14 +170,14 @@ T_START=$SECONDS
 echo "rdma-threshold-sweep: nodes A (:$A, owner) and B (:$B) on $ADDR"
 startNode "$A" A ""
 startNode "$B" B "$A"
-waitNode "$A" && waitNode "$B" || exit 1
+waitNode A && waitNode B || exit 1
 
 # Warm-up (untimed): the first fetch sets up the A-B connection, and each
 # path is exercised once before anything is measured.
 for warm in 0 1073741824; do
     setReadMin "$warm" || fail "CONFIG SET objstore.rdma-read-min $warm failed"
     fetchPoint 4096 2 >/dev/null || fail "warm-up fetch failed; node logs:
-$(grep -h '<objstore>' "$WORK"/node*/log | tail -n 10)"
+$(grep -h '<objstore>' "$WORK"/node*.log | tail -n 10)"
 done
 echo "rdma-threshold-sweep: nodes up and warm after $((SECONDS - T_START)) s;" \
     "sizes: $SIZES; $REQUESTS requests / ${POINT_SECONDS}s per point"

@@ -74,6 +74,7 @@ PIDS=()
 # shellcheck disable=SC2317 # only called from the EXIT trap
 cleanup() {
     local pid
+    nodesStopAll
     for pid in "${PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
@@ -82,6 +83,12 @@ cleanup() {
     done
     rm -rf "$WORK" "$ARENAS"
 }
+# Nodes are started through the shared launcher.
+NODES_WORK=$WORK
+NODES_MODULE=$MODULE
+NODES_START_TIMEOUT=$START_TIMEOUT
+# shellcheck source=tests/lib/nodes.sh
+. "$ROOT/tests/lib/nodes.sh"
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -181,33 +188,26 @@ done
 
 # ---- objstore -------------------------------------------------------------------------
 
-# startNode: redis-server with objstore on port $1 named $2 (directory: the
-# node on port $3, or its own Redis when $3 is empty). Does not wait.
+# startNode: an objstore node (tests/lib/nodes.sh) on port $1 named $2
+# (directory: the node on port $3, or its own Redis when $3 is empty). Does
+# not wait.
 startNode() {
-    local p=$1 name=$2 dir=$3 d=$WORK/node$2
-    mkdir -p "$d"
+    local p=$1 name=$2 dir=$3
     local margs=(memory 48mb arena-dir "$ARENAS" node-name "$name" transfer-bind "$ADDR"
         transfer-port $((p + 10000)) rdma-port $((p + 20000)) cluster-secret bench
         fetch-timeout 120000)
     [ -z "$dir" ] || margs+=(directory "127.0.0.1:$dir")
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --dir "$d" \
-        --loadmodule "$MODULE" "${margs[@]}" >"$d/log" 2>&1 &
-    PIDS+=($!)
+    nodeStart "node$name" "$p" -- "${margs[@]}"
 }
 
-# waitNode: wait (bounded) until the node on port $1 answers PING with RDMA
-# up. Returns 0, or 1 with its log on stderr.
+# waitNode: wait (bounded) until node $1 (A, B) answers PING with RDMA up.
+# Returns 0, or 1 with its log on stderr.
 waitNode() {
-    local p=$1 deadline=$((SECONDS + START_TIMEOUT))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        if [ "$(redis-cli -p "$p" PING 2>/dev/null)" = PONG ]; then
-            redis-cli -p "$p" INFO objstore | grep -q '^objstore_rdma_enabled:1' && return 0
-            break
-        fi
-        sleep 0.2
-    done
-    echo "rdma-vs-perftest: node on port $p did not come up with RDMA:" >&2
-    tail -n 15 "$WORK"/node*/log | sed 's/^/  | /' >&2
+    nodeWait "node$1" || return 1
+    redis-cli -p "$(nodePort "node$1")" INFO objstore | grep -q '^objstore_rdma_enabled:1' &&
+        return 0
+    echo "rdma-vs-perftest: node $1 came up without RDMA:" >&2
+    tail -n 15 "$(nodeLog "node$1")" | sed 's/^/  | /' >&2
     return 1
 }
 
@@ -216,7 +216,7 @@ B=$((BASE + 2))
 echo "rdma-vs-perftest: objstore nodes A (:$A) and B (:$B)"
 startNode "$A" A ""
 startNode "$B" B "$A"
-waitNode "$A" && waitNode "$B" || exit 1
+waitNode A && waitNode B || exit 1
 
 mkdir -p "$OUT" || fail "cannot create $OUT"
 CSV=$OUT/rdma-vs-perftest.csv
@@ -386,7 +386,7 @@ EOF
 rc=$?
 [ "$rc" -eq 0 ] || {
     echo "rdma-vs-perftest: the objstore measurement failed (status $rc); node logs:" >&2
-    grep -h '<objstore>' "$WORK"/node*/log | tail -n 20 | sed 's/^/  | /' >&2
+    grep -h '<objstore>' "$WORK"/node*.log | tail -n 20 | sed 's/^/  | /' >&2
     exit 1
 }
 [ "$status" -eq 0 ] || echo "rdma-vs-perftest: some perftest runs failed (see above)" >&2

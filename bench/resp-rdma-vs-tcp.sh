@@ -5,6 +5,7 @@
 # objects), each over TCP (-h 127.0.0.1 -p PORT) and over RDMA (--rdma -h
 # RDMA address -p rdma-client-port), with RDMA/TCP ratios.
 #
+#   make all build/redis-benchmark-rdma &&
 #   tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh     (needs an RDMA device)
 #
 # Prints a table and writes bench/results/resp-rdma-vs-tcp.csv (BENCH_OUT:
@@ -32,28 +33,21 @@ RB=build/redis-benchmark-rdma
 OUT=${BENCH_OUT:-bench/results}
 CSV=$OUT/resp-rdma-vs-tcp.csv
 LOG=build/resp-rdma-vs-tcp
-NODE_PID=
-
-# stopNode: stop the node this script started. Can't fail.
-stopNode() {
-    [ -z "$NODE_PID" ] || { kill "$NODE_PID" 2>/dev/null; wait "$NODE_PID" 2>/dev/null; }
-    NODE_PID=
-}
-trap stopNode EXIT
+NODES_WORK=$LOG
+# shellcheck source=tests/lib/nodes.sh
+. tests/lib/nodes.sh
+trap nodesStopAll EXIT
 
 mkdir -p "$OUT" "$LOG"
-tests/rdma/client/build.sh || exit 1
+nodesInit || exit 1
+[ -x "$RB" ] || {
+    echo "$RB is missing: run make all build/redis-benchmark-rdma on the host first"
+    exit 1
+}
 
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --loadmodule "$repo/build/objstore.so" memory 256mb transfer-bind "$A" \
-    rdma-port 26395 rdma-client-port "$CPORT" >"$LOG/node.log" 2>&1 &
-NODE_PID=$!
-i=0
-until redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; do
-    i=$((i + 1))
-    [ $i -lt 150 ] || { tail -n 20 "$LOG/node.log"; exit 1; }
-    sleep 0.2
-done
+nodeStart node "$PORT" -- memory 256mb transfer-bind "$A" rdma-port 26395 \
+    rdma-client-port "$CPORT"
+nodeWait node || exit 1
 head -c 64 /dev/urandom | redis-cli -p "$PORT" -x obj.put obj64 >/dev/null
 head -c 4096 /dev/urandom | redis-cli -p "$PORT" -x obj.put obj4k >/dev/null
 
@@ -121,5 +115,5 @@ OBJ.GET-4KiB OBJ.GET obj4k
 EOF
 echo "(qps ratio = rdma/tcp, higher is better for RDMA; p50 ratio = rdma/tcp, lower is better)"
 echo "csv: $CSV; raw outputs: $LOG/"
-stopNode
+nodeStop node
 exit "$failed"

@@ -6,8 +6,11 @@
 #
 #   tests/softroce/run.sh tests/rdma/client/run-in-guest.sh
 #
-# (a Soft-RoCE guest when the host has none; run tests/rdma/client/build.sh on
-# the host first so the guest does not compile). Steps, each bounded in time:
+# (a Soft-RoCE guest when the host has none). make builds every program on the
+# host first (make test-rdma-resp does): build/objstore.so,
+# build/tests/rdma/{test_rdmaclient,peer} and build/redis-benchmark-rdma; the
+# guest compiles nothing. Nodes are started through tests/lib/nodes.sh.
+# Steps, each bounded in time:
 #   1. test_rdmaclient vs the module: every RESP2 reply type, a 10k pipeline,
 #      the event-loop layer, OBJ.* and ObjClient over RDMA, 100 concurrent
 #      connections, a client killed mid-pipeline, QUIT
@@ -16,19 +19,25 @@
 #   4. test_rdmaclient vs the peer with a 4 x 64-byte server ring
 #   5. redis-benchmark --rdma -t ping,get,set -n 2000 -q, and OBJ.GET
 # Prints PASS/FAIL per step and exits 0 only if every step passed.
-# Scratch files and logs: build/rdmaclient/ (kept for post-mortems).
+# Scratch files and logs: build/tests/rdma/client/ (kept for post-mortems).
 set -u
 
 repo=$(cd "$(dirname "$0")/../.." && pwd -P)
 cd "$repo" || exit 1
-B=build/rdmaclient
+BUILD=${OBJSTORE_BUILD:-$repo/build}
+B=$BUILD/tests/rdma/client
+T=$BUILD/tests/rdma
 A=${OBJ_RXE_ADDR:?OBJ_RXE_ADDR must name the RDMA address (tests/softroce/run.sh sets it)}
-MOD=$repo/build/objstore.so
+A=${A%%/*}
 RB=build/redis-benchmark-rdma
 PASSWORD=rdmaclient-secret
 FAILED=0
 SUMMARY=""
-PIDS=""
+PEER_PID=""
+NODES_WORK=$B
+NODES_START_TIMEOUT=60
+# shellcheck source=tests/lib/nodes.sh
+. tests/lib/nodes.sh
 
 # step NAME TIMEOUT COMMAND...: run one step, record PASS/FAIL and its time.
 # TIMEOUT "-" runs COMMAND (a shell function that bounds itself) directly.
@@ -49,44 +58,23 @@ step() {
   $r  $name ($(($(date +%s) - t0)) s)"
 }
 
-# stopAll: stop the servers this script started (by pid). Can't fail.
+# stopAll: stop the nodes and the peer this script started (by pid). Can't fail.
 stopAll() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    PIDS=""
+    nodesStopAll
+    [ -z "$PEER_PID" ] || { kill "$PEER_PID" 2>/dev/null; wait "$PEER_PID" 2>/dev/null; }
+    PEER_PID=""
 }
 trap stopAll EXIT
 
-# nodeUp PORT [PASSWORD]: whether the node answers PING on TCP.
-nodeUp() {
-    if [ -n "${2:-}" ]; then
-        redis-cli -p "$1" -a "$2" --no-auth-warning ping 2>/dev/null | grep -q PONG
-    else
-        redis-cli -p "$1" ping 2>/dev/null | grep -q PONG
-    fi
-}
-
-# startNode PORT RDMAPORT CLIENTPORT PASSWORD [EXTRA...]: one objstore node
-# (PASSWORD "" for none); waits (bounded) until it answers on TCP. Returns
-# 0, or 1 with its log tail.
+# startNode NAME PORT RDMAPORT CLIENTPORT PASSWORD [SERVER-ARGS...]: one
+# objstore node (PASSWORD "" for none); waits (bounded) until it answers on
+# TCP. Returns 0, or 1 with its log tail.
 startNode() {
-    port=$1 rport=$2 cport=$3 pw=$4
-    shift 4
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no "$@" \
-        --loadmodule "$MOD" memory 128mb transfer-bind "$A" rdma-port "$rport" \
-        rdma-client-port "$cport" >"$B/node-$port.log" 2>&1 &
-    PIDS="$PIDS $!"
-    i=0
-    while [ $i -lt 150 ]; do
-        if nodeUp "$port" "$pw"; then
-            return 0
-        fi
-        i=$((i + 1))
-        sleep 0.2
-    done
-    echo "node on port $port did not start:" >&2
-    tail -n 20 "$B/node-$port.log" >&2
-    return 1
+    name=$1 port=$2 rport=$3 cport=$4 pw=$5
+    shift 5
+    nodeStart "$name" "$port" "$@" -- memory 128mb transfer-bind "$A" rdma-port "$rport" \
+        rdma-client-port "$cport"
+    nodeWait "$name" "$pw"
 }
 
 # benchSmoke: the patched redis-benchmark over RDMA: the -t ping,get,set run and
@@ -111,26 +99,31 @@ benchSmoke() {
     echo "$out" | tr '\r' '\n' | grep 'requests per second' || return 1
 }
 
-mkdir -p "$B"
-tests/rdma/client/build.sh || exit 1
+nodesInit || exit 1
+for prog in "$T/test_rdmaclient" "$T/peer" "$RB"; do
+    [ -x "$prog" ] || {
+        echo "$prog is missing: run make test-rdma-resp (it builds every program on the host)"
+        exit 1
+    }
+done
 
-startNode 6390 26390 16390 "" || exit 1
-startNode 6391 26391 16391 "$PASSWORD" --requirepass "$PASSWORD" || exit 1
-"$B/peer" "$A" 17000 --slots 4 --slot-size 64 --seconds 400 >"$B/peer.log" 2>&1 &
-PIDS="$PIDS $!"
+startNode n6390 6390 26390 16390 "" || exit 1
+startNode n6391 6391 26391 16391 "$PASSWORD" --requirepass "$PASSWORD" || exit 1
+"$T/peer" "$A" 17000 --slots 4 --slot-size 64 --seconds 400 >"$B/peer.log" 2>&1 &
+PEER_PID=$!
 
 step "client vs module (100 connections, 10k pipeline)" 150 \
-    "$B/test_rdmaclient" "$A" 16390 --module --tcp-port 6390 --conns 100
+    "$T/test_rdmaclient" "$A" 16390 --module --tcp-port 6390 --conns 100
 step "client with a 4 x 256-byte ring vs module" 90 \
     env OBJSTORE_RDMA_SLOTS=4 OBJSTORE_RDMA_SLOT_SIZE=256 \
-    "$B/test_rdmaclient" "$A" 16390 --module --conns 5 --depth 2000 --big 100000
+    "$T/test_rdmaclient" "$A" 16390 --module --conns 5 --depth 2000 --big 100000
 step "AUTH against requirepass" 60 \
-    "$B/test_rdmaclient" "$A" 16391 --module --password "$PASSWORD" --auth-only
+    "$T/test_rdmaclient" "$A" 16391 --module --password "$PASSWORD" --auth-only
 step "client vs peer with a 4 x 64-byte ring" 90 \
-    "$B/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
+    "$T/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
 step "redis-benchmark --rdma" - benchSmoke
 
-grep -h -iE 'warning|error' "$B"/node-639*.log | grep -v -i 'overcommit' | tail -n 20
+grep -h -iE 'warning|error' "$B"/n639*.log | grep -v -i 'overcommit' | tail -n 20
 stopAll
 echo "===== summary$SUMMARY"
 [ "$FAILED" = 0 ] && echo "RDMACLIENT SUITE PASSED" || echo "RDMACLIENT SUITE FAILED"

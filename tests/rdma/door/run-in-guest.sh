@@ -6,13 +6,14 @@
 #
 #   tests/softroce/run.sh tests/rdma/door/run-in-guest.sh
 #
-# It needs build/objstore.so (make; OBJSTORE_MODULE names another build,
-# OBJSTORE_PRELOAD what redis-server must preload for it, e.g. libasan) and
-# builds the test client into build/rdmaresp/ when it is missing or older
-# than its sources. Uses OBJ_RXE_ADDR (default 10.99.0.1) and Redis ports
-# 7301-7302 (RDMA ports 27301, 37301-37302). Every server start, wait and
-# client run is bounded; the suite takes two to three minutes under TCG
-# (plus the guest's boot, and about half a minute to build the client).
+# It needs what make builds on the host (make test-rdma-resp does):
+# build/objstore.so and build/tests/rdma/rdma_resp_client (OBJSTORE_BUILD
+# names another build directory, OBJSTORE_MODULE another module,
+# OBJSTORE_PRELOAD what redis-server must preload for it, e.g. libasan).
+# Servers are started through tests/lib/nodes.sh. Uses OBJ_RXE_ADDR (default
+# 10.99.0.1) and Redis ports 7301-7302 (RDMA ports 27301, 37301-37302).
+# Every server start, wait and client run is bounded; the suite takes two to
+# three minutes under TCG (plus the guest's boot).
 #
 # Server 1 has no password and an AOF: reply types round-trip with full
 # fidelity, pipelines of 10k requests (their writes reach the AOF), client
@@ -22,16 +23,20 @@
 # client only), refusal of blocking and stateful commands, QUIT, SELECT,
 # HELLO. Server 2 has requirepass and an ACL user: NOAUTH, WRONGPASS, AUTH,
 # HELLO AUTH, NOPERM, and redis-server's limits before AUTH.
-# Exits 0 when every check passed, 1 otherwise; logs stay in build/rdmaresp/.
+# Exits 0 when every check passed, 1 otherwise; logs stay in build/tests/rdma/door/.
 set -u
 
 cd "$(dirname "$0")/../.." || exit 1
 repo=$PWD
 addr=${OBJ_RXE_ADDR:-10.99.0.1}
 addr=${addr%%/*}
-work=$repo/build/rdmaresp
-client=$work/rdma_resp_client
-module=${OBJSTORE_MODULE:-$repo/build/objstore.so}
+build=${OBJSTORE_BUILD:-$repo/build}
+work=$build/tests/rdma/door
+client=$build/tests/rdma/rdma_resp_client
+NODES_WORK=$work
+NODES_START_TIMEOUT=180
+# shellcheck source=tests/lib/nodes.sh
+. tests/lib/nodes.sh
 passed=0
 failed=0
 t0=$SECONDS
@@ -49,47 +54,23 @@ fail() {
     echo "FAIL  $1: $2"
 }
 
-# buildClient: compile the test client if it is missing or stale. Returns 0
-# or 1.
-buildClient() {
-    local src=tests/rdma/door/rdma_resp_client.c
-    if [ -x "$client" ] && [ "$client" -nt "$src" ] && [ "$client" -nt module/rdma/ring.c ] &&
-        [ "$client" -nt module/rdma/resprdma.h ]; then
-        return 0
-    fi
-    cc -O2 -std=gnu11 -Wall -D_GNU_SOURCE -Imodule "$src" module/rdma/ring.c \
-        -lrdmacm -libverbs -lhiredis -o "$client"
-}
-
-# startServer NAME PORT PASSWORD ARGS...: start redis-server on PORT with
-# ARGS (module arguments follow --loadmodule), wait up to 180 s for PING
-# (with PASSWORD unless it is empty) and for the RDMA door's log line.
-# Returns 0 or 1.
+# startServer NAME PORT PASSWORD SERVER-ARGS... -- MODULE-ARGS...: start a
+# node (tests/lib/nodes.sh), wait up to 180 s for PING (with PASSWORD unless
+# it is empty) and for the RDMA door's log line. Returns 0 or 1.
 startServer() {
     local name=$1 port=$2 pass=$3 deadline=$((SECONDS + 180))
     shift 3
-    LD_PRELOAD=${OBJSTORE_PRELOAD:-} redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$work" --dbfilename "$name.rdb" --loglevel verbose "$@" \
-        >"$work/$name.log" 2>&1 &
-    while [ $SECONDS -lt $deadline ]; do
-        if REDISCLI_AUTH=$pass timeout 10 redis-cli -p "$port" ping 2>/dev/null | grep -q PONG &&
-            grep -q 'RESP over RDMA on' "$work/$name.log"; then
-            return 0
-        fi
-        grep -q 'RDMA clients are off' "$work/$name.log" && break
-        sleep 0.5
-    done
-    echo "--- $name did not come up; log tail:"
-    tail -n 20 "$work/$name.log"
+    nodeStart "$name" "$port" --dbfilename "$name.rdb" --loglevel verbose "$@"
+    if nodeWait "$name" "$pass"; then
+        while [ $SECONDS -lt $deadline ]; do
+            grep -q 'RESP over RDMA on' "$(nodeLog "$name")" && return 0
+            grep -q 'RDMA clients are off' "$(nodeLog "$name")" && break
+            sleep 0.5
+        done
+    fi
+    echo "--- $name did not come up with its RDMA door; log tail:"
+    tail -n 20 "$(nodeLog "$name")"
     return 1
-}
-
-# stopServer PORT [REDIS-CLI ARGS]: shut the server down (bounded). Can't fail.
-stopServer() {
-    local port=$1
-    shift
-    timeout 30 redis-cli -p "$port" "$@" shutdown nosave >/dev/null 2>&1
-    sleep 1
 }
 
 # stat PORT FIELD [AUTHARGS]: print one OBJ.STATS field.
@@ -341,7 +322,7 @@ checkPipeline() {
         "$(stat $s1 rdma_client_commands)"
     # Writes are propagated like a TCP client's: all 10000 INCRs reach the AOF.
     expect "the writes reach the AOF" "10000" \
-        "$(cat "$work"/appendonlydir/*.incr.aof 2>/dev/null | grep -ac '^pipe')"
+        "$(cat "$work"/rs1/appendonlydir/*.incr.aof 2>/dev/null | grep -ac '^pipe')"
     out=$(printf 'SET p:k v\nGET p:k\nPING\nECHO @rep:z:3000\n' | rc $d1 -q -n 500 --slots 4 \
         --slot-size 1024)
     expect "a mixed pipeline through a small client ring (4 x 1 KiB)" "replies=2000 errors=0" \
@@ -519,18 +500,19 @@ err:ERR SHUTDOWN without NOW or ABORT isn't allowed for DENY BLOCKING client" "$
 
 # ---- run ----------------------------------------------------------------------------------------
 
-[ -f "$module" ] || {
-    echo "FAIL  $module is missing: run make first"
+nodesInit || {
+    echo "FAIL  the module is missing: run make first"
     exit 1
 }
-buildClient || {
-    echo "FAIL  cannot build the test client"
+[ -x "$client" ] || {
+    echo "FAIL  $client is missing: run make test-rdma-resp (it builds the client on the host)"
     exit 1
 }
+trap nodesStopAll EXIT
 : >"$work/client.err"
 
-rm -rf "$work/appendonlydir"
-if startServer rs1 $s1 "" --appendonly yes --appendfsync no --loadmodule "$module" memory 256mb \
+rm -rf "$work/rs1/appendonlydir"
+if startServer rs1 $s1 "" --appendonly yes --appendfsync no -- memory 256mb \
     transfer-bind "$addr" rdma-port 27301 rdma-client-port $d1; then
     pass "server 1 is up with its RDMA door on $addr:$d1"
     checkReplyTypes
@@ -550,9 +532,9 @@ if startServer rs1 $s1 "" --appendonly yes --appendfsync no --loadmodule "$modul
 else
     fail "server 1" "did not start"
 fi
-stopServer $s1
+nodeStop rs1
 
-if startServer rs2 $s2 s3cret --requirepass s3cret --loadmodule "$module" memory 64mb \
+if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb \
     transfer-bind "$addr" directory-password s3cret rdma-client-port -1; then
     pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
     checkAuth
@@ -560,16 +542,16 @@ if startServer rs2 $s2 s3cret --requirepass s3cret --loadmodule "$module" memory
 else
     fail "server 2" "did not start"
 fi
-stopServer $s2 -a s3cret --no-auth-warning
+nodeStop rs2 s3cret
 
 if grep -qv '^== ' "$work/client.err"; then
-    echo "--- client stderr (build/rdmaresp/client.err):"
+    echo "--- client stderr ($work/client.err):"
     grep -B1 -v '^== ' "$work/client.err" | head -n 30 | sed 's/^/      /'
 fi
 for log in rs1 rs2; do
     if grep -qE 'ASSERTION|crashed by signal|Guru Meditation|AddressSanitizer|runtime error' \
         "$work/$log.log" 2>/dev/null; then
-        fail "$log" "the server crashed; see build/rdmaresp/$log.log"
+        fail "$log" "the server crashed; see $work/$log.log"
     fi
 done
 echo "rdmaresp: $passed passed, $failed failed in $((SECONDS - t0)) s"

@@ -1,0 +1,155 @@
+# nodes.sh - the one way shell scripts (bench/*.sh, the guest suites under
+# tests/rdma/) start objstore nodes and plain Redis servers. Source it (POSIX
+# sh; bash works too) after setting what differs from the defaults:
+#
+#   NODES_REPO           the repository (default: the current directory)
+#   NODES_WORK           scratch directory for logs and server dirs (required;
+#                        nodesInit creates it)
+#   NODES_MODULE         the module (default: $OBJSTORE_MODULE, else
+#                        $OBJSTORE_BUILD/objstore.so, else <repo>/build/objstore.so)
+#   NODES_PRELOAD        LD_PRELOAD for the servers (default: $OBJSTORE_PRELOAD)
+#   NODES_START_TIMEOUT  seconds a start may take (default 60; under TCG an
+#                        arena takes long to register)
+#
+# Functions (NAME is a shell identifier; a server's log is $NODES_WORK/NAME.log,
+# its --dir $NODES_WORK/NAME):
+#
+#   nodesInit                        create $NODES_WORK; check the module exists
+#   nodeStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS...]
+#                                    redis-server on 127.0.0.1:PORT, in the
+#                                    background; with "--", the module loaded
+#                                    with MODULE-ARGS. Does not wait.
+#   redisStart NAME PORT [SERVER-ARGS...]
+#                                    the same without the module: a plain Redis
+#   nodeWait NAME [PASSWORD]         wait (bounded) until it answers PING;
+#                                    returns 1 with its log tail on stderr
+#   nodeUp NAME [PASSWORD]           nodeStart's or redisStart's process answers PING now
+#   nodePort NAME / nodePid NAME / nodeLog NAME
+#   nodeStop NAME [PASSWORD]         SHUTDOWN NOSAVE, wait (bounded), else kill
+#   nodesStopAll                     kill every server started here and reap it
+#                                    (for an EXIT trap). Can't fail.
+#   nodesFreePort [ADDR]             print a TCP port free on ADDR right now
+#
+# Every server gets --bind 127.0.0.1 --save '' --appendonly no unless
+# SERVER-ARGS say otherwise (later options win).
+
+NODES_REPO=${NODES_REPO:-$PWD}
+NODES_MODULE=${NODES_MODULE:-${OBJSTORE_MODULE:-${OBJSTORE_BUILD:-$NODES_REPO/build}/objstore.so}}
+NODES_PRELOAD=${NODES_PRELOAD:-${OBJSTORE_PRELOAD:-}}
+NODES_START_TIMEOUT=${NODES_START_TIMEOUT:-60}
+NODES_NAMES=""
+
+# nodesInit: create $NODES_WORK and check the module. Returns 0, or 1 with
+# the reason on stderr.
+nodesInit() {
+    [ -n "${NODES_WORK:-}" ] || {
+        echo "nodes.sh: NODES_WORK is not set" >&2
+        return 1
+    }
+    mkdir -p "$NODES_WORK" || return 1
+    [ -f "$NODES_MODULE" ] || {
+        echo "nodes.sh: module not built: $NODES_MODULE is missing (run: make)" >&2
+        return 1
+    }
+}
+
+# nodesFreePort [ADDR]: print a port nothing listens on right now (the
+# kernel picks it). Returns 1 when none can be had.
+nodesFreePort() {
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+print(s.getsockname()[1])' "${1:-127.0.0.1}"
+}
+
+# redisStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS...]: start
+# redis-server in the background (the module loaded after "--"). Does not wait.
+redisStart() {
+    _n_name=$1 _n_port=$2
+    shift 2
+    _n_seen=0
+    for _n_a in "$@"; do
+        shift
+        if [ "$_n_seen" = 0 ] && [ "$_n_a" = -- ]; then
+            set -- "$@" --loadmodule "$NODES_MODULE"
+            _n_seen=1
+        else
+            set -- "$@" "$_n_a"
+        fi
+    done
+    mkdir -p "$NODES_WORK/$_n_name" || return 1
+    LD_PRELOAD=$NODES_PRELOAD redis-server --port "$_n_port" --bind 127.0.0.1 --save '' \
+        --appendonly no --dir "$NODES_WORK/$_n_name" "$@" >"$NODES_WORK/$_n_name.log" 2>&1 &
+    eval "NODES_PID_$_n_name=\$! NODES_PORT_$_n_name=\$_n_port"
+    case " $NODES_NAMES " in
+        *" $_n_name "*) ;;
+        *) NODES_NAMES="$NODES_NAMES $_n_name" ;;
+    esac
+}
+
+# nodeStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS...]: an objstore node
+# (without "--", the module is loaded with no arguments). Does not wait.
+nodeStart() {
+    case " $* " in
+        *" -- "*) redisStart "$@" ;;
+        *) redisStart "$@" -- ;;
+    esac
+}
+
+nodePid() { eval "echo \${NODES_PID_$1:-}"; }
+nodePort() { eval "echo \${NODES_PORT_$1:-}"; }
+nodeLog() { echo "$NODES_WORK/$1.log"; }
+
+# nodeUp NAME [PASSWORD]: whether the server answers PING now.
+nodeUp() {
+    REDISCLI_AUTH=${2:-} timeout 10 redis-cli -p "$(nodePort "$1")" ping 2>/dev/null |
+        grep -q PONG
+}
+
+# nodeWait NAME [PASSWORD]: wait up to $NODES_START_TIMEOUT s until the
+# server answers PING. Returns 0, or 1 with its log tail on stderr.
+nodeWait() {
+    _n_pid=$(nodePid "$1")
+    _n_end=$(($(date +%s) + NODES_START_TIMEOUT))
+    while [ "$(date +%s)" -le "$_n_end" ]; do
+        nodeUp "$@" && return 0
+        kill -0 "$_n_pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    echo "nodes.sh: $1 (port $(nodePort "$1")) did not come up; log tail:" >&2
+    tail -n 20 "$(nodeLog "$1")" | sed 's/^/  | /' >&2
+    return 1
+}
+
+# nodeStop NAME [PASSWORD]: SHUTDOWN NOSAVE, wait up to 30 s for the
+# process, else kill it. Can't fail.
+nodeStop() {
+    _n_pid=$(nodePid "$1")
+    [ -n "$_n_pid" ] || return 0
+    REDISCLI_AUTH=${2:-} timeout 30 redis-cli -p "$(nodePort "$1")" shutdown nosave \
+        >/dev/null 2>&1
+    _n_i=0
+    while kill -0 "$_n_pid" 2>/dev/null && [ $_n_i -lt 150 ]; do
+        _n_i=$((_n_i + 1))
+        sleep 0.2
+    done
+    kill -9 "$_n_pid" 2>/dev/null
+    wait "$_n_pid" 2>/dev/null
+    eval "NODES_PID_$1="
+    return 0
+}
+
+# nodesStopAll: kill every server started through this file and reap it.
+# Can't fail.
+nodesStopAll() {
+    for _n_name in $NODES_NAMES; do
+        _n_pid=$(nodePid "$_n_name")
+        [ -z "$_n_pid" ] || kill "$_n_pid" 2>/dev/null
+    done
+    for _n_name in $NODES_NAMES; do
+        _n_pid=$(nodePid "$_n_name")
+        [ -z "$_n_pid" ] || wait "$_n_pid" 2>/dev/null
+        eval "NODES_PID_$_n_name="
+    done
+    return 0
+}
