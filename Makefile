@@ -190,8 +190,12 @@ test-unit: $(UNIT_TESTS)
 test-fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN)
 
+# PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
+# make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher
+# (tests/lib/objnodes.py) takes the module and test programs from OBJSTORE_BUILD.
+PYTEST_ARGS ?= tests/server
 test-server: all $(SERVER_PROGS)
-	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) /usr/bin/python3 -m pytest -q tests/server
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) /usr/bin/python3 -m pytest -q $(PYTEST_ARGS)
 
 # The RDMA suite: natively on a host with an RDMA device, else in a QEMU
 # guest with Soft-RoCE (tests/softroce/); fails loudly if neither can run.

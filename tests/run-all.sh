@@ -2,8 +2,9 @@
 # run-all.sh - the whole test suite, as `make test` and CI run it:
 #   1. build (normal) and lint
 #   2. unit tests (C, cmocka)
-#   3. integration tests against a real redis-server (pytest)
-#   4. the same unit + integration suites under ASan/UBSan
+#   3. server tests against a real redis-server (pytest, tests/server), and the
+#      obj-benchmark smoke test
+#   4. the same unit + server suites under ASan/UBSan (build/san-address/)
 #   5. the wire decoder's fuzz driver
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite and the
 #      Redis-protocol-over-RDMA suites (QEMU guest with rdma_rxe, or natively
@@ -25,19 +26,21 @@ step() { # step NAME COMMAND...
   $r  $name ($(( $(date +%s) - start )) s)"
 }
 
-step "build" make -j"$JOBS" all
+step "build" make -j"$JOBS" all test-programs
 step "lint" make lint
 step "unit" make -j"$JOBS" test-unit
-step "integration" make test-integration
-step "benchmark smoke" sh -c 'make bench-tools && /usr/bin/python3 -m pytest -q tests/bench'
+step "server" make test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
+step "benchmark smoke" make test-server PYTEST_ARGS="tests/server/test_benchmark_smoke.py"
 
+# The sanitizer build lives in build/san-address/; OBJSTORE_BUILD (set by make
+# SAN=address test-server) makes the launcher load that module and run that
+# build's test programs, with libasan preloaded into redis-server.
 SAN_LIB=$(cc -print-file-name=libasan.so)
-step "build (ASan/UBSan)" make -j"$JOBS" SAN=address build/san-address/objstore.so
+step "build (ASan/UBSan)" make -j"$JOBS" SAN=address all test-programs
 step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
-step "integration (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
+step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    OBJSTORE_MODULE="$PWD/build/san-address/objstore.so" \
-    /usr/bin/python3 -m pytest -q tests/server
+    make SAN=address test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
 
 step "fuzz (wire decoder)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh
