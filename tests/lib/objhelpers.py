@@ -1,4 +1,4 @@
-"""Helpers shared by the objstore integration tests.
+"""Helpers shared by the objstore pytest suites (tests/server, tests/rdma).
 
 The README's command reference is the contract under test. These helpers keep
 the tests short: a redis-py client that hands back server errors verbatim (so

@@ -554,5 +554,5 @@ for log in rs1 rs2; do
         fail "$log" "the server crashed; see $work/$log.log"
     fi
 done
-echo "rdmaresp: $passed passed, $failed failed in $((SECONDS - t0)) s"
+echo "rdma door: $passed passed, $failed failed in $((SECONDS - t0)) s"
 [ "$failed" -eq 0 ]
