@@ -12,7 +12,7 @@
 # Every step runs even if an earlier one failed; the summary lists each
 # step's result and the exit status is non-zero if any step failed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 JOBS=${JOBS:-$(nproc)}
 RESULTS=""
 FAILED=0

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # nodes.sh - the one way shell scripts (bench/*.sh, the guest suites under
 # tests/rdma/) start objstore nodes and plain Redis servers. Source it (POSIX
 # sh; bash works too) after setting what differs from the defaults:
