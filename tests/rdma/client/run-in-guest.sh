@@ -22,7 +22,7 @@
 # Scratch files and logs: build/tests/rdma/client/ (kept for post-mortems).
 set -u
 
-repo=$(cd "$(dirname "$0")/../.." && pwd -P)
+repo=$(cd "$(dirname "$0")/../../.." && pwd -P)
 cd "$repo" || exit 1
 BUILD=${OBJSTORE_BUILD:-$repo/build}
 B=$BUILD/tests/rdma/client

@@ -26,7 +26,7 @@
 # Exits 0 when every check passed, 1 otherwise; logs stay in build/tests/rdma/door/.
 set -u
 
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 repo=$PWD
 addr=${OBJ_RXE_ADDR:-10.99.0.1}
 addr=${addr%%/*}
