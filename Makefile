@@ -187,8 +187,17 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-test-fuzz: $(FUZZ_BIN)
+# The RESP request parser's target: the same requests however the stream is cut.
+FUZZ_RESP := build/fuzz/fuzz_resp_standalone
+$(FUZZ_RESP): tests/fuzz/fuzz_resp.c module/redis/resp.c module/redis/resp.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
+	    module/redis/resp.c -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP)
 	$(FUZZ_BIN)
+	$(FUZZ_RESP)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher
