@@ -32,7 +32,7 @@
 #   nodesFreePort [ADDR]             print a TCP port free on ADDR right now
 #
 # Every server gets --bind 127.0.0.1 --save '' --appendonly no unless
-# SERVER-ARGS say otherwise (later options win).
+# SERVER-ARGS say otherwise (later options win). Safe under set -eu.
 
 NODES_REPO=${NODES_REPO:-$PWD}
 NODES_MODULE=${NODES_MODULE:-${OBJSTORE_MODULE:-${OBJSTORE_BUILD:-$NODES_REPO/build}/objstore.so}}
@@ -128,14 +128,14 @@ nodeStop() {
     _n_pid=$(nodePid "$1")
     [ -n "$_n_pid" ] || return 0
     REDISCLI_AUTH=${2:-} timeout 30 redis-cli -p "$(nodePort "$1")" shutdown nosave \
-        >/dev/null 2>&1
+        >/dev/null 2>&1 || true
     _n_i=0
     while kill -0 "$_n_pid" 2>/dev/null && [ $_n_i -lt 150 ]; do
         _n_i=$((_n_i + 1))
         sleep 0.2
     done
-    kill -9 "$_n_pid" 2>/dev/null
-    wait "$_n_pid" 2>/dev/null
+    kill -9 "$_n_pid" 2>/dev/null || true
+    wait "$_n_pid" 2>/dev/null || true
     eval "NODES_PID_$1="
     return 0
 }
@@ -145,11 +145,11 @@ nodeStop() {
 nodesStopAll() {
     for _n_name in $NODES_NAMES; do
         _n_pid=$(nodePid "$_n_name")
-        [ -z "$_n_pid" ] || kill "$_n_pid" 2>/dev/null
+        [ -z "$_n_pid" ] || kill "$_n_pid" 2>/dev/null || true
     done
     for _n_name in $NODES_NAMES; do
         _n_pid=$(nodePid "$_n_name")
-        [ -z "$_n_pid" ] || wait "$_n_pid" 2>/dev/null
+        [ -z "$_n_pid" ] || wait "$_n_pid" 2>/dev/null || true
         eval "NODES_PID_$_n_name="
     done
     return 0
