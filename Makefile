@@ -219,8 +219,9 @@ test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
 	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
+SAN_RUNTIME := $(if $(filter address,$(SAN)),asan,$(SAN))
 san-preload:
-	@$(CC) -print-file-name=lib$(SAN).so
+	@$(CC) -print-file-name=lib$(SAN_RUNTIME).so
 
 # ---- lint -----------------------------------------------------------------------
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
