@@ -686,24 +686,27 @@ typedef struct ObjCommandDef {
     RedisModuleCommandArg *args;
 } ObjCommandDef;
 
+/* `deny-script` on every command that ties state to the calling connection
+ * (a created object it owns, pins it holds): a script's client never
+ * disconnects, so what it created or pinned would never be given back. */
 static const ObjCommandDef objCommands[] = {
     {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
      "O(N) in the object size", argsPut},
-    {"obj.create", ObjCreate_RedisCommand, "write", -3,
+    {"obj.create", ObjCreate_RedisCommand, "write deny-script", -3,
      "Reserve a created object (reading as zeros); returns its offset in the shared arena",
      "O(N) in the bytes an earlier object left in its range", argsCreate},
-    {"obj.write", ObjWrite_RedisCommand, "write", 4, "Write bytes into a created object",
-     "O(N) in the bytes written", argsWrite},
-    {"obj.seal", ObjSeal_RedisCommand, "write", 2, "Make a created object immutable and visible",
-     "O(N) in the object size (checksum)", argsId},
-    {"obj.abort", ObjAbort_RedisCommand, "write fast", 2, "Discard a created object", "O(1)",
-     argsId},
+    {"obj.write", ObjWrite_RedisCommand, "write deny-script", 4,
+     "Write bytes into a created object", "O(N) in the bytes written", argsWrite},
+    {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
+     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId},
+    {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
+     "O(1)", argsId},
     {"obj.get", ObjGet_RedisCommand, "readonly", -2,
      "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet},
-    {"obj.pin", ObjPin_RedisCommand, "write", -2,
+    {"obj.pin", ObjPin_RedisCommand, "write deny-script", -2,
      "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin},
-    {"obj.release", ObjRelease_RedisCommand, "write fast", 2, "Drop a pin taken by OBJ.PIN",
-     "O(P) in the pins of this connection", argsId},
+    {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", 2,
+     "Drop a pin taken by OBJ.PIN", "O(P) in the pins of this connection", argsId},
     {"obj.del", ObjDel_RedisCommand, "write fast", 2,
      "Delete a sealed object (deferred while pinned)", "O(1)", argsId},
     {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,
