@@ -4,10 +4,10 @@
  * `--loadmodule objstore.so memory 1gb transfer-port 17001` sets the
  * defaults; `objstore.<name>` lines in redis.conf (applied by
  * RedisModule_LoadConfigs) override them; `CONFIG GET objstore.*` shows the
- * result. One table describes every setting, so module arguments and
- * configs can never disagree. Settings that size the arena or identify the
- * node are immutable: changing them at run time would mean moving every
- * object or re-registering under another name.
+ * result, except for secrets (see configGetString). One table describes every setting, so module
+ * arguments and configs can never disagree. Settings that size the arena or identify the node are
+ * immutable: changing them at run time would mean moving every object or re-registering under
+ * another name.
  */
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +86,32 @@ static int configSetNumeric(const char *name, long long val, void *privdata,
     return REDISMODULE_OK;
 }
 
+/*
+ * Secrets (REDISMODULE_CONFIG_SENSITIVE settings) never come back from
+ * CONFIG GET: Redis 7.0's sensitive flag only keeps them out of logs. The
+ * getter cannot tell CONFIG GET from CONFIG REWRITE, which must see the real
+ * value or it would write an empty secret into redis.conf; so a command
+ * filter notes, before each command runs, whether it is a CONFIG REWRITE,
+ * and only then does the getter reveal a secret. Everything else (CONFIG GET
+ * directly, inside MULTI/EXEC, from a module) sees "". A CONFIG REWRITE
+ * queued inside MULTI therefore writes an empty secret line; run it alone.
+ */
+static int configRevealSecrets; /* main thread only */
+
+/* Command filter: is the command about to run CONFIG REWRITE? Can't fail. */
+static void configFilter(RedisModuleCommandFilterCtx *fctx)
+{
+    size_t l0, l1;
+
+    configRevealSecrets = 0;
+    if (RedisModule_CommandFilterArgsCount(fctx) != 2)
+        return;
+    const char *a0 = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, 0), &l0);
+    const char *a1 = RedisModule_StringPtrLen(RedisModule_CommandFilterArgGet(fctx, 1), &l1);
+    configRevealSecrets =
+        l0 == 6 && !strncasecmp(a0, "config", 6) && l1 == 7 && !strncasecmp(a1, "rewrite", 7);
+}
+
 static RedisModuleString *configGetString(const char *name, void *privdata)
 {
     /* Redis copies the value and never frees what a getter returns: keep
@@ -93,10 +119,11 @@ static RedisModuleString *configGetString(const char *name, void *privdata)
     static RedisModuleString *cached[N_CONFIG];
     ConfigDef *d = privdata;
     size_t i = (size_t)(d - configDefs);
+    const char *v = (d->flags & REDISMODULE_CONFIG_SENSITIVE) && !configRevealSecrets ? "" : d->dst;
 
     if (cached[i])
         RedisModule_FreeString(NULL, cached[i]);
-    cached[i] = RedisModule_CreateString(NULL, d->dst, strlen(d->dst));
+    cached[i] = RedisModule_CreateString(NULL, v, strlen(v));
     return cached[i];
 }
 
@@ -203,6 +230,10 @@ int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             RedisModule_Log(ctx, "warning", "cannot register config objstore.%s", d->name);
             return REDISMODULE_ERR;
         }
+    }
+    if (!RedisModule_RegisterCommandFilter(ctx, configFilter, REDISMODULE_CMDFILTER_NOSELF)) {
+        RedisModule_Log(ctx, "warning", "cannot register the command filter that hides secrets");
+        return REDISMODULE_ERR;
     }
     if (RedisModule_LoadConfigs(ctx) == REDISMODULE_ERR) {
         RedisModule_Log(ctx, "warning", "invalid objstore.* setting in the config file");
