@@ -247,14 +247,17 @@ out_stop_engine:
     return REDISMODULE_ERR;
 }
 
+/* The directory stops first: on its way out it answers the lookups it still
+ * holds, and those answers are queued to the engine, which must still be
+ * there to take them (and free them). */
 void objClusterStop(void)
 {
-    if (engineRunning)
-        engineStop();
-    engineRunning = 0;
     if (dirRunning)
         dirStop();
     dirRunning = 0;
+    if (engineRunning)
+        engineStop();
+    engineRunning = 0;
 }
 
 void objClusterConfigChanged(void)

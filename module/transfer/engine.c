@@ -623,4 +623,7 @@ void engineStop(void)
     watchCap = 0;
     close(eng.epfd);
     close(eng.evfd);
+    /* A stray post after this fails on -1 instead of writing 8 bytes into
+     * whatever descriptor reuses the number. */
+    eng.epfd = eng.evfd = -1;
 }
