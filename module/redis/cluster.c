@@ -65,27 +65,49 @@ static void clusterEvicted(const ObjEntry *e, void *arg)
     dirUnpublish(e->id, e->idLen);
 }
 
-/* Directory thread: re-publish every sealed local object, a batch at a time
- * so the table lock is held only briefly. */
+/* Directory thread: re-publish every sealed local object, a scan step at a
+ * time so the table lock is held only briefly. A step can visit any number
+ * of objects (it finishes the buckets it starts), so the batch grows to
+ * whatever the step gives: nothing may be dropped, or the directory would
+ * forget objects this node holds. */
 typedef struct SnapBatch {
-    ObjEntry copy[256];
-    char *ids[256];
-    size_t n;
+    ObjEntry *copy;
+    char **ids;
+    size_t n, cap;
 } SnapBatch;
+
+/* Out of memory while re-publishing: stop like the directory client does
+ * (dropping objects silently would leave them unfindable). */
+static void snapOom(void)
+{
+    RedisModule_Log(objNode.ctx, "warning", "out of memory re-publishing objects");
+    abort();
+}
 
 static void snapCollect(ObjEntry *e, void *arg)
 {
     SnapBatch *b = arg;
 
-    if (b->n == 256 || !(b->ids[b->n] = malloc(e->idLen ? e->idLen : 1)))
-        return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        ObjEntry *copy = realloc(b->copy, cap * sizeof(*copy));
+        if (copy)
+            b->copy = copy;
+        char **ids = copy ? realloc(b->ids, cap * sizeof(*ids)) : NULL;
+        if (!ids)
+            snapOom();
+        b->ids = ids;
+        b->cap = cap;
+    }
+    if (!(b->ids[b->n] = malloc(e->idLen ? e->idLen : 1)))
+        snapOom();
     memcpy(b->ids[b->n], e->id, e->idLen);
     b->copy[b->n++] = *e;
 }
 
 static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
 {
-    static SnapBatch b; /* directory thread only */
+    SnapBatch b = {0};
     uint64_t cursor = 0;
 
     do {
@@ -99,6 +121,8 @@ static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
             free(b.ids[i]);
         }
     } while (cursor != 0);
+    free(b.copy);
+    free(b.ids);
 }
 
 /* ---- start / stop ----------------------------------------------------------------------- */

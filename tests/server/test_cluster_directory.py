@@ -197,3 +197,26 @@ def test_directory_outage_and_restart(make_cluster, uid):
     assert sha256(b.execute_command("OBJ.GET", before)) == sha256(d_before)
     assert b.execute_command("OBJ.GET", during, "WITHMETA") == [d_during, b"during"]
     wait_locations(a, before, ["A", "B"])
+
+
+def test_every_object_is_republished_after_the_directory_comes_back_empty(make_cluster):
+    """All of many objects (far more than one re-publish batch) are locatable
+    again after the directory restarts empty: none is dropped on the way."""
+    cl = make_cluster(names=("A",), layout="separate", memory="64mb")
+    a = cl["A"].client()
+    n = 3000
+    pipe = a.pipeline(transaction=False)
+    for i in range(n):
+        pipe.execute_command("OBJ.PUT", f"rp:{i}", b"x")
+    assert pipe.execute() == [b"OK"] * n
+    cl.dir.stop()
+    cl.dir.start()  # same port, empty
+
+    def all_located():
+        d = cl.dir.client()
+        keys = set()
+        for k in d.scan_iter(match="*rp:*:loc", count=1000):
+            keys.add(k)
+        return len(keys) == n
+
+    wait_until(all_located, 15.0, what=f"all {n} objects re-published")
