@@ -244,12 +244,16 @@ static void xferReceived(Transfer *x)
         attemptFailed(x, why);
         return;
     }
+    /* Publish under the table lock, as eviction unpublishes under it: once
+     * the lock is dropped an eviction or OBJ.DEL may free the sealed replica
+     * (so e must not be read after it), and its unpublish must be queued
+     * after this publish, not before. */
     objTableLock(t);
     objTableSeal(t, e, ENGINE_HOLDER_XFER(x->xid), sum);
     objTableMarkReplica(t, e);
+    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
     objTableUnlock(t);
     x->entry = NULL; /* the table owns it now */
-    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
     if (eng.cfg.onChanged)
         eng.cfg.onChanged(x->id, x->idLen);
 

@@ -134,3 +134,43 @@ def test_primaries_and_pinned_replicas_are_never_evicted(cl, remote, uid):
     assert b.execute_command("OBJ.EXISTS", ids[0]) == 0
     assert stats(b)["evictions"] == st["evictions"] + 1
     wait_locations(cl["A"].client(), ids[0], ["A"])
+
+
+def test_a_replica_deleted_as_soon_as_it_is_sealed_leaves_no_location(make_cluster):
+    """OBJ.DEL racing the seal of a fetched replica: the node must not read
+    the freed replica (ASan in CI), and the directory must not keep B as a
+    location of an object B no longer has (the publish is queued before any
+    unpublish can be)."""
+    import threading
+
+    cl = make_cluster(names=("A", "B"), layout="separate", memory="64mb")
+    a, b, deleter = cl["A"].client(), cl["B"].client(), cl["B"].client()
+    ids = [f"race:{i}" for i in range(60)]
+    for oid in ids:
+        assert a.execute_command("OBJ.PUT", oid, b"r" * 2048) == b"OK"
+    for oid in ids:
+        wait_locations(b, oid, ["A"])
+    stop = threading.Event()
+
+    def deleted(oid):
+        try:
+            return deleter.execute_command("OBJ.DEL", oid) in (b"OK", b"DEFERRED")
+        except ResponseError:  # NOTFOUND: not landed yet
+            return False
+
+    def delete_as_they_land():
+        pending = list(ids)
+        while pending and not stop.is_set():
+            pending = [oid for oid in pending if not deleted(oid)]
+
+    t = threading.Thread(target=delete_as_they_land)
+    t.start()
+    try:
+        for oid in ids:
+            assert b.execute_command("OBJ.FETCH", oid, "TIMEOUT", 10000) == [b"OK"]
+    finally:
+        t.join(timeout=20)
+        stop.set()
+    for oid in ids:
+        wait_locations(b, oid, ["A"])
+    assert b.execute_command("PING") == b"PONG"
