@@ -387,8 +387,8 @@ def test_relayed_proofs_do_not_authenticate(cl, uid):
     secret_oid = uid(b"secret")
     put(a, secret_oid, b"only for nodes with the cluster secret")
     bait = uid(b"bait")
-    fake = FakeNode(a)  # A's own Redis is the directory (layout "own")
-    relay_a = None
+    fake = FakeNode(a, b"M")  # A's own Redis is the directory (layout "own")
+    relay_a = from_b = None
     try:
         fake.holds(bait, b"x" * 100)
         call = start_call(cl["B"].client(), "OBJ.FETCH", bait, "TIMEOUT", 8000)
@@ -418,8 +418,9 @@ def test_relayed_proofs_do_not_authenticate(cl, uid):
         from_b.close()
         assert codes([to_str_err(call)])[0] != "OK"
     finally:
-        if relay_a:
-            relay_a.close()
+        for sock in (relay_a, from_b):
+            if sock:
+                sock.close()
         fake.close()
     assert "failed the cluster-secret proof" in cl["B"].log()
     a.execute_command("OBJ.DEL", secret_oid)
@@ -437,10 +438,11 @@ def to_str_err(call):
 
 
 def test_acceptor_answering_with_another_name_than_dialled_is_refused(cl, uid):
-    """B dials M; whoever answers says it is N, with a proof that is right for that
+    """B dials M2; whoever answers says it is N, with a proof that is right for that
     transcript: B must not go on (the proof may be fine, the peer is not who B meant)."""
     bait = uid(b"bait")
-    fake = FakeNode(cl["A"].client())
+    fake = FakeNode(cl["A"].client(), b"M2")
+    from_b = None
     try:
         fake.holds(bait, b"y" * 100)
         call = start_call(cl["B"].client(), "OBJ.FETCH", bait, "TIMEOUT", 8000)
@@ -449,15 +451,17 @@ def test_acceptor_answering_with_another_name_than_dialled_is_refused(cl, uid):
         assert first and first[0] == WIRE_HELLO
         b_features, b_nonce, _, b_name = hello_fields(first[1])
         nonce = os.urandom(16)
-        proof = wire_proof(SECRET, WIRE_ROLE_ACCEPTOR, b_name, b"N", b"M", b_features, 1,
+        proof = wire_proof(SECRET, WIRE_ROLE_ACCEPTOR, b_name, b"N", b"M2", b_features, 1,
                            b_nonce, nonce)
         from_b.sendall(wire_frame(WIRE_HELLO, wire_hello_body(nonce, b"N", proof, 1)))
         answer = recv_raw_frame_or_none(from_b)
         from_b.close()
         assert answer is None or answer[0] == WIRE_ERROR, (
-            f"B went on with a peer that answered as N when it dialled M: frame {answer[0]}")
+            f"B went on with a peer that answered as N when it dialled M2: frame {answer[0]}")
         assert codes([to_str_err(call)])[0] != "OK"
     finally:
+        if from_b:
+            from_b.close()
         fake.close()
     log = cl["B"].log()
     assert "'N'" in log and "dialled" in log, "B did not log why it refused the peer"
