@@ -246,8 +246,7 @@ int objClusterStart(RedisModuleCtx *ctx)
         snprintf(dc.rdmaAddr, sizeof(dc.rdmaAddr), "%s", cfg->rdmaBind);
         dc.rdmaPort = (int)cfg->rdmaPort;
     }
-    dc.features =
-        (dc.tcpPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
+    dc.features = (dc.tcpPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
     if (dc.port <= 0) {
@@ -433,9 +432,9 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         }
     }
     if (!engineRunning)
-        return RedisModule_ReplyWithError(ctx, transfersRefused[0]
-                                                   ? transfersRefused
-                                                   : "UNAVAILABLE the transfer engine is not running");
+        return RedisModule_ReplyWithError(
+            ctx, transfersRefused[0] ? transfersRefused
+                                     : "UNAVAILABLE the transfer engine is not running");
 
     /* Already local (sealed): answer at once, like Plasma's contains(). */
     int allLocal = 1;

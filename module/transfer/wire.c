@@ -74,7 +74,7 @@
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
-#define WIRE_PROOF_MSG_MAX                                                                   \
+#define WIRE_PROOF_MSG_MAX                                                                         \
     (sizeof(WIRE_PROOF_LABEL) - 1 + 1 + 3 * (2 + OBJ_WIRE_NAME_MAX) + 2 * 2 + 2 * OBJ_WIRE_NONCE)
 
 /* The largest body of each type must fit the limit every reader enforces. */

@@ -981,7 +981,8 @@ static void test_proof_depends_on_every_input(void **state)
         {"acceptor features", (t = t0, t.acceptorFeatures = OBJ_FEAT_TCP, t)},
         {"features swapped", (t = t0, t.connectorFeatures = t0.acceptorFeatures,
                               t.acceptorFeatures = t0.connectorFeatures, t)},
-        {"nonces swapped", (t = t0, t.nonceConnector = testNonceA, t.nonceAcceptor = testNonceC, t)},
+        {"nonces swapped",
+         (t = t0, t.nonceConnector = testNonceA, t.nonceAcceptor = testNonceC, t)},
     };
     for (size_t i = 0; i < sizeof(changed) / sizeof(changed[0]); i++) {
         wireProof("s3cret", 6, WIRE_ROLE_ACCEPTOR, &changed[i].t, p);
