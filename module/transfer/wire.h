@@ -26,8 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Version 2: proofs cover the whole transcript (version 1 covered the nonces). */
 #define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
-#define OBJ_WIRE_VERSION  2           /* 2: proofs cover the transcript, not only the nonces */
+#define OBJ_WIRE_VERSION  2
 #define OBJ_WIRE_HDR_LEN  16
 #define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
 #define OBJ_WIRE_NONCE    16
