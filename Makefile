@@ -166,7 +166,7 @@ $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 
 # The wire decoder's standalone fuzz driver, always under ASan/UBSan.
 FUZZ_BIN := build/fuzz/fuzz_wire_standalone
-$(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/transfer/wire.c \
+$(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h module/transfer/wire.c \
     module/transfer/wire.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
@@ -189,9 +189,9 @@ test-unit: $(UNIT_TESTS)
 
 # The RESP request parser's target: the same requests however the stream is cut.
 FUZZ_RESP := build/fuzz/fuzz_resp_standalone
-$(FUZZ_RESP): tests/fuzz/fuzz_resp.c module/redis/resp.c module/redis/resp.h
+$(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c module/redis/resp.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -fsanitize=address,undefined \
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz -fsanitize=address,undefined \
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
 	    module/redis/resp.c -o $@
 

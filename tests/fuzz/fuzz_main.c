@@ -23,34 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz_gen.h"
 #include "fuzz_wire.h"
 #include "transfer/wire.h"
 
 #define FUZZ_INPUT_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 64)
 #define FUZZ_SEEDS     64
-
-static uint64_t fuzzState;
-
-/* splitmix64: fast, and reproducible from the seed. */
-static uint64_t fuzzRand(void)
-{
-    uint64_t z = (fuzzState += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t fuzzBelow(uint64_t n)
-{
-    return n == 0 ? 0 : fuzzRand() % n;
-}
-
-static double fuzzNow(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Values at and around every limit the decoder enforces. */
 static uint64_t fuzzInteresting(void)

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz_gen.h"
 #include "redis/resp.h"
 
 #define FUZZ_MAX_INPUT (256 * 1024)
@@ -133,16 +134,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #ifdef FUZZ_STANDALONE
 /* ---- standalone driver: generated requests, mutated, and random bytes ---------------- */
 
-static uint64_t fuzzState;
-
-static uint64_t fuzzRand(void)
-{
-    uint64_t z = (fuzzState += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static size_t fuzzAppend(uint8_t *out, size_t at, size_t cap, const char *s, size_t n)
 {
     if (at + n > cap)
@@ -199,13 +190,6 @@ static size_t fuzzRequest(uint8_t *out, size_t at, size_t cap)
             return at;
         }
     }
-}
-
-static double fuzzNow(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,35 @@
+/*
+ * fuzz_gen.h - what the standalone fuzz drivers share: a seeded generator
+ * (splitmix64: fast, and reproducible from the seed) and a monotonic clock
+ * for their time bounds. Header-only: each driver is one program.
+ */
+#ifndef OBJSTORE_FUZZ_GEN_H
+#define OBJSTORE_FUZZ_GEN_H
+
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t fuzzState;
+
+static inline uint64_t fuzzRand(void)
+{
+    uint64_t z = (fuzzState += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A value in [0, n); 0 when n is 0. */
+static inline uint64_t fuzzBelow(uint64_t n)
+{
+    return n == 0 ? 0 : fuzzRand() % n;
+}
+
+static inline double fuzzNow(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#endif /* OBJSTORE_FUZZ_GEN_H */
