@@ -28,6 +28,8 @@
 
 static RedisModuleCtx *logCtx; /* detached: usable from any thread */
 static int engineRunning, dirRunning;
+/* Why transfers stay off although configured (OBJ.FETCH answers it), or "". */
+static char transfersRefused[192];
 
 /* ---- callbacks from other threads ---------------------------------------------------- */
 
@@ -173,6 +175,34 @@ static int parseHostPort(const char *s, char *host, size_t hostLen, int *port)
     return 0;
 }
 
+/* An empty cluster-secret lets whoever reaches the transfer port fetch every
+ * object. On a bind other hosts can reach (anything outside 127.0.0.0/8,
+ * 0.0.0.0 included) transfers are refused: returns 1 with the reason logged
+ * and kept for OBJ.FETCH; on loopback it only warns and returns 0. */
+static int clusterSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
+{
+    struct in_addr a;
+
+    if (cfg->clusterSecret[0] || cfg->transferPort <= 0)
+        return 0;
+    if (inet_pton(AF_INET, cfg->transferBind, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127) {
+        RedisModule_Log(ctx, "warning",
+                        "cluster-secret is empty: any local process can fetch objects from the "
+                        "transfer port; set objstore.cluster-secret");
+        return 0;
+    }
+    snprintf(transfersRefused, sizeof(transfersRefused),
+             "UNAVAILABLE transfers are off: cluster-secret is empty and transfer-bind %.64s is "
+             "not a loopback address",
+             cfg->transferBind);
+    RedisModule_Log(ctx, "warning",
+                    "refusing to start transfers: cluster-secret is empty and transfer-bind %s is "
+                    "not a loopback address, so anyone who reaches it could fetch every object; "
+                    "set objstore.cluster-secret (local commands keep working)",
+                    cfg->transferBind);
+    return 1;
+}
+
 int objClusterStart(RedisModuleCtx *ctx)
 {
     ObjConfig *cfg = &objNode.cfg;
@@ -215,11 +245,13 @@ int objClusterStart(RedisModuleCtx *ctx)
     ec.onFetchDone = clusterFetchDone;
     ec.onChanged = clusterChanged;
     ec.log = clusterLog;
-    if (engineStart(&ec, err, sizeof(err)) == -1) {
-        RedisModule_Log(ctx, "warning", "transfer engine: %s", err);
-        return REDISMODULE_ERR;
+    if (!clusterSecretRefuses(ctx, cfg)) {
+        if (engineStart(&ec, err, sizeof(err)) == -1) {
+            RedisModule_Log(ctx, "warning", "transfer engine: %s", err);
+            return REDISMODULE_ERR;
+        }
+        engineRunning = 1;
     }
-    engineRunning = 1;
 
     if (cfg->directory[0]) {
         if (parseHostPort(cfg->directory, dc.host, sizeof(dc.host), &dc.port) == -1) {
@@ -233,13 +265,12 @@ int objClusterStart(RedisModuleCtx *ctx)
     snprintf(dc.password, sizeof(dc.password), "%s", cfg->directoryPassword);
     snprintf(dc.nodeName, sizeof(dc.nodeName), "%s", cfg->nodeName);
     snprintf(dc.addr, sizeof(dc.addr), "%s", cfg->announceAddr);
-    dc.tcpPort = (int)cfg->transferPort;
+    dc.tcpPort = engineRunning ? (int)cfg->transferPort : 0;
     if (engineRdmaEnabled()) {
         snprintf(dc.rdmaAddr, sizeof(dc.rdmaAddr), "%s", cfg->rdmaBind);
         dc.rdmaPort = (int)cfg->rdmaPort;
     }
-    dc.features =
-        (cfg->transferPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
+    dc.features = (dc.tcpPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
     if (dc.port <= 0) {
@@ -428,7 +459,9 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         }
     }
     if (!engineRunning)
-        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the transfer engine is not running");
+        return RedisModule_ReplyWithError(
+            ctx, transfersRefused[0] ? transfersRefused
+                                     : "UNAVAILABLE the transfer engine is not running");
 
     /* Already local (sealed): answer at once, like Plasma's contains(). */
     int allLocal = 1;

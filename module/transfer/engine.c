@@ -24,6 +24,20 @@
 
 #define ENGINE_MAX_EVENTS 64
 #define ENGINE_TICK_MS    100
+/* A connection must finish its handshake this soon after it came up:
+ * unauthenticated peers may not hold a socket and its buffers for free. */
+#define ENGINE_HANDSHAKE_DEADLINE_US (5LL * 1000 * 1000)
+/* Incoming connections allowed in handshake at once, overall and from one
+ * source address; more are closed at once (an honest node opens one per
+ * transport, so the per-source cap only bites a flood). */
+#define ENGINE_HANDSHAKE_MAX            256
+#define ENGINE_HANDSHAKE_MAX_PER_SOURCE 16
+/* A connection whose queued bytes do not move for this long is closed: its
+ * peer stopped reading, and what is queued for it pins objects. */
+#define ENGINE_SEND_STALL_US (10LL * 1000 * 1000)
+/* Pins one connection may hold; beyond it the transport stops reading that
+ * connection's requests until some are released. */
+#define ENGINE_CONN_PINS_MAX 256
 
 Engine eng;
 
@@ -260,6 +274,11 @@ void engineCountBadFrame(void)
     pthread_mutex_unlock(&eng.statLock);
 }
 
+int engineConnBusy(const Conn *c)
+{
+    return c->pins >= ENGINE_CONN_PINS_MAX;
+}
+
 int engineRdmaEnabled(void)
 {
     return eng.tp[TP_RDMA] != NULL;
@@ -337,50 +356,142 @@ Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)
     return c;
 }
 
+/* The feature bits this node puts in its HELLO. */
+static uint16_t engineFeatures(void)
+{
+    return (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
+}
+
+/* The handshake of c as this node sees it, for wireProof. The connector's
+ * peerName is the name it dialled (the acceptor's HELLO must match it); the
+ * acceptor knows only that it was dialled as itself. */
+static WireTranscript engineTranscript(const Conn *c)
+{
+    WireTranscript t = {.dialled = c->outgoing ? c->peerName : eng.cfg.nodeName};
+
+    if (c->outgoing) {
+        t.connector = eng.cfg.nodeName, t.acceptor = c->peerName;
+        t.connectorFeatures = engineFeatures(), t.acceptorFeatures = (uint16_t)c->peerFeatures;
+        t.nonceConnector = c->nonce, t.nonceAcceptor = c->peerNonce;
+    } else {
+        t.connector = c->peerName, t.acceptor = eng.cfg.nodeName;
+        t.connectorFeatures = (uint16_t)c->peerFeatures, t.acceptorFeatures = engineFeatures();
+        t.nonceConnector = c->peerNonce, t.nonceAcceptor = c->nonce;
+    }
+    return t;
+}
+
+static void engineProof(const Conn *c, WireRole role, uint8_t out[OBJ_WIRE_PROOF])
+{
+    WireTranscript t = engineTranscript(c);
+    wireProof(eng.cfg.secret, strlen(eng.cfg.secret), role, &t, out);
+}
+
 /* Send our HELLO: the connector's carries no proof (it has not seen the
- * acceptor's nonce yet); the acceptor's proves the secret over both nonces. */
+ * acceptor's nonce yet); the acceptor's proves the secret over the transcript. */
 static int sendHello(Conn *c)
 {
     WireMsg m = {.h = {.type = WIRE_HELLO}};
 
     m.u.hello.magic = OBJ_WIRE_MAGIC;
     m.u.hello.version = OBJ_WIRE_VERSION;
-    m.u.hello.features =
-        (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
+    m.u.hello.features = engineFeatures();
     memcpy(m.u.hello.nonce, c->nonce, OBJ_WIRE_NONCE);
     if (!c->outgoing)
-        wireProof(eng.cfg.secret, strlen(eng.cfg.secret), "acceptor", c->peerNonce, c->nonce,
-                  m.u.hello.proof);
+        engineProof(c, WIRE_ROLE_ACCEPTOR, m.u.hello.proof);
     m.u.hello.name = eng.cfg.nodeName;
     m.u.hello.nameLen = (uint16_t)strlen(eng.cfg.nodeName);
     return engineSend(c, &m, NULL, 0, NULL);
 }
 
+/* Log a refused connection, at most once a second (a flood must not flood
+ * the log too), and count it with the bad frames. */
+static void engineRefuseLog(const Conn *c, const char *why)
+{
+    static int64_t lastUs;
+    static uint64_t quiet;
+    int64_t now = utilMonoUs();
+
+    engineCountBadFrame();
+    if (lastUs && now - lastUs < 1000000) {
+        quiet++;
+        return;
+    }
+    engineLog("warning", "%s: closed: %s (%llu more refused since the last such line)", c->desc,
+              why, (unsigned long long)quiet);
+    lastUs = now;
+    quiet = 0;
+}
+
+/* May one more incoming connection from c->source start a handshake?
+ * Returns NULL, or why not. */
+static const char *engineHandshakeRoom(const Conn *c)
+{
+    int all = 0, same = 0;
+
+    for (const Conn *o = eng.conns; o; o = o->next) {
+        if (o->outgoing || o == c || o->state != CONN_HANDSHAKE)
+            continue;
+        all++;
+        if (c->source[0] && !strcmp(o->source, c->source))
+            same++;
+    }
+    if (all >= ENGINE_HANDSHAKE_MAX)
+        return "too many connections in handshake";
+    if (same >= ENGINE_HANDSHAKE_MAX_PER_SOURCE)
+        return "too many connections in handshake from this address";
+    return NULL;
+}
+
 void engineOnUp(Conn *c)
 {
     c->state = CONN_HANDSHAKE;
+    c->upUs = utilMonoUs(); /* the deadline counts from here, not from the dial */
     if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce)) {
         c->ops->close(c, "no randomness for the handshake nonce");
         return;
     }
     if (!c->outgoing) {
+        const char *full = engineHandshakeRoom(c);
         c->next = eng.conns;
         eng.conns = c;
         pthread_mutex_lock(&eng.statLock);
         eng.st.connections++;
         pthread_mutex_unlock(&eng.statLock);
+        if (full) {
+            char why[128];
+            snprintf(why, sizeof(why), "%s (%s)", full, c->source[0] ? c->source : "?");
+            engineRefuseLog(c, why);
+            c->ops->close(c, why);
+        }
     } else if (sendHello(c) == -1) {
         c->ops->close(c, "cannot send HELLO");
     }
+}
+
+/* Is the HELLO name of m exactly name? */
+static int helloNameIs(const WireMsg *m, const char *name)
+{
+    return strlen(name) == m->u.hello.nameLen && !memcmp(name, m->u.hello.name, m->u.hello.nameLen);
 }
 
 /* The handshake steps; returns 0, or -1 to close the connection. */
 static int engineHandshake(Conn *c, const WireMsg *m)
 {
     uint8_t proof[OBJ_WIRE_PROOF];
-    size_t slen = strlen(eng.cfg.secret);
 
+    if (m->h.type == WIRE_HELLO && memchr(m->u.hello.name, '\0', m->u.hello.nameLen)) {
+        engineLog("warning", "%s: HELLO name holds a NUL byte", c->desc);
+        engineSendError(c, 0, WIRE_ERR_PROTO, "HELLO name holds a NUL byte");
+        return -1;
+    }
     if (!c->outgoing && m->h.type == WIRE_HELLO && !c->helloSeen) {
+        if (helloNameIs(m, eng.cfg.nodeName)) {
+            engineLog("warning", "%s: HELLO claims this node's own name '%s': refused", c->desc,
+                      eng.cfg.nodeName);
+            engineSendError(c, 0, WIRE_ERR_AUTH, "that is this node's own name");
+            return -1;
+        }
         c->helloSeen = 1;
         memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
         snprintf(c->peerName, sizeof(c->peerName), "%.*s", (int)m->u.hello.nameLen,
@@ -389,7 +500,7 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         return sendHello(c);
     }
     if (!c->outgoing && m->h.type == WIRE_AUTH && c->helloSeen) {
-        wireProof(eng.cfg.secret, slen, "connector", c->peerNonce, c->nonce, proof);
+        engineProof(c, WIRE_ROLE_CONNECTOR, proof);
         if (!wireProofEqual(proof, m->u.auth.proof)) {
             engineLog("warning", "%s: node '%s' failed the cluster-secret proof", c->desc,
                       c->peerName);
@@ -400,9 +511,16 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         return 0;
     }
     if (c->outgoing && m->h.type == WIRE_HELLO) {
+        if (!helloNameIs(m, c->peerName)) {
+            engineLog("warning", "%s: dialled '%s' but the peer answered as '%.*s': refused",
+                      c->desc, c->peerName, (int)m->u.hello.nameLen, m->u.hello.name);
+            snprintf(c->failWhy, sizeof(c->failWhy), "the peer answered under another name");
+            engineSendError(c, 0, WIRE_ERR_AUTH, "not the node that was dialled");
+            return -1;
+        }
         memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
         c->peerFeatures = m->u.hello.features;
-        wireProof(eng.cfg.secret, slen, "acceptor", c->nonce, c->peerNonce, proof);
+        engineProof(c, WIRE_ROLE_ACCEPTOR, proof);
         if (!wireProofEqual(proof, m->u.hello.proof)) {
             engineLog("warning", "%s: peer '%s' failed the cluster-secret proof", c->desc,
                       c->peerName);
@@ -411,7 +529,7 @@ static int engineHandshake(Conn *c, const WireMsg *m)
             return -1;
         }
         WireMsg a = {.h = {.type = WIRE_AUTH}};
-        wireProof(eng.cfg.secret, slen, "connector", c->nonce, c->peerNonce, a.u.auth.proof);
+        engineProof(c, WIRE_ROLE_CONNECTOR, a.u.auth.proof);
         if (engineSend(c, &a, NULL, 0, NULL) == -1)
             return -1;
         c->state = CONN_READY;
@@ -518,6 +636,40 @@ void engineOnClosed(Conn *c, const char *why)
     serveOnConnClosed(c);
 }
 
+/* Periodic: close connections that took too long to authenticate, and
+ * those whose peer stopped reading what is queued for it (which releases
+ * their pins). One close per pass over the list, which it changes. */
+static void engineConnTick(void)
+{
+    int64_t now = utilMonoUs();
+    int again = 1;
+
+    while (again) {
+        again = 0;
+        for (Conn *c = eng.conns; c; c = c->next) {
+            char why[128];
+            if (c->state == CONN_HANDSHAKE && now - c->upUs > ENGINE_HANDSHAKE_DEADLINE_US) {
+                snprintf(why, sizeof(why), "handshake not finished within %lld s",
+                         ENGINE_HANDSHAKE_DEADLINE_US / 1000000);
+                if (!c->outgoing)
+                    engineRefuseLog(c, why);
+                else
+                    snprintf(c->failWhy, sizeof(c->failWhy), "%.95s", why);
+            } else if (c->txStallSinceUs && now - c->txStallSinceUs > ENGINE_SEND_STALL_US) {
+                snprintf(why, sizeof(why), "peer read nothing of its queued frames in %lld s",
+                         ENGINE_SEND_STALL_US / 1000000);
+                engineLog("warning", "%s (%s): %s: closing", c->desc,
+                          c->peerName[0] ? c->peerName : "?", why);
+            } else {
+                continue;
+            }
+            c->ops->close(c, why);
+            again = 1;
+            break;
+        }
+    }
+}
+
 /* ---- the thread ------------------------------------------------------------------ */
 
 static void *engineMain(void *arg)
@@ -530,6 +682,7 @@ static void *engineMain(void *arg)
         if (now - lastTick >= ENGINE_TICK_MS * 1000) {
             lastTick = now;
             serveTick();
+            engineConnTick();
         }
         int n = epoll_wait(eng.epfd, evs, ENGINE_MAX_EVENTS, ENGINE_TICK_MS);
         if (n == -1 && errno != EINTR) {

@@ -89,6 +89,16 @@ static void xferUnlink(Transfer *x)
         *pp = x->next;
 }
 
+static void xferFree(Transfer *x);
+
+/* Forget a cancelled transfer whose answer has been drained (or will never
+ * come): its object was aborted when it was cancelled. */
+static void xferDrop(Transfer *x)
+{
+    xferUnlink(x);
+    xferFree(x);
+}
+
 static void xferFree(Transfer *x)
 {
     if (x->dir)
@@ -411,7 +421,10 @@ void fetchOnConnClosed(Conn *c)
         again = 0;
         for (Transfer *x = eng.xfers; x; x = x->next) {
             if (x->conn == c && x->state != XFER_READING) {
-                attemptFailed(x, why);
+                if (x->cancelled)
+                    xferDrop(x); /* its answer will not come now */
+                else
+                    attemptFailed(x, why);
                 again = 1;
                 break;
             }
@@ -424,6 +437,17 @@ int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloa
     Transfer *x = xferByXid(m->h.reqId);
     int stream = c->ops->recvPayload != NULL;
 
+    if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
+        /* The answer to a cancelled fetch: read its payload into nowhere, so
+         * the stream the other fetches share stays in step. */
+        uint64_t total = m->u.data.size + m->u.data.metaSize;
+        if (!stream || total == 0) {
+            xferDrop(x);
+            return 0;
+        }
+        x->state = XFER_RECEIVING;
+        return c->ops->recvPayload(c, NULL, total);
+    }
     if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
         if (stream) { /* its payload follows in the stream: we cannot skip it safely */
             engineLog("warning", "%s: DATA for an unknown request %llu", c->desc,
@@ -461,7 +485,10 @@ void fetchOnPayloadDone(Conn *c)
 {
     for (Transfer *x = eng.xfers; x; x = x->next) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
-            xferReceived(x);
+            if (x->cancelled)
+                xferDrop(x); /* drained */
+            else
+                xferReceived(x);
             return;
         }
     }
@@ -529,6 +556,10 @@ int fetchOnError(Conn *c, const WireMsg *m)
 
     if (!x || x->conn != c)
         return 0;
+    if (x->cancelled) { /* nothing follows an ERROR: nothing to drain */
+        xferDrop(x);
+        return 0;
+    }
     snprintf(why, sizeof(why), "%s from '%s': %.*s", wireErrName(m->u.error.code), c->peerName,
              (int)m->u.error.textLen, m->u.error.text);
     attemptFailed(x, why);
@@ -547,7 +578,11 @@ static size_t xferDetach(Transfer *x, FetchReq *r)
     return j;
 }
 
-/* Nobody wants x any more: stop it without leaving anything behind. */
+/* Nobody wants x any more: stop it without leaving anything behind. On a
+ * stream whose answer is on its way (or arriving), x stays listed without its
+ * object until that answer has been read and thrown away: closing the
+ * connection instead would fail every other fetch sharing it, so one
+ * client's timeout would cost everyone fetching from that peer. */
 static void xferCancel(Transfer *x)
 {
     pthread_mutex_lock(&eng.statLock);
@@ -556,11 +591,15 @@ static void xferCancel(Transfer *x)
     x->cancelled = 1;
     if (x->state == XFER_READING)
         return; /* memory is in use by the NIC: fetchOnReadDone finishes it */
-    xferUnlink(x);
     Conn *c = x->conn;
+    if (c && c->ops->recvPayload && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING)) {
+        if (x->state == XFER_RECEIVING)
+            c->ops->discardPayload(c); /* before the object goes away */
+        xferAbortEntry(x);
+        return; /* fetchOnData/OnPayloadDone/OnError/OnConnClosed finish it */
+    }
+    xferUnlink(x);
     x->conn = NULL;
-    if (c && c->ops->recvPayload && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING))
-        c->ops->close(c, "a fetch was cancelled mid-stream"); /* others on c fail over */
     xferAbortEntry(x);
     xferFree(x);
 }

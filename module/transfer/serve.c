@@ -34,6 +34,8 @@ static void unpin(Conn *c, ObjEntry *e)
     objTableLock(eng.cfg.table);
     objTableUnpin(eng.cfg.table, e, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(eng.cfg.table);
+    if (c->pins > 0)
+        c->pins--;
 }
 
 int serveOnFetch(Conn *c, const WireMsg *m)
@@ -57,6 +59,7 @@ int serveOnFetch(Conn *c, const WireMsg *m)
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
         return 0;
     }
+    c->pins++; /* engineConnBusy() caps them: the transport stops reading at the cap */
     uint64_t total = e->dataSize + e->metaSize;
     const uint8_t *bytes = eng.cfg.arenaBase + e->offset;
     int tp = engineTpIndex(c->ops);
@@ -132,6 +135,7 @@ void serveOnConnClosed(Conn *c)
     objTableLock(eng.cfg.table);
     objTableHolderGone(eng.cfg.table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(eng.cfg.table);
+    c->pins = 0;
 }
 
 void serveTick(void)

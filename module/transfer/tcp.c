@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "engineint.h"
+#include "common/util.h"
 
 #define TCP_RXBUF     (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
 #define TCP_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
@@ -32,15 +33,22 @@
  * epoll, so other sockets and queued work (a cancel) get their turn. */
 #define TCP_READS_PER_EV 64
 #define TCP_BYTES_PER_EV (4u << 20)
+/* Memory the send queue of one connection may take (frames and their
+ * bookkeeping; payloads are the arena's, held by pins that engineConnBusy
+ * caps). Past it the connection's requests are no longer read, so a peer
+ * that sends PINGs or FETCHes without reading the answers queues at most
+ * this much before it only fills its own socket. */
+#define TCP_TXQ_MAX   (1u << 20)
+#define TCP_DRAIN_BUF (64u << 10) /* where a discarded payload is read to */
 
 /* One queued frame and the payload bytes that follow it. */
 typedef struct TxItem {
-    uint8_t frame[TCP_FRAME_MAX];
     size_t frameLen, frameOff;
     const uint8_t *payload;
     size_t payloadLen, payloadOff;
     void *cookie;
     struct TxItem *next;
+    uint8_t frame[]; /* frameLen bytes */
 } TxItem;
 
 typedef enum RxState { RX_FRAME, RX_PAYLOAD } RxState;
@@ -54,13 +62,16 @@ typedef struct TcpConn {
     RxState rx;
     uint8_t rxbuf[TCP_RXBUF];
     size_t rxLen;
-    uint8_t *payDst;
+    uint8_t *payDst; /* NULL: the payload is read and thrown away */
     size_t payLeft;
+    int rxPaused; /* requests are not read while the send side is over its caps */
     TxItem *txHead, *txTail;
-    int wantOut;
+    size_t txBytes;  /* memory of the queued TxItems */
+    uint32_t events; /* the epoll mask set for fd */
 } TcpConn;
 
 static int listenFd = -1;
+static uint8_t drainBuf[TCP_DRAIN_BUF]; /* engine thread only */
 
 typedef struct TcpLink {
     TcpConn *c;
@@ -69,6 +80,7 @@ typedef struct TcpLink {
 static TcpLink *links;
 
 static void tcpOnEvent(void *arg, uint32_t events);
+static void tcpUpdateEvents(TcpConn *c);
 
 static void linkAdd(TcpConn *c)
 {
@@ -144,6 +156,28 @@ static TcpConn *tcpNew(int fd, const char *desc)
     return c;
 }
 
+/* ---- flow control ------------------------------------------------------------------ */
+
+/* Is the send side of c over a cap, so that its requests must wait? */
+static int tcpBusy(const TcpConn *c)
+{
+    return c->txBytes > TCP_TXQ_MAX || engineConnBusy(&c->base);
+}
+
+/* Set the epoll mask c needs: EPOLLIN unless reading is paused, EPOLLOUT
+ * while something is queued, or when a paused c may resume (the event then
+ * comes at once and tcpOnEvent resumes it). */
+static void tcpUpdateEvents(TcpConn *c)
+{
+    uint32_t ev =
+        (c->rxPaused ? 0 : EPOLLIN) | (c->txHead || (c->rxPaused && !tcpBusy(c)) ? EPOLLOUT : 0);
+
+    if (c->closed || c->connecting || ev == c->events)
+        return;
+    if (engineModify(c->fd, ev, tcpOnEvent, c) == 0)
+        c->events = ev;
+}
+
 /* ---- sending ----------------------------------------------------------------------- */
 
 /* Write as much of the queue as the socket takes. Returns 0, or -1 when the
@@ -171,6 +205,8 @@ static int tcpFlush(TcpConn *c)
             return -1;
         }
         size_t left = (size_t)w;
+        if (w > 0)
+            c->base.txStallSinceUs = utilMonoUs(); /* it moved */
         while (c->txHead) {
             TxItem *it = c->txHead;
             size_t f = it->frameLen - it->frameOff;
@@ -187,6 +223,7 @@ static int tcpFlush(TcpConn *c)
             if (!c->txHead)
                 c->txTail = NULL;
             void *cookie = it->cookie;
+            c->txBytes -= sizeof(*it) + it->frameLen;
             free(it);
             if (cookie)
                 engineOnSendDone(&c->base, cookie);
@@ -196,11 +233,9 @@ static int tcpFlush(TcpConn *c)
         if (n == 0)
             break;
     }
-    int want = c->txHead != NULL;
-    if (want != c->wantOut && !c->closed) {
-        c->wantOut = want;
-        engineModify(c->fd, EPOLLIN | (want ? EPOLLOUT : 0), tcpOnEvent, c);
-    }
+    if (!c->txHead)
+        c->base.txStallSinceUs = 0;
+    tcpUpdateEvents(c);
     return 0;
 }
 
@@ -209,20 +244,25 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
     TcpConn *c = (TcpConn *)base;
     TxItem *it;
 
+    uint8_t frame[TCP_FRAME_MAX];
+
     if (c->closed)
         return -1;
-    it = calloc(1, sizeof(*it));
+    int len = wireEncode(m, frame, sizeof(frame));
+    if (len < 0) {
+        engineLog("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
+        return -1;
+    }
+    it = calloc(1, sizeof(*it) + (size_t)len);
     if (!it) {
         tcpCloseConn(base, "out of memory for the send queue");
         return -1;
     }
-    int len = wireEncode(m, it->frame, sizeof(it->frame));
-    if (len < 0) {
-        free(it);
-        engineLog("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
-        return -1;
-    }
+    memcpy(it->frame, frame, (size_t)len);
     it->frameLen = (size_t)len;
+    c->txBytes += sizeof(*it) + (size_t)len;
+    if (!c->txHead)
+        c->base.txStallSinceUs = utilMonoUs();
     it->payload = payload;
     it->payloadLen = payload ? payloadLen : 0;
     it->cookie = cookie;
@@ -248,6 +288,11 @@ static int tcpRecvPayload(Conn *base, void *dst, size_t len)
     return 0;
 }
 
+static void tcpDiscardPayload(Conn *base)
+{
+    ((TcpConn *)base)->payDst = NULL;
+}
+
 /* The payload is complete: back to frames, tell the engine. */
 static void tcpPayloadComplete(TcpConn *c)
 {
@@ -265,6 +310,10 @@ static int tcpParseFrames(TcpConn *c)
 
     while (c->rx == RX_FRAME && c->rxLen - off >= OBJ_WIRE_HDR_LEN) {
         WireMsg m;
+        if (c->base.state == CONN_READY && tcpBusy(c)) {
+            c->rxPaused = 1; /* the rest waits in rxbuf and the socket */
+            break;
+        }
         if (wireDecodeHdr(c->rxbuf + off, &m.h, &why) == -1)
             goto out_bad_frame;
         if (c->rxLen - off < OBJ_WIRE_HDR_LEN + m.h.bodyLen)
@@ -282,8 +331,10 @@ static int tcpParseFrames(TcpConn *c)
         if (c->rx == RX_PAYLOAD) { /* payload bytes already read: copy the few */
             size_t have = c->rxLen - off;
             size_t take = have < c->payLeft ? have : c->payLeft;
-            memcpy(c->payDst, c->rxbuf + off, take);
-            c->payDst += take;
+            if (c->payDst) {
+                memcpy(c->payDst, c->rxbuf + off, take);
+                c->payDst += take;
+            }
             c->payLeft -= take;
             off += take;
             if (c->payLeft == 0) {
@@ -313,7 +364,12 @@ static void tcpRead(TcpConn *c)
 
     for (int i = 0; i < TCP_READS_PER_EV && total < TCP_BYTES_PER_EV && !c->closed; i++) {
         ssize_t n;
-        if (c->rx == RX_PAYLOAD) {
+        if (c->rx == RX_FRAME && c->rxPaused)
+            return;
+        if (c->rx == RX_PAYLOAD && !c->payDst) {
+            n = read(c->fd, drainBuf,
+                     c->payLeft < sizeof(drainBuf) ? c->payLeft : sizeof(drainBuf));
+        } else if (c->rx == RX_PAYLOAD) {
             n = read(c->fd, c->payDst, c->payLeft);
         } else {
             n = read(c->fd, c->rxbuf + c->rxLen, sizeof(c->rxbuf) - c->rxLen);
@@ -332,7 +388,8 @@ static void tcpRead(TcpConn *c)
         }
         total += (size_t)n;
         if (c->rx == RX_PAYLOAD) {
-            c->payDst += n;
+            if (c->payDst)
+                c->payDst += n;
             c->payLeft -= (size_t)n;
             if (c->payLeft == 0)
                 tcpPayloadComplete(c);
@@ -359,16 +416,24 @@ static void tcpOnEvent(void *arg, uint32_t events)
             tcpCloseConn(&c->base, why);
         } else {
             c->connecting = 0;
-            c->wantOut = -1; /* force tcpFlush to set the event mask */
+            c->events = EPOLLOUT; /* what tcpConnect watched for */
             engineOnUp(&c->base);
             if (!c->closed)
                 tcpFlush(c);
         }
     } else {
-        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+        if (c->rxPaused && (events & (EPOLLERR | EPOLLHUP)))
+            tcpCloseConn(&c->base, "connection lost while its requests waited");
+        if (!c->closed && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
             tcpRead(c);
         if (!c->closed && (events & EPOLLOUT))
             tcpFlush(c);
+        if (!c->closed && c->rxPaused && !tcpBusy(c)) {
+            c->rxPaused = 0; /* the queue went down: read the waiting requests */
+            tcpParseFrames(c);
+        }
+        if (!c->closed)
+            tcpUpdateEvents(c);
     }
     c->inHandler = 0;
     if (c->closed)
@@ -398,6 +463,8 @@ static void tcpOnAccept(void *arg, uint32_t events)
             close(fd);
             continue;
         }
+        c->events = EPOLLIN;
+        snprintf(c->base.source, sizeof(c->base.source), "%s", inet_ntoa(sa.sin_addr));
         engineOnUp(&c->base);
     }
 }
@@ -497,6 +564,7 @@ const TransportOps tcpTransport = {
     .connect = tcpConnect,
     .send = tcpSend,
     .recvPayload = tcpRecvPayload,
+    .discardPayload = tcpDiscardPayload,
     .readRemote = NULL,
     .maxInline = tcpMaxInline,
     .arenaRkey = tcpArenaRkey,

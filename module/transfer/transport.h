@@ -37,9 +37,14 @@ typedef struct TransportOps {
      * caller keeps the payload memory valid (pinned) until
      * engineOnSendDone(cookie). Returns 0, or -1 (the conn is being closed). */
     int (*send)(Conn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie);
-    /* Streams only: the next len bytes of the stream go to dst; then
-     * engineOnPayloadDone(). NULL on message transports. */
+    /* Streams only: the next len bytes of the stream go to dst (dst NULL:
+     * they are read and thrown away); then engineOnPayloadDone(). NULL on
+     * message transports. */
     int (*recvPayload)(Conn *c, void *dst, size_t len);
+    /* Streams only: the rest of the payload being received is thrown away,
+     * its destination is no longer valid (a cancelled fetch); the stream
+     * stays in step and engineOnPayloadDone() still comes at its end. */
+    void (*discardPayload)(Conn *c);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
      * lies in the registered arena); engineOnReadDone(cookie, status) when
      * done. NULL on transports without one-sided reads. */
@@ -66,8 +71,16 @@ struct Conn {
     uint8_t nonce[OBJ_WIRE_NONCE];     /* ours */
     uint8_t peerNonce[OBJ_WIRE_NONCE]; /* theirs */
     uint32_t peerFeatures;
-    int helloSeen;     /* the peer's HELLO arrived (acceptor side) */
-    char failWhy[96];  /* why the session failed, for the requests on it */
+    int helloSeen;    /* the peer's HELLO arrived (acceptor side) */
+    char failWhy[96]; /* why the session failed, for the requests on it */
+    char source[48];  /* incoming: the peer's address without port, for the
+                       * per-source handshake cap ("" = not capped per source) */
+    int64_t upUs;     /* when the handshake clock started (utilMonoUs) */
+    uint32_t pins;    /* objects pinned for this connection (serve.c) */
+    /* Set by the transport while it has bytes queued: when the queue last
+     * moved (or became non-empty); 0 when empty. A queue that does not move
+     * for ENGINE_SEND_STALL_US gets the connection closed (engine.c). */
+    int64_t txStallSinceUs;
     struct Conn *next; /* engine's list of all connections */
 };
 
@@ -82,6 +95,9 @@ void engineUnwatch(int fd);
 uint64_t engineNextConnId(void);
 /* A frame failed to decode (counted in transfer_bad_frames). */
 void engineCountBadFrame(void);
+/* Should the transport stop reading new frames from c for now? (It holds as
+ * many pins as a connection may: its requests wait in the socket.) */
+int engineConnBusy(const Conn *c);
 /* The transport is up (connected or accepted): the core starts the handshake. */
 void engineOnUp(Conn *c);
 /* A frame arrived; payload is non-NULL for an inline DATA on a ring

@@ -71,7 +71,11 @@
 #define WIRE_RNDV_LEN    36
 #define WIRE_ERROR_FIXED 4
 #define WIRE_CREDIT_LEN  4
-#define WIRE_ROLE_MAX    32 /* longest role string wireProof accepts */
+/* The message a proof signs: label, role, three length-prefixed names, two
+ * feature fields, two nonces (see wireProof in wire.h). */
+#define WIRE_PROOF_LABEL "objstore-proof-v2"
+#define WIRE_PROOF_MSG_MAX                                                                         \
+    (sizeof(WIRE_PROOF_LABEL) - 1 + 1 + 3 * (2 + OBJ_WIRE_NAME_MAX) + 2 * 2 + 2 * OBJ_WIRE_NONCE)
 
 /* The largest body of each type must fit the limit every reader enforces. */
 _Static_assert(WIRE_HELLO_FIXED + OBJ_WIRE_NAME_MAX <= OBJ_WIRE_MAX_BODY, "HELLO too long");
@@ -508,31 +512,53 @@ static void wireProofUnguessable(uint8_t out[OBJ_WIRE_PROOF])
     }
 }
 
-void wireProof(const char *secret, size_t secretLen, const char *role,
-               const uint8_t nonceConnector[OBJ_WIRE_NONCE],
-               const uint8_t nonceAcceptor[OBJ_WIRE_NONCE], uint8_t out[OBJ_WIRE_PROOF])
+/* Append name (1..OBJ_WIRE_NAME_MAX bytes) with its u16 length at *off.
+ * Returns 0, or -1 if it is NULL, empty or too long. */
+static int wireProofPutName(uint8_t *msg, size_t *off, const char *name)
 {
-    uint8_t msg[WIRE_ROLE_MAX + 2 * OBJ_WIRE_NONCE];
+    if (name == NULL)
+        return -1;
+    size_t len = strnlen(name, OBJ_WIRE_NAME_MAX + 1);
+    if (len == 0 || len > OBJ_WIRE_NAME_MAX)
+        return -1;
+    wirePut16(msg + *off, (uint16_t)len);
+    memcpy(msg + *off + 2, name, len);
+    *off += 2 + len;
+    return 0;
+}
+
+void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTranscript *t,
+               uint8_t out[OBJ_WIRE_PROOF])
+{
+    uint8_t msg[WIRE_PROOF_MSG_MAX];
+    size_t off = sizeof(WIRE_PROOF_LABEL) - 1;
     unsigned int outLen = 0;
 
-    if (role == NULL || (secret == NULL && secretLen > 0) || secretLen > INT_MAX) {
+    if (t == NULL || (role != WIRE_ROLE_ACCEPTOR && role != WIRE_ROLE_CONNECTOR) ||
+        (secret == NULL && secretLen > 0) || secretLen > INT_MAX || t->nonceConnector == NULL ||
+        t->nonceAcceptor == NULL) {
         wireProofUnguessable(out);
         return;
     }
-    size_t roleLen = strnlen(role, WIRE_ROLE_MAX + 1);
-    if (roleLen > WIRE_ROLE_MAX) {
+    memcpy(msg, WIRE_PROOF_LABEL, off);
+    msg[off++] = (uint8_t)role;
+    if (wireProofPutName(msg, &off, t->connector) == -1 ||
+        wireProofPutName(msg, &off, t->acceptor) == -1 ||
+        wireProofPutName(msg, &off, t->dialled) == -1) {
         wireProofUnguessable(out);
         return;
     }
-    memcpy(msg, role, roleLen);
-    memcpy(msg + roleLen, nonceConnector, OBJ_WIRE_NONCE);
-    memcpy(msg + roleLen + OBJ_WIRE_NONCE, nonceAcceptor, OBJ_WIRE_NONCE);
+    wirePut16(msg + off, t->connectorFeatures);
+    wirePut16(msg + off + 2, t->acceptorFeatures);
+    off += 4;
+    memcpy(msg + off, t->nonceConnector, OBJ_WIRE_NONCE);
+    memcpy(msg + off + OBJ_WIRE_NONCE, t->nonceAcceptor, OBJ_WIRE_NONCE);
+    off += 2 * OBJ_WIRE_NONCE;
 
     /* OpenSSL 3 refuses a NULL key even with length 0, and an empty cluster
-     * secret is a legal (if weak) configuration. */
+     * secret is a legal (if weak) configuration on loopback. */
     const void *key = secretLen > 0 ? (const void *)secret : (const void *)"";
-    if (HMAC(EVP_sha256(), key, (int)secretLen, msg, roleLen + 2 * OBJ_WIRE_NONCE, out, &outLen) ==
-            NULL ||
+    if (HMAC(EVP_sha256(), key, (int)secretLen, msg, off, out, &outLen) == NULL ||
         outLen != OBJ_WIRE_PROOF)
         wireProofUnguessable(out);
 }

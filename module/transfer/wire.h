@@ -10,9 +10,12 @@
  *
  * Session: the connecting side sends HELLO (its nonce, name, features); the
  * accepting side answers HELLO with its own nonce and a proof; the
- * connecting side answers AUTH with its proof. Proofs are HMAC-SHA256 over
- * the cluster secret and both nonces (see wireProof), so a node that does
- * not know the secret learns nothing and can ask for nothing.
+ * connecting side answers AUTH with its proof. Proofs are HMAC-SHA256 under
+ * the cluster secret over the whole transcript (see wireProof): both node
+ * names, the name the connector dialled, both feature sets, the direction
+ * and both nonces. So a node that does not know the secret learns nothing
+ * and can ask for nothing, and a proof taken from one session is worth
+ * nothing in another (relaying HELLOs between two sessions gets nowhere).
  *
  * Decoding validates every field and never reads past the buffer: a frame
  * that fails is a protocol error that closes the connection. Pure C.
@@ -23,8 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Version 2: proofs cover the whole transcript (version 1 covered the nonces). */
 #define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
-#define OBJ_WIRE_VERSION  1
+#define OBJ_WIRE_VERSION  2
 #define OBJ_WIRE_HDR_LEN  16
 #define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
 #define OBJ_WIRE_NONCE    16
@@ -128,15 +132,34 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why);
  * is a bug in the caller). */
 int wireEncode(WireMsg *m, uint8_t *buf, size_t cap);
 
-/* proof = HMAC-SHA256(secret, role || nonceConnector || nonceAcceptor), where
- * role is "acceptor" or "connector" (its bytes, without the NUL): the two
- * proofs differ, so one side cannot replay the other's. secret may be empty
- * (secretLen 0, secret NULL or not). Can't fail: should libcrypto fail, or a
- * role be NULL or longer than 32 bytes, out gets random bytes, which match
- * no proof, so authentication fails closed. */
-void wireProof(const char *secret, size_t secretLen, const char *role,
-               const uint8_t nonceConnector[OBJ_WIRE_NONCE],
-               const uint8_t nonceAcceptor[OBJ_WIRE_NONCE], uint8_t out[OBJ_WIRE_PROOF]);
+/* Which side a proof speaks for: the two proofs of a session differ, so one
+ * side cannot replay the other's. */
+typedef enum WireRole { WIRE_ROLE_ACCEPTOR = 1, WIRE_ROLE_CONNECTOR = 2 } WireRole;
+
+/* What a proof covers: the handshake as both sides see it. Names are C
+ * strings of 1..OBJ_WIRE_NAME_MAX bytes. The acceptor, which cannot see
+ * what the connector dialled, puts its own name as dialled: a connector
+ * that dialled someone else then computes another transcript. Features are
+ * the HELLO fields as sent, unknown bits included. */
+typedef struct WireTranscript {
+    const char *connector; /* the connecting node's name (its HELLO) */
+    const char *acceptor;  /* the accepting node's name (its HELLO) */
+    const char *dialled;   /* the name the connector looked up and dialled */
+    uint16_t connectorFeatures, acceptorFeatures;
+    const uint8_t *nonceConnector, *nonceAcceptor; /* OBJ_WIRE_NONCE bytes each */
+} WireTranscript;
+
+/* proof = HMAC-SHA256(secret, label || role || connector || acceptor ||
+ * dialled || connectorFeatures || acceptorFeatures || nonceConnector ||
+ * nonceAcceptor), where label is "objstore-proof-v2", role one byte, each
+ * name preceded by its length (u16 little-endian) and features u16
+ * little-endian: every field has a fixed place, so no two transcripts give
+ * the same message. secret may be empty (secretLen 0, secret NULL or not).
+ * Can't fail: should libcrypto fail, or t, a name or a nonce be NULL, a name
+ * be empty or longer than OBJ_WIRE_NAME_MAX, or role not a WireRole, out
+ * gets random bytes, which match no proof, so authentication fails closed. */
+void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTranscript *t,
+               uint8_t out[OBJ_WIRE_PROOF]);
 /* Constant-time comparison of two proofs; 1 if equal. */
 int wireProofEqual(const uint8_t a[OBJ_WIRE_PROOF], const uint8_t b[OBJ_WIRE_PROOF]);
 const char *wireTypeName(int type);

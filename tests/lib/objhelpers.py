@@ -455,6 +455,7 @@ def stat_delta(before, after, *fields):
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
 WIRE_CREDIT, WIRE_PING, WIRE_PONG = 8, 9, 10
 WIRE_MAGIC = 0x4F424A53
+WIRE_VERSION = 2  # module/transfer/wire.h OBJ_WIRE_VERSION
 WIRE_HDR = struct.Struct("<BBHIQ")
 WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL"}
 
@@ -466,26 +467,43 @@ def wire_frame(ftype, body=b"", req_id=0, flags=0, credits=0, body_len=None):
 
 
 def wire_hello_body(nonce, name=b"fake-peer", proof=bytes(32), features=1, magic=WIRE_MAGIC,
-                    version=1):
+                    version=WIRE_VERSION):
     return (struct.pack("<IHH", magic, version, features) + nonce + proof
             + struct.pack("<H", len(name)) + name)
 
 
-def wire_proof(secret, role, nonce_connector, nonce_acceptor):
-    return hmac.new(secret, role + nonce_connector + nonce_acceptor, hashlib.sha256).digest()
+WIRE_ROLE_ACCEPTOR, WIRE_ROLE_CONNECTOR = 1, 2
+
+
+def wire_proof(secret, role, connector, acceptor, dialled, features_connector, features_acceptor,
+               nonce_connector, nonce_acceptor):
+    """wireProof of module/transfer/wire.h: HMAC-SHA256 over the whole handshake transcript.
+    role: WIRE_ROLE_ACCEPTOR / WIRE_ROLE_CONNECTOR; names are bytes."""
+    msg = b"objstore-proof-v2" + bytes([role])
+    for name in (connector, acceptor, dialled):
+        msg += struct.pack("<H", len(name)) + name
+    msg += struct.pack("<HH", features_connector, features_acceptor)
+    return hmac.new(secret, msg + nonce_connector + nonce_acceptor, hashlib.sha256).digest()
 
 
 class WirePeer:
     """A hand-made peer on a node's transfer port, speaking module/transfer/wire.h with Python's
     struct/hmac: for protocol conformance and hostile-input tests."""
 
-    def __init__(self, port, timeout=5.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=5.0, name=b"fake-peer", features=1, source=None):
+        """source: the local address to connect from (any of 127.0.0.0/8 works on Linux),
+        so that a test can appear as another host."""
+        self.sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=timeout,
+            source_address=(source, 0) if source else None)
         self.sock.settimeout(timeout)
         self.nonce = os.urandom(16)
+        self.name = name
+        self.features = features
         self.peer_nonce = None
         self.peer_name = None
         self.peer_proof = None
+        self.peer_features = None
 
     def close(self):
         self.sock.close()
@@ -509,15 +527,18 @@ class WirePeer:
         assert n <= 4096, f"node sent a frame with bodyLen {n}"
         return t, fl, cr, rid, self.recv_exact(n)
 
-    def send_hello(self, name=b"fake-peer"):
-        self.send(wire_frame(WIRE_HELLO, wire_hello_body(self.nonce, name)))
+    def send_hello(self, name=None):
+        self.send(wire_frame(WIRE_HELLO, wire_hello_body(
+            self.nonce, self.name if name is None else name, features=self.features)))
 
     def recv_hello(self):
-        """Read the acceptor's HELLO; remembers its nonce, name and proof."""
+        """Read the acceptor's HELLO; remembers its nonce, name, features and proof."""
         t, fl, cr, rid, body = self.recv_frame()
         assert t == WIRE_HELLO, f"expected HELLO, got frame type {t} body {body!r:.100}"
         magic, version, features = struct.unpack_from("<IHH", body)
-        assert (magic, version) == (WIRE_MAGIC, 1), f"HELLO magic/version {magic:#x}/{version}"
+        assert (magic, version) == (WIRE_MAGIC, WIRE_VERSION), (
+            f"HELLO magic/version {magic:#x}/{version}")
+        self.peer_features = features
         self.peer_nonce = body[8:24]
         self.peer_proof = body[24:56]
         (name_len,) = struct.unpack_from("<H", body, 56)
@@ -525,15 +546,21 @@ class WirePeer:
         self.peer_name = body[58:]
         return features
 
+    def proof(self, secret, role, dialled=None):
+        """Our session's proof for role (we are the connector; dialled defaults to the
+        name the acceptor gave)."""
+        return wire_proof(secret, role, self.name, self.peer_name,
+                          self.peer_name if dialled is None else dialled,
+                          self.features, self.peer_features, self.nonce, self.peer_nonce)
+
     def send_auth(self, secret):
-        proof = wire_proof(secret, b"connector", self.nonce, self.peer_nonce)
-        self.send(wire_frame(WIRE_AUTH, proof))
+        self.send(wire_frame(WIRE_AUTH, self.proof(secret, WIRE_ROLE_CONNECTOR)))
 
     def handshake(self, secret):
         """HELLO -> HELLO (acceptor proof checked) -> AUTH."""
         self.send_hello()
         self.recv_hello()
-        want = wire_proof(secret, b"acceptor", self.nonce, self.peer_nonce)
+        want = self.proof(secret, WIRE_ROLE_ACCEPTOR)
         assert hmac.compare_digest(self.peer_proof, want), "acceptor's HELLO proof is wrong"
         self.send_auth(secret)
 

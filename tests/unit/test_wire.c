@@ -603,7 +603,8 @@ static const TestBad testBadFrames[] = {
     /* HELLO */
     {"HELLO wrong magic", BASE_HELLO, {{OP_SET32, H + 0, 0x534A424F}}, 0},
     {"HELLO magic 0", BASE_HELLO, {{OP_SET32, H + 0, 0}}, 0},
-    {"HELLO version 2", BASE_HELLO, {{OP_SET16, H + 4, 2}}, 0},
+    {"HELLO version 1 (proofs over nonces only)", BASE_HELLO, {{OP_SET16, H + 4, 1}}, 0},
+    {"HELLO version 3", BASE_HELLO, {{OP_SET16, H + 4, 3}}, 0},
     {"HELLO version 0", BASE_HELLO, {{OP_SET16, H + 4, 0}}, 0},
     {"HELLO body of 5 bytes", BASE_HELLO, {{OP_SHRINK, 0, 58}}, 0},
     {"HELLO body without name", BASE_HELLO, {{OP_SHRINK, 0, 5}}, 0},
@@ -910,18 +911,32 @@ static void testHex(const char *hex, uint8_t out[OBJ_WIRE_PROOF])
     }
 }
 
-/* Known answers computed independently: HMAC-SHA256(key, role || nc || na). */
+/* A transcript of node-c dialling node-a. */
+static WireTranscript testTranscript(void)
+{
+    return (WireTranscript){.connector = "node-c",
+                            .acceptor = "node-a",
+                            .dialled = "node-a",
+                            .connectorFeatures = OBJ_FEAT_TCP,
+                            .acceptorFeatures = OBJ_FEAT_TCP | OBJ_FEAT_RDMA,
+                            .nonceConnector = testNonceC,
+                            .nonceAcceptor = testNonceA};
+}
+
+/* Known answers computed independently (Python hmac): HMAC-SHA256(key,
+ * "objstore-proof-v2" || role || len16 name || ... || f16 f16 || nc || na). */
 static void test_proof_known_answers(void **state)
 {
     (void)state;
     uint8_t got[OBJ_WIRE_PROOF], want[OBJ_WIRE_PROOF];
+    WireTranscript t = testTranscript();
 
-    wireProof("cluster-secret", 14, "acceptor", testNonceC, testNonceA, got);
-    testHex("2591ccea09a90d7ae2f0905a2aa993830a2b9aca053b84ecfd393c81c307f4c8", want);
+    wireProof("cluster-secret", 14, WIRE_ROLE_ACCEPTOR, &t, got);
+    testHex("039d5350aa275a10663f2d6a86d17fa709c9bb90965ae968152ccd88c22a054a", want);
     assert_memory_equal(got, want, OBJ_WIRE_PROOF);
 
-    wireProof("", 0, "connector", testNonceC, testNonceA, got);
-    testHex("520a2e6c7e332408ceb1647687e535f849c277f58897b7c6546b14cddd517d0d", want);
+    wireProof("", 0, WIRE_ROLE_CONNECTOR, &t, got);
+    testHex("fcf09ae1d7781bcd353335747731da9696971e6d09ff8923c4bb80b7dac065ee", want);
     assert_memory_equal(got, want, OBJ_WIRE_PROOF);
 }
 
@@ -929,35 +944,61 @@ static void test_proof_is_deterministic(void **state)
 {
     (void)state;
     uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
-    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, a);
-    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, b);
+    WireTranscript t = testTranscript();
+    wireProof("s3cret", 6, WIRE_ROLE_CONNECTOR, &t, a);
+    wireProof("s3cret", 6, WIRE_ROLE_CONNECTOR, &t, b);
     assert_memory_equal(a, b, OBJ_WIRE_PROOF);
     assert_true(wireProofEqual(a, b));
 }
 
+/* Every field of the transcript counts: change any one and the proof differs.
+ * This is what stops a proof from being relayed into another session. */
 static void test_proof_depends_on_every_input(void **state)
 {
     (void)state;
     uint8_t base[OBJ_WIRE_PROOF], p[OBJ_WIRE_PROOF];
     uint8_t nc[OBJ_WIRE_NONCE], na[OBJ_WIRE_NONCE];
-    wireProof("s3cret", 6, "acceptor", testNonceC, testNonceA, base);
+    WireTranscript t0 = testTranscript(), t;
+    wireProof("s3cret", 6, WIRE_ROLE_ACCEPTOR, &t0, base);
 
-    wireProof("s3creT", 6, "acceptor", testNonceC, testNonceA, p);
+    wireProof("s3creT", 6, WIRE_ROLE_ACCEPTOR, &t0, p);
     assert_false(wireProofEqual(base, p));
-    wireProof("s3cret", 5, "acceptor", testNonceC, testNonceA, p); /* length counts */
+    wireProof("s3cret", 5, WIRE_ROLE_ACCEPTOR, &t0, p); /* length counts */
     assert_false(wireProofEqual(base, p));
-    wireProof("s3cret", 6, "connector", testNonceC, testNonceA, p);
+    wireProof("s3cret", 6, WIRE_ROLE_CONNECTOR, &t0, p); /* direction */
     assert_false(wireProofEqual(base, p));
-    wireProof("s3cret", 6, "acceptor", testNonceA, testNonceC, p); /* nonces swapped */
-    assert_false(wireProofEqual(base, p));
+
+    const struct {
+        const char *what;
+        WireTranscript t;
+    } changed[] = {
+        {"connector name", (t = t0, t.connector = "node-x", t)},
+        {"acceptor name", (t = t0, t.acceptor = "node-x", t)},
+        {"dialled name", (t = t0, t.dialled = "node-x", t)},
+        {"names moved between fields", (t = t0, t.connector = "node-a", t.acceptor = "node-c", t)},
+        {"name boundary", (t = t0, t.connector = "node-cn", t.acceptor = "ode-a", t)},
+        {"connector features", (t = t0, t.connectorFeatures = 0, t)},
+        {"acceptor features", (t = t0, t.acceptorFeatures = OBJ_FEAT_TCP, t)},
+        {"features swapped", (t = t0, t.connectorFeatures = t0.acceptorFeatures,
+                              t.acceptorFeatures = t0.connectorFeatures, t)},
+        {"nonces swapped",
+         (t = t0, t.nonceConnector = testNonceA, t.nonceAcceptor = testNonceC, t)},
+    };
+    for (size_t i = 0; i < sizeof(changed) / sizeof(changed[0]); i++) {
+        wireProof("s3cret", 6, WIRE_ROLE_ACCEPTOR, &changed[i].t, p);
+        if (wireProofEqual(base, p))
+            fail_msg("the proof does not depend on the %s", changed[i].what);
+    }
     for (int i = 0; i < OBJ_WIRE_NONCE; i++) {
         memcpy(nc, testNonceC, sizeof(nc));
         memcpy(na, testNonceA, sizeof(na));
         nc[i] ^= 1;
-        wireProof("s3cret", 6, "acceptor", nc, testNonceA, p);
+        t = t0, t.nonceConnector = nc;
+        wireProof("s3cret", 6, WIRE_ROLE_ACCEPTOR, &t, p);
         assert_false(wireProofEqual(base, p));
         na[i] ^= 0x80;
-        wireProof("s3cret", 6, "acceptor", testNonceC, na, p);
+        t = t0, t.nonceAcceptor = na;
+        wireProof("s3cret", 6, WIRE_ROLE_ACCEPTOR, &t, p);
         assert_false(wireProofEqual(base, p));
     }
 }
@@ -966,11 +1007,12 @@ static void test_proof_with_empty_secret(void **state)
 {
     (void)state;
     uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF], zero[OBJ_WIRE_PROOF] = {0};
-    wireProof(NULL, 0, "acceptor", testNonceC, testNonceA, a);
-    wireProof("", 0, "acceptor", testNonceC, testNonceA, b);
+    WireTranscript t = testTranscript();
+    wireProof(NULL, 0, WIRE_ROLE_ACCEPTOR, &t, a);
+    wireProof("", 0, WIRE_ROLE_ACCEPTOR, &t, b);
     assert_true(wireProofEqual(a, b));
     assert_false(wireProofEqual(a, zero));
-    wireProof("x", 1, "acceptor", testNonceC, testNonceA, b);
+    wireProof("x", 1, WIRE_ROLE_ACCEPTOR, &t, b);
     assert_false(wireProofEqual(a, b));
 }
 
@@ -978,9 +1020,24 @@ static void test_proof_secret_may_hold_nul_bytes(void **state)
 {
     (void)state;
     uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
-    wireProof("ab\0cd", 5, "acceptor", testNonceC, testNonceA, a);
-    wireProof("ab\0ce", 5, "acceptor", testNonceC, testNonceA, b);
+    WireTranscript t = testTranscript();
+    wireProof("ab\0cd", 5, WIRE_ROLE_ACCEPTOR, &t, a);
+    wireProof("ab\0ce", 5, WIRE_ROLE_ACCEPTOR, &t, b);
     assert_false(wireProofEqual(a, b));
+}
+
+static void test_proof_takes_names_of_every_legal_length(void **state)
+{
+    (void)state;
+    uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF];
+    char longest[OBJ_WIRE_NAME_MAX + 1];
+    memset(longest, 'n', OBJ_WIRE_NAME_MAX);
+    longest[OBJ_WIRE_NAME_MAX] = '\0';
+    WireTranscript t = testTranscript();
+    t.connector = "c", t.acceptor = t.dialled = longest;
+    wireProof("k", 1, WIRE_ROLE_CONNECTOR, &t, a);
+    wireProof("k", 1, WIRE_ROLE_CONNECTOR, &t, b);
+    assert_true(wireProofEqual(a, b)); /* computed, not random */
 }
 
 /* A proof that cannot be computed must not be predictable (all zeros would
@@ -989,16 +1046,36 @@ static void test_proof_fails_closed(void **state)
 {
     (void)state;
     uint8_t a[OBJ_WIRE_PROOF], b[OBJ_WIRE_PROOF], zero[OBJ_WIRE_PROOF] = {0};
-    const char *longRole = "a-role-name-that-is-far-too-long-to-be-real";
-    wireProof("k", 1, longRole, testNonceC, testNonceA, a);
-    wireProof("k", 1, longRole, testNonceC, testNonceA, b);
+    char tooLong[OBJ_WIRE_NAME_MAX + 2];
+    memset(tooLong, 'n', OBJ_WIRE_NAME_MAX + 1);
+    tooLong[OBJ_WIRE_NAME_MAX + 1] = '\0';
+    WireTranscript t0 = testTranscript(), t;
+    const struct {
+        const char *what;
+        const char *secret;
+        size_t secretLen;
+        WireRole role;
+        WireTranscript t;
+    } bad[] = {
+        {"unknown role", "k", 1, (WireRole)0, t0},
+        {"role out of range", "k", 1, (WireRole)3, t0},
+        {"NULL secret of length 3", NULL, 3, WIRE_ROLE_ACCEPTOR, t0},
+        {"NULL connector name", "k", 1, WIRE_ROLE_ACCEPTOR, (t = t0, t.connector = NULL, t)},
+        {"empty acceptor name", "k", 1, WIRE_ROLE_ACCEPTOR, (t = t0, t.acceptor = "", t)},
+        {"over-long dialled name", "k", 1, WIRE_ROLE_ACCEPTOR, (t = t0, t.dialled = tooLong, t)},
+        {"NULL connector nonce", "k", 1, WIRE_ROLE_ACCEPTOR, (t = t0, t.nonceConnector = NULL, t)},
+        {"NULL acceptor nonce", "k", 1, WIRE_ROLE_ACCEPTOR, (t = t0, t.nonceAcceptor = NULL, t)},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wireProof(bad[i].secret, bad[i].secretLen, bad[i].role, &bad[i].t, a);
+        wireProof(bad[i].secret, bad[i].secretLen, bad[i].role, &bad[i].t, b);
+        if (wireProofEqual(a, b) || wireProofEqual(a, zero))
+            fail_msg("%s: the proof is predictable", bad[i].what);
+    }
+    wireProof("k", 1, WIRE_ROLE_ACCEPTOR, NULL, a);
+    wireProof("k", 1, WIRE_ROLE_ACCEPTOR, NULL, b);
     assert_false(wireProofEqual(a, b));
     assert_false(wireProofEqual(a, zero));
-    wireProof("k", 1, NULL, testNonceC, testNonceA, a);
-    assert_false(wireProofEqual(a, b));
-    wireProof(NULL, 3, "acceptor", testNonceC, testNonceA, a);
-    wireProof(NULL, 3, "acceptor", testNonceC, testNonceA, b);
-    assert_false(wireProofEqual(a, b));
 }
 
 static void test_proof_equal_compares_every_byte(void **state)
@@ -1066,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_proof_depends_on_every_input),
         cmocka_unit_test(test_proof_with_empty_secret),
         cmocka_unit_test(test_proof_secret_may_hold_nul_bytes),
+        cmocka_unit_test(test_proof_takes_names_of_every_legal_length),
         cmocka_unit_test(test_proof_fails_closed),
         cmocka_unit_test(test_proof_equal_compares_every_byte),
         cmocka_unit_test(test_type_and_error_names),

@@ -72,7 +72,8 @@ trap stopAll EXIT
 startNode() {
     name=$1 port=$2 rport=$3 cport=$4 pw=$5
     shift 5
-    nodeStart "$name" "$port" "$@" -- memory 128mb transfer-bind "$A" rdma-port "$rport" \
+    nodeStart "$name" "$port" "$@" -- memory 128mb transfer-bind "$A" cluster-secret guest \
+        rdma-port "$rport" \
         rdma-client-port "$cport"
     nodeWait "$name" "$pw"
 }

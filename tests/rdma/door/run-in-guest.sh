@@ -513,7 +513,7 @@ trap nodesStopAll EXIT
 
 rm -rf "$work/rs1/appendonlydir"
 if startServer rs1 $s1 "" --appendonly yes --appendfsync no -- memory 256mb \
-    transfer-bind "$addr" rdma-port 27301 rdma-client-port $d1; then
+    transfer-bind "$addr" cluster-secret door rdma-port 27301 rdma-client-port $d1; then
     pass "server 1 is up with its RDMA door on $addr:$d1"
     checkReplyTypes
     checkRefusals
@@ -535,7 +535,7 @@ fi
 nodeStop rs1
 
 if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb \
-    transfer-bind "$addr" directory-password s3cret rdma-client-port -1; then
+    transfer-bind "$addr" cluster-secret door directory-password s3cret rdma-client-port -1; then
     pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
     checkAuth
     checkShutdown
