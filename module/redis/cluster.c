@@ -479,11 +479,8 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         return REDISMODULE_OK;
     }
-    if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
-        return RedisModule_ReplyWithError(
-            ctx, "WRONGSTATE OBJ.FETCH cannot wait inside MULTI or a script");
+    if (objReplyIfCannotWait(ctx, "OBJ.FETCH"))
+        return REDISMODULE_OK;
 
     FetchReq *r = calloc(1, sizeof(*r));
     Pending *p = calloc(1, sizeof(*p));
@@ -614,10 +611,8 @@ static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
         return RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
     if (!dirRunning)
         return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
-    if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
-        return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
+    if (objReplyIfCannotWait(ctx, "OBJ.LOCATE"))
+        return REDISMODULE_OK;
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, locateReply, NULL, dirFree, 0);
     dirLookup(id, len, dirAnswer, bc);
     return REDISMODULE_OK;
@@ -629,10 +624,8 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         return RedisModule_WrongArity(ctx);
     if (!dirRunning)
         return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
-    if (RedisModule_GetContextFlags(ctx) &
-        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-         REDISMODULE_CTX_FLAGS_DENY_BLOCKING))
-        return RedisModule_ReplyWithError(ctx, "WRONGSTATE cannot wait inside MULTI or a script");
+    if (objReplyIfCannotWait(ctx, "OBJ.NODES"))
+        return REDISMODULE_OK;
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, nodesReply, NULL, dirFree, 0);
     dirListNodes(dirAnswer, bc);
     return REDISMODULE_OK;

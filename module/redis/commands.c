@@ -12,12 +12,10 @@
 #include <string.h>
 
 #include "node.h"
+#include "reply.h"
 #include "respserver.h"
 #include "common/util.h"
 #include "store/checksum.h"
-
-/* Holder of the short pins taken while a reply copies an object's bytes. */
-#define OBJ_HOLDER_REPLY (OBJ_HOLDER_INTERNAL | 1)
 
 /* ---- argument parsing --------------------------------------------------------- */
 
@@ -145,84 +143,6 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
     return 0;
 }
 
-/* ---- replies ------------------------------------------------------------------- */
-
-static int replyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
-{
-    char msg[160];
-
-    switch (st) {
-        case OBJ_ST_OK:
-            return RedisModule_ReplyWithSimpleString(ctx, "OK");
-        case OBJ_ST_DEFERRED:
-            return RedisModule_ReplyWithSimpleString(ctx, "DEFERRED");
-        case OBJ_ST_EXISTS:
-            return RedisModule_ReplyWithError(ctx, "EXISTS an object with this id exists");
-        case OBJ_ST_NOTFOUND:
-            return RedisModule_ReplyWithError(ctx, "NOTFOUND no such object");
-        case OBJ_ST_OOM: {
-            AllocStats as;
-            objTableAllocStats(objNode.table, &as);
-            snprintf(msg, sizeof(msg),
-                     "OOM arena full: %llu of %llu bytes free, largest free range %llu; delete "
-                     "objects or raise objstore.memory",
-                     (unsigned long long)as.free, (unsigned long long)as.capacity,
-                     (unsigned long long)as.largestFree);
-            return RedisModule_ReplyWithError(ctx, msg);
-        }
-        case OBJ_ST_WRONGSTATE:
-        default:
-            snprintf(msg, sizeof(msg), "WRONGSTATE %s", what);
-            return RedisModule_ReplyWithError(ctx, msg);
-    }
-}
-
-int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind)
-{
-    ObjTable *t = objNode.table;
-    uint64_t holder = kind == OBJ_REPLY_PIN ? RedisModule_GetClientId(ctx) : OBJ_HOLDER_REPLY;
-
-    objTableLock(t);
-    ObjEntry *e = objTableFind(t, id, idLen);
-    if (!e) {
-        objTableUnlock(t);
-        return replyStatus(ctx, OBJ_ST_NOTFOUND, "");
-    }
-    if (e->state != OBJ_SEALED) {
-        objTableUnlock(t);
-        return RedisModule_ReplyWithError(ctx, "NOTSEALED the object is not sealed yet");
-    }
-    ObjStatus st = objTablePin(t, e, holder);
-    objTableUnlock(t);
-    if (st != OBJ_ST_OK)
-        return replyStatus(ctx, st, "cannot pin the object");
-
-    const char *data = (const char *)objNode.arena.base + e->offset;
-    if (kind == OBJ_REPLY_PIN) {
-        objNode.cnt.pins++;
-        RedisModule_ReplyWithArray(ctx, 6);
-        RedisModule_ReplyWithSimpleString(ctx, "offset");
-        RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
-        RedisModule_ReplyWithSimpleString(ctx, "size");
-        RedisModule_ReplyWithLongLong(ctx, (long long)e->dataSize);
-        RedisModule_ReplyWithSimpleString(ctx, "meta");
-        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
-        return REDISMODULE_OK; /* the pin stays: OBJ.RELEASE drops it */
-    }
-    objNode.cnt.gets++;
-    if (kind == OBJ_REPLY_GET_META) {
-        RedisModule_ReplyWithArray(ctx, 2);
-        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
-        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
-    } else {
-        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
-    }
-    objTableLock(t);
-    objTableUnpin(t, e, holder);
-    objTableUnlock(t);
-    return REDISMODULE_OK;
-}
-
 /* ---- commands --------------------------------------------------------------------- */
 
 /* OBJ.PUT id data [META m] */
@@ -246,7 +166,7 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, dataLen, metaLen, holder, &e);
     objTableUnlock(objNode.table);
     if (st != OBJ_ST_OK)
-        return replyStatus(ctx, st, "");
+        return objReplyStatus(ctx, st, "");
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
     uint64_t sum = objChecksum(objNode.arena.base, e);
@@ -280,7 +200,7 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
                                        RedisModule_GetClientId(ctx), &e);
     objTableUnlock(objNode.table);
     if (st != OBJ_ST_OK)
-        return replyStatus(ctx, st, "");
+        return objReplyStatus(ctx, st, "");
     /* Outside the lock: only this client can touch e. The metadata is
      * written next, so only the data part needs clearing. */
     objTableClearStale(e, objNode.arena.base, size);
@@ -299,7 +219,7 @@ static ObjEntry *ownCreated(RedisModuleCtx *ctx, const char *id, size_t idLen)
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
 
     if (!e) {
-        replyStatus(ctx, OBJ_ST_NOTFOUND, "");
+        objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
         return NULL;
     }
     if (e->state != OBJ_CREATED) {
@@ -431,7 +351,7 @@ static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK)
         objNode.cnt.releases++;
-    return replyStatus(ctx, st, "this connection holds no pin on the object");
+    return objReplyStatus(ctx, st, "this connection holds no pin on the object");
 }
 
 /* OBJ.DEL id */
@@ -448,7 +368,7 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
         objClusterUnpublish(id, idLen);
-    return replyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
+    return objReplyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
 }
 
 /* OBJ.EXISTS id */
@@ -479,7 +399,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     ObjEntry e = found ? *found : (ObjEntry){0};
     objTableUnlock(objNode.table);
     if (!found)
-        return replyStatus(ctx, OBJ_ST_NOTFOUND, "");
+        return objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
     char sum[17];
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)e.checksum);
     RedisModule_ReplyWithArray(ctx, 20);

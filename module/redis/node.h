@@ -14,6 +14,7 @@
 #include "store/arena.h"
 #include "store/objtable.h"
 #include "redismodule.h"
+#include "reply.h"
 
 #define OBJ_MODULE_NAME    "objstore"
 #define OBJ_MODULE_VERSION 1
@@ -82,10 +83,6 @@ void respServerStop(void);
 
 /* commands.c: register every OBJ.* command with its docs. */
 int objCommandsRegister(RedisModuleCtx *ctx);
-/* commands.c: reply for OBJ.GET / OBJ.PIN once the object is sealed; used
- * directly and by waiters after a wake-up. Missing or unsealed -> error. */
-typedef enum ObjReplyKind { OBJ_REPLY_GET, OBJ_REPLY_GET_META, OBJ_REPLY_PIN } ObjReplyKind;
-int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind);
 /* commands.c: the field/value pairs of OBJ.STATS and INFO objstore. */
 void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport);
 

@@ -108,13 +108,8 @@ static void waiterFree(RedisModuleCtx *ctx, void *privdata)
 int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long timeoutMs,
                  int waitMissing, ObjReplyKind kind)
 {
-    int flags = RedisModule_GetContextFlags(ctx);
-
-    if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-                 REDISMODULE_CTX_FLAGS_DENY_BLOCKING)) {
-        return RedisModule_ReplyWithError(
-            ctx, "WRONGSTATE cannot wait for an object inside MULTI or a script");
-    }
+    if (objReplyIfCannotWait(ctx, kind == OBJ_REPLY_PIN ? "OBJ.PIN" : "OBJ.GET"))
+        return REDISMODULE_OK;
     Waiter *w = calloc(1, sizeof(*w));
     if (!w || !(w->id = malloc(idLen ? idLen : 1))) {
         free(w);

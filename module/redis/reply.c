@@ -1,0 +1,104 @@
+/*
+ * reply.c - replies shared by the command handlers and the waiters: an
+ * object's bytes or zero-copy view once it is sealed (OBJ.GET, OBJ.PIN,
+ * directly or after a wait), the error for a table status, and the refusal
+ * to wait where Redis cannot block a client.
+ */
+#include <stdio.h>
+
+#include "node.h"
+#include "reply.h"
+
+/* Holder of the short pins taken while a reply copies an object's bytes. */
+#define OBJ_HOLDER_REPLY (OBJ_HOLDER_INTERNAL | 1)
+
+/* See reply.h. */
+int objReplyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
+{
+    char msg[160];
+
+    switch (st) {
+        case OBJ_ST_OK:
+            return RedisModule_ReplyWithSimpleString(ctx, "OK");
+        case OBJ_ST_DEFERRED:
+            return RedisModule_ReplyWithSimpleString(ctx, "DEFERRED");
+        case OBJ_ST_EXISTS:
+            return RedisModule_ReplyWithError(ctx, "EXISTS an object with this id exists");
+        case OBJ_ST_NOTFOUND:
+            return RedisModule_ReplyWithError(ctx, "NOTFOUND no such object");
+        case OBJ_ST_OOM: {
+            AllocStats as;
+            objTableAllocStats(objNode.table, &as);
+            snprintf(msg, sizeof(msg),
+                     "OOM arena full: %llu of %llu bytes free, largest free range %llu; delete "
+                     "objects or raise objstore.memory",
+                     (unsigned long long)as.free, (unsigned long long)as.capacity,
+                     (unsigned long long)as.largestFree);
+            return RedisModule_ReplyWithError(ctx, msg);
+        }
+        case OBJ_ST_WRONGSTATE:
+        default:
+            snprintf(msg, sizeof(msg), "WRONGSTATE %s", what);
+            return RedisModule_ReplyWithError(ctx, msg);
+    }
+}
+
+int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind)
+{
+    ObjTable *t = objNode.table;
+    uint64_t holder = kind == OBJ_REPLY_PIN ? RedisModule_GetClientId(ctx) : OBJ_HOLDER_REPLY;
+
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, id, idLen);
+    if (!e) {
+        objTableUnlock(t);
+        return objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
+    }
+    if (e->state != OBJ_SEALED) {
+        objTableUnlock(t);
+        return RedisModule_ReplyWithError(ctx, "NOTSEALED the object is not sealed yet");
+    }
+    ObjStatus st = objTablePin(t, e, holder);
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK)
+        return objReplyStatus(ctx, st, "cannot pin the object");
+
+    const char *data = (const char *)objNode.arena.base + e->offset;
+    if (kind == OBJ_REPLY_PIN) {
+        objNode.cnt.pins++;
+        RedisModule_ReplyWithArray(ctx, 6);
+        RedisModule_ReplyWithSimpleString(ctx, "offset");
+        RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
+        RedisModule_ReplyWithSimpleString(ctx, "size");
+        RedisModule_ReplyWithLongLong(ctx, (long long)e->dataSize);
+        RedisModule_ReplyWithSimpleString(ctx, "meta");
+        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
+        return REDISMODULE_OK; /* the pin stays: OBJ.RELEASE drops it */
+    }
+    objNode.cnt.gets++;
+    if (kind == OBJ_REPLY_GET_META) {
+        RedisModule_ReplyWithArray(ctx, 2);
+        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
+        RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
+    } else {
+        RedisModule_ReplyWithStringBuffer(ctx, data, e->dataSize);
+    }
+    objTableLock(t);
+    objTableUnpin(t, e, holder);
+    objTableUnlock(t);
+    return REDISMODULE_OK;
+}
+
+/* See reply.h. */
+int objReplyIfCannotWait(RedisModuleCtx *ctx, const char *command)
+{
+    char msg[128];
+
+    if (!(RedisModule_GetContextFlags(ctx) &
+          (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+           REDISMODULE_CTX_FLAGS_DENY_BLOCKING)))
+        return 0;
+    snprintf(msg, sizeof(msg), "WRONGSTATE %s cannot wait inside MULTI or a script", command);
+    RedisModule_ReplyWithError(ctx, msg);
+    return 1;
+}

@@ -1,0 +1,27 @@
+/*
+ * reply.h - replies shared by the command handlers (commands.c, cluster.c)
+ * and the waiters (waiters.c).
+ */
+#ifndef OBJSTORE_REPLY_H
+#define OBJSTORE_REPLY_H
+
+#include <stddef.h>
+
+#include "redismodule.h"
+#include "store/objtable.h"
+
+typedef enum ObjReplyKind { OBJ_REPLY_GET, OBJ_REPLY_GET_META, OBJ_REPLY_PIN } ObjReplyKind;
+
+/* Reply for OBJ.GET / OBJ.PIN once the object is sealed; used directly and
+ * by waiters after a wake-up. Missing -> NOTFOUND, unsealed -> NOTSEALED.
+ * Returns REDISMODULE_OK. */
+int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind);
+/* The reply for a table status: OK, DEFERRED, or the error with its code
+ * word (what completes WRONGSTATE). Returns REDISMODULE_OK. */
+int objReplyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what);
+/* Where Redis cannot block this client (MULTI, a script, a context that
+ * denies blocking), reply "WRONGSTATE <command> cannot wait inside MULTI or
+ * a script" and return 1; else reply nothing and return 0. */
+int objReplyIfCannotWait(RedisModuleCtx *ctx, const char *command);
+
+#endif /* OBJSTORE_REPLY_H */
