@@ -12,10 +12,9 @@
  * timeouts: in Redis 7.0 a client whose unblock is pending when its
  * BlockClient timeout fires gets no reply at all.
  */
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,37 +128,6 @@ static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
 
 /* ---- start / stop ----------------------------------------------------------------------- */
 
-/* The first non-loopback IPv4 address of this host, or 127.0.0.1. */
-static void clusterDefaultAddr(char *out, size_t len)
-{
-    struct ifaddrs *ifs, *i;
-
-    snprintf(out, len, "127.0.0.1");
-    if (getifaddrs(&ifs) == -1)
-        return;
-    for (i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
-            continue;
-        struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        if ((ntohl(a.s_addr) >> 24) == 127)
-            continue;
-        inet_ntop(AF_INET, &a, out, (socklen_t)len);
-        break;
-    }
-    freeifaddrs(ifs);
-}
-
-long long objRedisPort(RedisModuleCtx *ctx)
-{
-    int err = 0;
-    RedisModuleServerInfoData *info = RedisModule_GetServerInfo(ctx, "server");
-    long long port = info ? RedisModule_ServerInfoGetFieldSigned(info, "tcp_port", &err) : 0;
-
-    if (info)
-        RedisModule_FreeServerInfo(ctx, info);
-    return err ? 0 : port;
-}
-
 /* Parse "host:port" into the directory config. Returns 0 or -1. */
 static int parseHostPort(const char *s, char *host, size_t hostLen, int *port)
 {
@@ -205,32 +173,12 @@ static int clusterSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
 
 int objClusterStart(RedisModuleCtx *ctx)
 {
-    ObjConfig *cfg = &objNode.cfg;
-    long long redisPort = objRedisPort(ctx);
-    char err[256], host[256];
+    const ObjConfig *cfg = &objNode.cfg; /* resolved by settings.c, read-only here */
+    char err[256];
     EngineConfig ec = {0};
     DirConfig dc = {0};
 
     logCtx = RedisModule_GetDetachedThreadSafeContext(ctx);
-    if (!cfg->nodeName[0]) {
-        if (gethostname(host, sizeof(host)) != 0)
-            snprintf(host, sizeof(host), "node");
-        host[64] = '\0';
-        snprintf(cfg->nodeName, sizeof(cfg->nodeName), "%.64s:%lld", host, redisPort);
-    }
-    if (cfg->transferPort == -1)
-        cfg->transferPort = redisPort > 0 && redisPort + 10000 <= 65535 ? redisPort + 10000 : 0;
-    if (cfg->rdmaPort == -1)
-        cfg->rdmaPort = redisPort > 0 && redisPort + 20000 <= 65535 ? redisPort + 20000 : 0;
-    if (!cfg->announceAddr[0]) {
-        if (strcmp(cfg->transferBind, "0.0.0.0"))
-            snprintf(cfg->announceAddr, sizeof(cfg->announceAddr), "%s", cfg->transferBind);
-        else
-            clusterDefaultAddr(cfg->announceAddr, sizeof(cfg->announceAddr));
-    }
-    if (!cfg->rdmaBind[0])
-        snprintf(cfg->rdmaBind, sizeof(cfg->rdmaBind), "%s", cfg->announceAddr);
-
     ec.table = objNode.table;
     ec.arenaBase = objNode.arena.base;
     ec.arenaSize = objNode.arena.size;
@@ -260,7 +208,7 @@ int objClusterStart(RedisModuleCtx *ctx)
         }
     } else {
         snprintf(dc.host, sizeof(dc.host), "127.0.0.1");
-        dc.port = (int)redisPort;
+        dc.port = (int)objNode.redisPort;
     }
     snprintf(dc.password, sizeof(dc.password), "%s", cfg->directoryPassword);
     snprintf(dc.nodeName, sizeof(dc.nodeName), "%s", cfg->nodeName);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "settings.h"
 
 ObjNode objNode;
 
@@ -59,6 +60,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     objNode.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
     if (objConfigInit(ctx, argv, argc) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
+    objSettingsResolve(ctx); /* before anything starts: they all read the result */
     if (arenaOpen(&objNode.arena, objNode.cfg.arenaDir, (uint64_t)objNode.cfg.memory, err,
                   sizeof(err)) == -1) {
         RedisModule_Log(ctx, "warning", "%s", err);

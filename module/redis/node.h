@@ -52,6 +52,7 @@ typedef struct ObjNode {
     Arena arena;
     ObjTable *table;
     ObjCounters cnt;
+    long long redisPort; /* this server's TCP port, 0 if none (settings.c) */
 } ObjNode;
 
 extern ObjNode objNode;
@@ -66,8 +67,6 @@ int objClusterStart(RedisModuleCtx *ctx);
 void objClusterStop(void);
 int objClusterRegisterCommands(RedisModuleCtx *ctx);
 void objClusterConfigChanged(void);
-/* This server's TCP port (from INFO server), or 0 when it has none. */
-long long objRedisPort(RedisModuleCtx *ctx);
 /* Tell the directory that this node holds / no longer holds an object. */
 void objClusterPublish(const ObjEntry *e);
 void objClusterUnpublish(const char *id, size_t idLen);

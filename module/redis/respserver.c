@@ -1409,22 +1409,11 @@ static int rsOpen(const char *bindAddr, int port, char *err, size_t errLen)
 
 void respServerStart(RedisModuleCtx *ctx)
 {
-    long long port = objNode.cfg.rdmaClientPort;
+    long long port = objNode.cfg.rdmaClientPort; /* resolved by settings.c */
     char err[256];
 
-    if (port == 0)
+    if (port <= 0)
         return;
-    if (port == -1) {
-        long long redisPort = objRedisPort(ctx);
-        port = redisPort > 0 && redisPort + 30000 <= 65535 ? redisPort + 30000 : 0;
-        objNode.cfg.rdmaClientPort = port;
-        if (!port) {
-            RedisModule_Log(ctx, "warning",
-                            "rdma-clients: no port for RDMA clients (Redis port + 30000 is out "
-                            "of range): set objstore.rdma-client-port");
-            return;
-        }
-    }
     memset(&rs, 0, sizeof(rs));
     rs.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
     if (rsOpen(objNode.cfg.rdmaBind, (int)port, err, sizeof(err)) == -1) {
