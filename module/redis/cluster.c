@@ -22,6 +22,7 @@
 
 #include "directory/directory.h"
 #include "transfer/engine.h"
+#include "cmdtable.h"
 #include "node.h"
 #include "common/util.h"
 
@@ -674,32 +675,15 @@ static RedisModuleCommandArg argsLocate[] = {
 
 int objClusterRegisterCommands(RedisModuleCtx *ctx)
 {
-    struct {
-        const char *name;
-        RedisModuleCmdFunc fn;
-        const char *flags;
-        int arity;
-        const char *summary;
-        RedisModuleCommandArg *args;
-    } defs[] = {
+    static const ObjCommandDef defs[] = {
         {"obj.fetch", ObjFetch_RedisCommand, "write", -2,
-         "Pull objects from other nodes into this node (per-id result)", argsFetch},
+         "Pull objects from other nodes into this node (per-id result)",
+         "O(N) in the bytes fetched", argsFetch},
         {"obj.locate", ObjLocate_RedisCommand, "readonly", 2,
-         "Show an object's size, checksum and live locations from the directory", argsLocate},
-        {"obj.nodes", ObjNodes_RedisCommand, "readonly", 1, "List the live nodes", NULL},
+         "Show an object's size, checksum and live locations from the directory",
+         "O(L) in the locations", argsLocate},
+        {"obj.nodes", ObjNodes_RedisCommand, "readonly", 1, "List the live nodes",
+         "O(N) in the nodes", NULL},
     };
-    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
-        if (RedisModule_CreateCommand(ctx, defs[i].name, defs[i].fn, defs[i].flags, 0, 0, 0) ==
-            REDISMODULE_ERR)
-            return REDISMODULE_ERR;
-        RedisModuleCommandInfo info = {.version = REDISMODULE_COMMAND_INFO_VERSION,
-                                       .summary = defs[i].summary,
-                                       .since = "1.0.0",
-                                       .arity = defs[i].arity,
-                                       .args = defs[i].args};
-        RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, defs[i].name);
-        if (!cmd || RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_ERR)
-            return REDISMODULE_ERR;
-    }
-    return REDISMODULE_OK;
+    return objCommandTableRegister(ctx, defs, sizeof(defs) / sizeof(defs[0]));
 }

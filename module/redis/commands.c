@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "cmdtable.h"
 #include "reply.h"
 #include "respserver.h"
 #include "common/util.h"
@@ -596,16 +597,6 @@ static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
                                            TOKARG("count", "COUNT", INTEGER, OPTIONAL),
                                            {0}};
 
-typedef struct ObjCommandDef {
-    const char *name;
-    RedisModuleCmdFunc fn;
-    const char *flags;
-    int arity;
-    const char *summary;
-    const char *complexity;
-    RedisModuleCommandArg *args;
-} ObjCommandDef;
-
 /* `deny-script` on every command that ties state to the calling connection
  * (a created object it owns, pins it holds): a script's client never
  * disconnects, so what it created or pinned would never be given back. */
@@ -644,25 +635,5 @@ int objCommandsRegister(RedisModuleCtx *ctx)
         RedisModule_Log(ctx, "warning", "cannot register the cluster commands");
         return REDISMODULE_ERR;
     }
-    for (size_t i = 0; i < sizeof(objCommands) / sizeof(objCommands[0]); i++) {
-        const ObjCommandDef *d = &objCommands[i];
-        if (RedisModule_CreateCommand(ctx, d->name, d->fn, d->flags, 0, 0, 0) == REDISMODULE_ERR) {
-            RedisModule_Log(ctx, "warning", "cannot register %s", d->name);
-            return REDISMODULE_ERR;
-        }
-        RedisModuleCommandInfo info = {
-            .version = REDISMODULE_COMMAND_INFO_VERSION,
-            .summary = d->summary,
-            .complexity = d->complexity,
-            .since = "1.0.0",
-            .arity = d->arity,
-            .args = d->args,
-        };
-        RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, d->name);
-        if (!cmd || RedisModule_SetCommandInfo(cmd, &info) == REDISMODULE_ERR) {
-            RedisModule_Log(ctx, "warning", "cannot document %s", d->name);
-            return REDISMODULE_ERR;
-        }
-    }
-    return REDISMODULE_OK;
+    return objCommandTableRegister(ctx, objCommands, sizeof(objCommands) / sizeof(objCommands[0]));
 }
