@@ -24,6 +24,8 @@
 #include "transfer/engine.h"
 #include "cmdtable.h"
 #include "node.h"
+#include "cluster.h"
+#include "waiters.h"
 #include "common/util.h"
 
 static RedisModuleCtx *logCtx; /* detached: usable from any thread */

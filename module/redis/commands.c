@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "node.h"
+#include "cluster.h"
+#include "commands.h"
+#include "waiters.h"
 #include "cmdtable.h"
 #include "reply.h"
 #include "respserver.h"

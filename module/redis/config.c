@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "node.h"
+#include "cluster.h"
+#include "config.h"
 #include "common/util.h"
 
 #define CFG_STRING  1

@@ -5,19 +5,28 @@
  * disconnects gives up its created objects and pins; a shutdown removes the
  * arena file.
  *
- * Map of the module:
- *   config.c    settings (module arguments + CONFIG objstore.*)
- *   arena.c     the shared-memory file            alloc.c     TLSF allocator over it
- *   objtable.c  id -> object, pins, holders, LRU  commands.c  OBJ.* handlers, stats
- *   waiters.c   clients blocked until a seal      util.c      parsing, glob, clocks
- *   cluster.c   OBJ.FETCH/LOCATE/NODES, starts:   directory.c the directory in Redis (hiredis)
- *   engine.c    transfer thread, epoll, handshake fetch.c     requesting side of a transfer
- *   serve.c     answering side of a transfer      wire.c      frame encode/decode
- *   transport.h operations table: tcp.c, rdma.c
+ * Map of the module (one folder per component; each may include only the
+ * ones below it, as tests/lint/layers says):
+ *   redis/      this layer, the only one that sees redismodule.h:
+ *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
+ *               commands.c (store OBJ.*)   cluster.c (FETCH/LOCATE/NODES)  cmdtable.c
+ *               reply.c (shared replies)   waiters.c (waits for a seal)
+ *               respserver.c + resp.c (Redis clients over RDMA)
+ *   transfer/   the transfer engine thread: engine.c, fetch.c, serve.c, wire.c,
+ *               transport.h with tcp.c and rdma.c
+ *   directory/  the directory client thread (hiredis)
+ *   rdma/       verbs helpers and ring arithmetic
+ *   store/      arena.c, alloc.c (TLSF), objtable.c, checksum.c
+ *   common/     util.c: parsing, glob, clocks
  */
 #include <string.h>
 
 #include "node.h"
+#include "config.h"
+#include "cluster.h"
+#include "commands.h"
+#include "respserver.h"
+#include "waiters.h"
 #include "settings.h"
 
 ObjNode objNode;

@@ -1,13 +1,19 @@
 /*
  * respserver.h - the RDMA front door: Redis clients that speak RESP over
  * RDMA (the wire of resprdma.h) to this server, on rdma-client-port. The
- * door is started and stopped from module.c (respServerStart/Stop, declared
- * in node.h); this header adds what the statistics need.
+ * door is started and stopped from module.c.
  */
 #ifndef OBJSTORE_RESPSERVER_H
 #define OBJSTORE_RESPSERVER_H
 
 #include <stdint.h>
+
+#include "redismodule.h"
+
+/* Open the door on rdma-bind:rdma-client-port. Never fails the load:
+ * without RDMA it logs why and stays off. */
+void respServerStart(RedisModuleCtx *ctx);
+void respServerStop(void);
 
 typedef struct RespServerStats {
     uint64_t connected;      /* RDMA clients connected now */

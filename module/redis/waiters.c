@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "waiters.h"
 
 typedef struct Waiter {
     RedisModuleBlockedClient *bc;
