@@ -25,6 +25,7 @@
 #include "cmdtable.h"
 #include "node.h"
 #include "cluster.h"
+#include "stats.h"
 #include "waiters.h"
 #include "common/util.h"
 
@@ -584,21 +585,16 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
 
 /* ---- statistics --------------------------------------------------------------------------- */
 
-typedef struct ClusterStat {
-    const char *name;
-    uint64_t v;
-} ClusterStat;
-
-/* Snapshot the engine and directory counters; returns how many. */
-static size_t clusterStatsCollect(ClusterStat *f)
+/* The cluster's fields of OBJ.STATS / INFO objstore (see stats.h). */
+void objClusterStatsFields(ObjStatSink *sink)
 {
     EngineStats es;
     DirStats ds;
-    size_t n = 0;
 
     engineGetStats(&es);
     dirGetStats(&ds);
-#define STAT(k, v) f[n++] = (ClusterStat){k, (uint64_t)(v)}
+    objStatStr(sink, "node_name", objNode.cfg.nodeName);
+#define STAT(k, v) objStatNum(sink, k, (uint64_t)(v))
 #define TPSTATS(p, t)                                                                              \
     STAT(p "fetches", t.fetches);                                                                  \
     STAT(p "fetch_bytes", t.bytes);                                                                \
@@ -628,31 +624,6 @@ static size_t clusterStatsCollect(ClusterStat *f)
     STAT("directory_queued", ds.queued);
 #undef TPSTATS
 #undef STAT
-    return n;
-}
-
-long objClusterStats(RedisModuleCtx *ctx)
-{
-    ClusterStat f[64];
-    size_t n = clusterStatsCollect(f);
-
-    RedisModule_ReplyWithSimpleString(ctx, "node_name");
-    RedisModule_ReplyWithStringBuffer(ctx, objNode.cfg.nodeName, strlen(objNode.cfg.nodeName));
-    for (size_t i = 0; i < n; i++) {
-        RedisModule_ReplyWithSimpleString(ctx, f[i].name);
-        RedisModule_ReplyWithLongLong(ctx, (long long)f[i].v);
-    }
-    return (long)(2 * n + 2);
-}
-
-void objClusterInfo(RedisModuleInfoCtx *ctx)
-{
-    ClusterStat f[64];
-    size_t n = clusterStatsCollect(f);
-
-    RedisModule_InfoAddFieldCString(ctx, "node_name", objNode.cfg.nodeName);
-    for (size_t i = 0; i < n; i++)
-        RedisModule_InfoAddFieldULongLong(ctx, (char *)f[i].name, f[i].v);
 }
 
 /* ---- registration ------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include "redismodule.h"
+#include "stats.h"
 #include "store/objtable.h"
 
 /* Start the engine and the directory client. Returns REDISMODULE_OK or
@@ -21,9 +22,7 @@ void objClusterConfigChanged(void);
 /* Tell the directory that this node holds / no longer holds an object. */
 void objClusterPublish(const ObjEntry *e);
 void objClusterUnpublish(const char *id, size_t idLen);
-void objClusterInfo(RedisModuleInfoCtx *ctx);
-/* Append the transfer statistics to an OBJ.STATS reply; returns the number
- * of replies added. */
-long objClusterStats(RedisModuleCtx *ctx);
+/* The transfer and directory fields of OBJ.STATS / INFO (an ObjStatsFn). */
+void objClusterStatsFields(ObjStatSink *sink);
 
 #endif /* OBJSTORE_CLUSTER_H */

@@ -17,7 +17,7 @@
 #include "waiters.h"
 #include "cmdtable.h"
 #include "reply.h"
-#include "respserver.h"
+#include "stats.h"
 #include "common/util.h"
 #include "store/checksum.h"
 
@@ -484,89 +484,41 @@ static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
 
 /* ---- statistics -------------------------------------------------------------------- */
 
-/* One named counter of OBJ.STATS / INFO objstore. */
-typedef struct StatField {
-    const char *name;
-    uint64_t value;
-} StatField;
-
-#define OBJ_MAX_STATS 32
-
-/* Snapshot every numeric statistic into f; returns how many. */
-static size_t statsCollect(StatField *f)
+/* The store's fields of OBJ.STATS / INFO objstore (see stats.h). */
+void objCommandsStats(ObjStatSink *sink)
 {
     ObjTableStats ts;
     AllocStats as;
-    RespServerStats rs;
-    size_t n = 0;
 
-    respServerGetStats(&rs);
     objTableLock(objNode.table);
     objTableGetStats(objNode.table, &ts);
     objTableAllocStats(objNode.table, &as);
     objTableUnlock(objNode.table);
-#define STAT(k, v) f[n++] = (StatField){k, (uint64_t)(v)}
-    STAT("arena_size", objNode.arena.size);
-    STAT("arena_used", as.used);
-    STAT("arena_free", as.free);
-    STAT("arena_largest_free", as.largestFree);
-    STAT("arena_free_ranges", as.freeBlocks);
-    STAT("objects", ts.objects);
-    STAT("objects_sealed", ts.sealed);
-    STAT("objects_created", ts.created);
-    STAT("objects_pinned", ts.pinnedObjects);
-    STAT("objects_deleting", ts.deleting);
-    STAT("bytes_sealed", ts.bytesSealed);
-    STAT("puts", objNode.cnt.puts);
-    STAT("creates", ts.creates);
-    STAT("seals", ts.seals);
-    STAT("aborts", ts.aborts);
-    STAT("gets", objNode.cnt.gets);
-    STAT("pins", objNode.cnt.pins);
-    STAT("releases", objNode.cnt.releases);
-    STAT("deletes", ts.deletes);
-    STAT("deferred_deletes", ts.deferredDeletes);
-    STAT("evictions", ts.evictions);
-    STAT("oom_errors", ts.oomErrors);
-    STAT("blocked_clients", waitersCount());
-    STAT("blocked_total", objNode.cnt.blocked);
-    STAT("rdma_clients_connected", rs.connected);
-    STAT("rdma_clients_total", rs.total);
-    STAT("rdma_client_commands", rs.commands);
-    STAT("rdma_client_protocol_errors", rs.protocolErrors);
-#undef STAT
-    return n;
-}
-
-/* OBJ.STATS */
-static int ObjStats_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
-{
-    StatField f[OBJ_MAX_STATS];
-
-    if (argc != 1)
-        return RedisModule_WrongArity(ctx);
-    size_t n = statsCollect(f);
-    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
-    RedisModule_ReplyWithSimpleString(ctx, "arena_path");
-    RedisModule_ReplyWithStringBuffer(ctx, objNode.arena.path, strlen(objNode.arena.path));
-    for (size_t i = 0; i < n; i++) {
-        RedisModule_ReplyWithSimpleString(ctx, f[i].name);
-        RedisModule_ReplyWithLongLong(ctx, (long long)f[i].value);
-    }
-    RedisModule_ReplySetArrayLength(ctx, (long)(2 * n + 2) + objClusterStats(ctx));
-    return REDISMODULE_OK;
-}
-
-void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport)
-{
-    StatField f[OBJ_MAX_STATS];
-    size_t n = statsCollect(f);
-
-    RedisModule_InfoAddSection(ctx, "");
-    RedisModule_InfoAddFieldCString(ctx, "arena_path", objNode.arena.path);
-    for (size_t i = 0; i < n; i++)
-        RedisModule_InfoAddFieldULongLong(ctx, (char *)f[i].name, f[i].value);
-    objClusterInfo(ctx);
+    objStatStr(sink, "arena_path", objNode.arena.path);
+    objStatNum(sink, "arena_size", objNode.arena.size);
+    objStatNum(sink, "arena_used", as.used);
+    objStatNum(sink, "arena_free", as.free);
+    objStatNum(sink, "arena_largest_free", as.largestFree);
+    objStatNum(sink, "arena_free_ranges", as.freeBlocks);
+    objStatNum(sink, "objects", ts.objects);
+    objStatNum(sink, "objects_sealed", ts.sealed);
+    objStatNum(sink, "objects_created", ts.created);
+    objStatNum(sink, "objects_pinned", ts.pinnedObjects);
+    objStatNum(sink, "objects_deleting", ts.deleting);
+    objStatNum(sink, "bytes_sealed", ts.bytesSealed);
+    objStatNum(sink, "puts", objNode.cnt.puts);
+    objStatNum(sink, "creates", ts.creates);
+    objStatNum(sink, "seals", ts.seals);
+    objStatNum(sink, "aborts", ts.aborts);
+    objStatNum(sink, "gets", objNode.cnt.gets);
+    objStatNum(sink, "pins", objNode.cnt.pins);
+    objStatNum(sink, "releases", objNode.cnt.releases);
+    objStatNum(sink, "deletes", ts.deletes);
+    objStatNum(sink, "deferred_deletes", ts.deferredDeletes);
+    objStatNum(sink, "evictions", ts.evictions);
+    objStatNum(sink, "oom_errors", ts.oomErrors);
+    objStatNum(sink, "blocked_clients", waitersCount());
+    objStatNum(sink, "blocked_total", objNode.cnt.blocked);
 }
 
 /* ---- registration ------------------------------------------------------------------ */

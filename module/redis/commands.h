@@ -5,10 +5,11 @@
 #define OBJSTORE_COMMANDS_H
 
 #include "redismodule.h"
+#include "stats.h"
 
 /* Register every OBJ.* command (the cluster's too) with its docs. */
 int objCommandsRegister(RedisModuleCtx *ctx);
-/* The field/value pairs of INFO objstore (the same as OBJ.STATS). */
-void objInfoSection(RedisModuleInfoCtx *ctx, int forCrashReport);
+/* The store's fields of OBJ.STATS / INFO objstore (an ObjStatsFn). */
+void objCommandsStats(ObjStatSink *sink);
 
 #endif /* OBJSTORE_COMMANDS_H */

@@ -28,6 +28,7 @@
 #include "respserver.h"
 #include "waiters.h"
 #include "settings.h"
+#include "stats.h"
 
 ObjNode objNode;
 
@@ -53,11 +54,6 @@ static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, vo
     arenaClose(&objNode.arena);
 }
 
-static void infoFunc(RedisModuleInfoCtx *ctx, int forCrashReport)
-{
-    objInfoSection(ctx, forCrashReport);
-}
-
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
                                                               RedisModuleString **argv, int argc)
 {
@@ -80,8 +76,12 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "out of memory for the object table");
         goto out_close_arena;
     }
-    if (objCommandsRegister(ctx) == REDISMODULE_ERR ||
-        RedisModule_RegisterInfoFunc(ctx, infoFunc) == REDISMODULE_ERR ||
+    /* OBJ.STATS and INFO list the subsystems' fields in this order. */
+    if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
+        objStatsAdd(respServerStats) == REDISMODULE_ERR ||
+        objStatsAdd(objClusterStatsFields) == REDISMODULE_ERR ||
+        objCommandsRegister(ctx) == REDISMODULE_ERR ||
+        RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, onClientChange) ==
             REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==

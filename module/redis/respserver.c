@@ -1440,7 +1440,10 @@ void respServerStop(void)
     rsTeardown();
 }
 
-void respServerGetStats(RespServerStats *st)
+void respServerStats(ObjStatSink *sink)
 {
-    *st = rs.st;
+    objStatNum(sink, "rdma_clients_connected", rs.st.connected);
+    objStatNum(sink, "rdma_clients_total", rs.st.total);
+    objStatNum(sink, "rdma_client_commands", rs.st.commands);
+    objStatNum(sink, "rdma_client_protocol_errors", rs.st.protocolErrors);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "redismodule.h"
+#include "stats.h"
 
 /* Open the door on rdma-bind:rdma-client-port. Never fails the load:
  * without RDMA it logs why and stays off. */
@@ -22,7 +23,8 @@ typedef struct RespServerStats {
     uint64_t protocolErrors; /* clients closed for malformed RESP or ring messages */
 } RespServerStats;
 
-/* Snapshot the counters (all 0 when the door is off). Main thread only. */
-void respServerGetStats(RespServerStats *st);
+/* The door's fields of OBJ.STATS / INFO objstore, all 0 when it is off (an
+ * ObjStatsFn). Main thread only. */
+void respServerStats(ObjStatSink *sink);
 
 #endif /* OBJSTORE_RESPSERVER_H */
