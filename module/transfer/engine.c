@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "engineint.h"
+#include "rdma.h"
+#include "tcp.h"
 #include "common/util.h"
 
 #define ENGINE_MAX_EVENTS 64
@@ -700,6 +702,24 @@ static void *engineMain(void *arg)
     return NULL;
 }
 
+/* What the transports may ask of the core: they are given this table and
+ * never name the functions behind it. */
+static const TransportHost engineHost = {
+    .watch = engineWatch,
+    .modify = engineModify,
+    .unwatch = engineUnwatch,
+    .nextConnId = engineNextConnId,
+    .countBadFrame = engineCountBadFrame,
+    .connBusy = engineConnBusy,
+    .onUp = engineOnUp,
+    .onFrame = engineOnFrame,
+    .onPayloadDone = engineOnPayloadDone,
+    .onSendDone = engineOnSendDone,
+    .onReadDone = engineOnReadDone,
+    .onClosed = engineOnClosed,
+    .log = engineLog,
+};
+
 int engineStart(const EngineConfig *cfg, char *err, size_t errLen)
 {
     memset(&eng, 0, sizeof(eng));
@@ -717,13 +737,18 @@ int engineStart(const EngineConfig *cfg, char *err, size_t errLen)
         goto out_close_fds;
     }
     if (cfg->tcpPort > 0) {
-        if (tcpTransport.listen(cfg->tcpBind, cfg->tcpPort, err, errLen) == -1)
+        const TransportOps *tcp = tcpTransportInit(&engineHost);
+        if (tcp->listen(cfg->tcpBind, cfg->tcpPort, err, errLen) == -1)
             goto out_close_fds;
-        eng.tp[TP_TCP] = &tcpTransport;
+        eng.tp[TP_TCP] = tcp;
     }
     if (cfg->rdmaPort > 0) {
         char rerr[256];
-        eng.tp[TP_RDMA] = rdmaTransportInit(&eng.cfg, rerr, sizeof(rerr));
+        RdmaTransportConfig rc = {
+            .arenaBase = cfg->arenaBase, .arenaSize = cfg->arenaSize, .rdmaPort = cfg->rdmaPort};
+        snprintf(rc.rdmaBind, sizeof(rc.rdmaBind), "%s", cfg->rdmaBind);
+        snprintf(rc.rdmaDevice, sizeof(rc.rdmaDevice), "%s", cfg->rdmaDevice);
+        eng.tp[TP_RDMA] = rdmaTransportInit(&engineHost, &rc, rerr, sizeof(rerr));
         if (!eng.tp[TP_RDMA])
             engineLog("warning", "RDMA disabled: %s (TCP still works)", rerr);
     }

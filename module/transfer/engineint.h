@@ -111,8 +111,20 @@ void serveOnConnClosed(Conn *c);
 /* Periodic: close connections whose read rendezvous were never finished. */
 void serveTick(void);
 
-/* tcp.c, rdma.c */
-extern const TransportOps tcpTransport;
-const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t errLen);
+/* The core's side of the transports' host table (engine.c). */
+int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg);
+int engineModify(int fd, uint32_t events, EngineFdFn *fn, void *arg);
+void engineUnwatch(int fd);
+uint64_t engineNextConnId(void);
+void engineCountBadFrame(void);
+int engineConnBusy(const Conn *c);
+void engineOnUp(Conn *c);
+int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+void engineOnPayloadDone(Conn *c);
+void engineOnSendDone(Conn *c, void *cookie);
+void engineOnReadDone(Conn *c, void *cookie, int ok);
+void engineOnClosed(Conn *c, const char *why);
+/* Log from any engine-side file, with a level "warning"/"notice"/"verbose". */
+void engineLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif /* OBJSTORE_ENGINEINT_H */

@@ -38,9 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engineint.h"
+#include "rdma.h"
 #include "rdma/ring.h"
 #include "rdma/verbs.h"
+
+/* The engine core, as given to rdmaTransportInit. */
+static const TransportHost *host;
 
 /* ---- wire: what rdma_cm private data carries ------------------------------------ */
 
@@ -186,7 +189,7 @@ static int rdmaPostRecv(RdmaConn *c)
     int rc = ibv_post_recv(c->id->qp, &wr, &bad);
 
     if (rc)
-        engineLog("warning", "%s: ibv_post_recv: %s", c->base.desc, strerror(rc));
+        host->log("warning", "%s: ibv_post_recv: %s", c->base.desc, strerror(rc));
     return rc ? -1 : 0;
 }
 
@@ -274,7 +277,7 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     wr.wr.rdma.rkey = c->peerRkey;
     int rc = ibv_post_send(c->id->qp, &wr, &bad);
     if (rc) {
-        engineLog("warning", "%s: ibv_post_send (ring write): %s", c->base.desc, strerror(rc));
+        host->log("warning", "%s: ibv_post_send (ring write): %s", c->base.desc, strerror(rc));
         return -1;
     }
     c->txBusy |= 1u << buf;
@@ -394,7 +397,7 @@ static int rdmaPumpReads(RdmaConn *c)
             wr.wr.rdma.rkey = op->rkey;
             int rc = ibv_post_send(c->id->qp, &wr, &bad);
             if (rc) {
-                engineLog("warning", "%s: ibv_post_send (read): %s", c->base.desc, strerror(rc));
+                host->log("warning", "%s: ibv_post_send (read): %s", c->base.desc, strerror(rc));
                 return -1;
             }
             op->posted += n;
@@ -443,7 +446,7 @@ static void rdmaReapReads(RdmaConn *c)
         void *cookie = op->cookie;
         int ok = !op->failed;
         free(op);
-        engineOnReadDone(&c->base, cookie, ok);
+        host->onReadDone(&c->base, cookie, ok);
         if (c->closing)
             return;
     }
@@ -489,7 +492,7 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
         return -1;
     if (m.h.type == WIRE_CREDIT)
         return 0;
-    if (engineOnFrame(&c->base, &m, p + OBJ_WIRE_HDR_LEN + m.h.bodyLen, payLen) == -1) {
+    if (host->onFrame(&c->base, &m, p + OBJ_WIRE_HDR_LEN + m.h.bodyLen, payLen) == -1) {
         if (!c->closing)
             rdmaCloseConn(&c->base, "protocol error (see the previous log line)");
         return -1;
@@ -497,8 +500,8 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
     return 0;
 
 out_bad:
-    engineCountBadFrame();
-    engineLog("warning", "%s: bad ring message: %s", c->base.desc, why);
+    host->countBadFrame();
+    host->log("warning", "%s: bad ring message: %s", c->base.desc, why);
     rdmaCloseConn(&c->base, why);
     return -1;
 }
@@ -516,7 +519,7 @@ static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
         if (wc->status != IBV_WC_SUCCESS) {
             op->failed = 1;
             if (!c->closing)
-                engineLog("warning", "%s: RDMA read failed: %s", c->base.desc,
+                host->log("warning", "%s: RDMA read failed: %s", c->base.desc,
                           ibv_wc_status_str(wc->status));
         }
         if (c->closing)
@@ -547,7 +550,7 @@ static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
             return -1;
         }
         if (cookie)
-            engineOnSendDone(&c->base, cookie);
+            host->onSendDone(&c->base, cookie);
         return c->closing ? -1 : rdmaPump(c);
     }
     /* a receive */
@@ -567,7 +570,7 @@ static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
      * is delivered: its arrival proves the connection is up. */
     if (!c->established && !c->base.outgoing) {
         c->established = 1;
-        engineOnUp(&c->base);
+        host->onUp(&c->base);
         if (c->closing)
             return -1;
     }
@@ -607,7 +610,7 @@ static void rdmaOnComp(void *arg, uint32_t events)
             continue;
         int rc = ibv_req_notify_cq(cq, 0);
         if (rc) {
-            engineLog("warning", "%s: ibv_req_notify_cq: %s", c->base.desc, strerror(rc));
+            host->log("warning", "%s: ibv_req_notify_cq: %s", c->base.desc, strerror(rc));
             rdmaCloseConn(&c->base, "cannot re-arm the CQ");
             continue;
         }
@@ -643,7 +646,7 @@ static void rdmaFlush(RdmaConn *c)
         return;
     int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
     if (rc)
-        engineLog("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+        host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (c->outstanding > 0) {
         int n = ibv_poll_cq(c->cq, 32, wcs);
@@ -654,7 +657,7 @@ static void rdmaFlush(RdmaConn *c)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
             RDMA_FLUSH_MAX_MS) {
-            engineLog("warning", "%s: %d work requests not flushed in time", c->base.desc,
+            host->log("warning", "%s: %d work requests not flushed in time", c->base.desc,
                       c->outstanding);
             break;
         }
@@ -669,7 +672,7 @@ static void rdmaFree(RdmaConn *c)
     if (c->cq) {
         int rc = ibv_destroy_cq(c->cq);
         if (rc)
-            engineLog("warning", "%s: ibv_destroy_cq: %s", c->base.desc, strerror(rc));
+            host->log("warning", "%s: ibv_destroy_cq: %s", c->base.desc, strerror(rc));
     }
     if (c->rxMr)
         ibv_dereg_mr(c->rxMr);
@@ -704,9 +707,9 @@ static void rdmaCloseConn(Conn *base, const char *why)
         c->reads = op->next;
         void *cookie = op->cookie;
         free(op);
-        engineOnReadDone(base, cookie, 0);
+        host->onReadDone(base, cookie, 0);
     }
-    engineOnClosed(base, why);
+    host->onClosed(base, why);
     if (!c->inHandler)
         rdmaFree(c);
 }
@@ -722,7 +725,7 @@ static RdmaConn *rdmaNew(struct rdma_cm_id *id, const char *desc)
     c->id = id;
     id->context = c;
     c->base.ops = &rdmaTransport;
-    c->base.id = engineNextConnId();
+    c->base.id = host->nextConnId();
     c->base.state = CONN_CONNECTING;
     snprintf(c->base.desc, sizeof(c->base.desc), "rdma %s", desc);
     c->nextAll = rd.all;
@@ -746,17 +749,17 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t
         return;
     }
     if (rdmaParsePriv(c, priv, privLen, &why) == -1) {
-        engineLog("warning", "%s: refused: %s", c->base.desc, why);
+        host->log("warning", "%s: refused: %s", c->base.desc, why);
         goto out_reject;
     }
     if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
-        engineLog("warning", "%s: refused: %s", c->base.desc, err);
+        host->log("warning", "%s: refused: %s", c->base.desc, err);
         goto out_reject;
     }
     rdmaFillPriv(c, &mine);
     rdmaConnParam(&cp, &mine);
     if (rdma_accept(id, &cp)) {
-        engineLog("warning", "%s: rdma_accept: %s", c->base.desc, strerror(errno));
+        host->log("warning", "%s: rdma_accept: %s", c->base.desc, strerror(errno));
         goto out_reject;
     }
     return;
@@ -826,7 +829,7 @@ static void rdmaOnCmEvent(void *arg, uint32_t events)
                 }
                 c->established = 1;
                 c->inHandler = 1;
-                engineOnUp(&c->base);
+                host->onUp(&c->base);
                 if (!c->closing)
                     rdmaPump(c);
                 c->inHandler = 0;
@@ -894,11 +897,11 @@ static void rdmaShutdown(void)
     if (rd.listenId)
         rdma_destroy_id(rd.listenId);
     if (rd.ec) {
-        engineUnwatch(rd.ec->fd);
+        host->unwatch(rd.ec->fd);
         rdma_destroy_event_channel(rd.ec);
     }
     if (rd.comp) {
-        engineUnwatch(rd.comp->fd);
+        host->unwatch(rd.comp->fd);
         ibv_destroy_comp_channel(rd.comp);
     }
     if (rd.arenaMr)
@@ -908,8 +911,10 @@ static void rdmaShutdown(void)
     memset(&rd, 0, sizeof(rd));
 }
 
-const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t errLen)
+const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTransportConfig *cfg,
+                                      char *err, size_t errLen)
 {
+    host = h;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->rdmaPort)};
     struct ibv_device_attr da;
 
@@ -923,7 +928,7 @@ const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t
     /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
      * pinned pages need nothing; older ones need MADV_DONTFORK. */
     if (ibv_is_fork_initialized() == IBV_FORK_DISABLED && ibv_fork_init())
-        engineLog("warning", "ibv_fork_init failed: BGSAVE may be unsafe with RDMA");
+        host->log("warning", "ibv_fork_init failed: BGSAVE may be unsafe with RDMA");
     rd.ec = rdma_create_event_channel();
     if (!rd.ec) {
         snprintf(err, errLen, "rdma_create_event_channel: %s (no RDMA support?)", strerror(errno));
@@ -980,8 +985,8 @@ const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t
         goto out_shutdown;
     }
     if (setNonBlocking(rd.ec->fd) == -1 || setNonBlocking(rd.comp->fd) == -1 ||
-        engineWatch(rd.ec->fd, EPOLLIN, rdmaOnCmEvent, NULL) == -1 ||
-        engineWatch(rd.comp->fd, EPOLLIN, rdmaOnComp, NULL) == -1) {
+        host->watch(rd.ec->fd, EPOLLIN, rdmaOnCmEvent, NULL) == -1 ||
+        host->watch(rd.comp->fd, EPOLLIN, rdmaOnComp, NULL) == -1) {
         snprintf(err, errLen, "cannot watch the RDMA event channels");
         goto out_shutdown;
     }
@@ -989,7 +994,7 @@ const TransportOps *rdmaTransportInit(const EngineConfig *cfg, char *err, size_t
         snprintf(err, errLen, "rdma_listen: %s", strerror(errno));
         goto out_shutdown;
     }
-    engineLog("notice", "RDMA on %s (%s:%d), arena of %llu bytes registered, %d reads in flight",
+    host->log("notice", "RDMA on %s (%s:%d), arena of %llu bytes registered, %d reads in flight",
               dev, cfg->rdmaBind, cfg->rdmaPort, (unsigned long long)rd.arenaSize, rd.rdAtomic);
     return &rdmaTransport;
 

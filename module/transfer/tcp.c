@@ -23,8 +23,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "engineint.h"
+#include "tcp.h"
 #include "common/util.h"
+
+/* The engine core, as given to tcpTransportInit. */
+static const TransportHost *host;
+static const TransportOps tcpTransport;
 
 #define TCP_RXBUF     (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
 #define TCP_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
@@ -123,10 +127,10 @@ static void tcpCloseConn(Conn *base, const char *why)
     if (c->closed)
         return;
     c->closed = 1;
-    engineUnwatch(c->fd);
+    host->unwatch(c->fd);
     close(c->fd);
     c->fd = -1;
-    engineOnClosed(base, why);
+    host->onClosed(base, why);
     if (!c->inHandler)
         tcpFree(c);
 }
@@ -150,7 +154,7 @@ static TcpConn *tcpNew(int fd, const char *desc)
         return NULL;
     c->fd = fd;
     c->base.ops = &tcpTransport;
-    c->base.id = engineNextConnId();
+    c->base.id = host->nextConnId();
     snprintf(c->base.desc, sizeof(c->base.desc), "tcp %s", desc);
     linkAdd(c);
     return c;
@@ -161,7 +165,7 @@ static TcpConn *tcpNew(int fd, const char *desc)
 /* Is the send side of c over a cap, so that its requests must wait? */
 static int tcpBusy(const TcpConn *c)
 {
-    return c->txBytes > TCP_TXQ_MAX || engineConnBusy(&c->base);
+    return c->txBytes > TCP_TXQ_MAX || host->connBusy(&c->base);
 }
 
 /* Set the epoll mask c needs: EPOLLIN unless reading is paused, EPOLLOUT
@@ -174,7 +178,7 @@ static void tcpUpdateEvents(TcpConn *c)
 
     if (c->closed || c->connecting || ev == c->events)
         return;
-    if (engineModify(c->fd, ev, tcpOnEvent, c) == 0)
+    if (host->modify(c->fd, ev, tcpOnEvent, c) == 0)
         c->events = ev;
 }
 
@@ -226,7 +230,7 @@ static int tcpFlush(TcpConn *c)
             c->txBytes -= sizeof(*it) + it->frameLen;
             free(it);
             if (cookie)
-                engineOnSendDone(&c->base, cookie);
+                host->onSendDone(&c->base, cookie);
             if (c->closed)
                 return -1;
         }
@@ -250,7 +254,7 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
         return -1;
     int len = wireEncode(m, frame, sizeof(frame));
     if (len < 0) {
-        engineLog("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
+        host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
         return -1;
     }
     it = calloc(1, sizeof(*it) + (size_t)len);
@@ -298,7 +302,7 @@ static void tcpPayloadComplete(TcpConn *c)
 {
     c->rx = RX_FRAME;
     c->payDst = NULL;
-    engineOnPayloadDone(&c->base);
+    host->onPayloadDone(&c->base);
 }
 
 /* Decode and deliver every whole frame in rxbuf. Returns 0, or -1 after
@@ -321,7 +325,7 @@ static int tcpParseFrames(TcpConn *c)
         if (wireDecodeBody(c->rxbuf + off + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
             goto out_bad_frame;
         off += OBJ_WIRE_HDR_LEN + m.h.bodyLen;
-        if (engineOnFrame(&c->base, &m, NULL, 0) == -1) {
+        if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
             if (!c->closed)
                 tcpCloseConn(&c->base, "protocol error (see the previous log line)");
             return -1;
@@ -351,8 +355,8 @@ static int tcpParseFrames(TcpConn *c)
 out_bad_frame : {
     char reason[128];
     snprintf(reason, sizeof(reason), "bad frame: %s", why);
-    engineCountBadFrame();
-    engineLog("warning", "%s: %s", c->base.desc, reason);
+    host->countBadFrame();
+    host->log("warning", "%s: %s", c->base.desc, reason);
     tcpCloseConn(&c->base, reason);
     return -1;
 }
@@ -417,7 +421,7 @@ static void tcpOnEvent(void *arg, uint32_t events)
         } else {
             c->connecting = 0;
             c->events = EPOLLOUT; /* what tcpConnect watched for */
-            engineOnUp(&c->base);
+            host->onUp(&c->base);
             if (!c->closed)
                 tcpFlush(c);
         }
@@ -450,14 +454,14 @@ static void tcpOnAccept(void *arg, uint32_t events)
         int fd = accept4(listenFd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd == -1) {
             if (errno != EAGAIN && errno != EINTR)
-                engineLog("warning", "tcp accept: %s", strerror(errno));
+                host->log("warning", "tcp accept: %s", strerror(errno));
             return;
         }
         tcpSetOptions(fd);
         char desc[64];
         snprintf(desc, sizeof(desc), "%s:%d (in)", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
         TcpConn *c = tcpNew(fd, desc);
-        if (!c || engineWatch(fd, EPOLLIN, tcpOnEvent, c) == -1) {
+        if (!c || host->watch(fd, EPOLLIN, tcpOnEvent, c) == -1) {
             if (c)
                 tcpFree(c);
             close(fd);
@@ -465,7 +469,7 @@ static void tcpOnAccept(void *arg, uint32_t events)
         }
         c->events = EPOLLIN;
         snprintf(c->base.source, sizeof(c->base.source), "%s", inet_ntoa(sa.sin_addr));
-        engineOnUp(&c->base);
+        host->onUp(&c->base);
     }
 }
 
@@ -489,7 +493,7 @@ static int tcpListen(const char *bindAddr, int port, char *err, size_t errLen)
                  strerror(errno));
         goto out_close;
     }
-    if (engineWatch(listenFd, EPOLLIN, tcpOnAccept, NULL) == -1) {
+    if (host->watch(listenFd, EPOLLIN, tcpOnAccept, NULL) == -1) {
         snprintf(err, errLen, "cannot watch the transfer listener");
         goto out_close;
     }
@@ -523,7 +527,7 @@ static Conn *tcpConnect(Peer *peer, const char *addr, int port, char *err, size_
     char desc[64];
     snprintf(desc, sizeof(desc), "%s:%d", addr, port);
     TcpConn *c = tcpNew(fd, desc);
-    if (!c || engineWatch(fd, EPOLLOUT, tcpOnEvent, c) == -1) {
+    if (!c || host->watch(fd, EPOLLOUT, tcpOnEvent, c) == -1) {
         snprintf(err, errLen, "UNAVAILABLE out of memory");
         if (c)
             tcpFree(c);
@@ -538,7 +542,7 @@ static Conn *tcpConnect(Peer *peer, const char *addr, int port, char *err, size_
 static void tcpShutdown(void)
 {
     if (listenFd != -1) {
-        engineUnwatch(listenFd);
+        host->unwatch(listenFd);
         close(listenFd);
         listenFd = -1;
     }
@@ -556,7 +560,7 @@ static uint32_t tcpArenaRkey(Conn *c)
     return 0;
 }
 
-const TransportOps tcpTransport = {
+static const TransportOps tcpTransport = {
     .name = "tcp",
     .feature = OBJ_FEAT_TCP,
     .listen = tcpListen,
@@ -570,3 +574,9 @@ const TransportOps tcpTransport = {
     .arenaRkey = tcpArenaRkey,
     .close = tcpCloseConn,
 };
+
+const TransportOps *tcpTransportInit(const TransportHost *h)
+{
+    host = h;
+    return &tcpTransport;
+}

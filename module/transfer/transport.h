@@ -2,8 +2,8 @@
  * transport.h - the operations table that hides which wire a connection is
  * on, the way Redis's ConnectionType hides tcp/unix/tls. The engine core
  * (engine.c, fetch logic, handshake) talks to a Conn only through these
- * operations, and transports report back only through the engineOn*()
- * upcalls declared at the bottom. Everything here runs on the engine thread.
+ * operations, and transports report back only through the TransportHost
+ * they are given when created. Everything here runs on the engine thread.
  */
 #ifndef OBJSTORE_TRANSPORT_H
 #define OBJSTORE_TRANSPORT_H
@@ -30,23 +30,23 @@ typedef struct TransportOps {
     int (*listen)(const char *bind, int port, char *err, size_t errLen);
     void (*shutdown)(void); /* stop listening and close every connection */
     /* Begin connecting to addr:port for peer; the Conn is CONN_CONNECTING
-     * until engineOnUp(). Returns NULL with a reason in err. */
+     * until host->onUp(). Returns NULL with a reason in err. */
     Conn *(*connect)(Peer *peer, const char *addr, int port, char *err, size_t errLen);
     /* Queue a frame. With payload: the bytes follow the frame (streams) or
      * ride inline in the same message (rings; payloadLen <= maxInline). The
      * caller keeps the payload memory valid (pinned) until
-     * engineOnSendDone(cookie). Returns 0, or -1 (the conn is being closed). */
+     * host->onSendDone(cookie). Returns 0, or -1 (the conn is being closed). */
     int (*send)(Conn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie);
     /* Streams only: the next len bytes of the stream go to dst (dst NULL:
-     * they are read and thrown away); then engineOnPayloadDone(). NULL on
+     * they are read and thrown away); then host->onPayloadDone(). NULL on
      * message transports. */
     int (*recvPayload)(Conn *c, void *dst, size_t len);
     /* Streams only: the rest of the payload being received is thrown away,
      * its destination is no longer valid (a cancelled fetch); the stream
-     * stays in step and engineOnPayloadDone() still comes at its end. */
+     * stays in step and host->onPayloadDone() still comes at its end. */
     void (*discardPayload)(Conn *c);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
-     * lies in the registered arena); engineOnReadDone(cookie, status) when
+     * lies in the registered arena); host->onReadDone(cookie, status) when
      * done. NULL on transports without one-sided reads. */
     int (*readRemote)(Conn *c, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
                       void *cookie);
@@ -54,7 +54,7 @@ typedef struct TransportOps {
     size_t (*maxInline)(Conn *c);
     /* rkey under which the whole local arena can be read (RDMA), else 0. */
     uint32_t (*arenaRkey)(Conn *c);
-    /* Close now: no further upcalls except engineOnClosed(). */
+    /* Close now: no further upcalls except host->onClosed(). */
     void (*close)(Conn *c, const char *why);
 } TransportOps;
 
@@ -84,33 +84,39 @@ struct Conn {
     struct Conn *next; /* engine's list of all connections */
 };
 
-/* ---- upcalls from transports into the engine core (engine.c) ---- */
+/* ---- the host: what a transport may ask of the engine core ---- */
 
-/* Register a file descriptor with the engine's epoll; fn(arg, events) runs on
- * readiness. Returns 0 or -1. */
+/* fn(arg, events) runs on the engine thread when fd is ready. */
 typedef void EngineFdFn(void *arg, uint32_t events);
-int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg);
-int engineModify(int fd, uint32_t events, EngineFdFn *fn, void *arg);
-void engineUnwatch(int fd);
-uint64_t engineNextConnId(void);
-/* A frame failed to decode (counted in transfer_bad_frames). */
-void engineCountBadFrame(void);
-/* Should the transport stop reading new frames from c for now? (It holds as
- * many pins as a connection may: its requests wait in the socket.) */
-int engineConnBusy(const Conn *c);
-/* The transport is up (connected or accepted): the core starts the handshake. */
-void engineOnUp(Conn *c);
-/* A frame arrived; payload is non-NULL for an inline DATA on a ring
- * transport. Returns 0, or -1 when the core wants the conn closed (the
- * transport then closes it with the logged reason). */
-int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
-void engineOnPayloadDone(Conn *c);
-void engineOnSendDone(Conn *c, void *cookie);
-void engineOnReadDone(Conn *c, void *cookie, int ok);
-/* The conn is gone (peer closed, error, or close()); called exactly once.
- * The transport frees its memory after this returns. */
-void engineOnClosed(Conn *c, const char *why);
-/* Log from any engine-side file, with a level "warning"/"notice"/"verbose". */
-void engineLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Given to a transport when it is created; the only way it calls into the
+ * core (transports never name engine functions). */
+typedef struct TransportHost {
+    /* Register / change / drop a descriptor in the engine's epoll. 0 or -1. */
+    int (*watch)(int fd, uint32_t events, EngineFdFn *fn, void *arg);
+    int (*modify)(int fd, uint32_t events, EngineFdFn *fn, void *arg);
+    void (*unwatch)(int fd);
+    uint64_t (*nextConnId)(void);
+    /* A frame failed to decode (counted in transfer_bad_frames). */
+    void (*countBadFrame)(void);
+    /* Should the transport stop reading new frames from c for now? (It holds
+     * as many pins as a connection may: its requests wait in the socket.) */
+    int (*connBusy)(const Conn *c);
+    /* The transport is up (connected or accepted): the core starts the
+     * handshake. */
+    void (*onUp)(Conn *c);
+    /* A frame arrived; payload is non-NULL for an inline DATA on a ring
+     * transport. Returns 0, or -1 when the core wants the conn closed (the
+     * transport then closes it with the logged reason). */
+    int (*onFrame)(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+    void (*onPayloadDone)(Conn *c);
+    void (*onSendDone)(Conn *c, void *cookie);
+    void (*onReadDone)(Conn *c, void *cookie, int ok);
+    /* The conn is gone (peer closed, error, or close()); called exactly
+     * once. The transport frees its memory after this returns. */
+    void (*onClosed)(Conn *c, const char *why);
+    /* Log with a level "warning"/"notice"/"verbose". */
+    void (*log)(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+} TransportHost;
 
 #endif /* OBJSTORE_TRANSPORT_H */
