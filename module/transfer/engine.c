@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "engineint.h"
+#include "fetch.h"
 #include "rdma.h"
+#include "serve.h"
 #include "tcp.h"
 #include "common/util.h"
 
@@ -54,6 +56,41 @@ typedef struct EngineCmd {
     DirResult *res;
     struct EngineCmd *next;
 } EngineCmd;
+
+/* ---- the sides: handler tables of the requesting and answering sides ---------- */
+
+#define ENGINE_MAX_SIDES 4
+static const EngineSide *sides[ENGINE_MAX_SIDES];
+static int nSides;
+
+/* Call the handler `fn` of every side that has one, with the arguments. */
+#define ENGINE_EACH_SIDE(fn, ...)                                                                  \
+    do {                                                                                           \
+        for (int s_ = 0; s_ < nSides; s_++)                                                        \
+            if (sides[s_]->fn)                                                                     \
+                sides[s_]->fn(__VA_ARGS__);                                                        \
+    } while (0)
+
+int engineAddSide(const EngineSide *side)
+{
+    if (nSides == ENGINE_MAX_SIDES)
+        return -1;
+    sides[nSides++] = side;
+    return 0;
+}
+
+/* A READY connection's frame of a request type: the one side that handles
+ * that type gets it. Returns its answer, or -1 (logged) when none does. */
+static int engineDispatchFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+{
+    for (int i = 0; i < nSides; i++)
+        if (sides[i]->onFrame[m->h.type])
+            return sides[i]->onFrame[m->h.type](c, m, payload, payloadLen);
+    engineLog("warning", "%s: unexpected %s", c->desc, wireTypeName(m->h.type));
+    return -1;
+}
+
+/* ---- the queue from the Redis thread ------------------------------------------- */
 
 static pthread_mutex_t queueLock = PTHREAD_MUTEX_INITIALIZER;
 static EngineCmd *queueHead, *queueTail;
@@ -157,16 +194,16 @@ static void engineDrainQueue(void)
         EngineCmd *next = c->next;
         switch (c->type) {
             case CMD_SUBMIT:
-                fetchSubmit(c->req);
+                ENGINE_EACH_SIDE(submit, c->req);
                 break;
             case CMD_CANCEL:
-                fetchCancel(c->val, 0);
+                ENGINE_EACH_SIDE(cancel, c->val, 0);
                 break;
             case CMD_TIMEOUT:
-                fetchCancel(c->val, 1);
+                ENGINE_EACH_SIDE(cancel, c->val, 1);
                 break;
             case CMD_DIR_RESULT:
-                fetchOnDirResult(c->val, c->res);
+                ENGINE_EACH_SIDE(dirResult, c->val, c->res);
                 break;
             case CMD_READ_MIN:
                 eng.cfg.rdmaReadMin = c->val;
@@ -535,7 +572,7 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         if (engineSend(c, &a, NULL, 0, NULL) == -1)
             return -1;
         c->state = CONN_READY;
-        fetchOnConnReady(c);
+        ENGINE_EACH_SIDE(connReady, c);
         return 0;
     }
     if (m->h.type == WIRE_ERROR) {
@@ -559,26 +596,20 @@ int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payl
                   wireTypeName(m->h.type));
     else if (c->state == CONN_READY) {
         switch (m->h.type) {
-            case WIRE_FETCH:
-                rc = serveOnFetch(c, m);
-                break;
-            case WIRE_DONE:
-                rc = serveOnDone(c, m);
-                break;
-            case WIRE_DATA:
-                rc = fetchOnData(c, m, payload, payloadLen);
-                break;
-            case WIRE_RNDV:
-                rc = fetchOnRndv(c, m);
-                break;
             case WIRE_ERROR:
-                if (m->h.reqId == 0) {
+                if (m->h.reqId == 0) { /* the session failed, not a request */
                     engineLog("warning", "%s: peer error: %.*s", c->desc, (int)m->u.error.textLen,
                               m->u.error.text);
                     rc = -1;
-                } else {
-                    rc = fetchOnError(c, m);
+                    break;
                 }
+                rc = engineDispatchFrame(c, m, payload, payloadLen);
+                break;
+            case WIRE_FETCH:
+            case WIRE_DONE:
+            case WIRE_DATA:
+            case WIRE_RNDV:
+                rc = engineDispatchFrame(c, m, payload, payloadLen);
                 break;
             case WIRE_PING: {
                 WireMsg p = {.h = {.type = WIRE_PONG, .reqId = m->h.reqId}};
@@ -604,17 +635,17 @@ int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payl
 
 void engineOnPayloadDone(Conn *c)
 {
-    fetchOnPayloadDone(c);
+    ENGINE_EACH_SIDE(payloadDone, c);
 }
 
 void engineOnSendDone(Conn *c, void *cookie)
 {
-    serveOnSendDone(c, cookie);
+    ENGINE_EACH_SIDE(sendDone, c, cookie);
 }
 
 void engineOnReadDone(Conn *c, void *cookie, int ok)
 {
-    fetchOnReadDone(c, cookie, ok);
+    ENGINE_EACH_SIDE(readDone, c, cookie, ok);
 }
 
 void engineOnClosed(Conn *c, const char *why)
@@ -634,8 +665,7 @@ void engineOnClosed(Conn *c, const char *why)
             if (c->peer->conn[i] == c)
                 c->peer->conn[i] = NULL;
     }
-    fetchOnConnClosed(c);
-    serveOnConnClosed(c);
+    ENGINE_EACH_SIDE(connClosed, c);
 }
 
 /* Periodic: close connections that took too long to authenticate, and
@@ -683,7 +713,7 @@ static void *engineMain(void *arg)
         int64_t now = utilMonoUs();
         if (now - lastTick >= ENGINE_TICK_MS * 1000) {
             lastTick = now;
-            serveTick();
+            ENGINE_EACH_SIDE(tick);
             engineConnTick();
         }
         int n = epoll_wait(eng.epfd, evs, ENGINE_MAX_EVENTS, ENGINE_TICK_MS);
@@ -724,6 +754,9 @@ int engineStart(const EngineConfig *cfg, char *err, size_t errLen)
 {
     memset(&eng, 0, sizeof(eng));
     eng.cfg = *cfg;
+    nSides = 0;
+    engineAddSide(&fetchSide);
+    engineAddSide(&serveSide);
     pthread_mutex_init(&eng.statLock, NULL);
     eng.epfd = epoll_create1(EPOLL_CLOEXEC);
     eng.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -788,7 +821,7 @@ void engineStop(void)
     for (int i = 0; i < TP_COUNT; i++)
         if (eng.tp[i])
             eng.tp[i]->shutdown();
-    fetchShutdown();
+    ENGINE_EACH_SIDE(shutdown);
     while (eng.peers) {
         Peer *next = eng.peers->next;
         free(eng.peers);

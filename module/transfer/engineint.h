@@ -90,26 +90,33 @@ int engineTpIndex(const TransportOps *ops);
 /* Ask the directory for id; the answer comes back as fetchOnDirResult(xid). */
 void engineLookup(uint64_t xid, const char *id, size_t idLen);
 
-/* fetch.c: the requesting side */
-void fetchSubmit(FetchReq *req);
-void fetchCancel(uint64_t seq, int timedOut);
-void fetchOnDirResult(uint64_t xid, DirResult *res);
-void fetchOnConnReady(Conn *c);
-void fetchOnConnClosed(Conn *c);
-int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
-int fetchOnRndv(Conn *c, const WireMsg *m);
-int fetchOnError(Conn *c, const WireMsg *m);
-void fetchOnPayloadDone(Conn *c);
-void fetchOnReadDone(Conn *c, void *cookie, int ok);
-void fetchShutdown(void);
+/* A side of the engine: the requesting side (fetch.c) or the answering side
+ * (serve.c). The core dispatches work and frames through the tables
+ * registered with engineAddSide and never names their functions; a NULL
+ * entry means "not mine". */
+typedef int EngineFrameFn(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+typedef struct EngineSide {
+    const char *name;
+    /* Work queued by the Redis thread (engine.h). */
+    void (*submit)(FetchReq *req);
+    void (*cancel)(uint64_t seq, int timedOut);
+    void (*dirResult)(uint64_t xid, DirResult *res);
+    /* Frames of a READY connection, by type (an ERROR with reqId 0 is the
+     * core's: the session failed). Return 0, or -1 to close the conn. */
+    EngineFrameFn *onFrame[WIRE_TYPE_MAX + 1];
+    /* Connection and transport events. */
+    void (*connReady)(Conn *c);
+    void (*connClosed)(Conn *c);
+    void (*payloadDone)(Conn *c);
+    void (*sendDone)(Conn *c, void *cookie);
+    void (*readDone)(Conn *c, void *cookie, int ok);
+    /* Periodic (every ENGINE_TICK_MS), and once at stop. */
+    void (*tick)(void);
+    void (*shutdown)(void);
+} EngineSide;
 
-/* serve.c: the answering side */
-int serveOnFetch(Conn *c, const WireMsg *m);
-int serveOnDone(Conn *c, const WireMsg *m);
-void serveOnSendDone(Conn *c, void *cookie);
-void serveOnConnClosed(Conn *c);
-/* Periodic: close connections whose read rendezvous were never finished. */
-void serveTick(void);
+/* Add a side before the engine starts. Returns 0, or -1 when full. */
+int engineAddSide(const EngineSide *side);
 
 /* The core's side of the transports' host table (engine.c). */
 int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg);

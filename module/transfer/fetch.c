@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engineint.h"
+#include "fetch.h"
 #include "common/util.h"
 #include "store/checksum.h"
 
@@ -335,7 +335,7 @@ static void submitItem(FetchReq *r, size_t idx)
     engineLookup(x->xid, x->id, x->idLen);
 }
 
-void fetchSubmit(FetchReq *r)
+static void fetchSubmit(FetchReq *r)
 {
     pthread_mutex_lock(&eng.statLock);
     eng.st.fetchRequests++;
@@ -349,7 +349,7 @@ void fetchSubmit(FetchReq *r)
         submitItem(r, i);
 }
 
-void fetchOnDirResult(uint64_t xid, DirResult *res)
+static void fetchOnDirResult(uint64_t xid, DirResult *res)
 {
     Transfer *x = xferByXid(xid);
     ObjTable *t = eng.cfg.table;
@@ -389,7 +389,7 @@ void fetchOnDirResult(uint64_t xid, DirResult *res)
     xferTryNext(x);
 }
 
-void fetchOnConnReady(Conn *c)
+static void fetchOnConnReady(Conn *c)
 {
     int again = 1;
 
@@ -406,7 +406,7 @@ void fetchOnConnReady(Conn *c)
     }
 }
 
-void fetchOnConnClosed(Conn *c)
+static void fetchOnConnClosed(Conn *c)
 {
     char why[256];
     int again = 1;
@@ -432,7 +432,7 @@ void fetchOnConnClosed(Conn *c)
     }
 }
 
-int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     Transfer *x = xferByXid(m->h.reqId);
     int stream = c->ops->recvPayload != NULL;
@@ -481,7 +481,7 @@ int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloa
     return c->ops->recvPayload(c, dst, total);
 }
 
-void fetchOnPayloadDone(Conn *c)
+static void fetchOnPayloadDone(Conn *c)
 {
     for (Transfer *x = eng.xfers; x; x = x->next) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
@@ -502,7 +502,7 @@ static void sendDone(Conn *c, uint64_t reqId)
         engineSend(c, &d, NULL, 0, NULL);
 }
 
-int fetchOnRndv(Conn *c, const WireMsg *m)
+static int fetchOnRndv(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
 
@@ -528,7 +528,7 @@ int fetchOnRndv(Conn *c, const WireMsg *m)
     return 0;
 }
 
-void fetchOnReadDone(Conn *c, void *cookie, int ok)
+static void fetchOnReadDone(Conn *c, void *cookie, int ok)
 {
     Transfer *x = xferByXid((uint64_t)(uintptr_t)cookie);
 
@@ -549,7 +549,7 @@ void fetchOnReadDone(Conn *c, void *cookie, int ok)
     xferReceived(x);
 }
 
-int fetchOnError(Conn *c, const WireMsg *m)
+static int fetchOnError(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
     char why[192];
@@ -604,7 +604,7 @@ static void xferCancel(Transfer *x)
     xferFree(x);
 }
 
-void fetchCancel(uint64_t seq, int timedOut)
+static void fetchCancel(uint64_t seq, int timedOut)
 {
     FetchReq *r;
 
@@ -638,7 +638,7 @@ void fetchCancel(uint64_t seq, int timedOut)
     eng.cfg.onFetchDone(r);
 }
 
-void fetchShutdown(void)
+static void fetchShutdown(void)
 {
     while (eng.live)
         fetchCancel(eng.live->seq, 0);
@@ -649,3 +649,31 @@ void fetchShutdown(void)
         xferFree(x);
     }
 }
+
+/* Frame handlers in the side's shape (they need no inline payload). */
+static int fetchOnRndvFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
+{
+    return fetchOnRndv(c, m);
+}
+
+static int fetchOnErrorFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
+{
+    return fetchOnError(c, m);
+}
+
+/* ---- the requesting side's handler table ---------------------------------------------- */
+
+const EngineSide fetchSide = {
+    .name = "fetch",
+    .submit = fetchSubmit,
+    .cancel = fetchCancel,
+    .dirResult = fetchOnDirResult,
+    .onFrame = {[WIRE_DATA] = fetchOnData,
+                [WIRE_RNDV] = fetchOnRndvFrame,
+                [WIRE_ERROR] = fetchOnErrorFrame},
+    .connReady = fetchOnConnReady,
+    .connClosed = fetchOnConnClosed,
+    .payloadDone = fetchOnPayloadDone,
+    .readDone = fetchOnReadDone,
+    .shutdown = fetchShutdown,
+};

@@ -10,7 +10,7 @@
  */
 #include <stdlib.h>
 
-#include "engineint.h"
+#include "serve.h"
 #include "common/util.h"
 
 /* A requester that neither reads nor says DONE within this long is gone or
@@ -38,7 +38,7 @@ static void unpin(Conn *c, ObjEntry *e)
         c->pins--;
 }
 
-int serveOnFetch(Conn *c, const WireMsg *m)
+static int serveOnFetch(Conn *c, const WireMsg *m)
 {
     ObjTable *t = eng.cfg.table;
     WireMsg r = {.h = {.reqId = m->h.reqId}};
@@ -99,7 +99,7 @@ int serveOnFetch(Conn *c, const WireMsg *m)
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
-int serveOnDone(Conn *c, const WireMsg *m)
+static int serveOnDone(Conn *c, const WireMsg *m)
 {
     for (Rndv **pp = &rndvs; *pp; pp = &(*pp)->next) {
         Rndv *rv = *pp;
@@ -113,13 +113,13 @@ int serveOnDone(Conn *c, const WireMsg *m)
     return 0; /* a DONE for something already released: harmless */
 }
 
-void serveOnSendDone(Conn *c, void *cookie)
+static void serveOnSendDone(Conn *c, void *cookie)
 {
     if (cookie)
         unpin(c, cookie);
 }
 
-void serveOnConnClosed(Conn *c)
+static void serveOnConnClosed(Conn *c)
 {
     Rndv **pp = &rndvs;
 
@@ -138,7 +138,7 @@ void serveOnConnClosed(Conn *c)
     c->pins = 0;
 }
 
-void serveTick(void)
+static void serveTick(void)
 {
     int64_t now = utilMonoUs();
 
@@ -152,3 +152,24 @@ void serveTick(void)
         }
     }
 }
+
+/* Frame handlers in the side's shape (requests carry no payload). */
+static int serveOnFetchFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
+{
+    return serveOnFetch(c, m);
+}
+
+static int serveOnDoneFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
+{
+    return serveOnDone(c, m);
+}
+
+/* ---- the answering side's handler table ----------------------------------------------- */
+
+const EngineSide serveSide = {
+    .name = "serve",
+    .onFrame = {[WIRE_FETCH] = serveOnFetchFrame, [WIRE_DONE] = serveOnDoneFrame},
+    .sendDone = serveOnSendDone,
+    .connClosed = serveOnConnClosed,
+    .tick = serveTick,
+};
