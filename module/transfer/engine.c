@@ -43,8 +43,6 @@
  * connection's requests until some are released. */
 #define ENGINE_CONN_PINS_MAX 256
 
-Engine eng;
-
 /* ---- work queue (any thread -> engine thread) ----------------------------------- */
 
 typedef enum CmdType { CMD_SUBMIT, CMD_CANCEL, CMD_TIMEOUT, CMD_DIR_RESULT, CMD_READ_MIN } CmdType;
@@ -56,6 +54,23 @@ typedef struct EngineCmd {
     DirResult *res;
     struct EngineCmd *next;
 } EngineCmd;
+
+/* The engine's state: touched by the engine thread only, except the
+ * counters (statLock). */
+typedef struct Engine {
+    EngineConfig cfg;
+    const TransportOps *tp[TP_COUNT]; /* NULL where unavailable */
+    int epfd, evfd;
+    pthread_t thread;
+    int running;
+    Conn *conns;
+    Peer *peers;
+    uint64_t nextConnId;
+    pthread_mutex_t statLock;
+    EngineStats st;
+} Engine;
+
+static Engine eng;
 
 /* ---- the sides: handler tables of the requesting and answering sides ---------- */
 
@@ -287,6 +302,27 @@ void engineLog(const char *level, const char *fmt, ...)
     va_end(ap);
     if (eng.cfg.log)
         eng.cfg.log(level, msg);
+}
+
+const EngineConfig *engineConfig(void)
+{
+    return &eng.cfg;
+}
+
+const TransportOps *engineTransport(int tp)
+{
+    return tp >= 0 && tp < TP_COUNT ? eng.tp[tp] : NULL;
+}
+
+EngineStats *engineStatsBegin(void)
+{
+    pthread_mutex_lock(&eng.statLock);
+    return &eng.st;
+}
+
+void engineStatsEnd(void)
+{
+    pthread_mutex_unlock(&eng.statLock);
 }
 
 EngineTransportStats *engineTpStats(int tp)

@@ -1,8 +1,10 @@
 /*
- * engineint.h - state shared by the engine's own files (engine.c: loop,
- * queue, connections, handshake; fetch.c: the requesting side; serve.c: the
- * answering side). Not for the Redis-facing layer: that uses engine.h.
- * Everything here is touched by the engine thread only, unless it says so.
+ * engineint.h - the engine core (engine.c: loop, queue, connections,
+ * handshake) as its sides see it: the handler table a side registers
+ * (EngineSide) and the narrow API the sides call (send, connect, look up,
+ * settings, counters). The core's own state stays inside engine.c; the
+ * requesting side's stays in fetch.c. Not for the Redis-facing layer: that
+ * uses engine.h. Engine thread only, unless a function says otherwise.
  */
 #ifndef OBJSTORE_ENGINEINT_H
 #define OBJSTORE_ENGINEINT_H
@@ -25,67 +27,19 @@ struct Peer {
     struct Peer *next;
 };
 
-typedef enum XferState {
-    XFER_LOOKUP = 0, /* waiting for the directory */
-    XFER_CONNECTING, /* waiting for conn to be READY */
-    XFER_REQUESTED,  /* FETCH sent */
-    XFER_RECEIVING,  /* payload streaming into the object */
-    XFER_READING     /* RDMA reads outstanding */
-} XferState;
-
-/* One requester of a transfer: item idx of req. */
-typedef struct XferWaiter {
-    FetchReq *req;
-    size_t idx;
-} XferWaiter;
-
-/* One object being pulled from another node, shared by every OBJ.FETCH that
- * asked for it while it runs. */
-typedef struct Transfer {
-    uint64_t xid; /* reqId on the wire */
-    char *id;
-    size_t idLen;
-    FetchVia via;
-    XferState state;
-    DirResult *dir;
-    size_t nextLoc;  /* next location in dir to try */
-    ObjEntry *entry; /* the created local object, NULL until allocated */
-    Conn *conn;      /* the connection of the current attempt */
-    int tp;          /* TP_* of the current attempt */
-    int attempts;
-    int readsPending; /* RDMA reads in flight */
-    int readFailed;
-    int cancelled; /* no requester left: finish quietly */
-    int64_t startUs;
-    uint64_t remoteChecksum;
-    char lastErr[160];
-    XferWaiter *waiters;
-    size_t nWaiters, capWaiters;
-    struct Transfer *next;
-} Transfer;
-
-typedef struct Engine {
-    EngineConfig cfg;
-    const TransportOps *tp[TP_COUNT]; /* NULL where unavailable */
-    int epfd, evfd;
-    pthread_t thread;
-    int running;
-    Conn *conns;
-    Peer *peers;
-    Transfer *xfers;
-    FetchReq *live; /* submitted, not yet finished */
-    uint64_t nextXid, nextConnId;
-    pthread_mutex_t statLock;
-    EngineStats st;
-} Engine;
-
-extern Engine eng;
-
 /* engine.c */
 int engineSend(Conn *c, WireMsg *m, const void *payload, size_t len, void *cookie);
 void engineSendError(Conn *c, uint64_t reqId, WireErr code, const char *text);
 Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen);
-EngineTransportStats *engineTpStats(int tp); /* caller holds eng.statLock */
+/* The engine's settings (its copy of what engineStart was given). */
+const EngineConfig *engineConfig(void);
+/* The transport at TP_* index tp, or NULL where it is unavailable. */
+const TransportOps *engineTransport(int tp);
+/* Lock the counters and return them; engineStatsEnd unlocks. Any thread. */
+EngineStats *engineStatsBegin(void);
+void engineStatsEnd(void);
+/* The counters of transport tp (between engineStatsBegin and End). */
+EngineTransportStats *engineTpStats(int tp);
 int engineTpIndex(const TransportOps *ops);
 /* Ask the directory for id; the answer comes back as fetchOnDirResult(xid). */
 void engineLookup(uint64_t xid, const char *id, size_t idLen);

@@ -18,11 +18,57 @@
 #include "common/util.h"
 #include "store/checksum.h"
 
+typedef enum XferState {
+    XFER_LOOKUP = 0, /* waiting for the directory */
+    XFER_CONNECTING, /* waiting for conn to be READY */
+    XFER_REQUESTED,  /* FETCH sent */
+    XFER_RECEIVING,  /* payload streaming into the object */
+    XFER_READING     /* RDMA reads outstanding */
+} XferState;
+
+/* One requester of a transfer: item idx of req. */
+typedef struct XferWaiter {
+    FetchReq *req;
+    size_t idx;
+} XferWaiter;
+
+/* One object being pulled from another node, shared by every OBJ.FETCH that
+ * asked for it while it runs. */
+typedef struct Transfer {
+    uint64_t xid; /* reqId on the wire */
+    char *id;
+    size_t idLen;
+    FetchVia via;
+    XferState state;
+    DirResult *dir;
+    size_t nextLoc;  /* next location in dir to try */
+    ObjEntry *entry; /* the created local object, NULL until allocated */
+    Conn *conn;      /* the connection of the current attempt */
+    int tp;          /* TP_* of the current attempt */
+    int attempts;
+    int readsPending; /* RDMA reads in flight */
+    int readFailed;
+    int cancelled; /* no requester left: finish quietly */
+    int64_t startUs;
+    uint64_t remoteChecksum;
+    char lastErr[160];
+    XferWaiter *waiters;
+    size_t nWaiters, capWaiters;
+    struct Transfer *next;
+} Transfer;
+
+/* The requesting side's state (engine thread only). */
+static struct {
+    Transfer *xfers;
+    FetchReq *live; /* submitted, not yet finished */
+    uint64_t nextXid;
+} fs;
+
 /* ---- requests ---------------------------------------------------------------------- */
 
 static void reqUnlinkLive(FetchReq *r)
 {
-    FetchReq **pp = &eng.live;
+    FetchReq **pp = &fs.live;
 
     while (*pp && *pp != r)
         pp = &(*pp)->next;
@@ -43,7 +89,7 @@ static void reqItemDone(FetchReq *r, size_t idx, const char *err)
     snprintf(it->err, sizeof(it->err), "%s", err);
     if (--r->remaining == 0) {
         reqUnlinkLive(r);
-        eng.cfg.onFetchDone(r);
+        engineConfig()->onFetchDone(r);
     }
 }
 
@@ -51,7 +97,7 @@ static void reqItemDone(FetchReq *r, size_t idx, const char *err)
 
 static Transfer *xferByXid(uint64_t xid)
 {
-    for (Transfer *x = eng.xfers; x; x = x->next)
+    for (Transfer *x = fs.xfers; x; x = x->next)
         if (x->xid == xid)
             return x;
     return NULL;
@@ -59,7 +105,7 @@ static Transfer *xferByXid(uint64_t xid)
 
 static Transfer *xferById(const char *id, size_t idLen)
 {
-    for (Transfer *x = eng.xfers; x; x = x->next)
+    for (Transfer *x = fs.xfers; x; x = x->next)
         if (!x->cancelled && x->idLen == idLen && !memcmp(x->id, id, idLen))
             return x;
     return NULL;
@@ -81,7 +127,7 @@ static int xferAttach(Transfer *x, FetchReq *r, size_t idx)
 
 static void xferUnlink(Transfer *x)
 {
-    Transfer **pp = &eng.xfers;
+    Transfer **pp = &fs.xfers;
 
     while (*pp && *pp != x)
         pp = &(*pp)->next;
@@ -113,12 +159,12 @@ static void xferAbortEntry(Transfer *x)
 {
     if (!x->entry)
         return;
-    objTableLock(eng.cfg.table);
-    objTableAbort(eng.cfg.table, x->entry, ENGINE_HOLDER_XFER(x->xid));
-    objTableUnlock(eng.cfg.table);
+    objTableLock(engineConfig()->table);
+    objTableAbort(engineConfig()->table, x->entry, ENGINE_HOLDER_XFER(x->xid));
+    objTableUnlock(engineConfig()->table);
     x->entry = NULL;
-    if (eng.cfg.onChanged) /* local OBJ.GET waiters on the created object */
-        eng.cfg.onChanged(x->id, x->idLen);
+    if (engineConfig()->onChanged) /* local OBJ.GET waiters on the created object */
+        engineConfig()->onChanged(x->id, x->idLen);
 }
 
 /* Finish x: tell every waiter (err "" = success), unlink and free it. */
@@ -133,9 +179,9 @@ static void xferComplete(Transfer *x, const char *err)
 static void xferFail(Transfer *x, const char *err)
 {
     xferAbortEntry(x);
-    pthread_mutex_lock(&eng.statLock);
+    engineStatsBegin();
     engineTpStats(x->tp)->failures++;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsEnd();
     xferComplete(x, err);
 }
 
@@ -165,8 +211,8 @@ static void sendFetch(Transfer *x)
 /* Which transport reaches node for x->via? Returns TP_* or -1 (why in err). */
 static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t errLen)
 {
-    int rdmaOk = eng.tp[TP_RDMA] && (n->features & OBJ_FEAT_RDMA) && n->rdmaPort > 0;
-    int tcpOk = eng.tp[TP_TCP] && n->tcpPort > 0;
+    int rdmaOk = engineTransport(TP_RDMA) && (n->features & OBJ_FEAT_RDMA) && n->rdmaPort > 0;
+    int tcpOk = engineTransport(TP_TCP) && n->tcpPort > 0;
 
     if (x->via == FETCH_VIA_RDMA) {
         if (rdmaOk)
@@ -178,7 +224,7 @@ static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t 
         return TP_RDMA;
     if (tcpOk)
         return TP_TCP;
-    if (!eng.tp[TP_TCP])
+    if (!engineTransport(TP_TCP))
         snprintf(err, errLen, "NOTSUPPORTED TCP transfers are off on this node (transfer-port 0)");
     else
         snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
@@ -191,7 +237,7 @@ static void xferTryNext(Transfer *x)
 
     while (x->nextLoc < x->dir->count) {
         const DirNode *n = &x->dir->nodes[x->nextLoc++];
-        if (!strcmp(n->name, eng.cfg.nodeName))
+        if (!strcmp(n->name, engineConfig()->nodeName))
             continue;
         int tp = pickTransport(x, n, err, sizeof(err));
         Conn *c = tp < 0 ? NULL : engineConnFor(n, tp, err, sizeof(err));
@@ -199,10 +245,10 @@ static void xferTryNext(Transfer *x)
             snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", err);
             continue;
         }
-        pthread_mutex_lock(&eng.statLock);
+        engineStatsBegin();
         if (x->attempts++ > 0)
             engineTpStats(tp)->failovers++;
-        pthread_mutex_unlock(&eng.statLock);
+        engineStatsEnd();
         x->conn = c;
         x->tp = tp;
         if (c->state == CONN_READY)
@@ -231,21 +277,20 @@ static int xferAllExpired(const Transfer *x)
 /* The payload is in place: verify, seal as a replica, publish, answer. */
 static void xferReceived(Transfer *x)
 {
-    ObjTable *t = eng.cfg.table;
+    ObjTable *t = engineConfig()->table;
     ObjEntry *e = x->entry;
 
     if (xferAllExpired(x)) { /* arrived, but too late for everyone */
         for (size_t i = 0; i < x->nWaiters; i++)
             x->waiters[i].req->timedOut = 1;
-        pthread_mutex_lock(&eng.statLock);
-        eng.st.cancelled++;
-        pthread_mutex_unlock(&eng.statLock);
+        engineStatsBegin()->cancelled++;
+        engineStatsEnd();
         xferAbortEntry(x);
         xferComplete(x, "TIMEOUT the fetch did not complete in time");
         return;
     }
     uint64_t total = e->dataSize + e->metaSize;
-    uint64_t sum = objChecksum(eng.cfg.arenaBase, e);
+    uint64_t sum = objChecksum(engineConfig()->arenaBase, e);
 
     if (sum != x->dir->checksum || sum != x->remoteChecksum) {
         char why[160];
@@ -264,11 +309,11 @@ static void xferReceived(Transfer *x)
     dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
     objTableUnlock(t);
     x->entry = NULL; /* the table owns it now */
-    if (eng.cfg.onChanged)
-        eng.cfg.onChanged(x->id, x->idLen);
+    if (engineConfig()->onChanged)
+        engineConfig()->onChanged(x->id, x->idLen);
 
     uint64_t us = (uint64_t)(utilMonoUs() - x->startUs);
-    pthread_mutex_lock(&eng.statLock);
+    engineStatsBegin();
     EngineTransportStats *ts = engineTpStats(x->tp);
     ts->fetches++;
     ts->bytes += total;
@@ -276,7 +321,7 @@ static void xferReceived(Transfer *x)
     ts->latencyCount++;
     if (us > ts->latencyUsMax)
         ts->latencyUsMax = us;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsEnd();
     xferComplete(x, "");
 }
 
@@ -286,13 +331,12 @@ static void xferReceived(Transfer *x)
 static void submitItem(FetchReq *r, size_t idx)
 {
     FetchItem *it = &r->items[idx];
-    ObjTable *t = eng.cfg.table;
+    ObjTable *t = engineConfig()->table;
     Transfer *x = xferById(it->id, it->idLen);
 
     if (x) {
-        pthread_mutex_lock(&eng.statLock);
-        eng.st.shared++;
-        pthread_mutex_unlock(&eng.statLock);
+        engineStatsBegin()->shared++;
+        engineStatsEnd();
         if (xferAttach(x, r, idx) == -1)
             reqItemDone(r, idx, "OOM out of memory");
         return;
@@ -302,9 +346,8 @@ static void submitItem(FetchReq *r, size_t idx)
     int state = e ? (int)e->state : -1;
     objTableUnlock(t);
     if (state == OBJ_SEALED) {
-        pthread_mutex_lock(&eng.statLock);
-        eng.st.localHits++;
-        pthread_mutex_unlock(&eng.statLock);
+        engineStatsBegin()->localHits++;
+        engineStatsEnd();
         reqItemDone(r, idx, "");
         return;
     }
@@ -312,7 +355,7 @@ static void submitItem(FetchReq *r, size_t idx)
         reqItemDone(r, idx, "WRONGSTATE the object is being created on this node");
         return;
     }
-    if (r->via == FETCH_VIA_RDMA && !eng.tp[TP_RDMA]) {
+    if (r->via == FETCH_VIA_RDMA && !engineTransport(TP_RDMA)) {
         reqItemDone(r, idx, "NOTSUPPORTED RDMA is not enabled on this node");
         return;
     }
@@ -325,24 +368,23 @@ static void submitItem(FetchReq *r, size_t idx)
     }
     memcpy(x->id, it->id, it->idLen);
     x->idLen = it->idLen;
-    x->xid = ++eng.nextXid;
+    x->xid = ++fs.nextXid;
     x->via = r->via;
     x->startUs = utilMonoUs();
     x->state = XFER_LOOKUP;
     x->tp = r->via == FETCH_VIA_RDMA ? TP_RDMA : TP_TCP;
-    x->next = eng.xfers;
-    eng.xfers = x;
+    x->next = fs.xfers;
+    fs.xfers = x;
     engineLookup(x->xid, x->id, x->idLen);
 }
 
 static void fetchSubmit(FetchReq *r)
 {
-    pthread_mutex_lock(&eng.statLock);
-    eng.st.fetchRequests++;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsBegin()->fetchRequests++;
+    engineStatsEnd();
     r->remaining = r->n;
-    r->next = eng.live;
-    eng.live = r;
+    r->next = fs.live;
+    fs.live = r;
     /* Only the last item can complete r and hand it back: read n first. */
     size_t n = r->n;
     for (size_t i = 0; i < n; i++)
@@ -352,7 +394,7 @@ static void fetchSubmit(FetchReq *r)
 static void fetchOnDirResult(uint64_t xid, DirResult *res)
 {
     Transfer *x = xferByXid(xid);
-    ObjTable *t = eng.cfg.table;
+    ObjTable *t = engineConfig()->table;
     char err[192];
 
     if (!x || x->state != XFER_LOOKUP || x->dir) {
@@ -396,7 +438,7 @@ static void fetchOnConnReady(Conn *c)
     /* sendFetch may fail over and change the list: restart the walk each time. */
     while (again) {
         again = 0;
-        for (Transfer *x = eng.xfers; x; x = x->next) {
+        for (Transfer *x = fs.xfers; x; x = x->next) {
             if (x->conn == c && x->state == XFER_CONNECTING) {
                 sendFetch(x);
                 again = 1;
@@ -419,7 +461,7 @@ static void fetchOnConnClosed(Conn *c)
     /* A failover may complete or free transfers: restart the walk each time. */
     while (again) {
         again = 0;
-        for (Transfer *x = eng.xfers; x; x = x->next) {
+        for (Transfer *x = fs.xfers; x; x = x->next) {
             if (x->conn == c && x->state != XFER_READING) {
                 if (x->cancelled)
                     xferDrop(x); /* its answer will not come now */
@@ -463,7 +505,7 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
     }
     x->remoteChecksum = m->u.data.checksum;
     uint64_t total = e->dataSize + e->metaSize;
-    uint8_t *dst = eng.cfg.arenaBase + e->offset;
+    uint8_t *dst = engineConfig()->arenaBase + e->offset;
     if (!stream) {
         if (payloadLen != total) {
             attemptFailed(x, "PROTOCOL inline payload length differs from the object size");
@@ -483,7 +525,7 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
 
 static void fetchOnPayloadDone(Conn *c)
 {
-    for (Transfer *x = eng.xfers; x; x = x->next) {
+    for (Transfer *x = fs.xfers; x; x = x->next) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
             if (x->cancelled)
                 xferDrop(x); /* drained */
@@ -519,7 +561,7 @@ static int fetchOnRndv(Conn *c, const WireMsg *m)
     x->remoteChecksum = m->u.data.checksum;
     x->state = XFER_READING;
     x->readsPending = 1;
-    if (c->ops->readRemote(c, eng.cfg.arenaBase + e->offset, e->dataSize + e->metaSize,
+    if (c->ops->readRemote(c, engineConfig()->arenaBase + e->offset, e->dataSize + e->metaSize,
                            m->u.data.addr, m->u.data.rkey, (void *)(uintptr_t)x->xid) == -1) {
         x->readsPending = 0;
         sendDone(c, m->h.reqId);
@@ -585,9 +627,8 @@ static size_t xferDetach(Transfer *x, FetchReq *r)
  * client's timeout would cost everyone fetching from that peer. */
 static void xferCancel(Transfer *x)
 {
-    pthread_mutex_lock(&eng.statLock);
-    eng.st.cancelled++;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsBegin()->cancelled++;
+    engineStatsEnd();
     x->cancelled = 1;
     if (x->state == XFER_READING)
         return; /* memory is in use by the NIC: fetchOnReadDone finishes it */
@@ -608,7 +649,7 @@ static void fetchCancel(uint64_t seq, int timedOut)
 {
     FetchReq *r;
 
-    for (r = eng.live; r; r = r->next)
+    for (r = fs.live; r; r = r->next)
         if (r->seq == seq)
             break;
     if (!r)
@@ -618,7 +659,7 @@ static void fetchCancel(uint64_t seq, int timedOut)
     int again = 1;
     while (again) {
         again = 0;
-        for (Transfer *x = eng.xfers; x; x = x->next) {
+        for (Transfer *x = fs.xfers; x; x = x->next) {
             size_t before = x->nWaiters;
             if (xferDetach(x, r) == 0 && before > 0 && !x->cancelled) {
                 xferCancel(x);
@@ -635,16 +676,16 @@ static void fetchCancel(uint64_t seq, int timedOut)
     }
     r->remaining = 0;
     reqUnlinkLive(r);
-    eng.cfg.onFetchDone(r);
+    engineConfig()->onFetchDone(r);
 }
 
 static void fetchShutdown(void)
 {
-    while (eng.live)
-        fetchCancel(eng.live->seq, 0);
-    while (eng.xfers) {
-        Transfer *x = eng.xfers;
-        eng.xfers = x->next;
+    while (fs.live)
+        fetchCancel(fs.live->seq, 0);
+    while (fs.xfers) {
+        Transfer *x = fs.xfers;
+        fs.xfers = x->next;
         xferAbortEntry(x);
         xferFree(x);
     }

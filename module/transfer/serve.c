@@ -31,16 +31,16 @@ static Rndv *rndvs;
 
 static void unpin(Conn *c, ObjEntry *e)
 {
-    objTableLock(eng.cfg.table);
-    objTableUnpin(eng.cfg.table, e, ENGINE_HOLDER_CONN(c->id));
-    objTableUnlock(eng.cfg.table);
+    objTableLock(engineConfig()->table);
+    objTableUnpin(engineConfig()->table, e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(engineConfig()->table);
     if (c->pins > 0)
         c->pins--;
 }
 
 static int serveOnFetch(Conn *c, const WireMsg *m)
 {
-    ObjTable *t = eng.cfg.table;
+    ObjTable *t = engineConfig()->table;
     WireMsg r = {.h = {.reqId = m->h.reqId}};
 
     if (m->h.reqId == 0) {
@@ -61,24 +61,24 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     }
     c->pins++; /* engineConnBusy() caps them: the transport stops reading at the cap */
     uint64_t total = e->dataSize + e->metaSize;
-    const uint8_t *bytes = eng.cfg.arenaBase + e->offset;
+    const uint8_t *bytes = engineConfig()->arenaBase + e->offset;
     int tp = engineTpIndex(c->ops);
-    pthread_mutex_lock(&eng.statLock);
+    engineStatsBegin();
     engineTpStats(tp)->served++;
     engineTpStats(tp)->servedBytes += total;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsEnd();
     r.u.data.size = e->dataSize;
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
     int inlineOk = c->ops->recvPayload != NULL ||
-                   (total < eng.cfg.rdmaReadMin && total <= c->ops->maxInline(c));
-    pthread_mutex_lock(&eng.statLock);
+                   (total < engineConfig()->rdmaReadMin && total <= c->ops->maxInline(c));
+    engineStatsBegin();
     if (inlineOk || !c->ops->readRemote)
         engineTpStats(tp)->servedInline++;
     else
         engineTpStats(tp)->servedRndv++;
-    pthread_mutex_unlock(&eng.statLock);
+    engineStatsEnd();
     if (inlineOk || !c->ops->readRemote) {
         r.h.type = WIRE_DATA;
         if (engineSend(c, &r, bytes, total, e) == -1)
@@ -132,9 +132,9 @@ static void serveOnConnClosed(Conn *c)
             pp = &rv->next;
         }
     }
-    objTableLock(eng.cfg.table);
-    objTableHolderGone(eng.cfg.table, ENGINE_HOLDER_CONN(c->id));
-    objTableUnlock(eng.cfg.table);
+    objTableLock(engineConfig()->table);
+    objTableHolderGone(engineConfig()->table, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(engineConfig()->table);
     c->pins = 0;
 }
 
