@@ -773,21 +773,14 @@ out_reject:
 
 static void rdmaOnCmEvent(void *arg, uint32_t events)
 {
-    struct rdma_cm_event *ev;
+    VerbsCmEvent ev;
 
-    while (rdma_get_cm_event(rd.ec, &ev) == 0) {
-        struct rdma_cm_id *id = ev->id;
-        enum rdma_cm_event_type type = ev->event;
-        int status = ev->status;
-        uint8_t priv[64];
-        size_t privLen = 0;
-        if (ev->param.conn.private_data && ev->param.conn.private_data_len) {
-            privLen = ev->param.conn.private_data_len < sizeof(priv)
-                          ? ev->param.conn.private_data_len
-                          : sizeof(priv);
-            memcpy(priv, ev->param.conn.private_data, privLen);
-        }
-        rdma_ack_cm_event(ev); /* before anything that may destroy the id */
+    while (verbsNextCmEvent(rd.ec, &ev) == 0) {
+        struct rdma_cm_id *id = ev.id;
+        enum rdma_cm_event_type type = ev.type;
+        int status = ev.status;
+        uint8_t *priv = ev.priv;
+        size_t privLen = ev.privLen;
 
         if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
             rdmaOnConnectRequest(id, privLen ? priv : NULL, privLen);
