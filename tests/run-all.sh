@@ -5,7 +5,7 @@
 #   3. server tests against a real redis-server (pytest, tests/server), and the
 #      obj-benchmark smoke test
 #   4. the same unit + server suites under ASan/UBSan (build/san-address/)
-#   5. the wire decoder's fuzz driver
+#   5. the fuzz drivers (wire frames, RESP requests)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite and the
 #      Redis-protocol-over-RDMA suites (QEMU guest with rdma_rxe, or natively
 #      on a host with an RDMA device)
@@ -42,7 +42,7 @@ step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
 
-step "fuzz (wire decoder)" make test-fuzz
+step "fuzz (wire frames, RESP requests)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh
 step "rdma (Soft-RoCE guest or device)" make test-rdma
 step "resp over rdma (Soft-RoCE guest or device)" make test-rdma-resp
