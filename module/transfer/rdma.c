@@ -116,6 +116,11 @@ typedef struct RdmaConn {
     ReadOp *reads; /* in order; the head is the one being posted */
     int readsInflight;
     int outstanding; /* send-queue WRs posted and not completed */
+    /* The completions rdmaPollCq took off the CQ and has not handled yet: a
+     * close in the middle of a batch accounts for them before it waits for
+     * the rest (they will never be polled again). */
+    struct ibv_wc *batch;
+    int batchNext, batchLen;
     int established, closing, inHandler, qpUp;
     struct RdmaConn *nextAll;
 } RdmaConn;
@@ -585,12 +590,16 @@ static void rdmaPollCq(RdmaConn *c)
     int n;
 
     while ((n = ibv_poll_cq(c->cq, 32, wcs)) > 0) {
-        for (int i = 0; i < n; i++) {
-            if (rdmaOnWc(c, &wcs[i]) == -1 && c->closing) {
-                /* keep draining: teardown already flushed what mattered */
+        c->batch = wcs;
+        c->batchLen = n;
+        for (c->batchNext = 0; c->batchNext < c->batchLen;) {
+            if (rdmaOnWc(c, &wcs[c->batchNext++]) == -1 && c->closing) {
+                /* teardown already handled the rest of the batch */
+                c->batch = NULL;
                 return;
             }
         }
+        c->batch = NULL;
     }
     if (n < 0)
         rdmaCloseConn(&c->base, "ibv_poll_cq failed");
@@ -647,6 +656,10 @@ static void rdmaFlush(RdmaConn *c)
     int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
     if (rc)
         host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+    /* Completions already taken off the CQ by the batch being handled: they
+     * count as outstanding but will never be polled again. */
+    while (c->batch && c->batchNext < c->batchLen)
+        rdmaOnWc(c, &c->batch[c->batchNext++]); /* closing: only bookkeeping */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (c->outstanding > 0) {
         int n = ibv_poll_cq(c->cq, 32, wcs);
