@@ -544,7 +544,7 @@ static void sendDone(Conn *c, uint64_t reqId)
         engineSend(c, &d, NULL, 0, NULL);
 }
 
-static int fetchOnRndv(Conn *c, const WireMsg *m)
+static int fetchOnRndv(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     Transfer *x = xferByXid(m->h.reqId);
 
@@ -591,7 +591,7 @@ static void fetchOnReadDone(Conn *c, void *cookie, int ok)
     xferReceived(x);
 }
 
-static int fetchOnError(Conn *c, const WireMsg *m)
+static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     Transfer *x = xferByXid(m->h.reqId);
     char why[192];
@@ -691,17 +691,6 @@ static void fetchShutdown(void)
     }
 }
 
-/* Frame handlers in the side's shape (they need no inline payload). */
-static int fetchOnRndvFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
-{
-    return fetchOnRndv(c, m);
-}
-
-static int fetchOnErrorFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
-{
-    return fetchOnError(c, m);
-}
-
 /* ---- the requesting side's handler table ---------------------------------------------- */
 
 const EngineSide fetchSide = {
@@ -709,9 +698,7 @@ const EngineSide fetchSide = {
     .submit = fetchSubmit,
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
-    .onFrame = {[WIRE_DATA] = fetchOnData,
-                [WIRE_RNDV] = fetchOnRndvFrame,
-                [WIRE_ERROR] = fetchOnErrorFrame},
+    .onFrame = {[WIRE_DATA] = fetchOnData, [WIRE_RNDV] = fetchOnRndv, [WIRE_ERROR] = fetchOnError},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,

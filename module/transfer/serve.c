@@ -38,7 +38,7 @@ static void unpin(Conn *c, ObjEntry *e)
         c->pins--;
 }
 
-static int serveOnFetch(Conn *c, const WireMsg *m)
+static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     ObjTable *t = engineConfig()->table;
     WireMsg r = {.h = {.reqId = m->h.reqId}};
@@ -99,7 +99,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
-static int serveOnDone(Conn *c, const WireMsg *m)
+static int serveOnDone(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     for (Rndv **pp = &rndvs; *pp; pp = &(*pp)->next) {
         Rndv *rv = *pp;
@@ -153,22 +153,11 @@ static void serveTick(void)
     }
 }
 
-/* Frame handlers in the side's shape (requests carry no payload). */
-static int serveOnFetchFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
-{
-    return serveOnFetch(c, m);
-}
-
-static int serveOnDoneFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t len)
-{
-    return serveOnDone(c, m);
-}
-
 /* ---- the answering side's handler table ----------------------------------------------- */
 
 const EngineSide serveSide = {
     .name = "serve",
-    .onFrame = {[WIRE_FETCH] = serveOnFetchFrame, [WIRE_DONE] = serveOnDoneFrame},
+    .onFrame = {[WIRE_FETCH] = serveOnFetch, [WIRE_DONE] = serveOnDone},
     .sendDone = serveOnSendDone,
     .connClosed = serveOnConnClosed,
     .tick = serveTick,
