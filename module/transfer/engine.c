@@ -39,9 +39,6 @@
 /* A connection whose queued bytes do not move for this long is closed: its
  * peer stopped reading, and what is queued for it pins objects. */
 #define ENGINE_SEND_STALL_US (10LL * 1000 * 1000)
-/* Pins one connection may hold; beyond it the transport stops reading that
- * connection's requests until some are released. */
-#define ENGINE_CONN_PINS_MAX 256
 
 /* ---- work queue (any thread -> engine thread) ----------------------------------- */
 
@@ -550,6 +547,16 @@ static int helloNameIs(const WireMsg *m, const char *name)
     return strlen(name) == m->u.hello.nameLen && !memcmp(name, m->u.hello.name, m->u.hello.nameLen);
 }
 
+/* c's peer proved the secret: let its transport set up what it keeps for
+ * authenticated peers only. Returns 0, or -1 to close the connection. */
+static int engineAuthenticated(Conn *c)
+{
+    if (!c->ops->authenticated || c->ops->authenticated(c) == 0)
+        return 0;
+    snprintf(c->failWhy, sizeof(c->failWhy), "cannot set up the authenticated session");
+    return -1;
+}
+
 /* The handshake steps; returns 0, or -1 to close the connection. */
 static int engineHandshake(Conn *c, const WireMsg *m)
 {
@@ -583,7 +590,7 @@ static int engineHandshake(Conn *c, const WireMsg *m)
             return -1;
         }
         c->state = CONN_READY;
-        return 0;
+        return engineAuthenticated(c);
     }
     if (c->outgoing && m->h.type == WIRE_HELLO) {
         if (!helloNameIs(m, c->peerName)) {
@@ -608,6 +615,8 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         if (engineSend(c, &a, NULL, 0, NULL) == -1)
             return -1;
         c->state = CONN_READY;
+        if (engineAuthenticated(c) == -1)
+            return -1;
         ENGINE_EACH_SIDE(connReady, c);
         return 0;
     }

@@ -21,6 +21,15 @@
 
 enum { TP_TCP = 0, TP_RDMA = 1, TP_COUNT = 2 };
 
+/* Pins one connection may hold on the answering side; a FETCH beyond it is
+ * answered BUSY (and a stream transport stops reading first). */
+#define ENGINE_CONN_PINS_MAX 256
+/* Requests the requesting side keeps outstanding on one connection; the
+ * rest wait their turn. Half the pin cap: an honest node never meets BUSY,
+ * even while the peer has not yet seen the DONE or send completion that
+ * ends an earlier request. */
+#define ENGINE_CONN_FETCH_WINDOW (ENGINE_CONN_PINS_MAX / 2)
+
 struct Peer {
     char name[OBJ_WIRE_NAME_MAX + 1];
     Conn *conn[TP_COUNT];

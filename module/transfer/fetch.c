@@ -20,7 +20,7 @@
 
 typedef enum XferState {
     XFER_LOOKUP = 0, /* waiting for the directory */
-    XFER_CONNECTING, /* waiting for conn to be READY */
+    XFER_CONNECTING, /* waiting for conn to be READY, or for room in its window */
     XFER_REQUESTED,  /* FETCH sent */
     XFER_RECEIVING,  /* payload streaming into the object */
     XFER_READING     /* RDMA reads outstanding */
@@ -46,8 +46,14 @@ typedef struct Transfer {
     Conn *conn;      /* the connection of the current attempt */
     int tp;          /* TP_* of the current attempt */
     int attempts;
-    int readsPending; /* RDMA reads in flight */
-    int readFailed;
+    /* While RDMA reads are in flight (XFER_READING): the token their
+     * completion must carry. A fresh one per attempt, never reused, so a
+     * completion from an earlier attempt or another connection cannot
+     * finish this one. 0 when no reads are outstanding. */
+    uint64_t readToken;
+    /* Why the attempt failed while its reads were in flight (an ERROR from
+     * the peer): acted on once the NIC has let go of the object. */
+    char failAfterReads[160];
     int cancelled; /* no requester left: finish quietly */
     int64_t startUs;
     uint64_t remoteChecksum;
@@ -62,6 +68,7 @@ static struct {
     Transfer *xfers;
     FetchReq *live; /* submitted, not yet finished */
     uint64_t nextXid;
+    uint64_t nextReadToken;
 } fs;
 
 /* ---- requests ---------------------------------------------------------------------- */
@@ -197,15 +204,52 @@ static void attemptFailed(Transfer *x, const char *why)
     xferTryNext(x);
 }
 
+/* How many requests of ours are on the wire on c (answer not yet complete). */
+static int connOutstanding(const Conn *c)
+{
+    int n = 0;
+
+    for (const Transfer *x = fs.xfers; x; x = x->next)
+        if (x->conn == c && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING ||
+                             x->state == XFER_READING))
+            n++;
+    return n;
+}
+
+/* Send x's FETCH on x->conn, or leave x waiting (XFER_CONNECTING) while the
+ * connection's window is full; fetchKick sends it when room opens. */
 static void sendFetch(Transfer *x)
 {
     WireMsg m = {.h = {.type = WIRE_FETCH, .reqId = x->xid}};
 
+    if (connOutstanding(x->conn) >= ENGINE_CONN_FETCH_WINDOW) {
+        x->state = XFER_CONNECTING;
+        return;
+    }
     m.u.fetch.id = x->id;
     m.u.fetch.idLen = (uint16_t)x->idLen;
     x->state = XFER_REQUESTED;
     if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
         attemptFailed(x, "UNAVAILABLE cannot send FETCH");
+}
+
+/* Send the FETCHes waiting for c, as far as its window allows: when c comes
+ * up, and whenever one of its requests ends. */
+static void fetchKick(Conn *c)
+{
+    int again = 1;
+
+    /* sendFetch may fail over and change the list: restart the walk each time. */
+    while (again && c->state == CONN_READY && connOutstanding(c) < ENGINE_CONN_FETCH_WINDOW) {
+        again = 0;
+        for (Transfer *x = fs.xfers; x; x = x->next) {
+            if (x->conn == c && x->state == XFER_CONNECTING) {
+                sendFetch(x);
+                again = 1;
+                break;
+            }
+        }
+    }
 }
 
 /* Which transport reaches node for x->via? Returns TP_* or -1 (why in err). */
@@ -433,19 +477,7 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
 
 static void fetchOnConnReady(Conn *c)
 {
-    int again = 1;
-
-    /* sendFetch may fail over and change the list: restart the walk each time. */
-    while (again) {
-        again = 0;
-        for (Transfer *x = fs.xfers; x; x = x->next) {
-            if (x->conn == c && x->state == XFER_CONNECTING) {
-                sendFetch(x);
-                again = 1;
-                break;
-            }
-        }
-    }
+    fetchKick(c);
 }
 
 static void fetchOnConnClosed(Conn *c)
@@ -531,9 +563,10 @@ static void fetchOnPayloadDone(Conn *c)
                 xferDrop(x); /* drained */
             else
                 xferReceived(x);
-            return;
+            break;
         }
     }
+    fetchKick(c);
 }
 
 /* Tell the owner it may drop the pin of reqId. */
@@ -560,28 +593,47 @@ static int fetchOnRndv(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
     }
     x->remoteChecksum = m->u.data.checksum;
     x->state = XFER_READING;
-    x->readsPending = 1;
+    x->readToken = ++fs.nextReadToken;
+    x->failAfterReads[0] = '\0';
     if (c->ops->readRemote(c, engineConfig()->arenaBase + e->offset, e->dataSize + e->metaSize,
-                           m->u.data.addr, m->u.data.rkey, (void *)(uintptr_t)x->xid) == -1) {
-        x->readsPending = 0;
+                           m->u.data.addr, m->u.data.rkey, (void *)(uintptr_t)x->readToken) == -1) {
+        x->readToken = 0;
         sendDone(c, m->h.reqId);
         attemptFailed(x, "UNAVAILABLE cannot post RDMA reads");
     }
     return 0;
 }
 
-static void fetchOnReadDone(Conn *c, void *cookie, int ok)
+/* The transfer whose reads on c carry token, or NULL (a stale completion:
+ * its attempt is over). */
+static Transfer *xferByReadToken(const Conn *c, uint64_t token)
 {
-    Transfer *x = xferByXid((uint64_t)(uintptr_t)cookie);
+    for (Transfer *x = fs.xfers; x; x = x->next)
+        if (x->readToken == token && x->conn == c && x->state == XFER_READING)
+            return x;
+    return NULL;
+}
 
-    if (!x || x->state != XFER_READING)
+/* Every READ of the attempt has completed or been flushed: only now may the
+ * object be verified, handed on, or given back. */
+static void readsFinished(Conn *c, void *cookie, int ok)
+{
+    Transfer *x = xferByReadToken(c, (uint64_t)(uintptr_t)cookie);
+
+    if (!x)
         return;
-    x->readsPending = 0;
+    x->readToken = 0;
     sendDone(c, x->xid);
     if (x->cancelled) { /* every requester left while the NIC was writing */
         xferAbortEntry(x);
         xferUnlink(x);
         xferFree(x);
+        return;
+    }
+    if (x->failAfterReads[0]) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s", x->failAfterReads);
+        attemptFailed(x, why);
         return;
     }
     if (!ok) {
@@ -598,14 +650,47 @@ static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_
 
     if (!x || x->conn != c)
         return 0;
+    snprintf(why, sizeof(why), "%s from '%s': %.*s", wireErrName(m->u.error.code), c->peerName,
+             (int)m->u.error.textLen, m->u.error.text);
+    if (x->state == XFER_READING) {
+        /* The NIC may still be writing into the object (cancelled or not):
+         * nothing is freed or tried elsewhere until every READ has completed
+         * or been flushed; fetchOnReadDone acts on the error then. */
+        if (!x->failAfterReads[0])
+            snprintf(x->failAfterReads, sizeof(x->failAfterReads), "%.159s", why);
+        engineLog("warning", "%s: ERROR for request %llu while its RDMA reads are in flight",
+                  c->desc, (unsigned long long)m->h.reqId);
+        return 0;
+    }
     if (x->cancelled) { /* nothing follows an ERROR: nothing to drain */
         xferDrop(x);
         return 0;
     }
-    snprintf(why, sizeof(why), "%s from '%s': %.*s", wireErrName(m->u.error.code), c->peerName,
-             (int)m->u.error.textLen, m->u.error.text);
     attemptFailed(x, why);
     return 0;
+}
+
+static void fetchOnReadDone(Conn *c, void *cookie, int ok)
+{
+    readsFinished(c, cookie, ok);
+    fetchKick(c);
+}
+
+/* DATA, RNDV or ERROR: an answer to one of our requests, which may also
+ * open room in c's window for a waiting one. */
+static int fetchOnAnswer(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+{
+    int rc;
+
+    if (m->h.type == WIRE_DATA)
+        rc = fetchOnData(c, m, payload, payloadLen);
+    else if (m->h.type == WIRE_RNDV)
+        rc = fetchOnRndv(c, m, payload, payloadLen);
+    else
+        rc = fetchOnError(c, m, payload, payloadLen);
+    if (rc == 0)
+        fetchKick(c);
+    return rc;
 }
 
 /* Drop r from x's waiters; returns the number left. */
@@ -643,6 +728,8 @@ static void xferCancel(Transfer *x)
     x->conn = NULL;
     xferAbortEntry(x);
     xferFree(x);
+    if (c)
+        fetchKick(c); /* its place in c's window is free */
 }
 
 static void fetchCancel(uint64_t seq, int timedOut)
@@ -698,7 +785,7 @@ const EngineSide fetchSide = {
     .submit = fetchSubmit,
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
-    .onFrame = {[WIRE_DATA] = fetchOnData, [WIRE_RNDV] = fetchOnRndv, [WIRE_ERROR] = fetchOnError},
+    .onFrame = {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,

@@ -8,6 +8,22 @@
  * connection adds a receive ring (the only memory with remote WRITE access)
  * and a few send frame buffers. Nothing is registered on the transfer path.
  *
+ * Two rings per direction: until the peer has proved the cluster secret, it
+ * may only write into a handshake ring of a few frame-sized slots (about
+ * 32 KiB, described in the rdma_cm private data), and connections still in
+ * that state are capped, overall and per source address. Once the engine's
+ * handshake succeeds (the transport's authenticated op), each side
+ * registers its full ring (inline payloads up to 256 KiB per slot) and
+ * announces it in a RING message, its last write into the peer's handshake
+ * ring. A write into the full ring carries RDMA_IMM_FULL in its immediate:
+ * the first one tells the receiver that the peer has switched, so the
+ * handshake ring is released; RC delivers in order, so nothing can land in
+ * it afterwards. Between sending RING and that first write, credits of the
+ * handshake ring are no longer returned: the peer is about to abandon it,
+ * and a credit arriving after its switch would be counted against the new
+ * ring. The handshake needs at most three writes each way, fewer than the
+ * handshake ring's credits, so no credit return is ever needed before it.
+ *
  * Control ring: every message is an RDMA_WRITE_WITH_IMM into the peer's next
  * ring slot; the immediate names the slot and the length (ring.h), the
  * peer's posted receive WR tells it a message arrived, and credits come
@@ -21,6 +37,11 @@
  * Completions: one completion channel for all CQs, non-blocking, in the
  * engine's epoll. Each event is acked at once, the CQ re-armed, then polled
  * dry: no event is lost and an idle node does not spin.
+ *
+ * Queues: what waits for the peer's credits is capped in bytes
+ * (RDMA_PEND_MAX_BYTES; past it the peer is not reading and is dropped),
+ * and a queue that does not move is reported to the engine, which closes
+ * the connection after its send-stall limit.
  *
  * Teardown: the QP is moved to the error state and its outstanding work is
  * flushed before any memory it may touch is released or reported free.
@@ -39,6 +60,7 @@
 #include <unistd.h>
 
 #include "rdma.h"
+#include "common/util.h"
 #include "rdma/ring.h"
 #include "rdma/verbs.h"
 
@@ -47,9 +69,10 @@ static const TransportHost *host;
 
 /* ---- wire: what rdma_cm private data carries ------------------------------------ */
 
-#define RDMA_PRIV_MAGIC 0x4F424A52u /* "OBJR" */
+#define RDMA_PRIV_MAGIC   0x4F424A52u /* "OBJR" */
+#define RDMA_PRIV_VERSION 3           /* handshake ring, then RING */
 
-/* Our receive ring, told to the peer in connect/accept private data. */
+/* Our handshake ring, told to the peer in connect/accept private data. */
 typedef struct __attribute__((packed)) RdmaPriv {
     uint32_t magic;
     uint16_t version;
@@ -65,6 +88,19 @@ _Static_assert(sizeof(RdmaPriv) == 24, "RdmaPriv is part of the wire format");
 #define RDMA_SLOTS        16
 #define RDMA_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
 #define RDMA_SLOT_SIZE    (256 * 1024 + RDMA_FRAME_MAX) /* inline payloads up to 256 KiB */
+#define RDMA_HS_SLOTS     8 /* handshake ring: frames only, no payloads */
+#define RDMA_HS_SLOT_SIZE RDMA_FRAME_MAX
+/* Immediate bit of a write into the full ring (ring.h's slot field keeps
+ * 11 bits, so the rings here have at most RDMA_PEER_SLOTS_MAX slots). */
+#define RDMA_IMM_FULL       (1u << 31)
+#define RDMA_PEER_SLOTS_MAX (RING_MAX_SLOTS / 2)
+/* Incoming connections that have not proved the secret yet, overall and
+ * from one address: more are rejected before anything is allocated. */
+#define RDMA_PREAUTH_MAX            64
+#define RDMA_PREAUTH_MAX_PER_SOURCE 8
+/* Bytes of frames waiting for the peer's credits; past it the peer is not
+ * reading what we owe it (or withholds credits on purpose). */
+#define RDMA_PEND_MAX_BYTES (1u << 20)
 #define RDMA_READ_CHUNK   (1u << 20)
 #define RDMA_READ_WINDOW  16 /* chunks in flight per connection */
 #define RDMA_SEND_WR      (RDMA_SLOTS + RDMA_READ_WINDOW + 4)
@@ -75,17 +111,20 @@ _Static_assert(sizeof(RdmaPriv) == 24, "RdmaPriv is part of the wire format");
 #define RDMA_WR_READ      2u
 #define RDMA_WR_RECV      3u
 _Static_assert(RDMA_SLOT_SIZE <= RING_MAX_LEN, "slot length must fit the immediate");
+_Static_assert(RDMA_SLOTS <= RDMA_PEER_SLOTS_MAX && RDMA_HS_SLOTS >= 4,
+               "ring sizes must fit the immediate and the credit rules");
 
 /* ---- context -------------------------------------------------------------------------- */
 
 typedef struct PendingMsg {
-    uint8_t frame[RDMA_FRAME_MAX];
     uint32_t frameLen;
     int creditOnly;
+    int isRing; /* our RING announcement */
     const uint8_t *payload;
     uint32_t payloadLen;
     void *cookie;
     struct PendingMsg *next;
+    uint8_t frame[]; /* frameLen bytes */
 } PendingMsg;
 
 typedef struct ReadOp {
@@ -102,8 +141,17 @@ typedef struct RdmaConn {
     Conn base; /* must be first */
     struct rdma_cm_id *id;
     struct ibv_cq *cq;
-    uint8_t *rxRing; /* RDMA_SLOTS x RDMA_SLOT_SIZE, written by the peer */
+    uint8_t *rxRing; /* the ring the peer writes now: handshake, then full */
     struct ibv_mr *rxMr;
+    uint32_t rxSlotSize;
+    size_t rxLen;
+    int rxFull;        /* rxRing is the full ring */
+    uint8_t *fullRing; /* announced in our RING, not yet written by the peer */
+    struct ibv_mr *fullMr;
+    int authed;     /* the engine's handshake succeeded */
+    int ringPosted; /* our RING is on the wire */
+    int peerFull;   /* the peer's RING arrived: we write into its full ring */
+    size_t pendBytes;
     uint8_t *txBuf; /* RDMA_SLOTS frame buffers */
     struct ibv_mr *txMr;
     void *txCookie[RDMA_SLOTS];
@@ -154,14 +202,22 @@ static int setNonBlocking(int fd)
 static void rdmaFillPriv(RdmaConn *c, RdmaPriv *p)
 {
     p->magic = htole32(RDMA_PRIV_MAGIC);
-    p->version = htole16(OBJ_WIRE_VERSION);
-    p->slots = htole16(RDMA_SLOTS);
-    p->slotSize = htole32(RDMA_SLOT_SIZE);
+    p->version = htole16(RDMA_PRIV_VERSION);
+    p->slots = htole16(RDMA_HS_SLOTS);
+    p->slotSize = htole32(RDMA_HS_SLOT_SIZE);
     p->rkey = htole32(c->rxMr->rkey);
     p->addr = htole64((uint64_t)(uintptr_t)c->rxRing);
 }
 
-/* Take the peer's ring from its private data. Returns 0, or -1 with a reason. */
+/* Is a ring the peer describes (private data or RING) one we can write? */
+static int rdmaRingGeometryOk(uint32_t slots, uint32_t slotSize)
+{
+    return slots >= 4 && slots <= RDMA_PEER_SLOTS_MAX && slotSize >= RDMA_FRAME_MAX &&
+           slotSize <= RING_MAX_LEN;
+}
+
+/* Take the peer's handshake ring from its private data. Returns 0, or -1
+ * with a reason. */
 static int rdmaParsePriv(RdmaConn *c, const void *data, size_t len, const char **why)
 {
     RdmaPriv p;
@@ -171,14 +227,13 @@ static int rdmaParsePriv(RdmaConn *c, const void *data, size_t len, const char *
         return -1;
     }
     memcpy(&p, data, sizeof(p));
-    if (le32toh(p.magic) != RDMA_PRIV_MAGIC || le16toh(p.version) != OBJ_WIRE_VERSION) {
-        *why = "private data is not an objstore ring (magic/version)";
+    if (le32toh(p.magic) != RDMA_PRIV_MAGIC || le16toh(p.version) != RDMA_PRIV_VERSION) {
+        *why = "private data is not an objstore ring of this version (magic/version)";
         return -1;
     }
     c->peerSlots = le16toh(p.slots);
     c->peerSlotSize = le32toh(p.slotSize);
-    if (c->peerSlots < 4 || c->peerSlots > RING_MAX_SLOTS || c->peerSlotSize < RDMA_FRAME_MAX ||
-        c->peerSlotSize > RING_MAX_LEN) {
+    if (!rdmaRingGeometryOk(c->peerSlots, c->peerSlotSize)) {
         *why = "peer ring geometry out of range";
         return -1;
     }
@@ -198,9 +253,41 @@ static int rdmaPostRecv(RdmaConn *c)
     return rc ? -1 : 0;
 }
 
-/* Allocate the CQ, QP, ring and send buffers of a connection, and post its
- * receives. Returns 0, or -1 with a reason (what was set up is undone by
- * rdmaCloseConn, which checks each resource). */
+/* Allocate and register a receive ring of len bytes the peer may write.
+ * Returns 0, or -1 with a reason. */
+static int rdmaRingAlloc(size_t len, uint8_t **ring, struct ibv_mr **mr, char *err, size_t errLen)
+{
+    /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
+    if (posix_memalign((void **)ring, 4096, len)) {
+        *ring = NULL;
+        snprintf(err, errLen, "out of memory for a %zu-byte ring", len);
+        return -1;
+    }
+    *mr = ibv_reg_mr(rd.pd, *ring, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!*mr) {
+        snprintf(err, errLen, "ibv_reg_mr (ring): %s", strerror(errno));
+        free(*ring);
+        *ring = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void rdmaRingFree(RdmaConn *c, uint8_t **ring, struct ibv_mr **mr)
+{
+    if (*mr) {
+        int rc = ibv_dereg_mr(*mr);
+        if (rc)
+            host->log("warning", "%s: ibv_dereg_mr (ring): %s", c->base.desc, strerror(rc));
+    }
+    free(*ring);
+    *ring = NULL;
+    *mr = NULL;
+}
+
+/* Allocate the CQ, QP, handshake ring and send buffers of a connection, and
+ * post its receives. Returns 0, or -1 with a reason (what was set up is
+ * undone by rdmaCloseConn, which checks each resource). */
 static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
 {
     if (c->id->verbs != rd.verbs) {
@@ -211,22 +298,24 @@ static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
                         &c->cq, err, errLen) == -1)
         return -1;
     c->qpUp = 1;
-    /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
-    size_t ringLen = (size_t)RDMA_SLOTS * RDMA_SLOT_SIZE,
-           txLen = (size_t)RDMA_SLOTS * RDMA_FRAME_MAX;
-    if (posix_memalign((void **)&c->rxRing, 4096, ringLen) ||
-        posix_memalign((void **)&c->txBuf, 4096, txLen)) {
-        snprintf(err, errLen, "out of memory for the ring");
+    c->rxLen = (size_t)RDMA_HS_SLOTS * RDMA_HS_SLOT_SIZE;
+    c->rxSlotSize = RDMA_HS_SLOT_SIZE;
+    if (rdmaRingAlloc(c->rxLen, &c->rxRing, &c->rxMr, err, errLen) == -1)
+        return -1;
+    size_t txLen = (size_t)RDMA_SLOTS * RDMA_FRAME_MAX;
+    if (posix_memalign((void **)&c->txBuf, 4096, txLen)) {
+        c->txBuf = NULL;
+        snprintf(err, errLen, "out of memory for the send buffers");
         return -1;
     }
-    c->rxMr =
-        ibv_reg_mr(rd.pd, c->rxRing, ringLen, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     c->txMr = ibv_reg_mr(rd.pd, c->txBuf, txLen, IBV_ACCESS_LOCAL_WRITE);
-    if (!c->rxMr || !c->txMr) {
-        snprintf(err, errLen, "ibv_reg_mr (ring): %s", strerror(errno));
+    if (!c->txMr) {
+        snprintf(err, errLen, "ibv_reg_mr (send buffers): %s", strerror(errno));
         return -1;
     }
-    ringRxInit(&c->rx, RDMA_SLOTS);
+    ringRxInit(&c->rx, RDMA_HS_SLOTS);
+    /* Receive WRs carry no buffer: one per slot of the larger ring, so the
+     * count never has to change when the rings do. */
     for (int i = 0; i < RDMA_SLOTS; i++) {
         if (rdmaPostRecv(c) == -1) {
             snprintf(err, errLen, "cannot post receives");
@@ -262,8 +351,9 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
         return 1;
     uint8_t *frame = c->txBuf + (size_t)buf * RDMA_FRAME_MAX;
     memcpy(frame, pm->frame, pm->frameLen);
-    /* Piggyback every credit we owe (header bytes 2..3, little-endian). */
-    uint32_t cr = ringRxTakeCredits(&c->rx, 0xFFFF);
+    /* Piggyback every credit we owe (header bytes 2..3, little-endian), but
+     * none of a handshake ring we have told the peer to leave. */
+    uint32_t cr = c->ringPosted && !c->rxFull ? 0 : ringRxTakeCredits(&c->rx, 0xFFFF);
     frame[2] = (uint8_t)(cr & 0xFF);
     frame[3] = (uint8_t)(cr >> 8);
 
@@ -277,7 +367,8 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     wr.num_sge = pm->payloadLen ? 2 : 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(ringImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen));
+    wr.imm_data = htonl(ringImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen) |
+                        (c->peerFull ? RDMA_IMM_FULL : 0));
     wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
     wr.wr.rdma.rkey = c->peerRkey;
     int rc = ibv_post_send(c->id->qp, &wr, &bad);
@@ -288,6 +379,8 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     c->txBusy |= 1u << buf;
     c->txCookie[buf] = pm->cookie;
     c->outstanding++;
+    if (pm->isRing)
+        c->ringPosted = 1;
     return 0;
 }
 
@@ -295,17 +388,18 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
  * carry them. */
 static void rdmaMaybeCredit(RdmaConn *c)
 {
-    if (c->pendHead || !ringRxWantsCreditMsg(&c->rx))
+    if (c->pendHead || (c->ringPosted && !c->rxFull) || !ringRxWantsCreditMsg(&c->rx))
         return;
-    PendingMsg *pm = calloc(1, sizeof(*pm));
+    PendingMsg *pm = calloc(1, sizeof(*pm) + RDMA_FRAME_MAX);
     if (!pm)
         return;
     WireMsg m = {.h = {.type = WIRE_CREDIT}};
     m.u.credit.credits = 0; /* the header's piggyback field carries them */
-    int len = wireEncode(&m, pm->frame, sizeof(pm->frame));
+    int len = wireEncode(&m, pm->frame, RDMA_FRAME_MAX);
     pm->frameLen = (uint32_t)len;
     pm->creditOnly = 1;
     c->pendHead = c->pendTail = pm;
+    c->pendBytes += sizeof(*pm) + pm->frameLen;
 }
 
 /* Post queued messages while credits and buffers last. Returns 0 or -1
@@ -315,6 +409,7 @@ static int rdmaPump(RdmaConn *c)
     if (!c->established || c->closing)
         return 0;
     rdmaMaybeCredit(c);
+    int moved = 0;
     while (c->pendHead) {
         int rc = rdmaPostMsg(c, c->pendHead);
         if (rc == 1)
@@ -327,9 +422,59 @@ static int rdmaPump(RdmaConn *c)
         c->pendHead = pm->next;
         if (!c->pendHead)
             c->pendTail = NULL;
+        c->pendBytes -= sizeof(*pm) + pm->frameLen;
         free(pm);
+        moved = 1;
     }
+    /* The engine closes a connection whose queue stops moving. */
+    if (!c->pendHead)
+        c->base.txStallSinceUs = 0;
+    else if (moved || !c->base.txStallSinceUs)
+        c->base.txStallSinceUs = utilMonoUs();
     return 0;
+}
+
+/* Queue a frame (and its inline payload) for the peer; rdmaPump posts it
+ * when credits allow. Returns 0, or -1 when c was closed (out of memory, a
+ * frame that cannot fit, or a peer that lets too much pile up). */
+static int rdmaQueue(RdmaConn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie,
+                     int isRing)
+{
+    uint8_t frame[RDMA_FRAME_MAX];
+
+    m->h.credits = 0;
+    int len = wireEncode(m, frame, sizeof(frame));
+    if (len < 0 ||
+        (uint64_t)len + payloadLen > (c->peerSlotSize ? c->peerSlotSize : RDMA_HS_SLOT_SIZE)) {
+        rdmaCloseConn(&c->base, "message does not fit a ring slot");
+        return -1;
+    }
+    if (c->pendBytes + sizeof(PendingMsg) + (size_t)len > RDMA_PEND_MAX_BYTES) {
+        char why[128];
+        snprintf(why, sizeof(why), "over %u bytes wait for credits the peer does not return",
+                 RDMA_PEND_MAX_BYTES);
+        host->log("warning", "%s: %s", c->base.desc, why);
+        rdmaCloseConn(&c->base, why);
+        return -1;
+    }
+    PendingMsg *pm = calloc(1, sizeof(*pm) + (size_t)len);
+    if (!pm) {
+        rdmaCloseConn(&c->base, "out of memory for the send queue");
+        return -1;
+    }
+    memcpy(pm->frame, frame, (size_t)len);
+    pm->frameLen = (uint32_t)len;
+    pm->isRing = isRing;
+    pm->payload = payload;
+    pm->payloadLen = (uint32_t)payloadLen;
+    pm->cookie = cookie;
+    c->pendBytes += sizeof(*pm) + pm->frameLen;
+    if (c->pendTail)
+        c->pendTail->next = pm;
+    else
+        c->pendHead = pm;
+    c->pendTail = pm;
+    return rdmaPump(c);
 }
 
 static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLen, void *cookie)
@@ -343,35 +488,38 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
         rdmaCloseConn(base, "inline payload outside the registered arena");
         return -1;
     }
-    PendingMsg *pm = calloc(1, sizeof(*pm));
-    if (!pm) {
-        rdmaCloseConn(base, "out of memory for the send queue");
+    return rdmaQueue(c, m, payload, payloadLen, cookie, 0);
+}
+
+/* The engine's handshake succeeded: register the full ring and announce it
+ * (RING, queued before any request the sides send next). Returns 0 or -1. */
+static int rdmaAuthenticated(Conn *base)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    char err[128];
+
+    if (c->closing || c->authed)
+        return c->closing ? -1 : 0;
+    c->authed = 1;
+    if (rdmaRingAlloc((size_t)RDMA_SLOTS * RDMA_SLOT_SIZE, &c->fullRing, &c->fullMr, err,
+                      sizeof(err)) == -1) {
+        host->log("warning", "%s: %s", c->base.desc, err);
         return -1;
     }
-    m->h.credits = 0;
-    int len = wireEncode(m, pm->frame, sizeof(pm->frame));
-    if (len < 0 ||
-        (uint64_t)len + payloadLen > (c->peerSlotSize ? c->peerSlotSize : RDMA_SLOT_SIZE)) {
-        free(pm);
-        rdmaCloseConn(base, "message does not fit a ring slot");
-        return -1;
-    }
-    pm->frameLen = (uint32_t)len;
-    pm->payload = payload;
-    pm->payloadLen = (uint32_t)payloadLen;
-    pm->cookie = cookie;
-    if (c->pendTail)
-        c->pendTail->next = pm;
-    else
-        c->pendHead = pm;
-    c->pendTail = pm;
-    return rdmaPump(c);
+    WireMsg m = {.h = {.type = WIRE_RING}};
+    m.u.ring.addr = (uint64_t)(uintptr_t)c->fullRing;
+    m.u.ring.rkey = c->fullMr->rkey;
+    m.u.ring.slots = RDMA_SLOTS;
+    m.u.ring.slotSize = RDMA_SLOT_SIZE;
+    return rdmaQueue(c, &m, NULL, 0, NULL, 1);
 }
 
 static size_t rdmaMaxInline(Conn *base)
 {
     RdmaConn *c = (RdmaConn *)base;
-    return (c->peerSlotSize ? c->peerSlotSize : RDMA_SLOT_SIZE) - RDMA_FRAME_MAX;
+    /* Nothing inline until the peer's full ring is known: a handshake ring
+     * holds frames only. */
+    return c->peerFull ? c->peerSlotSize - RDMA_FRAME_MAX : 0;
 }
 
 static uint32_t rdmaArenaRkey(Conn *base)
@@ -459,6 +607,48 @@ static void rdmaReapReads(RdmaConn *c)
 
 /* ---- receiving --------------------------------------------------------------------- */
 
+/* The peer wrote into our full ring for the first time: it has left the
+ * handshake ring, and nothing can land there any more (RC is in order).
+ * Returns 0, or -1 with a reason when we never announced a full ring. */
+static int rdmaRxSwitch(RdmaConn *c, const char **why)
+{
+    if (!c->ringPosted || !c->fullRing) {
+        *why = "write into a full ring that was never announced";
+        return -1;
+    }
+    rdmaRingFree(c, &c->rxRing, &c->rxMr);
+    c->rxRing = c->fullRing;
+    c->rxMr = c->fullMr;
+    c->fullRing = NULL;
+    c->fullMr = NULL;
+    c->rxLen = (size_t)RDMA_SLOTS * RDMA_SLOT_SIZE;
+    c->rxSlotSize = RDMA_SLOT_SIZE;
+    c->rxFull = 1;
+    ringRxInit(&c->rx, RDMA_SLOTS);
+    return 0;
+}
+
+/* The peer announced its full ring: our next writes go there, with the
+ * credits of a ring nobody has written yet. Returns 0, or -1 with a reason. */
+static int rdmaTxSwitch(RdmaConn *c, const WireMsg *m, const char **why)
+{
+    if (!c->authed || c->peerFull) {
+        *why = c->peerFull ? "a second RING" : "RING before the handshake succeeded";
+        return -1;
+    }
+    if (!rdmaRingGeometryOk(m->u.ring.slots, m->u.ring.slotSize)) {
+        *why = "RING geometry out of range";
+        return -1;
+    }
+    c->peerAddr = m->u.ring.addr;
+    c->peerRkey = m->u.ring.rkey;
+    c->peerSlots = m->u.ring.slots;
+    c->peerSlotSize = m->u.ring.slotSize;
+    ringTxInit(&c->tx, c->peerSlots);
+    c->peerFull = 1;
+    return 0;
+}
+
 /* A ring write arrived. Returns 0, or -1 on a protocol violation. */
 static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
 {
@@ -466,16 +656,23 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
     const char *why = "";
     WireMsg m;
 
-    ringImmDecode(imm, &slot, &len);
+    int full = (imm & RDMA_IMM_FULL) != 0;
+    if (full && !c->rxFull && rdmaRxSwitch(c, &why) == -1)
+        goto out_bad;
+    if (!full && c->rxFull) {
+        why = "write into the handshake ring after the full ring";
+        goto out_bad;
+    }
+    ringImmDecode(imm & ~RDMA_IMM_FULL, &slot, &len);
     if (ringRxConsume(&c->rx, slot) == -1) {
         why = "ring write in an unexpected slot";
         goto out_bad;
     }
-    if (len < OBJ_WIRE_HDR_LEN || len > RDMA_SLOT_SIZE) {
+    if (len < OBJ_WIRE_HDR_LEN || len > c->rxSlotSize) {
         why = "ring message length out of range";
         goto out_bad;
     }
-    const uint8_t *p = c->rxRing + (size_t)slot * RDMA_SLOT_SIZE;
+    const uint8_t *p = c->rxRing + (size_t)slot * c->rxSlotSize;
     if (wireDecodeHdr(p, &m.h, &why) == -1)
         goto out_bad;
     if (OBJ_WIRE_HDR_LEN + m.h.bodyLen > len) {
@@ -493,9 +690,11 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
         why = "payload on a message that carries none";
         goto out_bad;
     }
+    if (m.h.type == WIRE_RING && rdmaTxSwitch(c, &m, &why) == -1)
+        goto out_bad;
     if (rdmaPostRecv(c) == -1)
         return -1;
-    if (m.h.type == WIRE_CREDIT)
+    if (m.h.type == WIRE_CREDIT || m.h.type == WIRE_RING)
         return 0;
     if (host->onFrame(&c->base, &m, p + OBJ_WIRE_HDR_LEN + m.h.bodyLen, payLen) == -1) {
         if (!c->closing)
@@ -687,11 +886,10 @@ static void rdmaFree(RdmaConn *c)
         if (rc)
             host->log("warning", "%s: ibv_destroy_cq: %s", c->base.desc, strerror(rc));
     }
-    if (c->rxMr)
-        ibv_dereg_mr(c->rxMr);
+    rdmaRingFree(c, &c->rxRing, &c->rxMr);
+    rdmaRingFree(c, &c->fullRing, &c->fullMr);
     if (c->txMr)
         ibv_dereg_mr(c->txMr);
-    free(c->rxRing);
     free(c->txBuf);
     if (c->id)
         rdma_destroy_id(c->id);
@@ -746,21 +944,58 @@ static RdmaConn *rdmaNew(struct rdma_cm_id *id, const char *desc)
     return c;
 }
 
+/* May one more connection from source start its handshake? Returns NULL,
+ * or why not. Counted before anything is allocated for it. */
+static const char *rdmaPreauthRoom(const char *source)
+{
+    int all = 0, same = 0;
+
+    for (const RdmaConn *o = rd.all; o; o = o->nextAll) {
+        if (o->base.outgoing || o->authed)
+            continue;
+        all++;
+        if (!strcmp(o->base.source, source))
+            same++;
+    }
+    if (all >= RDMA_PREAUTH_MAX)
+        return "too many RDMA connections in handshake";
+    if (same >= RDMA_PREAUTH_MAX_PER_SOURCE)
+        return "too many RDMA connections in handshake from this address";
+    return NULL;
+}
+
 static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t privLen)
 {
-    char err[160], desc[64];
+    char err[160], desc[64], source[INET_ADDRSTRLEN];
     const char *why;
     struct sockaddr_in *sa = (struct sockaddr_in *)rdma_get_peer_addr(id);
     RdmaPriv mine;
     struct rdma_conn_param cp;
 
-    snprintf(desc, sizeof(desc), "%s:%d (in)", inet_ntoa(sa->sin_addr), ntohs(sa->sin_port));
+    if (!inet_ntop(AF_INET, &sa->sin_addr, source, sizeof(source)))
+        snprintf(source, sizeof(source), "?");
+    const char *full = rdmaPreauthRoom(source);
+    if (full) {
+        static int64_t lastLogUs;
+        int64_t now = utilMonoUs();
+        host->countBadFrame();
+        if (now - lastLogUs > 1000000) { /* a flood logs once a second */
+            host->log("warning", "rdma %s: refused: %s", source, full);
+            lastLogUs = now;
+        }
+        if (rdma_reject(id, NULL, 0))
+            host->log("warning", "rdma %s: rdma_reject: %s", source, strerror(errno));
+        rdma_destroy_id(id);
+        return;
+    }
+    snprintf(desc, sizeof(desc), "%s:%d (in)", source, ntohs(sa->sin_port));
     RdmaConn *c = rdmaNew(id, desc);
     if (!c) {
         rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         return;
     }
+    snprintf(c->base.source, sizeof(c->base.source), "%s", source);
     if (rdmaParsePriv(c, priv, privLen, &why) == -1) {
         host->log("warning", "%s: refused: %s", c->base.desc, why);
         goto out_reject;
@@ -1020,5 +1255,6 @@ const TransportOps rdmaTransport = {
     .readRemote = rdmaReadRemote,
     .maxInline = rdmaMaxInline,
     .arenaRkey = rdmaArenaRkey,
+    .authenticated = rdmaAuthenticated,
     .close = rdmaCloseConn,
 };

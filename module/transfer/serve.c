@@ -47,6 +47,10 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
         engineLog("warning", "%s: FETCH without a request id", c->desc);
         return -1;
     }
+    if (engineConnBusy(c)) { /* a peer past its window: no pin, no queued bytes */
+        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "too many requests outstanding");
+        return 0;
+    }
     objTableLock(t);
     ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
     ObjStatus st = !e ? OBJ_ST_NOTFOUND : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
@@ -59,7 +63,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
         return 0;
     }
-    c->pins++; /* engineConnBusy() caps them: the transport stops reading at the cap */
+    c->pins++; /* capped above (and a stream transport stops reading at the cap) */
     uint64_t total = e->dataSize + e->metaSize;
     const uint8_t *bytes = engineConfig()->arenaBase + e->offset;
     int tp = engineTpIndex(c->ops);

@@ -54,6 +54,11 @@ typedef struct TransportOps {
     size_t (*maxInline)(Conn *c);
     /* rkey under which the whole local arena can be read (RDMA), else 0. */
     uint32_t (*arenaRkey)(Conn *c);
+    /* Optional: the handshake just succeeded (the peer proved the secret).
+     * Whatever a transport allocates in bulk for a connection waits for
+     * this (the RDMA transport's full receive ring). Called before any
+     * request is sent on c. Returns 0, or -1 (the core closes c). */
+    int (*authenticated)(Conn *c);
     /* Close now: no further upcalls except host->onClosed(). */
     void (*close)(Conn *c, const char *why);
 } TransportOps;

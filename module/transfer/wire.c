@@ -45,6 +45,10 @@
  *   CREDIT    0     4  credits                                 4
  *   PING      -     -  (empty)                                 0
  *   PONG      -     -  (empty)                                 0
+ *   RING      0     8  addr                                    20
+ *             8     4  rkey
+ *            12     4  slots
+ *            16     4  slotSize   (judged by the RDMA transport)
  *
  * FETCH, DATA, RNDV and DONE name a request, so their reqId must not be 0.
  * A HELLO is checked for magic and version before its length, so that a peer
@@ -71,6 +75,7 @@
 #define WIRE_RNDV_LEN    36
 #define WIRE_ERROR_FIXED 4
 #define WIRE_CREDIT_LEN  4
+#define WIRE_RING_LEN    20
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
@@ -103,12 +108,14 @@ static const struct {
     [WIRE_CREDIT] = {"CREDIT", WIRE_CREDIT_LEN, WIRE_CREDIT_LEN},
     [WIRE_PING] = {"PING", 0, 0},
     [WIRE_PONG] = {"PONG", 0, 0},
+    [WIRE_RING] = {"RING", WIRE_RING_LEN, WIRE_RING_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
     [WIRE_ERR_NOTFOUND] = "NOTFOUND", [WIRE_ERR_NOTSEALED] = "NOTSEALED",
     [WIRE_ERR_OOM] = "OOM",           [WIRE_ERR_AUTH] = "AUTH",
     [WIRE_ERR_PROTO] = "PROTO",       [WIRE_ERR_INTERNAL] = "INTERNAL",
+    [WIRE_ERR_BUSY] = "BUSY",
 };
 
 /* ---- little-endian helpers ------------------------------------------------------- */
@@ -362,6 +369,16 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
             }
             m->u.credit.credits = wireGet32(body);
             return 0;
+        case WIRE_RING:
+            if (len != WIRE_RING_LEN) {
+                *why = "RING body length is not 20";
+                return -1;
+            }
+            m->u.ring.addr = wireGet64(body);
+            m->u.ring.rkey = wireGet32(body + 8);
+            m->u.ring.slots = wireGet32(body + 12);
+            m->u.ring.slotSize = wireGet32(body + 16);
+            return 0;
         default: /* DONE, PING, PONG */
             if (len != 0) {
                 *why = "DONE/PING/PONG body is not empty";
@@ -419,6 +436,9 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
             return 0;
         case WIRE_CREDIT:
             *bodyLen = WIRE_CREDIT_LEN;
+            return 0;
+        case WIRE_RING:
+            *bodyLen = WIRE_RING_LEN;
             return 0;
         default: /* DONE, PING, PONG */
             *bodyLen = 0;
@@ -480,6 +500,12 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
             break;
         case WIRE_CREDIT:
             wirePut32(b, m->u.credit.credits);
+            break;
+        case WIRE_RING:
+            wirePut64(b, m->u.ring.addr);
+            wirePut32(b + 8, m->u.ring.rkey);
+            wirePut32(b + 12, m->u.ring.slots);
+            wirePut32(b + 16, m->u.ring.slotSize);
             break;
         default:
             break;

@@ -53,7 +53,8 @@ typedef enum WireType {
     WIRE_CREDIT = 8, /* credits: ring slots the sender may use again */
     WIRE_PING = 9,
     WIRE_PONG = 10,
-    WIRE_TYPE_MAX = 10
+    WIRE_RING = 11, /* addr, rkey, slots, slotSize: the sender's ring after the handshake (RDMA) */
+    WIRE_TYPE_MAX = 11
 } WireType;
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
@@ -64,7 +65,8 @@ typedef enum WireErr {
     WIRE_ERR_AUTH = 4,
     WIRE_ERR_PROTO = 5,
     WIRE_ERR_INTERNAL = 6,
-    WIRE_ERR_MAX = 6
+    WIRE_ERR_BUSY = 7, /* the connection holds as many pins as it may: ask again later */
+    WIRE_ERR_MAX = 7
 } WireErr;
 
 typedef struct WireHdr {
@@ -108,6 +110,10 @@ typedef struct WireMsg {
         struct {
             uint32_t credits;
         } credit;
+        struct {
+            uint64_t addr;
+            uint32_t rkey, slots, slotSize;
+        } ring;
     } u;
 } WireMsg;
 

@@ -89,6 +89,11 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
         case WIRE_CREDIT:
             FUZZ_CHECK(a->u.credit.credits == b->u.credit.credits);
             break;
+        case WIRE_RING:
+            FUZZ_CHECK(a->u.ring.addr == b->u.ring.addr && a->u.ring.rkey == b->u.ring.rkey &&
+                       a->u.ring.slots == b->u.ring.slots &&
+                       a->u.ring.slotSize == b->u.ring.slotSize);
+            break;
         default:
             break;
     }
@@ -314,6 +319,12 @@ static void fuzzEncode(const uint8_t *data, size_t size)
             break;
         case WIRE_CREDIT:
             m.u.credit.credits = (uint32_t)fuzzTake(&r, 4);
+            break;
+        case WIRE_RING:
+            m.u.ring.addr = fuzzTake(&r, 8);
+            m.u.ring.rkey = (uint32_t)fuzzTake(&r, 4);
+            m.u.ring.slots = (uint32_t)fuzzTake(&r, 4);
+            m.u.ring.slotSize = (uint32_t)fuzzTake(&r, 4);
             break;
         default:
             break;

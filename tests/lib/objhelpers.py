@@ -453,11 +453,12 @@ def stat_delta(before, after, *fields):
 # ---- the transfer protocol, from the outside (module/transfer/wire.h) ------------------------------
 
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
-WIRE_CREDIT, WIRE_PING, WIRE_PONG = 8, 9, 10
+WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING = 8, 9, 10, 11
 WIRE_MAGIC = 0x4F424A53
 WIRE_VERSION = 2  # module/transfer/wire.h OBJ_WIRE_VERSION
 WIRE_HDR = struct.Struct("<BBHIQ")
-WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL"}
+WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL",
+                  7: "BUSY"}
 
 
 def wire_frame(ftype, body=b"", req_id=0, flags=0, credits=0, body_len=None):

@@ -296,6 +296,11 @@ class ObjstoreServer:
         for pat in CRASH_PATTERNS:
             if pat in text:
                 problems.append(f"crash report in the output of {self.label} ({pat!r})")
+        # A close that waits out the flush limit instead of accounting for the completions it
+        # already holds (it busy-waits on the engine or main thread while it does).
+        if "not flushed in time" in text:
+            problems.append(f"{self.label} waited out the RDMA flush limit at a close "
+                            "('not flushed in time' in its log)")
         return problems
 
     def cleanup_dirs(self):

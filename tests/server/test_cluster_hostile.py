@@ -276,6 +276,15 @@ def test_node_with_another_secret_cannot_fetch(make_cluster, uid):
     assert time.monotonic() - t0 < 5.0
     assert codes(res)[0] != "OK", res
 
+    # A learns of the refusal from D's ERROR frame, which may land after D has answered.
+    def refusal_seen():
+        log = cl["A"].log()
+        return (stats(a)["transfer_bad_frames"] > a0["transfer_bad_frames"]
+                or "cluster-secret" in log or "authenticat" in log.lower())
+    try:
+        wait_until(refusal_seen, timeout=5.0, what="A to see the refused session")
+    except AssertionError:
+        pass  # reported with its details below
     a1, d1 = stats(a), stats(dc)
     assert dc.execute_command("OBJ.EXISTS", uid) == 0
     assert d1["objects_created"] == 0 and d1["arena_used"] == d0["arena_used"]

@@ -155,6 +155,12 @@ static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
         case WIRE_CREDIT:
             assert_int_equal(a->u.credit.credits, b->u.credit.credits);
             break;
+        case WIRE_RING:
+            assert_true(a->u.ring.addr == b->u.ring.addr);
+            assert_int_equal(a->u.ring.rkey, b->u.ring.rkey);
+            assert_int_equal(a->u.ring.slots, b->u.ring.slots);
+            assert_int_equal(a->u.ring.slotSize, b->u.ring.slotSize);
+            break;
         default:
             break;
     }
@@ -278,6 +284,16 @@ static void test_fixed_body_layouts(void **state)
     const uint8_t credit[4] = {4, 3, 2, 1};
     assert_int_equal(wireEncode(&c, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 4);
     assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, credit, sizeof(credit));
+
+    WireMsg g = testMsg(WIRE_RING, 0);
+    g.u.ring.addr = 0x0102030405060708ULL;
+    g.u.ring.rkey = 0x11223344;
+    g.u.ring.slots = 16;
+    g.u.ring.slotSize = 0x00041010;
+    const uint8_t ring[20] = {8,    7,    6,  5, 4, 3, 2,    1,    0x44, 0x33,
+                              0x22, 0x11, 16, 0, 0, 0, 0x10, 0x10, 4,    0};
+    assert_int_equal(wireEncode(&g, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 20);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, ring, sizeof(ring));
 }
 
 /* ---- round trips ----------------------------------------------------------------- */
@@ -767,6 +783,8 @@ static void test_header_rejects_impossible_frames(void **state)
         {"ERROR 3", WIRE_ERROR, 0, 3, 0},
         {"ERROR 261", WIRE_ERROR, 0, 261, 0},
         {"CREDIT 8", WIRE_CREDIT, 0, 8, 0},
+        {"RING 19", WIRE_RING, 0, 19, 0},
+        {"RING 21", WIRE_RING, 0, 21, 0},
         {"PING 1", WIRE_PING, 0, 1, 0},
         {"PONG 16", WIRE_PONG, 0, 16, 0},
     };
@@ -1099,14 +1117,15 @@ static void test_type_and_error_names(void **state)
 {
     (void)state;
     const char *types[] = {"UNKNOWN", "HELLO", "AUTH",   "FETCH", "DATA", "RNDV",
-                           "DONE",    "ERROR", "CREDIT", "PING",  "PONG"};
+                           "DONE",    "ERROR", "CREDIT", "PING",  "PONG", "RING"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
     assert_string_equal(wireTypeName(-1), "UNKNOWN");
     assert_string_equal(wireTypeName(256), "UNKNOWN");
 
-    const char *errs[] = {"UNKNOWN", "NOTFOUND", "NOTSEALED", "OOM", "AUTH", "PROTO", "INTERNAL"};
+    const char *errs[] = {"UNKNOWN", "NOTFOUND", "NOTSEALED", "OOM",
+                          "AUTH",    "PROTO",    "INTERNAL",  "BUSY"};
     for (int c = 0; c <= WIRE_ERR_MAX; c++)
         assert_string_equal(wireErrName(c), errs[c]);
     assert_string_equal(wireErrName(WIRE_ERR_MAX + 1), "UNKNOWN");

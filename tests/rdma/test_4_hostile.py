@@ -1,0 +1,185 @@
+"""A hostile node on the RDMA transfer transport (tests/rdma/hostile/rdma_hostile.c, the
+project's own ring and wire code breaking one rule at a time). Each test fails on a node
+without the matching defence:
+
+- an ERROR for a request whose RDMA READs are in flight frees nothing until the NIC has
+  let go of the object (the next allocation would otherwise be overwritten);
+- connections that have not proved the cluster secret are capped per source, closed at
+  the handshake deadline, and cost a handshake ring, not the full 4 MiB ring;
+- a peer that returns too few credits cannot grow the node's send queue without bound,
+  and one that returns none is closed when the queue stops moving;
+- a peer that never says DONE holds at most the per-connection pin cap; the rest of its
+  FETCHes are answered BUSY.
+
+Runs before test_5_kill (which leaves nodes dead).
+"""
+
+import os
+import subprocess
+import time
+
+import redis
+
+from objhelpers import info, payload, stats, to_int, wait_until, xxh3_64
+from objnodes import free_port, rxe_addr
+from rdmahelpers import MIB, put, put_published, read_object, wait_unpinned
+
+SECRET = "rdma-suite-secret"  # conftest.SECRET
+PREAUTH_PER_SOURCE = 8  # module/transfer/rdma.c RDMA_PREAUTH_MAX_PER_SOURCE
+PINS_MAX = 256  # module/transfer/engineint.h ENGINE_CONN_PINS_MAX
+
+
+def hostile_bin():
+    build = os.environ.get("OBJSTORE_BUILD") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "build")
+    return os.path.join(build, "tests", "rdma", "rdma_hostile")
+
+
+def start_hostile(*args):
+    return subprocess.Popen([hostile_bin(), *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def read_until(proc, prefix, timeout):
+    """The first stdout line of proc starting with 'hostile: ' + prefix (bounded)."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line.rstrip())
+        if line.startswith("hostile: " + prefix):
+            return line
+    raise AssertionError(f"no 'hostile: {prefix}' line within {timeout}s; saw {seen}")
+
+
+def fields(line):
+    return {k: int(v) for k, v in (w.split("=") for w in line.split() if "=" in w)}
+
+
+def summary(proc, timeout):
+    out, _ = proc.communicate(timeout=timeout)
+    lines = [l for l in out.splitlines() if l.startswith("hostile: summary")]
+    assert lines, f"rdma_hostile printed no summary:\n{out}"
+    return fields(lines[-1]), out
+
+
+def directory(cluster):
+    return redis.Redis(host="127.0.0.1", port=cluster.dir.port)
+
+
+def register_fake(dirc, name, port):
+    """A node that exists only in the directory, reachable over RDMA at the hostile peer."""
+    key = b"objstore:node:" + name
+    dirc.execute_command("HSET", key, "addr", rxe_addr(), "tcp_port", 0, "rdma_addr", rxe_addr(),
+                         "rdma_port", port, "features", 3, "heartbeat_ms", int(time.time() * 1000))
+    dirc.execute_command("PEXPIRE", key, 120000)
+    dirc.execute_command("SADD", "objstore:nodes", name)
+
+
+def vm_pinned_kb(node):
+    with open(f"/proc/{node.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmPin:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmPin in /proc/PID/status")
+
+
+def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
+    size = 32 * MIB
+    port = free_port(rxe_addr())
+    peer = start_hostile(rxe_addr(), port, "--mode", "rndv-error", "--secret", SECRET,
+                         "--name", "M1", "--size", size, "--seconds", 120)
+    dirc = directory(cluster)
+    oid = uid(b"lured")
+    try:
+        read_until(peer, "ready", 30)
+        register_fake(dirc, b"M1", port)
+        dirc.execute_command("SADD", b"objstore:{" + oid + b"}:loc", b"M1")
+        dirc.execute_command("HSET", b"objstore:{" + oid + b"}:meta", "size", size,
+                             "meta_size", 0, "checksum", "%016x" % xxh3_64(b"\xee" * size))
+        b = cluster["B"].client()
+        before = stats(b)
+        res = b.execute_command("OBJ.FETCH", oid, "VIA", "rdma", "TIMEOUT", 120000)
+        assert res[0] != b"OK", res
+        read_until(peer, "rndv-error", 5)
+        # What B allocates next takes the space the fetch had: it must keep its bytes.
+        victim, data = uid(b"victim"), payload(size, 6)
+        put(cluster["B"], b, victim, data)
+        time.sleep(3)  # longer than the hostile READs of 32 MiB take in the guest
+        assert read_object(cluster["B"], b, victim)[0] == data, (
+            "an object allocated after the failed fetch was overwritten by its RDMA READs")
+        after = stats(b)
+        assert after["objects_created"] == before["objects_created"]
+        assert b.execute_command("OBJ.EXISTS", oid) == 0
+        assert "while its RDMA reads are in flight" in cluster["B"].log()
+        b.execute_command("OBJ.DEL", victim)
+    finally:
+        peer.kill()
+        peer.communicate()
+        dirc.execute_command("DEL", b"objstore:node:M1", b"objstore:{" + oid + b"}:loc",
+                             b"objstore:{" + oid + b"}:meta")
+        dirc.execute_command("SREM", "objstore:nodes", b"M1")
+
+
+def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluster):
+    a = cluster["A"]
+    pinned0 = vm_pinned_kb(a)
+    assert pinned0 > 0, "VmPin does not show the registered arena: this check cannot work here"
+    count = PREAUTH_PER_SOURCE + 4
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "silent", "--count", count,
+                         "--seconds", 12)
+    time.sleep(3)  # established, silent, before the handshake deadline
+    pinned = vm_pinned_kb(a)
+    got, out = summary(peer, 60)
+    assert got["accepted"] <= PREAUTH_PER_SOURCE and got["rejected"] >= count - PREAUTH_PER_SOURCE, out
+    assert got["accepted"] >= 1, out
+    # Each silent connection costs a handshake ring, not a 4 MiB full ring.
+    assert pinned - pinned0 < 2048, (
+        f"{got['accepted']} unauthenticated connections pinned {pinned - pinned0} KiB")
+    # None of them lives past the handshake deadline (5 s).
+    assert got["disconnected"] == got["accepted"], out
+    assert "too many RDMA connections in handshake from this address" in a.log()
+    assert a.client().execute_command("PING") is True
+
+
+def test_peer_returning_one_credit_per_round_cannot_grow_the_send_queue(cluster):
+    a = cluster["A"]
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "ping-credit", "--credits", 1,
+                         "--secret", SECRET, "--name", "M2", "--dial", "A", "--seconds", 90)
+    got, out = summary(peer, 120)
+    assert "authenticated=1" in out, out
+    assert got["disconnected"] == 1, f"the node kept queueing for a peer that does not read:\n{out}"
+    assert "wait for credits the peer does not return" in a.log()
+    assert a.client().execute_command("PING") is True
+
+
+def test_peer_returning_no_credits_is_closed_when_its_queue_stops(cluster):
+    a = cluster["A"]
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "ping-credit", "--credits", 0,
+                         "--secret", SECRET, "--name", "M3", "--dial", "A", "--seconds", 60)
+    got, out = summary(peer, 90)
+    assert "authenticated=1" in out, out
+    assert got["disconnected"] == 1, f"a stalled RDMA send queue was never closed:\n{out}"
+    assert "peer read nothing of its queued frames" in a.log()
+
+
+def test_rendezvous_pins_are_capped_per_connection(cluster, uid):
+    a = cluster["A"]
+    ac = a.client()
+    oid = uid(b"pinned")
+    put_published(a, ac, oid, payload(4 * MIB, 2))
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "rndv-flood", "--id",
+                         oid.decode("latin-1"), "--secret", SECRET, "--name", "M4", "--dial", "A",
+                         "--seconds", 90)
+    try:
+        done = fields(read_until(peer, "flood-done", 80))
+        pins = to_int(info(ac, oid)["pins"])
+        assert done["rndvs"] <= PINS_MAX and pins <= PINS_MAX, (done, pins)
+        assert done["busy"] == 400 - done["rndvs"], done
+    finally:
+        peer.kill()
+        peer.communicate()
+    wait_unpinned(ac, oid, timeout=30)
+    ac.execute_command("OBJ.DEL", oid)
