@@ -210,8 +210,8 @@ static int connOutstanding(const Conn *c)
     int n = 0;
 
     for (const Transfer *x = fs.xfers; x; x = x->next)
-        if (x->conn == c && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING ||
-                             x->state == XFER_READING))
+        if (x->conn == c &&
+            (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING || x->state == XFER_READING))
             n++;
     return n;
 }
@@ -785,7 +785,8 @@ const EngineSide fetchSide = {
     .submit = fetchSubmit,
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
-    .onFrame = {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
+    .onFrame =
+        {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,

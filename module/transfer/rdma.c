@@ -101,15 +101,15 @@ _Static_assert(sizeof(RdmaPriv) == 24, "RdmaPriv is part of the wire format");
 /* Bytes of frames waiting for the peer's credits; past it the peer is not
  * reading what we owe it (or withholds credits on purpose). */
 #define RDMA_PEND_MAX_BYTES (1u << 20)
-#define RDMA_READ_CHUNK   (1u << 20)
-#define RDMA_READ_WINDOW  16 /* chunks in flight per connection */
-#define RDMA_SEND_WR      (RDMA_SLOTS + RDMA_READ_WINDOW + 4)
-#define RDMA_CQ_DEPTH     (RDMA_SEND_WR + RDMA_SLOTS + 8)
-#define RDMA_RESOLVE_MS   2000
-#define RDMA_FLUSH_MAX_MS 2000
-#define RDMA_WR_SEND      1u
-#define RDMA_WR_READ      2u
-#define RDMA_WR_RECV      3u
+#define RDMA_READ_CHUNK     (1u << 20)
+#define RDMA_READ_WINDOW    16 /* chunks in flight per connection */
+#define RDMA_SEND_WR        (RDMA_SLOTS + RDMA_READ_WINDOW + 4)
+#define RDMA_CQ_DEPTH       (RDMA_SEND_WR + RDMA_SLOTS + 8)
+#define RDMA_RESOLVE_MS     2000
+#define RDMA_FLUSH_MAX_MS   2000
+#define RDMA_WR_SEND        1u
+#define RDMA_WR_READ        2u
+#define RDMA_WR_RECV        3u
 _Static_assert(RDMA_SLOT_SIZE <= RING_MAX_LEN, "slot length must fit the immediate");
 _Static_assert(RDMA_SLOTS <= RDMA_PEER_SLOTS_MAX && RDMA_HS_SLOTS >= 4,
                "ring sizes must fit the immediate and the credit rules");
