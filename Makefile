@@ -201,9 +201,19 @@ $(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c m
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
 	    module/redis/resp.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP)
+# The RDMA transport's private data, immediates and two-ring receive rules.
+FUZZ_RDMAPROTO := build/fuzz/fuzz_rdmaproto_standalone
+$(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/transfer/rdmaproto.c \
+    module/transfer/rdmaproto.h module/transfer/wire.c module/rdma/ring.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_rdmaproto.c \
+	    module/transfer/rdmaproto.c module/transfer/wire.c module/rdma/ring.c -lcrypto -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO)
 	$(FUZZ_BIN)
 	$(FUZZ_RESP)
+	$(FUZZ_RDMAPROTO)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "rdma.h"
+#include "rdmaproto.h"
 #include "common/util.h"
 #include "rdma/ring.h"
 #include "rdma/verbs.h"
@@ -69,31 +70,14 @@ static const TransportHost *host;
 
 /* ---- wire: what rdma_cm private data carries ------------------------------------ */
 
-#define RDMA_PRIV_MAGIC   0x4F424A52u /* "OBJR" */
-#define RDMA_PRIV_VERSION 3           /* handshake ring, then RING */
-
-/* Our handshake ring, told to the peer in connect/accept private data. */
-typedef struct __attribute__((packed)) RdmaPriv {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t slots;
-    uint32_t slotSize;
-    uint32_t rkey;
-    uint64_t addr;
-} RdmaPriv;
-_Static_assert(sizeof(RdmaPriv) == 24, "RdmaPriv is part of the wire format");
+/* The private data, immediates and receive rules are in rdmaproto.h. */
 
 /* ---- tunables ---------------------------------------------------------------------- */
 
 #define RDMA_SLOTS        16
-#define RDMA_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
 #define RDMA_SLOT_SIZE    (256 * 1024 + RDMA_FRAME_MAX) /* inline payloads up to 256 KiB */
 #define RDMA_HS_SLOTS     8 /* handshake ring: frames only, no payloads */
 #define RDMA_HS_SLOT_SIZE RDMA_FRAME_MAX
-/* Immediate bit of a write into the full ring (ring.h's slot field keeps
- * 11 bits, so the rings here have at most RDMA_PEER_SLOTS_MAX slots). */
-#define RDMA_IMM_FULL       (1u << 31)
-#define RDMA_PEER_SLOTS_MAX (RING_MAX_SLOTS / 2)
 /* Incoming connections that have not proved the secret yet, overall and
  * from one address: more are rejected before anything is allocated. */
 #define RDMA_PREAUTH_MAX            64
@@ -143,21 +127,17 @@ typedef struct RdmaConn {
     struct ibv_cq *cq;
     uint8_t *rxRing; /* the ring the peer writes now: handshake, then full */
     struct ibv_mr *rxMr;
-    uint32_t rxSlotSize;
-    size_t rxLen;
-    int rxFull;        /* rxRing is the full ring */
     uint8_t *fullRing; /* announced in our RING, not yet written by the peer */
     struct ibv_mr *fullMr;
-    int authed;     /* the engine's handshake succeeded */
-    int ringPosted; /* our RING is on the wire */
-    int peerFull;   /* the peer's RING arrived: we write into its full ring */
+    int authed;   /* the engine's handshake succeeded */
+    int peerFull; /* the peer's RING arrived: we write into its full ring */
     size_t pendBytes;
     uint8_t *txBuf; /* RDMA_SLOTS frame buffers */
     struct ibv_mr *txMr;
     void *txCookie[RDMA_SLOTS];
     uint32_t txBusy; /* bitmap of frame buffers in flight */
     RingTx tx;
-    RingRx rx;
+    RdmaRx rx; /* which of our rings the peer writes, slot order, credits owed */
     uint64_t peerAddr;
     uint32_t peerRkey, peerSlotSize, peerSlots;
     PendingMsg *pendHead, *pendTail;
@@ -199,46 +179,27 @@ static int setNonBlocking(int fd)
     return fl == -1 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static void rdmaFillPriv(RdmaConn *c, RdmaPriv *p)
+static void rdmaFillPriv(RdmaConn *c, uint8_t priv[RDMA_PRIV_LEN])
 {
-    p->magic = htole32(RDMA_PRIV_MAGIC);
-    p->version = htole16(RDMA_PRIV_VERSION);
-    p->slots = htole16(RDMA_HS_SLOTS);
-    p->slotSize = htole32(RDMA_HS_SLOT_SIZE);
-    p->rkey = htole32(c->rxMr->rkey);
-    p->addr = htole64((uint64_t)(uintptr_t)c->rxRing);
-}
-
-/* Is a ring the peer describes (private data or RING) one we can write? */
-static int rdmaRingGeometryOk(uint32_t slots, uint32_t slotSize)
-{
-    return slots >= 4 && slots <= RDMA_PEER_SLOTS_MAX && slotSize >= RDMA_FRAME_MAX &&
-           slotSize <= RING_MAX_LEN;
+    RdmaRingDesc r = {.addr = (uint64_t)(uintptr_t)c->rxRing,
+                      .rkey = c->rxMr->rkey,
+                      .slots = RDMA_HS_SLOTS,
+                      .slotSize = RDMA_HS_SLOT_SIZE};
+    rdmaPrivEncode(&r, priv);
 }
 
 /* Take the peer's handshake ring from its private data. Returns 0, or -1
  * with a reason. */
 static int rdmaParsePriv(RdmaConn *c, const void *data, size_t len, const char **why)
 {
-    RdmaPriv p;
+    RdmaRingDesc r;
 
-    if (!data || len < sizeof(p)) {
-        *why = "no ring description in the private data";
+    if (rdmaPrivDecode(data, len, &r, why) == -1)
         return -1;
-    }
-    memcpy(&p, data, sizeof(p));
-    if (le32toh(p.magic) != RDMA_PRIV_MAGIC || le16toh(p.version) != RDMA_PRIV_VERSION) {
-        *why = "private data is not an objstore ring of this version (magic/version)";
-        return -1;
-    }
-    c->peerSlots = le16toh(p.slots);
-    c->peerSlotSize = le32toh(p.slotSize);
-    if (!rdmaRingGeometryOk(c->peerSlots, c->peerSlotSize)) {
-        *why = "peer ring geometry out of range";
-        return -1;
-    }
-    c->peerRkey = le32toh(p.rkey);
-    c->peerAddr = le64toh(p.addr);
+    c->peerSlots = r.slots;
+    c->peerSlotSize = r.slotSize;
+    c->peerRkey = r.rkey;
+    c->peerAddr = r.addr;
     ringTxInit(&c->tx, c->peerSlots);
     return 0;
 }
@@ -298,9 +259,8 @@ static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
                         &c->cq, err, errLen) == -1)
         return -1;
     c->qpUp = 1;
-    c->rxLen = (size_t)RDMA_HS_SLOTS * RDMA_HS_SLOT_SIZE;
-    c->rxSlotSize = RDMA_HS_SLOT_SIZE;
-    if (rdmaRingAlloc(c->rxLen, &c->rxRing, &c->rxMr, err, errLen) == -1)
+    if (rdmaRingAlloc((size_t)RDMA_HS_SLOTS * RDMA_HS_SLOT_SIZE, &c->rxRing, &c->rxMr, err,
+                      errLen) == -1)
         return -1;
     size_t txLen = (size_t)RDMA_SLOTS * RDMA_FRAME_MAX;
     if (posix_memalign((void **)&c->txBuf, 4096, txLen)) {
@@ -313,7 +273,7 @@ static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
         snprintf(err, errLen, "ibv_reg_mr (send buffers): %s", strerror(errno));
         return -1;
     }
-    ringRxInit(&c->rx, RDMA_HS_SLOTS);
+    rdmaRxInit(&c->rx, RDMA_HS_SLOTS, RDMA_HS_SLOT_SIZE, RDMA_SLOTS, RDMA_SLOT_SIZE);
     /* Receive WRs carry no buffer: one per slot of the larger ring, so the
      * count never has to change when the rings do. */
     for (int i = 0; i < RDMA_SLOTS; i++) {
@@ -325,11 +285,11 @@ static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
     return 0;
 }
 
-static void rdmaConnParam(struct rdma_conn_param *cp, const RdmaPriv *priv)
+static void rdmaConnParam(struct rdma_conn_param *cp, const uint8_t priv[RDMA_PRIV_LEN])
 {
     memset(cp, 0, sizeof(*cp));
     cp->private_data = priv;
-    cp->private_data_len = sizeof(*priv);
+    cp->private_data_len = RDMA_PRIV_LEN;
     cp->initiator_depth = (uint8_t)rd.rdAtomic;
     cp->responder_resources = (uint8_t)rd.rdAtomic;
     cp->retry_count = 7;
@@ -353,7 +313,7 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     memcpy(frame, pm->frame, pm->frameLen);
     /* Piggyback every credit we owe (header bytes 2..3, little-endian), but
      * none of a handshake ring we have told the peer to leave. */
-    uint32_t cr = c->ringPosted && !c->rxFull ? 0 : ringRxTakeCredits(&c->rx, 0xFFFF);
+    uint32_t cr = rdmaRxTakeCredits(&c->rx, 0xFFFF);
     frame[2] = (uint8_t)(cr & 0xFF);
     frame[3] = (uint8_t)(cr >> 8);
 
@@ -367,8 +327,7 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     wr.num_sge = pm->payloadLen ? 2 : 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(ringImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen) |
-                        (c->peerFull ? RDMA_IMM_FULL : 0));
+    wr.imm_data = htonl(rdmaImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen, c->peerFull));
     wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
     wr.wr.rdma.rkey = c->peerRkey;
     int rc = ibv_post_send(c->id->qp, &wr, &bad);
@@ -380,7 +339,7 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
     c->txCookie[buf] = pm->cookie;
     c->outstanding++;
     if (pm->isRing)
-        c->ringPosted = 1;
+        c->rx.announced = 1;
     return 0;
 }
 
@@ -388,7 +347,7 @@ static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
  * carry them. */
 static void rdmaMaybeCredit(RdmaConn *c)
 {
-    if (c->pendHead || (c->ringPosted && !c->rxFull) || !ringRxWantsCreditMsg(&c->rx))
+    if (c->pendHead || (c->rx.announced && !c->rx.full) || !ringRxWantsCreditMsg(&c->rx.ring))
         return;
     PendingMsg *pm = calloc(1, sizeof(*pm) + RDMA_FRAME_MAX);
     if (!pm)
@@ -608,24 +567,14 @@ static void rdmaReapReads(RdmaConn *c)
 /* ---- receiving --------------------------------------------------------------------- */
 
 /* The peer wrote into our full ring for the first time: it has left the
- * handshake ring, and nothing can land there any more (RC is in order).
- * Returns 0, or -1 with a reason when we never announced a full ring. */
-static int rdmaRxSwitch(RdmaConn *c, const char **why)
+ * handshake ring, and nothing can land there any more (RC is in order). */
+static void rdmaRxSwitch(RdmaConn *c)
 {
-    if (!c->ringPosted || !c->fullRing) {
-        *why = "write into a full ring that was never announced";
-        return -1;
-    }
     rdmaRingFree(c, &c->rxRing, &c->rxMr);
     c->rxRing = c->fullRing;
     c->rxMr = c->fullMr;
     c->fullRing = NULL;
     c->fullMr = NULL;
-    c->rxLen = (size_t)RDMA_SLOTS * RDMA_SLOT_SIZE;
-    c->rxSlotSize = RDMA_SLOT_SIZE;
-    c->rxFull = 1;
-    ringRxInit(&c->rx, RDMA_SLOTS);
-    return 0;
 }
 
 /* The peer announced its full ring: our next writes go there, with the
@@ -654,40 +603,19 @@ static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
 {
     uint32_t slot, len;
     const char *why = "";
+    int switched;
+    size_t payLen;
     WireMsg m;
 
-    int full = (imm & RDMA_IMM_FULL) != 0;
-    if (full && !c->rxFull && rdmaRxSwitch(c, &why) == -1)
+    if (rdmaRxAccept(&c->rx, imm, &slot, &len, &switched, &why) == -1)
         goto out_bad;
-    if (!full && c->rxFull) {
-        why = "write into the handshake ring after the full ring";
-        goto out_bad;
-    }
-    ringImmDecode(imm & ~RDMA_IMM_FULL, &slot, &len);
-    if (ringRxConsume(&c->rx, slot) == -1) {
-        why = "ring write in an unexpected slot";
-        goto out_bad;
-    }
-    if (len < OBJ_WIRE_HDR_LEN || len > c->rxSlotSize) {
-        why = "ring message length out of range";
-        goto out_bad;
-    }
-    const uint8_t *p = c->rxRing + (size_t)slot * c->rxSlotSize;
-    if (wireDecodeHdr(p, &m.h, &why) == -1)
-        goto out_bad;
-    if (OBJ_WIRE_HDR_LEN + m.h.bodyLen > len) {
-        why = "ring message shorter than its header says";
-        goto out_bad;
-    }
-    if (wireDecodeBody(p + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
+    if (switched)
+        rdmaRxSwitch(c);
+    const uint8_t *p = c->rxRing + (size_t)slot * c->rx.slotSize;
+    if (rdmaCheckMsg(p, len, &m, &payLen, &why) == -1)
         goto out_bad;
     if (ringTxGrant(&c->tx, m.h.credits) == -1) {
         why = "peer returned more credits than it owes";
-        goto out_bad;
-    }
-    size_t payLen = len - OBJ_WIRE_HDR_LEN - m.h.bodyLen;
-    if (payLen && m.h.type != WIRE_DATA) {
-        why = "payload on a message that carries none";
         goto out_bad;
     }
     if (m.h.type == WIRE_RING && rdmaTxSwitch(c, &m, &why) == -1)
@@ -969,7 +897,7 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t
     char err[160], desc[64], source[INET_ADDRSTRLEN];
     const char *why;
     struct sockaddr_in *sa = (struct sockaddr_in *)rdma_get_peer_addr(id);
-    RdmaPriv mine;
+    uint8_t mine[RDMA_PRIV_LEN];
     struct rdma_conn_param cp;
 
     if (!inet_ntop(AF_INET, &sa->sin_addr, source, sizeof(source)))
@@ -1004,8 +932,8 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t
         host->log("warning", "%s: refused: %s", c->base.desc, err);
         goto out_reject;
     }
-    rdmaFillPriv(c, &mine);
-    rdmaConnParam(&cp, &mine);
+    rdmaFillPriv(c, mine);
+    rdmaConnParam(&cp, mine);
     if (rdma_accept(id, &cp)) {
         host->log("warning", "%s: rdma_accept: %s", c->base.desc, strerror(errno));
         goto out_reject;
@@ -1047,14 +975,14 @@ static void rdmaOnCmEvent(void *arg, uint32_t events)
                 }
                 break;
             case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-                RdmaPriv mine;
+                uint8_t mine[RDMA_PRIV_LEN];
                 struct rdma_conn_param cp;
                 if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
                     rdmaCloseConn(&c->base, err);
                     break;
                 }
-                rdmaFillPriv(c, &mine);
-                rdmaConnParam(&cp, &mine);
+                rdmaFillPriv(c, mine);
+                rdmaConnParam(&cp, mine);
                 if (rdma_connect(id, &cp)) {
                     snprintf(err, sizeof(err), "rdma_connect: %s", strerror(errno));
                     rdmaCloseConn(&c->base, err);
