@@ -87,7 +87,12 @@ def vm_pinned_kb(node):
 
 
 def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
-    size = 32 * MIB
+    # As large as B's free arena allows: the later READ chunks land seconds after the
+    # ERROR, long after a new object has taken the space (the guest reads ~40 MB/s).
+    b = cluster["B"].client()
+    st = stats(b)
+    size = min(64 * MIB, st["arena_largest_free"] // MIB * MIB - 8 * MIB)
+    assert size >= 16 * MIB, st
     port = free_port(rxe_addr())
     peer = start_hostile(rxe_addr(), port, "--mode", "rndv-error", "--secret", SECRET,
                          "--name", "M1", "--size", size, "--seconds", 120)
@@ -99,15 +104,14 @@ def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
         dirc.execute_command("SADD", b"objstore:{" + oid + b"}:loc", b"M1")
         dirc.execute_command("HSET", b"objstore:{" + oid + b"}:meta", "size", size,
                              "meta_size", 0, "checksum", "%016x" % xxh3_64(b"\xee" * size))
-        b = cluster["B"].client()
+        victim, data = uid(b"victim"), payload(size, 6)  # made before: it takes a while
         before = stats(b)
         res = b.execute_command("OBJ.FETCH", oid, "VIA", "rdma", "TIMEOUT", 120000)
         assert res[0] != b"OK", res
         read_until(peer, "rndv-error", 5)
         # What B allocates next takes the space the fetch had: it must keep its bytes.
-        victim, data = uid(b"victim"), payload(size, 6)
         put(cluster["B"], b, victim, data)
-        time.sleep(3)  # longer than the hostile READs of 32 MiB take in the guest
+        time.sleep(5)  # longer than the hostile READs take in the guest
         assert read_object(cluster["B"], b, victim)[0] == data, (
             "an object allocated after the failed fetch was overwritten by its RDMA READs")
         after = stats(b)
@@ -141,7 +145,7 @@ def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluste
     # None of them lives past the handshake deadline (5 s).
     assert got["disconnected"] == got["accepted"], out
     assert "too many RDMA connections in handshake from this address" in a.log()
-    assert a.client().execute_command("PING") is True
+    assert a.client().execute_command("PING") in (True, b"PONG")
 
 
 def test_peer_returning_one_credit_per_round_cannot_grow_the_send_queue(cluster):
@@ -152,7 +156,7 @@ def test_peer_returning_one_credit_per_round_cannot_grow_the_send_queue(cluster)
     assert "authenticated=1" in out, out
     assert got["disconnected"] == 1, f"the node kept queueing for a peer that does not read:\n{out}"
     assert "wait for credits the peer does not return" in a.log()
-    assert a.client().execute_command("PING") is True
+    assert a.client().execute_command("PING") in (True, b"PONG")
 
 
 def test_peer_returning_no_credits_is_closed_when_its_queue_stops(cluster):
@@ -165,10 +169,10 @@ def test_peer_returning_no_credits_is_closed_when_its_queue_stops(cluster):
     assert "peer read nothing of its queued frames" in a.log()
 
 
-def test_rendezvous_pins_are_capped_per_connection(cluster, uid):
+def test_rendezvous_pins_are_capped_per_connection(cluster):
     a = cluster["A"]
     ac = a.client()
-    oid = uid(b"pinned")
+    oid = b"hostile-pins-%d" % os.getpid()  # printable: it goes on a command line
     put_published(a, ac, oid, payload(4 * MIB, 2))
     peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "rndv-flood", "--id",
                          oid.decode("latin-1"), "--secret", SECRET, "--name", "M4", "--dial", "A",

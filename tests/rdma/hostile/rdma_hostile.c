@@ -208,7 +208,7 @@ static int parsePriv(HConn *c, const uint8_t *data, size_t len)
 /* Write m into the node's next slot. Returns 0, 1 without credits, -1 on error. */
 static int sendMsg(HConn *c, WireMsg *m)
 {
-    int slot = ringTxTake(&c->t, 0);
+    int slot = ringTxTake(&c->t, m->h.type == WIRE_CREDIT);
     if (slot < 0)
         return 1;
     uint32_t give = c->ringSent && !c->rxFull ? 0 : ringRxTakeCredits(&c->r, c->creditAllowance);
@@ -561,6 +561,13 @@ int main(int argc, char **argv)
             pollConn(c);
             if (c->closed || !c->authed || !c->peerFull)
                 continue;
+            /* An honest reader returns what it owes even when it has nothing to say
+             * (ping-credit is the one that does not). */
+            if (strcmp(h.mode, "ping-credit") && !(c->ringSent && !c->rxFull) &&
+                ringRxWantsCreditMsg(&c->r)) {
+                WireMsg cr = {.h = {.type = WIRE_CREDIT}};
+                sendMsg(c, &cr);
+            }
             if (!strcmp(h.mode, "ping-credit")) {
                 WireMsg p = {.h = {.type = WIRE_PING, .reqId = reqId++}};
                 while (sendMsg(c, &p) == 0) {
