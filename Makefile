@@ -136,6 +136,7 @@ UNIT_LIBS_test_util     := common
 UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
+UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_resp     := redis
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
