@@ -196,9 +196,20 @@ $(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c m
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
 	    module/redis/resp.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP)
+# The TCP stream reassembly's target: the same frames and payload bytes however
+# the stream is cut, nothing written past a payload's destination.
+FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
+$(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/framer.c \
+    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
+	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_FRAMER)
 	$(FUZZ_BIN)
 	$(FUZZ_RESP)
+	$(FUZZ_FRAMER)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher
