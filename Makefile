@@ -136,6 +136,7 @@ UNIT_LIBS_test_util     := common
 UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
+UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_resp     := redis
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
@@ -210,10 +211,21 @@ $(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/tran
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_rdmaproto.c \
 	    module/transfer/rdmaproto.c module/transfer/wire.c module/rdma/ring.c -lcrypto -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO)
+# The TCP stream reassembly's target: the same frames and payload bytes however
+# the stream is cut, nothing written past a payload's destination.
+FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
+$(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/framer.c \
+    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
+	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER)
 	$(FUZZ_BIN)
 	$(FUZZ_RESP)
 	$(FUZZ_RDMAPROTO)
+	$(FUZZ_FRAMER)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher

@@ -614,6 +614,7 @@ void objClusterStatsFields(ObjStatSink *sink)
     STAT("fetch_cancelled", es.cancelled);
     STAT("transfer_connections", es.connections);
     STAT("transfer_bad_frames", es.badFrames);
+    STAT("transfer_refused_connections", es.refusedConnections);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

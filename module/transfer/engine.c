@@ -477,14 +477,17 @@ static int sendHello(Conn *c)
 }
 
 /* Log a refused connection, at most once a second (a flood must not flood
- * the log too), and count it with the bad frames. */
+ * the log too), and count it (transfer_refused_connections: it sent no bad
+ * frame, it only came when there was no room or took too long). */
 static void engineRefuseLog(const Conn *c, const char *why)
 {
     static int64_t lastUs;
     static uint64_t quiet;
     int64_t now = utilMonoUs();
 
-    engineCountBadFrame();
+    pthread_mutex_lock(&eng.statLock);
+    eng.st.refusedConnections++;
+    pthread_mutex_unlock(&eng.statLock);
     if (lastUs && now - lastUs < 1000000) {
         quiet++;
         return;

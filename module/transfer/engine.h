@@ -90,6 +90,7 @@ typedef struct EngineTransportStats {
 typedef struct EngineStats {
     EngineTransportStats tcp, rdma;
     uint64_t fetchRequests, shared, localHits, cancelled, connections, badFrames;
+    uint64_t refusedConnections; /* closed at the handshake caps or deadline */
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

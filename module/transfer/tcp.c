@@ -7,6 +7,8 @@
  * receiving side recvPayload() points the socket's next bytes straight at
  * the destination object (only the few payload bytes that arrived in the
  * same read as the frame header are copied out of the small frame buffer).
+ * Which bytes are frames and which payload is the framer's business
+ * (framer.c, pure and fuzzed); this file does the reads and the calls.
  * Sockets get TCP_NODELAY (frames are small and latency matters) and
  * keepalive (a silent dead peer is noticed).
  */
@@ -23,6 +25,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "framer.h"
 #include "tcp.h"
 #include "common/util.h"
 
@@ -30,7 +33,6 @@
 static const TransportHost *host;
 static const TransportOps tcpTransport;
 
-#define TCP_RXBUF     (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
 #define TCP_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
 #define TCP_MAX_IOV   32
 /* Fairness: after this many reads or bytes per readiness event, go back to
@@ -55,19 +57,13 @@ typedef struct TxItem {
     uint8_t frame[]; /* frameLen bytes */
 } TxItem;
 
-typedef enum RxState { RX_FRAME, RX_PAYLOAD } RxState;
-
 typedef struct TcpConn {
     Conn base; /* must be first */
     int fd;
     int connecting;
     int inHandler; /* close() during a callback defers the free to the handler's end */
     int closed;
-    RxState rx;
-    uint8_t rxbuf[TCP_RXBUF];
-    size_t rxLen;
-    uint8_t *payDst; /* NULL: the payload is read and thrown away */
-    size_t payLeft;
+    Framer rx;    /* frames and payloads out of the bytes read */
     int rxPaused; /* requests are not read while the send side is over its caps */
     TxItem *txHead, *txTail;
     size_t txBytes;  /* memory of the queued TxItems */
@@ -153,6 +149,7 @@ static TcpConn *tcpNew(int fd, const char *desc)
     if (!c)
         return NULL;
     c->fd = fd;
+    framerInit(&c->rx);
     c->base.ops = &tcpTransport;
     c->base.id = host->nextConnId();
     snprintf(c->base.desc, sizeof(c->base.desc), "tcp %s", desc);
@@ -284,73 +281,48 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
 
 static int tcpRecvPayload(Conn *base, void *dst, size_t len)
 {
-    TcpConn *c = (TcpConn *)base;
-
-    c->rx = RX_PAYLOAD;
-    c->payDst = dst;
-    c->payLeft = len;
-    return 0;
+    return framerExpectPayload(&((TcpConn *)base)->rx, dst, len);
 }
 
 static void tcpDiscardPayload(Conn *base)
 {
-    ((TcpConn *)base)->payDst = NULL;
+    framerDiscardPayload(&((TcpConn *)base)->rx);
 }
 
-/* The payload is complete: back to frames, tell the engine. */
-static void tcpPayloadComplete(TcpConn *c)
-{
-    c->rx = RX_FRAME;
-    c->payDst = NULL;
-    host->onPayloadDone(&c->base);
-}
-
-/* Decode and deliver every whole frame in rxbuf. Returns 0, or -1 after
- * closing the connection. */
+/* Deliver every event the framer has: whole frames to the engine (which
+ * may point the payload that follows somewhere), ends of payloads. Stops
+ * before a frame while the send side is over its caps (the rest waits in
+ * the framer and the socket). Returns 0, or -1 after closing the
+ * connection. */
 static int tcpParseFrames(TcpConn *c)
 {
-    size_t off = 0;
     const char *why = "";
 
-    while (c->rx == RX_FRAME && c->rxLen - off >= OBJ_WIRE_HDR_LEN) {
+    for (;;) {
         WireMsg m;
-        if (c->base.state == CONN_READY && tcpBusy(c)) {
-            c->rxPaused = 1; /* the rest waits in rxbuf and the socket */
-            break;
+        if (framerFrameWaiting(&c->rx) && c->base.state == CONN_READY && tcpBusy(c)) {
+            c->rxPaused = 1;
+            return 0;
         }
-        if (wireDecodeHdr(c->rxbuf + off, &m.h, &why) == -1)
-            goto out_bad_frame;
-        if (c->rxLen - off < OBJ_WIRE_HDR_LEN + m.h.bodyLen)
-            break;
-        if (wireDecodeBody(c->rxbuf + off + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
-            goto out_bad_frame;
-        off += OBJ_WIRE_HDR_LEN + m.h.bodyLen;
-        if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
-            if (!c->closed)
-                tcpCloseConn(&c->base, "protocol error (see the previous log line)");
-            return -1;
+        switch (framerNext(&c->rx, &m, &why)) {
+            case FRAMER_MORE:
+                return 0;
+            case FRAMER_ERROR:
+                goto out_bad_frame;
+            case FRAMER_PAYLOAD_DONE:
+                host->onPayloadDone(&c->base);
+                break;
+            case FRAMER_FRAME:
+                if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
+                    if (!c->closed)
+                        tcpCloseConn(&c->base, "protocol error (see the previous log line)");
+                    return -1;
+                }
+                break;
         }
         if (c->closed)
             return -1;
-        if (c->rx == RX_PAYLOAD) { /* payload bytes already read: copy the few */
-            size_t have = c->rxLen - off;
-            size_t take = have < c->payLeft ? have : c->payLeft;
-            if (c->payDst) {
-                memcpy(c->payDst, c->rxbuf + off, take);
-                c->payDst += take;
-            }
-            c->payLeft -= take;
-            off += take;
-            if (c->payLeft == 0) {
-                tcpPayloadComplete(c);
-                if (c->closed)
-                    return -1;
-            }
-        }
     }
-    memmove(c->rxbuf, c->rxbuf + off, c->rxLen - off);
-    c->rxLen -= off;
-    return 0;
 
 out_bad_frame : {
     char reason[128];
@@ -362,22 +334,25 @@ out_bad_frame : {
 }
 }
 
+/* Read what the socket has, up to the fairness bounds, into wherever the
+ * framer says (a payload's destination, its own buffer, or the drain
+ * buffer for a payload thrown away), and deliver the events. */
 static void tcpRead(TcpConn *c)
 {
     size_t total = 0;
 
     for (int i = 0; i < TCP_READS_PER_EV && total < TCP_BYTES_PER_EV && !c->closed; i++) {
-        ssize_t n;
-        if (c->rx == RX_FRAME && c->rxPaused)
+        uint8_t *dst;
+        if (c->rxPaused && !framerInPayload(&c->rx))
             return;
-        if (c->rx == RX_PAYLOAD && !c->payDst) {
-            n = read(c->fd, drainBuf,
-                     c->payLeft < sizeof(drainBuf) ? c->payLeft : sizeof(drainBuf));
-        } else if (c->rx == RX_PAYLOAD) {
-            n = read(c->fd, c->payDst, c->payLeft);
-        } else {
-            n = read(c->fd, c->rxbuf + c->rxLen, sizeof(c->rxbuf) - c->rxLen);
+        size_t room = framerReadSpace(&c->rx, &dst);
+        if (room == 0)
+            return; /* only whole frames are buffered: tcpParseFrames stopped on purpose */
+        if (!dst) {
+            dst = drainBuf;
+            room = room < sizeof(drainBuf) ? room : sizeof(drainBuf);
         }
+        ssize_t n = read(c->fd, dst, room);
         if (n == 0) {
             tcpCloseConn(&c->base, "peer closed the connection");
             return;
@@ -391,15 +366,7 @@ static void tcpRead(TcpConn *c)
             return;
         }
         total += (size_t)n;
-        if (c->rx == RX_PAYLOAD) {
-            if (c->payDst)
-                c->payDst += n;
-            c->payLeft -= (size_t)n;
-            if (c->payLeft == 0)
-                tcpPayloadComplete(c);
-            continue;
-        }
-        c->rxLen += (size_t)n;
+        framerWrote(&c->rx, (size_t)n); /* n <= room: can't fail */
         if (tcpParseFrames(c) == -1)
             return;
     }

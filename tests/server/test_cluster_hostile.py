@@ -3,7 +3,9 @@ that is one: a hand-written implementation of module/transfer/wire.h (HELLO, AUT
 HMAC-SHA256 proofs, FETCH -> DATA/ERROR) proves the protocol from the outside.
 
 Every hostile connection must be dropped (the socket reads EOF within a bound) and
-counted in transfer_bad_frames, and the node must stay healthy: it answers PING and a
+counted: in transfer_bad_frames when it sent something wrong, in
+transfer_refused_connections (and not as a bad frame) when it only came when there was no
+room or took too long to authenticate. The node must stay healthy: it answers PING and a
 real fetch from another node still works.
 """
 
@@ -517,11 +519,15 @@ def test_silent_connection_is_closed_at_the_handshake_deadline(cl):
         assert time.monotonic() - t0 > HANDSHAKE_DEADLINE - 1.0, "closed before the deadline"
     finally:
         peer.close()
-    assert stats(a)["transfer_bad_frames"] > a0["transfer_bad_frames"]
+    a1 = stats(a)
+    assert a1["transfer_refused_connections"] > a0["transfer_refused_connections"]
+    assert a1["transfer_bad_frames"] == a0["transfer_bad_frames"], "a silent peer sent no bad frame"
     assert "handshake" in cl["A"].log()
 
 
 def test_half_hello_is_closed_at_the_handshake_deadline(cl):
+    a = cl["A"].client()
+    a0 = stats(a)
     peer = WirePeer(cl["A"].transfer_port)
     try:
         peer.send_hello()
@@ -529,6 +535,9 @@ def test_half_hello_is_closed_at_the_handshake_deadline(cl):
         assert peer.closed_within(HANDSHAKE_DEADLINE + 3.0)
     finally:
         peer.close()
+    a1 = stats(a)
+    assert a1["transfer_refused_connections"] > a0["transfer_refused_connections"]
+    assert a1["transfer_bad_frames"] == a0["transfer_bad_frames"]
 
 
 def test_connections_over_the_per_source_cap_are_closed(make_cluster, uid):
@@ -554,7 +563,10 @@ def test_connections_over_the_per_source_cap_are_closed(make_cluster, uid):
     finally:
         for p in flood:
             p.close()
-    assert stats(a)["transfer_bad_frames"] - a0["transfer_bad_frames"] >= n - HANDSHAKE_PER_SOURCE
+    a1 = stats(a)
+    refused = a1["transfer_refused_connections"] - a0["transfer_refused_connections"]
+    assert refused >= n - HANDSHAKE_PER_SOURCE, f"{refused} refusals counted"
+    assert a1["transfer_bad_frames"] == a0["transfer_bad_frames"], "silent peers sent no bad frame"
     assert "127.0.0.2" in cl["A"].log()
 
 

@@ -1,0 +1,134 @@
+/*
+ * framer.c - stream reassembly for the TCP transport (framer.h): frames
+ * out of a buffer, payloads straight into their destination.
+ *
+ * The buffer holds at most one whole largest frame plus what came with it;
+ * consumed bytes are dropped (the rest moved down) only when more space is
+ * asked for, so a decoded frame's pointers stay valid while its receiver
+ * looks at it. Payload bytes that arrived in the buffer with their frame
+ * are copied out (the few); the rest is read straight into the destination.
+ */
+#include <string.h>
+
+#include "framer.h"
+
+void framerInit(Framer *f)
+{
+    memset(f, 0, sizeof(*f));
+}
+
+/* Copy or throw away as many buffered bytes as the payload still wants.
+ * Returns how many it took. */
+static size_t framerFeedPayload(Framer *f)
+{
+    size_t have = f->end - f->start;
+    size_t take = have < f->payLeft ? have : f->payLeft;
+
+    if (f->payDst && take > 0) {
+        memcpy(f->payDst, f->buf + f->start, take);
+        f->payDst += take;
+    }
+    f->start += take;
+    f->payLeft -= take;
+    return take;
+}
+
+size_t framerReadSpace(Framer *f, uint8_t **dst)
+{
+    if (f->inPayload && f->payLeft > 0 && f->start == f->end) {
+        f->spaceDirect = 1;
+        f->spaceOpen = 1;
+        f->spaceCap = f->payLeft;
+        *dst = f->payDst;
+        return f->spaceCap;
+    }
+    if (f->start > 0) {
+        memmove(f->buf, f->buf + f->start, f->end - f->start);
+        f->end -= f->start;
+        f->start = 0;
+    }
+    f->spaceDirect = 0;
+    f->spaceOpen = 1;
+    f->spaceCap = sizeof(f->buf) - f->end;
+    *dst = f->buf + f->end;
+    return f->spaceCap;
+}
+
+int framerWrote(Framer *f, size_t n)
+{
+    if (!f->spaceOpen || n > f->spaceCap)
+        return -1;
+    f->spaceOpen = 0;
+    if (!f->spaceDirect) {
+        f->end += n;
+        return 0;
+    }
+    if (f->payDst)
+        f->payDst += n;
+    f->payLeft -= n;
+    return 0;
+}
+
+FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
+{
+    const char *reason = NULL;
+
+    if (f->failed) {
+        reason = f->failed;
+        goto out_error;
+    }
+    if (f->inPayload) {
+        framerFeedPayload(f);
+        if (f->payLeft > 0)
+            return FRAMER_MORE;
+        f->inPayload = 0;
+        f->payDst = NULL;
+        return FRAMER_PAYLOAD_DONE;
+    }
+    size_t have = f->end - f->start;
+    if (have < OBJ_WIRE_HDR_LEN)
+        return FRAMER_MORE;
+    /* The header alone says whether the body can be valid: a bad length
+     * fails now instead of being waited for. */
+    if (wireDecodeHdr(f->buf + f->start, &m->h, &reason) == -1)
+        goto out_fail;
+    if (have - OBJ_WIRE_HDR_LEN < m->h.bodyLen)
+        return FRAMER_MORE;
+    if (wireDecodeBody(f->buf + f->start + OBJ_WIRE_HDR_LEN, m, &reason) == -1)
+        goto out_fail;
+    f->start += OBJ_WIRE_HDR_LEN + m->h.bodyLen;
+    return FRAMER_FRAME;
+
+out_fail:
+    f->failed = reason ? reason : "undecodable frame";
+    reason = f->failed;
+out_error:
+    if (why)
+        *why = reason;
+    return FRAMER_ERROR;
+}
+
+int framerExpectPayload(Framer *f, void *dst, size_t len)
+{
+    if (f->inPayload)
+        return -1;
+    f->inPayload = 1;
+    f->payDst = dst;
+    f->payLeft = len;
+    return 0;
+}
+
+void framerDiscardPayload(Framer *f)
+{
+    f->payDst = NULL;
+}
+
+int framerInPayload(const Framer *f)
+{
+    return f->inPayload;
+}
+
+int framerFrameWaiting(const Framer *f)
+{
+    return !f->inPayload && !f->failed && f->end - f->start >= OBJ_WIRE_HDR_LEN;
+}

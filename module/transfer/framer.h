@@ -1,0 +1,88 @@
+/*
+ * framer.h - the receiving half of a stream transport without the stream:
+ * bytes in, events out. A Framer turns the bytes of one connection, however
+ * they were cut by the reads that brought them, into a sequence of events:
+ * a whole decoded frame, or "the payload that followed a frame is complete".
+ * After a frame, its receiver says where the payload that follows it goes
+ * (framerExpectPayload: a destination of exactly its length, or nowhere),
+ * and may later give that destination up (framerDiscardPayload: the rest is
+ * read and thrown away, the stream stays in step).
+ *
+ * The framer does no I/O, holds no lock and calls nothing: the transport
+ * asks it where the next bytes should go (framerReadSpace: its own buffer,
+ * or straight into the payload's destination, or anywhere when they are to
+ * be thrown away), reads, reports how many arrived (framerWrote), then
+ * takes events (framerNext) until it answers FRAMER_MORE. Payload bytes are
+ * never written past the destination's length, and a frame that does not
+ * decode is an error that stays: the connection is beyond repair.
+ *
+ * Pure C: usable (and fuzzed) without sockets, threads or the engine.
+ */
+#ifndef OBJSTORE_FRAMER_H
+#define OBJSTORE_FRAMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+/* A whole largest frame, and room for the start of what follows it. */
+#define FRAMER_BUF (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
+
+typedef enum FramerEvent {
+    FRAMER_MORE = 0,     /* nothing whole is buffered: read more */
+    FRAMER_FRAME,        /* a frame decoded into *m */
+    FRAMER_PAYLOAD_DONE, /* the payload framerExpectPayload announced is complete */
+    FRAMER_ERROR         /* a frame did not decode; *why says why (for good) */
+} FramerEvent;
+
+/* One connection's receive state. Embed it; framerInit before use. */
+typedef struct Framer {
+    uint8_t buf[FRAMER_BUF];
+    size_t start, end;  /* buffered and not yet consumed: buf[start, end) */
+    int inPayload;      /* payload bytes are due (or due to be reported done) */
+    uint8_t *payDst;    /* where the next payload byte goes; NULL: thrown away */
+    size_t payLeft;     /* payload bytes still due */
+    int spaceDirect;    /* the last framerReadSpace named the payload, not buf */
+    size_t spaceCap;    /* what the last framerReadSpace allowed */
+    int spaceOpen;      /* ... and framerWrote has not yet used it */
+    const char *failed; /* after FRAMER_ERROR: the reason, returned ever after */
+} Framer;
+
+/* An empty framer waiting for a frame. Can't fail. */
+void framerInit(Framer *f);
+
+/* Where the next bytes of the stream go: returns how many may be written
+ * at *dst, and *dst, which is NULL when they are to be thrown away (read
+ * them anywhere, at most that many). Straight into the payload's
+ * destination only when nothing is buffered; otherwise into the framer's
+ * own buffer (then framerNext copies them on). Returns 0 when the buffer is
+ * full, which happens only when whole frames are left unconsumed. */
+size_t framerReadSpace(Framer *f, uint8_t **dst);
+/* n bytes were written where the last framerReadSpace said. Returns 0, or
+ * -1 (nothing changes) when n exceeds what it allowed or none was asked. */
+int framerWrote(Framer *f, size_t n);
+
+/* The next event from what is buffered. FRAMER_FRAME fills *m, whose
+ * pointers refer to the framer's buffer until the next framerReadSpace.
+ * FRAMER_ERROR sets *why (a static string) and repeats on every later call.
+ * why may be NULL. */
+FramerEvent framerNext(Framer *f, WireMsg *m, const char **why);
+
+/* Right after a FRAMER_FRAME: the next len bytes of the stream are that
+ * frame's payload, for dst (len bytes, valid until FRAMER_PAYLOAD_DONE or
+ * framerDiscardPayload), or thrown away if dst is NULL. len 0 is reported
+ * done at once. Returns 0, or -1 when a payload is already due. */
+int framerExpectPayload(Framer *f, void *dst, size_t len);
+/* The destination of the payload being received is no longer valid: the
+ * rest of it is thrown away, FRAMER_PAYLOAD_DONE still comes at its end.
+ * Harmless when no payload is due. */
+void framerDiscardPayload(Framer *f);
+
+/* Is a payload due (or its end not yet reported)? */
+int framerInPayload(const Framer *f);
+/* Is a whole header buffered with no payload due, so that framerNext would
+ * decode a frame or fail (the point where a busy transport stops)? */
+int framerFrameWaiting(const Framer *f);
+
+#endif /* OBJSTORE_FRAMER_H */

@@ -1,0 +1,414 @@
+/*
+ * test_framer.c - unit tests for the stream reassembly of the TCP transport
+ * (module/transfer/framer.c).
+ *
+ * The tests pin down the promises of framer.h: frames come out whole
+ * however the bytes were cut, payload bytes go to their destination (the
+ * ones buffered with the frame copied, the rest read straight in) and never
+ * past its length, a payload thrown away (from the start or half way) keeps
+ * the stream in step, bad frames are errors that stay, and the space the
+ * framer hands out is never overrun. Destinations are heap buffers of their
+ * exact length, so a write one byte too far trips AddressSanitizer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "transfer/framer.h"
+#include "transfer/wire.h"
+
+#define TEST_STREAM_MAX (64 * 1024)
+
+static Framer testF; /* large: not on the stack */
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+/* Append the encoding of m to out at *at. */
+static void testPut(uint8_t *out, size_t *at, WireMsg *m)
+{
+    int n = wireEncode(m, out + *at, TEST_STREAM_MAX - *at);
+    assert_true(n > 0);
+    *at += (size_t)n;
+}
+
+static void testPing(uint8_t *out, size_t *at, uint64_t reqId)
+{
+    WireMsg m = {.h = {.type = WIRE_PING, .reqId = reqId}};
+    testPut(out, at, &m);
+}
+
+static void testFetch(uint8_t *out, size_t *at, uint64_t reqId, const char *id)
+{
+    WireMsg m = {.h = {.type = WIRE_FETCH, .reqId = reqId}};
+    m.u.fetch.id = id;
+    m.u.fetch.idLen = (uint16_t)strlen(id);
+    testPut(out, at, &m);
+}
+
+/* A DATA frame announcing len payload bytes, then the payload (byte i is
+ * seed + i). */
+static void testData(uint8_t *out, size_t *at, uint64_t reqId, size_t len, uint8_t seed)
+{
+    WireMsg m = {.h = {.type = WIRE_DATA, .reqId = reqId}};
+    m.u.data.size = len;
+    testPut(out, at, &m);
+    for (size_t i = 0; i < len; i++)
+        out[(*at)++] = (uint8_t)(seed + i);
+}
+
+/* Hand bytes to the framer as a transport would, at most chunk at a time,
+ * straight into the payload when it says so. Returns how many it took
+ * (less than len only when it had no room). */
+static size_t testFeed(Framer *f, const uint8_t *bytes, size_t len, size_t chunk)
+{
+    size_t off = 0;
+    while (off < len) {
+        uint8_t *dst;
+        size_t room = framerReadSpace(f, &dst);
+        if (room == 0)
+            break;
+        size_t n = len - off < chunk ? len - off : chunk;
+        n = n < room ? n : room;
+        if (dst)
+            memcpy(dst, bytes + off, n);
+        assert_int_equal(framerWrote(f, n), 0);
+        off += n;
+        if (framerFrameWaiting(f) || framerInPayload(f))
+            break; /* let the caller take the events */
+    }
+    return off;
+}
+
+/* ---- frames ------------------------------------------------------------------- */
+
+static void test_frame_written_whole_comes_out_whole(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    testFetch(s, &len, 42, "obj-1");
+    framerInit(&testF);
+
+    assert_int_equal(testFeed(&testF, s, len, len), len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(m.h.type, WIRE_FETCH);
+    assert_int_equal(m.h.reqId, 42);
+    assert_int_equal(m.u.fetch.idLen, 5);
+    assert_memory_equal(m.u.fetch.id, "obj-1", 5);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+}
+
+static void test_frame_written_byte_by_byte_comes_out_at_its_last_byte(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    testFetch(s, &len, 7, "abc");
+    framerInit(&testF);
+
+    for (size_t i = 0; i < len; i++) {
+        assert_int_equal(testFeed(&testF, s + i, 1, 1), 1);
+        FramerEvent want = i + 1 == len ? FRAMER_FRAME : FRAMER_MORE;
+        assert_int_equal(framerNext(&testF, &m, NULL), want);
+    }
+    assert_int_equal(m.h.reqId, 7);
+}
+
+static void test_frames_written_together_come_out_one_by_one(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    testPing(s, &len, 1);
+    testFetch(s, &len, 2, "x");
+    testPing(s, &len, 3);
+    framerInit(&testF);
+
+    assert_int_equal(testFeed(&testF, s, len, len), len);
+    for (uint64_t id = 1; id <= 3; id++) {
+        assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+        assert_int_equal(m.h.reqId, id);
+    }
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+}
+
+static void test_frame_waiting_needs_a_whole_header(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    testFetch(s, &len, 2, "xyz");
+    framerInit(&testF);
+
+    testFeed(&testF, s, OBJ_WIRE_HDR_LEN - 1, len);
+    assert_false(framerFrameWaiting(&testF));
+    testFeed(&testF, s + OBJ_WIRE_HDR_LEN - 1, 1, len);
+    assert_true(framerFrameWaiting(&testF)); /* the body is not there yet */
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+}
+
+static void test_buffer_full_of_unconsumed_frames_offers_no_room(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    uint8_t *dst;
+    framerInit(&testF);
+    while (len < FRAMER_BUF + OBJ_WIRE_HDR_LEN)
+        testPing(s, &len, 1 + len);
+
+    size_t off = 0;
+    for (size_t room; (room = framerReadSpace(&testF, &dst)) > 0; off += room) {
+        memcpy(dst, s + off, room);
+        assert_int_equal(framerWrote(&testF, room), 0);
+    }
+    assert_int_equal(off, FRAMER_BUF);
+}
+
+/* ---- payloads ------------------------------------------------------------------ */
+
+static void
+test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 1000;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen), *at;
+    testData(s, &len, 9, payLen, 3);
+    framerInit(&testF);
+
+    size_t first = OBJ_WIRE_HDR_LEN + 24 + 100; /* the frame and 100 payload bytes */
+    assert_int_equal(testFeed(&testF, s, first, first), first);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(m.u.data.size, payLen);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+    assert_int_equal(framerReadSpace(&testF, &at), payLen - 100);
+    assert_ptr_equal(at, dst + 100);
+    memcpy(at, s + first, payLen - 100);
+    assert_int_equal(framerWrote(&testF, payLen - 100), 0);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    assert_memory_equal(dst, s + first - 100, payLen);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+    free(dst);
+}
+
+static void test_payload_and_next_frame_in_one_write_give_done_then_the_frame(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 50;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen);
+    testData(s, &len, 9, payLen, 0);
+    testPing(s, &len, 10);
+    framerInit(&testF);
+
+    testFeed(&testF, s, len, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(m.h.type, WIRE_PING);
+    assert_int_equal(m.h.reqId, 10);
+    assert_memory_equal(dst, s + OBJ_WIRE_HDR_LEN + 24, payLen);
+    free(dst);
+}
+
+static void test_empty_payload_is_done_at_once(void **state)
+{
+    WireMsg m;
+    framerInit(&testF);
+
+    assert_int_equal(framerExpectPayload(&testF, NULL, 0), 0);
+    assert_true(framerInPayload(&testF));
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    assert_false(framerInPayload(&testF));
+}
+
+static void
+test_payload_without_destination_is_thrown_away_and_the_stream_stays_in_step(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 20000, off;
+    WireMsg m;
+    testData(s, &len, 9, payLen, 1);
+    testPing(s, &len, 11);
+    framerInit(&testF);
+
+    off = testFeed(&testF, s, len, 64);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, NULL, payLen), 0);
+    FramerEvent ev;
+    int done = 0;
+    for (int guard = 0; guard < 100000 && !done; guard++) {
+        while ((ev = framerNext(&testF, &m, NULL)) == FRAMER_PAYLOAD_DONE)
+            done = 1;
+        assert_int_equal(ev, FRAMER_MORE);
+        if (!done)
+            off += testFeed(&testF, s + off, len - off, 4096);
+    }
+    assert_true(done);
+    off += testFeed(&testF, s + off, len - off, len);
+    assert_int_equal(off, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(m.h.reqId, 11);
+}
+
+static void test_discarded_payload_keeps_what_came_and_writes_nothing_more(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 300;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen);
+    memset(dst, 0xEE, payLen);
+    testData(s, &len, 9, payLen, 5);
+    testPing(s, &len, 12);
+    size_t pay = OBJ_WIRE_HDR_LEN + 24;
+    framerInit(&testF);
+
+    testFeed(&testF, s, pay, pay);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    assert_int_equal(testFeed(&testF, s + pay, 100, 100), 100);
+    framerDiscardPayload(&testF);
+    uint8_t *at;
+    assert_int_equal(framerReadSpace(&testF, &at), payLen - 100);
+    assert_null(at);
+    assert_int_equal(framerWrote(&testF, payLen - 100), 0);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    testFeed(&testF, s + pay + payLen, len - pay - payLen, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(m.h.reqId, 12);
+    assert_memory_equal(dst, s + pay, 100);
+    for (size_t i = 100; i < payLen; i++)
+        assert_int_equal(dst[i], 0xEE);
+    free(dst);
+}
+
+static void test_second_payload_before_the_first_ends_is_refused(void **state)
+{
+    uint8_t one;
+    framerInit(&testF);
+
+    assert_int_equal(framerExpectPayload(&testF, &one, 1), 0);
+    assert_int_equal(framerExpectPayload(&testF, &one, 1), -1);
+}
+
+static void test_writes_beyond_the_space_given_are_refused(void **state)
+{
+    uint8_t *dst;
+    uint8_t pay[8];
+    framerInit(&testF);
+
+    assert_int_equal(framerWrote(&testF, 1), -1); /* no space asked for */
+    size_t room = framerReadSpace(&testF, &dst);
+    assert_int_equal(room, FRAMER_BUF);
+    assert_int_equal(framerWrote(&testF, room + 1), -1);
+    assert_int_equal(framerWrote(&testF, 0), 0);
+    assert_int_equal(framerWrote(&testF, 0), -1); /* the space was used up */
+
+    assert_int_equal(framerExpectPayload(&testF, pay, sizeof(pay)), 0);
+    assert_int_equal(framerReadSpace(&testF, &dst), sizeof(pay));
+    assert_ptr_equal(dst, pay);
+    assert_int_equal(framerWrote(&testF, sizeof(pay) + 1), -1);
+}
+
+/* ---- bad frames ------------------------------------------------------------------ */
+
+typedef struct BadHdr {
+    const char *what;
+    uint8_t type, flags;
+    uint32_t bodyLen;
+    uint64_t reqId;
+} BadHdr;
+
+static void test_bad_headers_are_errors_that_stay(void **state)
+{
+    static const BadHdr bad[] = {
+        {"type 0", 0, 0, 0, 1},
+        {"unknown type", WIRE_TYPE_MAX + 1, 0, 0, 1},
+        {"flags set", WIRE_PING, 1, 0, 1},
+        {"body over the maximum", WIRE_ERROR, 0, OBJ_WIRE_MAX_BODY + 1, 1},
+        {"body a PING cannot have", WIRE_PING, 0, 1, 1},
+        {"FETCH without a request id", WIRE_FETCH, 0, 2, 0},
+        {"DATA without a request id", WIRE_DATA, 0, 24, 0},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint8_t h[OBJ_WIRE_HDR_LEN] = {0};
+        WireMsg m;
+        const char *why = NULL, *again = NULL;
+        h[0] = bad[i].type;
+        h[1] = bad[i].flags;
+        for (int b = 0; b < 4; b++)
+            h[4 + b] = (uint8_t)(bad[i].bodyLen >> (8 * b));
+        for (int b = 0; b < 8; b++)
+            h[8 + b] = (uint8_t)(bad[i].reqId >> (8 * b));
+        framerInit(&testF);
+        testFeed(&testF, h, sizeof(h), sizeof(h));
+        if (framerNext(&testF, &m, &why) != FRAMER_ERROR)
+            fail_msg("%s: not refused", bad[i].what);
+        assert_non_null(why);
+        assert_int_equal(framerNext(&testF, &m, &again), FRAMER_ERROR);
+        assert_string_equal(why, again);
+        assert_false(framerFrameWaiting(&testF));
+    }
+}
+
+static void test_bad_body_is_an_error(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    const char *why = NULL;
+    testFetch(s, &len, 3, "abcd");
+    s[OBJ_WIRE_HDR_LEN] = 9; /* idLen 9 in a body that holds 4 */
+    framerInit(&testF);
+
+    testFeed(&testF, s, len, len);
+    assert_int_equal(framerNext(&testF, &m, &why), FRAMER_ERROR);
+    assert_non_null(why);
+}
+
+static void test_frame_after_a_bad_one_is_never_delivered(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0;
+    WireMsg m;
+    testPing(s, &len, 1);
+    s[1] = 1; /* flags */
+    testPing(s, &len, 2);
+    framerInit(&testF);
+
+    testFeed(&testF, s, len, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_ERROR);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_ERROR);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frame_written_whole_comes_out_whole),
+        cmocka_unit_test(test_frame_written_byte_by_byte_comes_out_at_its_last_byte),
+        cmocka_unit_test(test_frames_written_together_come_out_one_by_one),
+        cmocka_unit_test(test_frame_waiting_needs_a_whole_header),
+        cmocka_unit_test(test_buffer_full_of_unconsumed_frames_offers_no_room),
+        cmocka_unit_test(
+            test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in),
+        cmocka_unit_test(test_payload_and_next_frame_in_one_write_give_done_then_the_frame),
+        cmocka_unit_test(test_empty_payload_is_done_at_once),
+        cmocka_unit_test(
+            test_payload_without_destination_is_thrown_away_and_the_stream_stays_in_step),
+        cmocka_unit_test(test_discarded_payload_keeps_what_came_and_writes_nothing_more),
+        cmocka_unit_test(test_second_payload_before_the_first_ends_is_refused),
+        cmocka_unit_test(test_writes_beyond_the_space_given_are_refused),
+        cmocka_unit_test(test_bad_headers_are_errors_that_stay),
+        cmocka_unit_test(test_bad_body_is_an_error),
+        cmocka_unit_test(test_frame_after_a_bad_one_is_never_delivered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
