@@ -476,10 +476,12 @@ static int sendHello(Conn *c)
     return engineSend(c, &m, NULL, 0, NULL);
 }
 
-/* Log a refused connection, at most once a second (a flood must not flood
- * the log too), and count it (transfer_refused_connections: it sent no bad
- * frame, it only came when there was no room or took too long). */
-static void engineRefuseLog(const Conn *c, const char *why)
+/* Log a refused connection (desc: who), at most once a second (a flood must
+ * not flood the log too), and count it (transfer_refused_connections: it
+ * sent no bad frame, it only came when there was no room or took too
+ * long). Transports call it through their host table for what they refuse
+ * before a Conn exists. */
+static void engineRefused(const char *desc, const char *why)
 {
     static int64_t lastUs;
     static uint64_t quiet;
@@ -492,10 +494,15 @@ static void engineRefuseLog(const Conn *c, const char *why)
         quiet++;
         return;
     }
-    engineLog("warning", "%s: closed: %s (%llu more refused since the last such line)", c->desc,
-              why, (unsigned long long)quiet);
+    engineLog("warning", "%s: closed: %s (%llu more refused since the last such line)", desc, why,
+              (unsigned long long)quiet);
     lastUs = now;
     quiet = 0;
+}
+
+static void engineRefuseLog(const Conn *c, const char *why)
+{
+    engineRefused(c->desc, why);
 }
 
 /* May one more incoming connection from c->source start a handshake?
@@ -788,6 +795,7 @@ static const TransportHost engineHost = {
     .unwatch = engineUnwatch,
     .nextConnId = engineNextConnId,
     .countBadFrame = engineCountBadFrame,
+    .refused = engineRefused,
     .connBusy = engineConnBusy,
     .onUp = engineOnUp,
     .onFrame = engineOnFrame,

@@ -903,14 +903,9 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t
     if (!inet_ntop(AF_INET, &sa->sin_addr, source, sizeof(source)))
         snprintf(source, sizeof(source), "?");
     const char *full = rdmaPreauthRoom(source);
+    snprintf(desc, sizeof(desc), "rdma %s (in)", source);
     if (full) {
-        static int64_t lastLogUs;
-        int64_t now = utilMonoUs();
-        host->countBadFrame();
-        if (now - lastLogUs > 1000000) { /* a flood logs once a second */
-            host->log("warning", "rdma %s: refused: %s", source, full);
-            lastLogUs = now;
-        }
+        host->refused(desc, full);
         if (rdma_reject(id, NULL, 0))
             host->log("warning", "rdma %s: rdma_reject: %s", source, strerror(errno));
         rdma_destroy_id(id);

@@ -104,6 +104,9 @@ typedef struct TransportHost {
     uint64_t (*nextConnId)(void);
     /* A frame failed to decode (counted in transfer_bad_frames). */
     void (*countBadFrame)(void);
+    /* A connection from desc was refused before its handshake (no room):
+     * counted in transfer_refused_connections, logged at most once a second. */
+    void (*refused)(const char *desc, const char *why);
     /* Should the transport stop reading new frames from c for now? (It holds
      * as many pins as a connection may: its requests wait in the socket.) */
     int (*connBusy)(const Conn *c);

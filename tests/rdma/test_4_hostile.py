@@ -129,6 +129,7 @@ def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
 
 def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluster):
     a = cluster["A"]
+    refused0 = stats(a.client())["transfer_refused_connections"]
     pinned0 = vm_pinned_kb(a)
     assert pinned0 > 0, "VmPin does not show the registered arena: this check cannot work here"
     count = PREAUTH_PER_SOURCE + 4
@@ -145,6 +146,8 @@ def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluste
     # None of them lives past the handshake deadline (5 s).
     assert got["disconnected"] == got["accepted"], out
     assert "too many RDMA connections in handshake from this address" in a.log()
+    refused = stats(a.client())["transfer_refused_connections"] - refused0
+    assert refused >= got["rejected"] + got["accepted"], (refused, got)  # rejected + timed out
     assert a.client().execute_command("PING") in (True, b"PONG")
 
 
