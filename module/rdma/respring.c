@@ -11,7 +11,7 @@
 
 #include "rdma/resprdma.h"
 
-#define RESP_RING_HDR     ((uint32_t)sizeof(RespRdmaHdr))
+#define RESP_RING_HDR      ((uint32_t)sizeof(RespRdmaHdr))
 #define RESP_RING_MIN_SLOT 64u
 
 /* Parse and range-check the peer's RespRdmaPriv. Returns 0, or -1 with a

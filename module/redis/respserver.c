@@ -147,8 +147,8 @@ typedef struct RsConn {
     unsigned needAuth : 1; /* the default user has a password: AUTH first */
     unsigned refused : 1;  /* admitted only to be told why it is refused */
     const char *closeWhy;
-    char peerIp[48];    /* the client's address, for the per-address limit */
-    long long bornMs;   /* connect request, monotonic ms */
+    char peerIp[48];     /* the client's address, for the per-address limit */
+    long long bornMs;    /* connect request, monotonic ms */
     long long closeAtMs; /* closeAfterReply: close by then even if the reply is stuck */
     uint64_t cid;
     char desc[48];

@@ -190,14 +190,14 @@ int main(int argc, char **argv)
     uint64_t done = 0;
     for (; done < inputs && fuzzNow() - start < seconds; done++) {
         size_t n = 0;
-        RespRdmaPriv p = {.magic = htole32(RESP_RDMA_MAGIC),
-                          .version = htole16(RESP_RDMA_VERSION),
-                          .slots = htole16((uint16_t)(fuzzRand() % 3 ? 4 + fuzzBelow(4093)
-                                                                     : fuzzBelow(65536))),
-                          .slotSize = htole32((uint32_t)(fuzzRand() % 3 ? 64 + fuzzBelow(RING_MAX_LEN - 63)
-                                                                        : fuzzRand())),
-                          .rkey = (uint32_t)fuzzRand(),
-                          .addr = fuzzRand()};
+        RespRdmaPriv p = {
+            .magic = htole32(RESP_RDMA_MAGIC),
+            .version = htole16(RESP_RDMA_VERSION),
+            .slots = htole16((uint16_t)(fuzzRand() % 3 ? 4 + fuzzBelow(4093) : fuzzBelow(65536))),
+            .slotSize = htole32(
+                (uint32_t)(fuzzRand() % 3 ? 64 + fuzzBelow(RING_MAX_LEN - 63) : fuzzRand())),
+            .rkey = (uint32_t)fuzzRand(),
+            .addr = fuzzRand()};
         if (fuzzRand() % 8 == 0)
             p.magic ^= (uint32_t)(1u << fuzzBelow(32));
         if (fuzzRand() % 8 == 0)

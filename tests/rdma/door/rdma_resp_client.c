@@ -573,10 +573,11 @@ static int connDone(const Conn *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: rdma_resp_client -h ADDR -p PORT [-n N] [-c N] [-q] [-t SECS] [--raw "
-                    "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] "
-                    "[--lazy-credits] [--slots S] [--slot-size Z] [--send-delay MS] [--hostile MIB] "
-                    "< script\n");
+    fprintf(stderr,
+            "usage: rdma_resp_client -h ADDR -p PORT [-n N] [-c N] [-q] [-t SECS] [--raw "
+            "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] "
+            "[--lazy-credits] [--slots S] [--slot-size Z] [--send-delay MS] [--hostile MIB] "
+            "< script\n");
     exit(2);
 }
 
