@@ -435,39 +435,19 @@ disconnected=1" "$out"
     expect "with protected-mode no the same client is served" "status:PONG" "$(echo PING | rc $d1)"
 }
 
-# fd3Stat FIELD: one OBJ.STATS field, asked over the Redis connection held on
-# fd 3 (so that asking opens no new client).
-fd3Stat() {
-    local n line prev="" val="" i
-    printf 'OBJ.STATS\r\n' >&3
-    read -r -t 20 n <&3 || return 1
-    n=${n#\*}
-    n=${n%$'\r'}
-    for ((i = 0; i < n; i++)); do
-        read -r -t 20 line <&3 || return 1
-        [ "${line:0:1}" = '$' ] && { read -r -t 20 line <&3 || return 1; }
-        line=${line%$'\r'}
-        line=${line#:}
-        [ "$prev" = "$1" ] && val=$line
-        prev=$line
-    done
-    echo "$val"
-}
-
-# maxclients counts Redis's clients and the door's: one TCP client (fd 3)
-# plus 3 RDMA clients fill maxclients = others + 4; the next RDMA client gets
+# maxclients counts Redis's clients and the door's: with maxclients = others
+# + 5, two TCP clients (fds 3 and 4) and 3 RDMA clients fill it (a transient
+# redis-cli may come and go while the 3 connect); the next RDMA client gets
 # redis-server's error and is closed, the 3 keep working.
 checkMaxClients() {
-    local others out pid i
+    local others out pid
     others=$(($(redis-cli -p $s1 info clients | awk -F: '/^connected_clients:/ { print $2 + 0 }') - 1))
+    redis-cli -p $s1 config set maxclients $((others + 5)) >/dev/null
     exec 3<>/dev/tcp/127.0.0.1/$s1
-    redis-cli -p $s1 config set maxclients $((others + 4)) >/dev/null
-    echo PING | rc $d1 -q -c 3 --send-delay 4000 >"$work/held.out" &
+    echo PING | rc $d1 -q -c 3 --send-delay 8000 >"$work/held.out" &
     pid=$!
-    for i in $(seq 100); do
-        [ "$(fd3Stat rdma_clients_connected)" = 3 ] && break
-        sleep 0.2
-    done
+    waitStat $s1 rdma_clients_connected 3
+    exec 4<>/dev/tcp/127.0.0.1/$s1
     out=$(printf 'PING\r\n' | rc $d1 --raw)
     expect "over maxclients (Redis + RDMA clients) an RDMA client is refused with Redis's error" \
         "err:ERR max number of clients reached
@@ -475,7 +455,7 @@ disconnected=1" "$out"
     wait $pid
     expect "the clients admitted before keep working" "connections=3 replies=3 errors=0" \
         "$(cat "$work/held.out")"
-    exec 3>&-
+    exec 3>&- 4>&-
     redis-cli -p $s1 config set maxclients 10000 >/dev/null
     expect "below maxclients again, RDMA clients are served" "status:PONG" "$(echo PING | rc $d1)"
 }
