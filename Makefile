@@ -221,11 +221,21 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER)
+# The RDMA door's ring checks: private data, immediates, headers, credits.
+FUZZ_RESPRING := build/fuzz/fuzz_respring_standalone
+$(FUZZ_RESPRING): tests/fuzz/fuzz_respring.c tests/fuzz/fuzz_gen.h module/rdma/respring.c \
+    module/rdma/respring.h module/rdma/ring.c module/rdma/ring.h module/rdma/resprdma.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
+	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	    tests/fuzz/fuzz_respring.c module/rdma/respring.c module/rdma/ring.c -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_RESPRING)
 	$(FUZZ_BIN)
 	$(FUZZ_RESP)
 	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
+	$(FUZZ_RESPRING)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher

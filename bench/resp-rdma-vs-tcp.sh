@@ -45,7 +45,7 @@ nodesInit || exit 1
     exit 1
 }
 
-nodeStart node "$PORT" -- memory 256mb transfer-bind "$A" cluster-secret bench rdma-port 26395 \
+nodeStart node "$PORT" --protected-mode no -- memory 256mb transfer-bind "$A" cluster-secret bench rdma-port 26395 \
     rdma-client-port "$CPORT"
 nodeWait node || exit 1
 head -c 64 /dev/urandom | redis-cli -p "$PORT" -x obj.put obj64 >/dev/null

@@ -66,6 +66,7 @@
 #include "node.h"
 #include "resp.h"
 #include "rdma/resprdma.h"
+#include "rdma/respring.h"
 #include "respserver.h"
 #include "rdma/ring.h"
 #include "rdma/verbs.h"
@@ -80,12 +81,27 @@
 #define RS_SEND_WR      (RS_TX_BUFS + 2)
 #define RS_CQ_DEPTH     (RS_SEND_WR + RS_SLOTS + 8)
 #define RS_OUT_HIGH     (1u << 20)   /* reply bytes waiting that stop request execution */
-#define RS_QBUF_MAX     (1ULL << 30) /* like client-query-buffer-limit */
+#define RS_QBUF_DEFAULT (1ULL << 30) /* client-query-buffer-limit until it is read */
 #define RS_TURN_CMDS    256          /* requests per connection per timer turn */
 #define RS_BACKLOG      128
 #define RS_FLUSH_MAX_MS 1000
+#define RS_POLL_BATCH   16
 #define RS_WR_RECV      1u
 #define RS_WR_SEND      2u
+/* Admission and the limits of clients that have not authenticated (README,
+ * "RDMA front door"). A ring window is what a client can send before the
+ * door parses: before AUTH the query buffer may hold one window plus a
+ * partial request within redis-server's unauthenticated limits (10
+ * arguments of 16 KiB), never more. */
+#define RS_WINDOW           ((size_t)RS_SLOTS * RS_SLOT_SIZE)
+#define RS_UNAUTH_QBUF_MAX  (RS_WINDOW + 256 * 1024)
+#define RS_UNAUTH_MAX       64    /* connections waiting for AUTH, all addresses */
+#define RS_UNAUTH_PER_ADDR  16    /* connections waiting for AUTH, one address */
+#define RS_REFUSING_MAX     32    /* refused connections still sending their error */
+#define RS_HANDSHAKE_MS     10000 /* connect request to established */
+#define RS_AUTH_DEADLINE_MS 10000 /* established to AUTH, when a password is required */
+#define RS_CLOSE_GRACE_MS   5000  /* a last reply the client does not take */
+#define RS_SWEEP_MS         1000
 _Static_assert(RS_SLOT_SIZE <= RING_MAX_LEN, "a slot length must fit the immediate");
 _Static_assert(RS_TX_BUFS <= 32, "send buffers are tracked in a 32-bit map");
 _Static_assert(RS_SLOTS >= 4 && RS_SLOTS <= RING_MAX_SLOTS, "ring size out of the wire's range");
@@ -114,6 +130,11 @@ typedef struct RsConn {
     uint64_t peerAddr;
     uint32_t peerRkey, peerSlotSize;
     int outstanding; /* send WRs posted and not completed */
+    /* The completions rsOnComp took off the CQ and has not handled yet: a
+     * close in the middle of a batch accounts for them before it waits for
+     * the rest (they will never be polled again). */
+    struct ibv_wc *batch;
+    int batchNext, batchLen;
     /* The RESP streams. */
     RsBuf in, out;
     RespParser parser;
@@ -121,9 +142,14 @@ typedef struct RsConn {
     int db;
     /* State. */
     int refs; /* code running on this connection; it is freed at 0 once closing */
-    unsigned established : 1, counted : 1, closing : 1, qpUp : 1, authChecked : 1;
+    unsigned established : 1, counted : 1, closing : 1, qpUp : 1;
     unsigned closeAfterReply : 1, stalled : 1, inReady : 1;
+    unsigned needAuth : 1; /* the default user has a password: AUTH first */
+    unsigned refused : 1;  /* admitted only to be told why it is refused */
     const char *closeWhy;
+    char peerIp[48];     /* the client's address, for the per-address limit */
+    long long bornMs;    /* connect request, monotonic ms */
+    long long closeAtMs; /* closeAfterReply: close by then even if the reply is stuck */
     uint64_t cid;
     char desc[48];
     struct RsConn *prev, *next; /* rs.all */
@@ -139,8 +165,10 @@ static struct {
     struct ibv_pd *pd;
     struct ibv_comp_channel *comp;
     int ecWatched, compWatched;
-    RedisModuleTimerID timer;
-    int timerArmed;
+    RedisModuleTimerID timer, sweep;
+    int timerArmed, sweepArmed;
+    unsigned long long qbufLimit; /* client-query-buffer-limit, re-read every sweep */
+    int refusing;                 /* refused connections not yet freed */
     RsConn *all;
     RsConn *readyHead, *readyTail;
     uint64_t nextCid;
@@ -161,6 +189,14 @@ static void rsLog(const char *level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     RedisModule_Log(rs.ctx, level, "rdma-clients: %s", msg);
+}
+
+static long long rsNowMs(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int rsSetNonBlocking(int fd)
@@ -303,27 +339,15 @@ static int rsPostRecv(RsConn *c)
  * reason in *why. */
 static int rsParsePriv(RsConn *c, const void *data, size_t len, const char **why)
 {
-    RespRdmaPriv p;
+    RespRingPeer peer;
 
-    if (!data || len < sizeof(p)) {
-        *why = "no ring description in the private data";
+    if (respRingParsePriv(data, len, &peer, why) == -1)
         return -1;
-    }
-    memcpy(&p, data, sizeof(p));
-    if (le32toh(p.magic) != RESP_RDMA_MAGIC || le16toh(p.version) != RESP_RDMA_VERSION) {
-        *why = "private data is not a RESP-over-RDMA ring (magic/version)";
-        return -1;
-    }
-    uint32_t slots = le16toh(p.slots), slotSize = le32toh(p.slotSize);
-    if (slots < 4 || slots > RING_MAX_SLOTS || slotSize < 64 || slotSize > RING_MAX_LEN) {
-        *why = "client ring geometry out of range";
-        return -1;
-    }
-    c->peerSlotSize = slotSize;
-    c->peerRkey = le32toh(p.rkey);
-    c->peerAddr = le64toh(p.addr);
-    ringTxInit(&c->tx, slots);
-    c->txBufSize = slotSize < RS_TX_MAX ? slotSize : RS_TX_MAX;
+    c->peerSlotSize = peer.slotSize;
+    c->peerRkey = peer.rkey;
+    c->peerAddr = peer.addr;
+    ringTxInit(&c->tx, peer.slots);
+    c->txBufSize = peer.slotSize < RS_TX_MAX ? peer.slotSize : RS_TX_MAX;
     return 0;
 }
 
@@ -411,6 +435,8 @@ static void rsFree(RsConn *c)
         RedisModule_FreeString(NULL, c->user);
     if (c->counted)
         rs.st.connected--;
+    if (c->refused)
+        rs.refusing--;
     free(c);
 }
 
@@ -437,6 +463,15 @@ static void rsFlush(RsConn *c)
     int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
     if (rc)
         rsLog("warning", "%s: ibv_modify_qp(ERR): %s", c->desc, strerror(rc));
+    /* Completions already taken off the CQ by the batch being handled count
+     * as outstanding but will never be polled again. */
+    while (c->batch && c->batchNext < c->batchLen) {
+        const struct ibv_wc *done = &c->batch[c->batchNext++];
+        if ((done->wr_id & 7) == RS_WR_SEND) {
+            c->txBusy &= ~(1u << (done->wr_id >> 3));
+            c->outstanding--;
+        }
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (c->outstanding > 0) {
         int n = ibv_poll_cq(c->cq, 1, &wc);
@@ -469,6 +504,18 @@ static void rsClose(RsConn *c, const char *why)
         rdma_disconnect(c->id);
     if (c->refs == 0)
         rsFree(c);
+}
+
+/* Send what is queued, then close (QUIT, protocol errors, refusals). A
+ * client that does not take that last reply is closed by the sweep after
+ * RS_CLOSE_GRACE_MS. Can't fail. */
+static void rsCloseAfterReply(RsConn *c, const char *why)
+{
+    if (c->closeAfterReply)
+        return;
+    c->closeAfterReply = 1;
+    c->closeWhy = why;
+    c->closeAtMs = rsNowMs() + RS_CLOSE_GRACE_MS;
 }
 
 /* A malformed ring message or request: close this client only. */
@@ -598,8 +645,14 @@ static void rsReplyError(RsConn *c, const char *fmt, ...)
  * connection was closed (buffer limit, memory). */
 static int rsAppendInput(RsConn *c, const uint8_t *p, size_t n)
 {
-    if (rsBufPending(&c->in) + n > RS_QBUF_MAX) {
-        rsGarbage(c, "query buffer limit reached");
+    size_t have = rsBufPending(&c->in);
+
+    if (c->needAuth && !c->user && have + n > RS_UNAUTH_QBUF_MAX) {
+        rsGarbage(c, "unauthenticated client sent more than the door holds before AUTH");
+        return -1;
+    }
+    if (have + n > rs.qbufLimit) {
+        rsGarbage(c, "query buffer limit reached (client-query-buffer-limit)");
         return -1;
     }
     if (rsBufAppend(&c->in, p, n) == -1) {
@@ -612,34 +665,19 @@ static int rsAppendInput(RsConn *c, const uint8_t *p, size_t n)
 /* A ring write arrived. Returns 0, or -1 if the connection was closed. */
 static int rsOnRingMsg(RsConn *c, uint32_t imm)
 {
-    uint32_t slot, len;
-    RespRdmaHdr h;
+    RespRingMsg m;
+    const char *why;
 
-    ringImmDecode(imm, &slot, &len);
-    if (ringRxConsume(&c->rx, slot) == -1) {
-        rsGarbage(c, "ring write in an unexpected slot");
-        return -1;
-    }
-    if (len < RS_HDR || len > RS_SLOT_SIZE) {
-        rsGarbage(c, "ring message length out of range");
-        return -1;
-    }
-    const uint8_t *m = c->ring + (size_t)slot * RS_SLOT_SIZE;
-    memcpy(&h, m, sizeof(h));
-    if (le16toh(h.flags) != 0) {
-        rsGarbage(c, "unknown flags in a ring message");
-        return -1;
-    }
-    if (ringTxGrant(&c->tx, le16toh(h.credits)) == -1) {
-        rsGarbage(c, "client returned more credits than it owes");
+    if (respRingOnMsg(&c->rx, &c->tx, c->ring, RS_SLOT_SIZE, imm, &m, &why) == -1) {
+        rsGarbage(c, why);
         return -1;
     }
     if (rsPostRecv(c) == -1) {
         rsClose(c, "cannot repost a receive");
         return -1;
     }
-    if (len > RS_HDR && !c->closeAfterReply) {
-        if (rsAppendInput(c, m + RS_HDR, len - RS_HDR) == -1)
+    if (m.payloadLen > 0 && !c->closeAfterReply) {
+        if (rsAppendInput(c, m.payload, m.payloadLen) == -1)
             return -1;
         c->withheld++; /* returned once its requests have run */
         if (!rsPaused(c))
@@ -693,8 +731,8 @@ static int rsOnWc(RsConn *c, const struct ibv_wc *wc)
 }
 
 /* The completion channel is readable: for each CQ with an event, ack it,
- * re-arm it, then poll it dry (one completion at a time, so that a close
- * in the middle leaves none of ours unaccounted). */
+ * re-arm it, then poll it dry in batches (a close in the middle of a batch
+ * accounts for the rest of it in rsFlush, through c->batch). */
 static void rsOnComp(int fd, void *user, int mask)
 {
     struct ibv_cq *cq;
@@ -702,7 +740,7 @@ static void rsOnComp(int fd, void *user, int mask)
 
     while (rs.comp && ibv_get_cq_event(rs.comp, &cq, &cqCtx) == 0) {
         RsConn *c = cqCtx;
-        struct ibv_wc wc;
+        struct ibv_wc wcs[RS_POLL_BATCH];
         int n = 0;
         ibv_ack_cq_events(cq, 1);
         if (c->closing)
@@ -714,8 +752,13 @@ static void rsOnComp(int fd, void *user, int mask)
             continue;
         }
         c->refs++;
-        while (!c->closing && (n = ibv_poll_cq(c->cq, 1, &wc)) > 0)
-            rsOnWc(c, &wc);
+        while (!c->closing && (n = ibv_poll_cq(c->cq, RS_POLL_BATCH, wcs)) > 0) {
+            c->batch = wcs;
+            c->batchLen = n;
+            for (c->batchNext = 0; c->batchNext < c->batchLen && !c->closing;)
+                rsOnWc(c, &wcs[c->batchNext++]);
+            c->batch = NULL;
+        }
         if (!c->closing && n < 0)
             rsClose(c, "ibv_poll_cq failed");
         rsRelease(c);
@@ -724,13 +767,125 @@ static void rsOnComp(int fd, void *user, int mask)
 
 /* ---- connection manager ------------------------------------------------------------------- */
 
+static int rsDefaultNoPass(void);
+
+/* redis-server's text for a client refused by protected mode (networking.c). */
+static const char rsDenied[] =
+    "-DENIED Redis is running in protected mode because protected "
+    "mode is enabled and no password is set for the default user. "
+    "In this mode connections are only accepted from the loopback interface. "
+    "If you want to connect from external computers to Redis you "
+    "may adopt one of the following solutions: "
+    "1) Just disable protected mode sending the command "
+    "'CONFIG SET protected-mode no' from the loopback interface "
+    "by connecting to Redis from the same host the server is "
+    "running, however MAKE SURE Redis is not publicly accessible "
+    "from internet if you do so. Use CONFIG REWRITE to make this "
+    "change permanent. "
+    "2) Alternatively you can just disable the protected mode by "
+    "editing the Redis configuration file, and setting the protected "
+    "mode option to 'no', and then restarting the server. "
+    "3) If you started the server manually just for testing, restart "
+    "it with the '--protected-mode no' option. "
+    "4) Setup a an authentication password for the default user. "
+    "NOTE: You only need to do one of the above things in order for "
+    "the server to start accepting connections from the outside.\r\n";
+
+/* One configuration value as a string into out ("" if it cannot be read). */
+static void rsConfigGet(const char *name, char *out, size_t outLen)
+{
+    RedisModuleCallReply *r = RedisModule_Call(rs.ctx, "CONFIG", "cc", "GET", name);
+    size_t len = 0;
+    const char *v = NULL;
+
+    out[0] = '\0';
+    if (r && RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY &&
+        RedisModule_CallReplyLength(r) == 2)
+        v = RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, 1), &len);
+    if (v && len < outLen) {
+        memcpy(out, v, len);
+        out[len] = '\0';
+    }
+    if (r)
+        RedisModule_FreeCallReply(r);
+}
+
+/* Re-read client-query-buffer-limit (the door's limit follows CONFIG SET
+ * within a sweep). Keeps the last value if it cannot be read. */
+static void rsReadQbufLimit(void)
+{
+    char v[32];
+    char *end;
+
+    rsConfigGet("client-query-buffer-limit", v, sizeof(v));
+    unsigned long long n = strtoull(v, &end, 10);
+    if (v[0] && *end == '\0' && n > 0)
+        rs.qbufLimit = n;
+}
+
+/* Is this connection over redis-server's maxclients, counting Redis's own
+ * clients and cluster connections and every door connection admitted? */
+static int rsOverMaxClients(void)
+{
+    RedisModuleServerInfoData *si = RedisModule_GetServerInfo(rs.ctx, "clients");
+    long long have = 0, max = 0;
+
+    if (!si)
+        return 0;
+    have = RedisModule_ServerInfoGetFieldSigned(si, "connected_clients", NULL) +
+           RedisModule_ServerInfoGetFieldSigned(si, "cluster_connections", NULL);
+    max = RedisModule_ServerInfoGetFieldSigned(si, "maxclients", NULL);
+    RedisModule_FreeServerInfo(rs.ctx, si);
+    for (RsConn *c = rs.all; c; c = c->next)
+        if (!c->closing && !c->refused)
+            have++;
+    return max > 0 && have >= max;
+}
+
+/* Decide whether a new connection from peerIp may in. Returns NULL, or the
+ * RESP error to send it before closing (and sets *why for the log). Sets
+ * *needAuth when the default user has a password. */
+static const char *rsAdmission(const char *peerIp, int *needAuth, const char **why)
+{
+    char pm[8];
+    int unauth = 0, unauthHere = 0;
+
+    *needAuth = !rsDefaultNoPass();
+    rsReadQbufLimit();
+    rsConfigGet("protected-mode", pm, sizeof(pm));
+    /* redis-server's rule (islocalClient): only these two are local. */
+    int local = !strcmp(peerIp, "127.0.0.1") || !strcmp(peerIp, "::1");
+    if (!*needAuth && strcmp(pm, "no") != 0 && !local) {
+        *why = "protected mode: no password and not a loopback client";
+        return rsDenied;
+    }
+    if (rsOverMaxClients()) {
+        *why = "maxclients reached";
+        return "-ERR max number of clients reached\r\n";
+    }
+    if (!*needAuth)
+        return NULL;
+    for (RsConn *c = rs.all; c; c = c->next) {
+        if (c->closing || c->refused || !c->needAuth || c->user)
+            continue;
+        unauth++;
+        unauthHere += !strcmp(c->peerIp, peerIp);
+    }
+    if (unauth >= RS_UNAUTH_MAX || unauthHere >= RS_UNAUTH_PER_ADDR) {
+        *why = "too many connections waiting for AUTH";
+        return "-ERR max number of unauthenticated RDMA clients reached\r\n";
+    }
+    return NULL;
+}
+
 static void rsOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t privLen)
 {
-    struct sockaddr_in *sa = (struct sockaddr_in *)rdma_get_peer_addr(id);
+    struct sockaddr *peer = rdma_get_peer_addr(id);
     struct rdma_conn_param cp = {0};
     RespRdmaPriv mine;
-    char err[160];
-    const char *why;
+    char err[160], ip[48] = "?";
+    const char *why, *refusal;
+    int port = 0, needAuth = 0;
 
     if (rs.stopping) {
         rdma_reject(id, NULL, 0);
@@ -743,15 +898,47 @@ static void rsOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t p
         rdma_destroy_id(id);
         return;
     }
+    if (peer->sa_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)peer;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+        port = ntohs(s6->sin6_port);
+    } else if (peer->sa_family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)peer;
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+        port = ntohs(s4->sin_port);
+    }
+    refusal = rsAdmission(ip, &needAuth, &why);
+    if (refusal && rs.refusing >= RS_REFUSING_MAX) {
+        /* Too many refusals still being delivered: do not spend a ring on
+         * one more, reject it at the connection manager. */
+        rsLog("verbose", "%s:%d: rejected: %s", ip, port, why);
+        rdma_reject(id, NULL, 0);
+        rdma_destroy_id(id);
+        free(c);
+        return;
+    }
     c->id = id;
     id->context = c;
     c->cid = ++rs.nextCid;
+    c->bornMs = rsNowMs();
+    c->needAuth = (unsigned)needAuth;
+    snprintf(c->peerIp, sizeof(c->peerIp), "%s", ip);
     respParserInit(&c->parser);
-    snprintf(c->desc, sizeof(c->desc), "%s:%d", inet_ntoa(sa->sin_addr), ntohs(sa->sin_port));
+    snprintf(c->desc, sizeof(c->desc), "%s:%d", ip, port);
     c->next = rs.all;
     if (rs.all)
         rs.all->prev = c;
     rs.all = c;
+    if (refusal) {
+        /* Like redis-server: admit, send the error, close. */
+        c->refused = 1;
+        rs.refusing++;
+        rsLog("verbose", "%s: refused: %s", c->desc, why);
+        rsReply(c, refusal, strlen(refusal));
+        rsCloseAfterReply(c, why);
+    } else if (!needAuth) {
+        c->user = RedisModule_CreateString(NULL, "default", 7);
+    }
     if (rsParsePriv(c, priv, privLen, &why) == -1) {
         rsLog("warning", "%s: refused: %s", c->desc, why);
         goto out_reject;
@@ -803,10 +990,12 @@ static void rsOnCm(int fd, void *user, int mask)
         switch (type) {
             case RDMA_CM_EVENT_ESTABLISHED:
                 c->established = 1;
-                c->counted = 1;
-                rs.st.connected++;
-                rs.st.total++;
-                rsLog("verbose", "%s: connected", c->desc);
+                if (!c->refused) {
+                    c->counted = 1;
+                    rs.st.connected++;
+                    rs.st.total++;
+                    rsLog("verbose", "%s: connected", c->desc);
+                }
                 c->refs++;
                 rsPump(c);
                 rsRelease(c);
@@ -1189,8 +1378,7 @@ static void rsExecute(RsConn *c, const char *base)
 
     if (!strcasecmp(name, "QUIT")) {
         rsReply(c, "+OK\r\n", 5);
-        c->closeAfterReply = 1;
-        c->closeWhy = "client sent QUIT";
+        rsCloseAfterReply(c, "client sent QUIT");
     } else if (!strcasecmp(name, "AUTH")) {
         rsAuth(c, argv, argc);
     } else if (!strcasecmp(name, "HELLO")) {
@@ -1217,11 +1405,6 @@ static void rsServe(RsConn *c)
     int n, exhausted = 0;
 
     c->refs++;
-    if (!c->authChecked) {
-        c->authChecked = 1;
-        if (rsDefaultNoPass())
-            c->user = RedisModule_CreateString(NULL, "default", 7);
-    }
     for (n = 0; n < RS_TURN_CMDS && !c->closing && !c->closeAfterReply; n++) {
         if (rsBufPending(&c->in) == 0) {
             exhausted = 1;
@@ -1237,8 +1420,7 @@ static void rsServe(RsConn *c)
             rs.st.protocolErrors++;
             rsLog("verbose", "%s: %s", c->desc, c->parser.err);
             rsReplyError(c, "ERR %s", c->parser.err);
-            c->closeAfterReply = 1;
-            c->closeWhy = "protocol error";
+            rsCloseAfterReply(c, "protocol error");
             break;
         }
         if (rc == RESP_NOMEM) {
@@ -1292,6 +1474,36 @@ static void rsRunTimer(RedisModuleCtx *ctx, void *data)
     rsArmTimer();
 }
 
+/* The sweep, every RS_SWEEP_MS: re-read client-query-buffer-limit and close
+ * the connections that overstay: a handshake that never completes, a
+ * client that does not AUTH in time when a password is required, a last
+ * reply (refusal, protocol error, QUIT) the client does not take. */
+static void rsSweep(RedisModuleCtx *ctx, void *data)
+{
+    long long now = rsNowMs();
+    RsConn *next;
+
+    rs.sweepArmed = 0;
+    if (rs.stopping)
+        return;
+    if (rs.all)
+        rsReadQbufLimit();
+    for (RsConn *c = rs.all; c; c = next) {
+        next = c->next;
+        if (c->closing || c->refs > 0)
+            continue;
+        if (c->closeAfterReply && now >= c->closeAtMs)
+            rsClose(c, c->refused ? "refused (the client did not take the error)"
+                                  : "the client did not take its last reply");
+        else if (!c->established && now - c->bornMs > RS_HANDSHAKE_MS)
+            rsClose(c, "connection not established in time");
+        else if (c->needAuth && !c->user && now - c->bornMs > RS_AUTH_DEADLINE_MS)
+            rsClose(c, "no AUTH within the deadline (password required)");
+    }
+    rs.sweep = RedisModule_CreateTimer(rs.ctx, RS_SWEEP_MS, rsSweep, NULL);
+    rs.sweepArmed = 1;
+}
+
 /* ---- start / stop ------------------------------------------------------------------------ */
 
 /* Release everything; connections first. Can't fail. */
@@ -1300,6 +1512,9 @@ static void rsTeardown(void)
     if (rs.timerArmed)
         RedisModule_StopTimer(rs.ctx, rs.timer, NULL);
     rs.timerArmed = 0;
+    if (rs.sweepArmed)
+        RedisModule_StopTimer(rs.ctx, rs.sweep, NULL);
+    rs.sweepArmed = 0;
     while (rs.all) {
         RsConn *c = rs.all;
         rsClose(c, "server shutting down");
@@ -1409,12 +1624,14 @@ void respServerStart(RedisModuleCtx *ctx)
         return;
     memset(&rs, 0, sizeof(rs));
     rs.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+    rs.qbufLimit = RS_QBUF_DEFAULT;
     if (rsOpen(objNode.cfg.rdmaBind, (int)port, err, sizeof(err)) == -1) {
         rsLog("warning", "RDMA clients are off: %s", err);
         rsTeardown();
         return;
     }
     rs.running = 1;
+    rsSweep(NULL, NULL);
 }
 
 void respServerStop(void)

@@ -108,7 +108,8 @@ for prog in "$T/test_rdmaclient" "$T/peer" "$RB"; do
     }
 done
 
-startNode n6390 6390 26390 16390 "" || exit 1
+# No password: protected mode would refuse RDMA clients (not loopback).
+startNode n6390 6390 26390 16390 "" --protected-mode no || exit 1
 startNode n6391 6391 26391 16391 "$PASSWORD" --requirepass "$PASSWORD" || exit 1
 "$T/peer" "$A" 17000 --slots 4 --slot-size 64 --seconds 400 >"$B/peer.log" 2>&1 &
 PEER_PID=$!

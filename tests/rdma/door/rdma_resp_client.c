@@ -31,6 +31,11 @@
  *   --lazy-credits     return credits in a data-less message only when no
  *                      request bytes wait (the narrow reading of the spec)
  *   --slots S --slot-size Z    the client's ring (default 16 x 64 KiB)
+ *   --send-delay MS    once every connection is up, wait MS ms before sending
+ *   --hostile MIB      after the script, stream an endless bulk ('x') of up to
+ *                      MIB MiB, return at most one credit per message received
+ *                      from the server, never send a data-less message: the
+ *                      query buffer attack; use with --raw (waits to be closed)
  *
  * Exit status: 0 when every expected reply arrived (or, with --garbage, the
  * server disconnected us; with --raw and no -r, the server closed after
@@ -74,6 +79,8 @@ typedef struct Conn {
     uint64_t peerAddr;
     uint32_t peerRkey, peerSlotSize;
     size_t outOff;
+    uint64_t streamed; /* --hostile: bytes sent beyond the script */
+    int mayReturn;     /* --hostile: a message arrived since credits were last returned */
     redisReader *reader;
     long replies, errors;
     int connected, closed, failed, garbageSent;
@@ -82,6 +89,8 @@ typedef struct Conn {
 static struct {
     const char *addr;
     int port, nconns, repeat, quiet, raw, timeoutS, readDelayMs, lazyCredits;
+    int sendDelayMs, sendReady;
+    uint64_t hostileMax;
     long rawReplies, vanishAfter;
     const char *garbage;
     uint32_t slots, slotSize;
@@ -342,13 +351,26 @@ static int postMsg(Conn *c, int creditOnly)
     int buf = __builtin_ctz(~c->txBusy);
     uint8_t *f = c->tx + (size_t)buf * RESP_RDMA_SLOT_SIZE;
     size_t n = creditOnly ? 0 : g.reqLen - c->outOff;
-    if (n > c->txBufSize - HDR)
-        n = c->txBufSize - HDR;
-    RespRdmaHdr h = {.credits = htole16((uint16_t)ringRxTakeCredits(&c->r, 0xFFFF))};
+    size_t room = c->txBufSize - HDR, script = 0;
+    uint32_t give = 0xFFFF;
+    if (g.hostileMax) {
+        give = c->mayReturn ? 1 : 0;
+        c->mayReturn = 0;
+        if (!creditOnly)
+            n = room; /* the script first, then the endless bulk */
+    }
+    if (n > room)
+        n = room;
+    RespRdmaHdr h = {.credits = htole16((uint16_t)ringRxTakeCredits(&c->r, give))};
     memcpy(f, &h, HDR);
-    if (n)
-        memcpy(f + HDR, g.req + c->outOff, n);
-    c->outOff += n;
+    if (n) {
+        script = c->outOff < g.reqLen ? g.reqLen - c->outOff : 0;
+        script = script < n ? script : n;
+        memcpy(f + HDR, g.req + c->outOff, script);
+        memset(f + HDR + script, 'x', n - script);
+        c->streamed += n - script;
+    }
+    c->outOff += script;
     struct ibv_sge sge = {.addr = (uintptr_t)f, .length = HDR + (uint32_t)n, .lkey = c->txMr->lkey};
     struct ibv_send_wr wr = {0}, *bad;
     wr.wr_id = ((uint64_t)buf << 3) | CLI_WR_SEND;
@@ -415,6 +437,13 @@ static void pump(Conn *c)
             postGarbage(c);
         return;
     }
+    if (!g.sendReady)
+        return;
+    if (g.hostileMax) {
+        while (c->streamed < g.hostileMax && postMsg(c, 0))
+            ;
+        return;
+    }
     for (;;) {
         int posted = c->outOff < g.reqLen && postMsg(c, 0);
         if (!posted && ringRxWantsCreditMsg(&c->r) && (!g.lazyCredits || c->outOff >= g.reqLen))
@@ -452,6 +481,7 @@ static void onWc(Conn *c, const struct ibv_wc *wc)
     if (ringTxGrant(&c->t, le16toh(h.credits)) == -1)
         die("%s", "the server returned more credits than it owed");
     postRecv(c);
+    c->mayReturn = 1;
     if (len > HDR)
         onStream(c, m + HDR, len - HDR);
     pump(c);
@@ -543,9 +573,11 @@ static int connDone(const Conn *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: rdma_resp_client -h ADDR -p PORT [-n N] [-c N] [-q] [-t SECS] [--raw "
-                    "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] "
-                    "[--lazy-credits] [--slots S] [--slot-size Z] < script\n");
+    fprintf(stderr,
+            "usage: rdma_resp_client -h ADDR -p PORT [-n N] [-c N] [-q] [-t SECS] [--raw "
+            "[-r N]] [--garbage KIND] [--vanish-after K] [--read-delay MS] "
+            "[--lazy-credits] [--slots S] [--slot-size Z] [--send-delay MS] [--hostile MIB] "
+            "< script\n");
     exit(2);
 }
 
@@ -558,6 +590,8 @@ int main(int argc, char **argv)
                                          {"lazy-credits", no_argument, NULL, 'L'},
                                          {"slots", required_argument, NULL, 'S'},
                                          {"slot-size", required_argument, NULL, 'Z'},
+                                         {"send-delay", required_argument, NULL, 'W'},
+                                         {"hostile", required_argument, NULL, 'H'},
                                          {NULL, 0, NULL, 0}};
     int o;
 
@@ -611,13 +645,20 @@ int main(int argc, char **argv)
             case 'Z':
                 g.slotSize = (uint32_t)atoi(optarg);
                 break;
+            case 'W':
+                g.sendDelayMs = atoi(optarg);
+                break;
+            case 'H':
+                g.hostileMax = (uint64_t)atoi(optarg) << 20;
+                break;
             default:
                 usage();
         }
     }
     if (!g.addr || g.port <= 0 || g.nconns < 1 || g.repeat < 1 || g.slots < 4 || g.slots > 4096 ||
-        g.slotSize < 64 || g.slotSize > RING_MAX_LEN)
+        g.slotSize < 64 || g.slotSize > RING_MAX_LEN || g.sendDelayMs < 0)
         usage();
+    g.sendReady = g.sendDelayMs == 0;
 
     if (!g.garbage) {
         long cmds = readScript();
@@ -662,6 +703,7 @@ int main(int argc, char **argv)
 
     double t0 = now(), deadline = t0 + g.timeoutS;
     int delayed = g.readDelayMs == 0;
+    double sendAt = 0;
     for (;;) {
         int done = 0, connected = 0;
         for (int i = 0; i < g.nconns; i++) {
@@ -677,6 +719,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "timeout after %d s: %d/%d connections done, %ld replies\n", g.timeoutS,
                     done, g.nconns, got);
             return 1;
+        }
+        if (!g.sendReady && connected == g.nconns) {
+            if (sendAt == 0)
+                sendAt = now() + g.sendDelayMs / 1000.0;
+            if (now() >= sendAt) {
+                g.sendReady = 1;
+                for (int i = 0; i < g.nconns; i++)
+                    pump(&g.conns[i]);
+            }
         }
         if (!delayed && connected == g.nconns) {
             usleep((useconds_t)g.readDelayMs * 1000);

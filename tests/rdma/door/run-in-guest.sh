@@ -22,7 +22,10 @@
 # mid-pipeline, garbage ring messages and malformed RESP (each closes that
 # client only), refusal of blocking and stateful commands, QUIT, SELECT,
 # HELLO. Server 2 has requirepass and an ACL user: NOAUTH, WRONGPASS, AUTH,
-# HELLO AUTH, NOPERM, and redis-server's limits before AUTH.
+# HELLO AUTH, NOPERM, and redis-server's limits before AUTH. Server 1 also
+# checks protected mode, maxclients and closes in the middle of a completion
+# batch; server 2 the limits on clients that have not authenticated (per
+# address, the AUTH deadline, the query buffer before AUTH).
 # Exits 0 when every check passed, 1 otherwise; logs stay in build/tests/rdma/door/.
 set -u
 
@@ -418,6 +421,74 @@ disconnected=1" "$out"
     expect "other clients are not affected" "status:PONG" "$(echo PING | rc $d1)"
 }
 
+# Protected mode, as redis-server applies it: no password and protected-mode
+# yes refuse every client that is not 127.0.0.1/::1, and the guest's RDMA
+# address is on a dummy interface, not loopback.
+checkProtectedMode() {
+    local out
+    redis-cli -p $s1 config set protected-mode yes >/dev/null
+    out=$(printf 'PING\r\n' | rc $d1 --raw)
+    expect "protected mode (no password): a non-loopback RDMA client gets DENIED and is closed" \
+        "err:DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.
+disconnected=1" "$out"
+    redis-cli -p $s1 config set protected-mode no >/dev/null
+    expect "with protected-mode no the same client is served" "status:PONG" "$(echo PING | rc $d1)"
+}
+
+# maxclients counts Redis's clients and the door's: with maxclients = others
+# + 5, two TCP clients (fds 3 and 4) and 3 RDMA clients fill it (a transient
+# redis-cli may come and go while the 3 connect); the next RDMA client gets
+# redis-server's error and is closed, the 3 keep working.
+checkMaxClients() {
+    local others out pid
+    others=$(($(redis-cli -p $s1 info clients | awk -F: '/^connected_clients:/ { print $2 + 0 }') - 1))
+    redis-cli -p $s1 config set maxclients $((others + 5)) >/dev/null
+    exec 3<>/dev/tcp/127.0.0.1/$s1
+    echo PING | rc $d1 -q -c 3 --send-delay 8000 >"$work/held.out" &
+    pid=$!
+    waitStat $s1 rdma_clients_connected 3
+    exec 4<>/dev/tcp/127.0.0.1/$s1
+    out=$(printf 'PING\r\n' | rc $d1 --raw)
+    expect "over maxclients (Redis + RDMA clients) an RDMA client is refused with Redis's error" \
+        "err:ERR max number of clients reached
+disconnected=1" "$out"
+    wait $pid
+    expect "the clients admitted before keep working" "connections=3 replies=3 errors=0" \
+        "$(cat "$work/held.out")"
+    exec 3>&- 4>&-
+    redis-cli -p $s1 config set maxclients 10000 >/dev/null
+    expect "below maxclients again, RDMA clients are served" "status:PONG" "$(echo PING | rc $d1)"
+}
+
+# Item 12: a close in the middle of a completion batch must account for the
+# completions already polled, not wait for them until the flush limit (which
+# logs "sends not flushed in time"). Clients vanish and are killed in the
+# middle of pipelines, repeatedly; the door must never hit that limit.
+checkCloseMidBatch() {
+    local round pid
+    (echo 'SET mb @rep:m:20000'; echo 'GET mb') >"$work/midbatch.script"
+    for round in 1 2 3 4; do
+        echo 'INCR midbatch' | rc $d1 -q -n 20000 --vanish-after $((round * 300)) >/dev/null
+        "$client" -h "$addr" -p $d1 -q -n 5000 -t 100 <"$work/midbatch.script" >/dev/null 2>&1 &
+        pid=$!
+        sleep 2
+        kill -9 $pid 2>/dev/null
+        wait $pid 2>/dev/null
+    done
+    if waitStat $s1 rdma_clients_connected 0; then
+        pass "clients closed mid-pipeline are all cleaned up"
+    else
+        fail "mid-batch" "rdma_clients_connected=$(stat $s1 rdma_clients_connected)"
+    fi
+    if grep -q 'sends not flushed in time' "$work/rs1.log"; then
+        fail "a close in the middle of a completion batch never waits the flush limit" \
+            "$(grep -c 'sends not flushed in time' "$work/rs1.log") flush timeouts in the log"
+    else
+        pass "a close in the middle of a completion batch never waits the flush limit"
+    fi
+    expect "the server still serves RDMA clients afterwards" "status:PONG" "$(echo PING | rc $d1)"
+}
+
 # ---- server 2: requirepass and an ACL user --------------------------------------------------
 
 s2=7302
@@ -477,6 +548,69 @@ disconnected=1" "$out"
 disconnected=1" "$out"
 }
 
+# Connections that have not authenticated: at most 16 per address (64 in
+# all); the 17th from one address is refused, the 16 can still AUTH.
+checkUnauthCap() {
+    local out pid i
+    printf 'AUTH s3cret\nPING\n' | rc $d2 -q -c 16 --send-delay 4000 >"$work/unauth.out" &
+    pid=$!
+    waitStat $s2 rdma_clients_connected 16 -a s3cret
+    out=$(printf 'PING\r\n' | rc $d2 --raw)
+    expect "a 17th connection waiting for AUTH from one address is refused" \
+        "err:ERR max number of unauthenticated RDMA clients reached
+disconnected=1" "$out"
+    wait $pid
+    expect "the 16 admitted before can still AUTH and work" "connections=16 replies=32 errors=0" \
+        "$(cat "$work/unauth.out")"
+}
+
+# A client that never sends anything while a password is required is
+# closed after the AUTH deadline, with the reason in the log.
+checkAuthDeadline() {
+    local out
+    out=$(rc $d2 --raw </dev/null)
+    expect "a client that never AUTHs is closed after the deadline" "disconnected=1" "$out"
+    if grep -q 'closed: no AUTH within the deadline' "$work/rs2.log"; then
+        pass "the AUTH deadline is logged"
+    else
+        fail "auth deadline" "no log line"
+    fi
+}
+
+# peakRss PORT: the server's peak resident memory in KiB (VmHWM).
+peakRss() {
+    local pid
+    pid=$(REDISCLI_AUTH=s3cret redis-cli -p "$1" info server | awk -F: '/^process_id:/ { print $2 + 0 }')
+    awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status"
+}
+
+# The query buffer attack: an unauthenticated client fills the reply
+# backlog with NOAUTH errors (so the door stops running its requests), then
+# streams an endless bulk, returning one credit per round. It must be closed
+# with a logged reason before it has streamed 256 MiB, and the server's peak
+# memory must not grow by more than a few ring windows.
+checkUnauthQueryBuffer() {
+    local before out after
+    before=$(peakRss $s2)
+    out=$( (yes $'PING\r' | head -n 70000; printf '*1\r\n$16384\r\n') |
+        rc $d2 --raw --hostile 256)
+    expect "an unauthenticated client streaming an endless bulk is closed" "disconnected=1" "$out"
+    if grep -qE 'unauthenticated client sent more than the door holds before AUTH|did not take its last reply' \
+        "$work/rs2.log"; then
+        pass "the query buffer attack's close is logged with its reason"
+    else
+        fail "query buffer attack" "no reason in the log"
+    fi
+    after=$(peakRss $s2)
+    if [ -n "$before" ] && [ -n "$after" ] && [ $((after - before)) -lt 32768 ]; then
+        pass "the server's peak memory stayed bounded (+$((after - before)) KiB)"
+    else
+        fail "query buffer attack" "peak RSS grew from ${before:-?} to ${after:-?} KiB"
+    fi
+    expect "the server still serves RDMA clients afterwards" "status:PONG" \
+        "$(printf 'AUTH s3cret\nPING\n' | rc $d2 | tail -n 1)"
+}
+
 # SHUTDOWN from an RDMA client: the door is stopped from inside a command it
 # runs, then the server exits (replies still queued are lost, as over TCP).
 checkShutdown() {
@@ -512,7 +646,7 @@ trap nodesStopAll EXIT
 : >"$work/client.err"
 
 rm -rf "$work/rs1/appendonlydir"
-if startServer rs1 $s1 "" --appendonly yes --appendfsync no -- memory 256mb \
+if startServer rs1 $s1 "" --protected-mode no --appendonly yes --appendfsync no -- memory 256mb \
     transfer-bind "$addr" cluster-secret door rdma-port 27301 rdma-client-port $d1; then
     pass "server 1 is up with its RDMA door on $addr:$d1"
     checkReplyTypes
@@ -524,6 +658,9 @@ if startServer rs1 $s1 "" --appendonly yes --appendfsync no -- memory 256mb \
     checkBackpressure
     checkVanishingClients
     checkGarbage
+    checkProtectedMode
+    checkMaxClients
+    checkCloseMidBatch
     if redis-cli -p $s1 ping | grep -q PONG; then
         pass "server 1 survived everything"
     else
@@ -538,6 +675,9 @@ if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb \
     transfer-bind "$addr" cluster-secret door directory-password s3cret rdma-client-port -1; then
     pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
     checkAuth
+    checkUnauthCap
+    checkAuthDeadline
+    checkUnauthQueryBuffer
     checkShutdown
 else
     fail "server 2" "did not start"
