@@ -8,8 +8,8 @@
 #   5. the fuzz drivers (wire frames, RESP requests, TCP reassembly, the RDMA
 #      transport's and the RDMA door's ring messages)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
-#      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites (QEMU guest with rdma_rxe, or natively
-#      on a host with an RDMA device)
+#      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
+#      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device)
 # Every step runs even if an earlier one failed; the summary lists each
 # step's result and the exit status is non-zero if any step failed.
 set -u
