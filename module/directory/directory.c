@@ -1149,23 +1149,9 @@ static int dirNameValid(const redisReply *name)
            memchr(name->str, '\0', (size_t)name->len) == NULL;
 }
 
-/*
- * Fetches the node hashes for n names (set members), in one batch over the
- * shards that hold them, into res->nodes/res->count (live, well-formed nodes
- * only). gone[i] is set for names whose key has expired (when gone is not
- * NULL); *malformed counts names or hashes that could not be used,
- * *unreachable the nodes whose shard did not answer (*why then says why).
- * Can't fail.
- */
-static void dirFetchNodes(const redisReply *const *names, size_t n, DirResult *res,
-                          unsigned char *gone, size_t *malformed, size_t *unreachable, char *why,
-                          size_t whyLen)
+/* Adds an HGETALL of each usable name's node key to a batch. */
+static void dirAddNodeFetches(DirBatch *b, const redisReply *const *names, size_t n)
 {
-    DirBatch b = {0};
-    size_t *cmdOf = dirCalloc(n, sizeof(*cmdOf));
-    res->nodes = dirCalloc(n, sizeof(DirNode));
-    res->count = 0;
-    *malformed = *unreachable = 0;
     for (size_t i = 0; i < n; i++) {
         if (!dirNameValid(names[i]))
             continue;
@@ -1173,17 +1159,32 @@ static void dirFetchNodes(const redisReply *const *names, size_t n, DirResult *r
         char *key = dirNodeKey(names[i]->str, (size_t)names[i]->len, &keyLen);
         const char *argv[] = {"HGETALL", key};
         size_t lens[] = {7, keyLen};
-        cmdOf[i] = b.n;
-        dirBatchAdd(&b, key, keyLen, 2, argv, lens);
+        dirBatchAdd(b, key, keyLen, 2, argv, lens);
         free(key);
     }
-    dirBatchRun(&b);
+}
+
+/*
+ * Reads the node hashes that dirAddNodeFetches added for the same names
+ * (starting at command *next of the run batch, which it advances) into
+ * res->nodes/res->count (live, well-formed nodes only). gone[i] is set for
+ * names whose key has expired (when gone is not NULL); *malformed counts
+ * names or hashes that could not be used, *unreachable the nodes whose shard
+ * did not answer (why then says why). Can't fail.
+ */
+static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *const *names,
+                            size_t n, DirResult *res, unsigned char *gone, size_t *malformed,
+                            size_t *unreachable, char *why, size_t whyLen)
+{
+    res->nodes = dirCalloc(n, sizeof(DirNode));
+    res->count = 0;
+    *malformed = *unreachable = 0;
     for (size_t i = 0; i < n; i++) {
         if (!dirNameValid(names[i])) {
             (*malformed)++;
             continue;
         }
-        const DirCmd *c = &b.cmds[cmdOf[i]];
+        const DirCmd *c = &b->cmds[(*next)++];
         const redisReply *h = c->reply;
         if (h == NULL) {
             (*unreachable)++;
@@ -1200,8 +1201,6 @@ static void dirFetchNodes(const redisReply *const *names, size_t n, DirResult *r
             (*malformed)++;
         }
     }
-    dirBatchFree(&b);
-    free(cmdOf);
 }
 
 /* An error reply to a read: a wrong type means a malformed entry (that is the
@@ -1215,60 +1214,88 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
 }
 
 /*
- * Looks an object up: its meta and location set in one round trip to the
- * one shard of its {id} slot, then the hashes of the listed nodes in
- * another (one batch over their shards). A location whose shard does not
- * answer is left out; only when no location is left for that reason is the
- * answer DIR_UNAVAILABLE. Fills res; never fails otherwise.
+ * Looks n objects up together: the meta hash and location set of each in
+ * one round over the shards (an object's two keys share its {id} slot, so
+ * each lookup is one round trip to one shard), then the hashes of all the
+ * listed nodes in another. A location whose shard does not answer is left
+ * out; only when no location is left for that reason is the answer
+ * DIR_UNAVAILABLE. Runs every callback (exactly once) and frees the ops.
  */
-static void dirDoLookup(const DirOp *op, DirResult *res)
+static void dirDoLookups(DirOp **ops, size_t n)
 {
-    size_t metaLen, locLen;
-    char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
-    char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
-    const char *hget[] = {"HGETALL", metaKey};
-    size_t hgetLen[] = {7, metaLen};
-    const char *smem[] = {"SMEMBERS", locKey};
-    size_t smemLen[] = {8, locLen};
-    DirBatch b = {0};
-    dirBatchAdd(&b, metaKey, metaLen, 2, hget, hgetLen);
-    dirBatchAdd(&b, locKey, locLen, 2, smem, smemLen);
-    free(metaKey);
-    free(locKey);
+    DirBatch b = {0}, nb = {0};
+    DirResult **res = dirCalloc(n, sizeof(*res));
+    unsigned char *needNodes = dirCalloc(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t metaLen, locLen;
+        char *metaKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":meta", &metaLen);
+        char *locKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":loc", &locLen);
+        const char *hget[] = {"HGETALL", metaKey};
+        size_t hgetLen[] = {7, metaLen};
+        const char *smem[] = {"SMEMBERS", locKey};
+        size_t smemLen[] = {8, locLen};
+        dirBatchAdd(&b, metaKey, metaLen, 2, hget, hgetLen);
+        dirBatchAdd(&b, locKey, locLen, 2, smem, smemLen);
+        free(metaKey);
+        free(locKey);
+    }
     dirBatchRun(&b);
 
-    const redisReply *meta = b.cmds[0].reply, *loc = b.cmds[1].reply;
-    const char *why = NULL;
-    char down[sizeof(res->err)] = "";
-    size_t malformed = 0, unreachable = 0;
-    if (meta == NULL || loc == NULL)
-        dirResultSet(res, DIR_UNAVAILABLE, "%s", dirCmdWhy(&b.cmds[meta == NULL ? 0 : 1]));
-    else if (meta->type == REDIS_REPLY_ERROR)
-        dirSetReplyError(res, meta, "the meta hash");
-    else if (loc->type == REDIS_REPLY_ERROR)
-        dirSetReplyError(res, loc, "the location set");
-    else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY)
-        dirResultSet(res, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
-    else if (meta->elements == 0)
-        dirResultSet(res, DIR_NOTFOUND, "object is not in the directory");
-    else if (meta->elements % 2 != 0 || dirParseMeta(meta, res, &why) != 0)
-        dirResultSet(res, DIR_NOTFOUND, "malformed directory entry: %s",
-                     why != NULL ? why : "odd hash reply");
-    else if (loc->elements == 0)
-        dirResultSet(res, DIR_NOTFOUND, "object has no location in the directory");
-    else {
-        dirFetchNodes((const redisReply *const *)loc->element, loc->elements, res, NULL, &malformed,
-                      &unreachable, down, sizeof(down));
-        if (res->count > 0)
-            dirResultSet(res, DIR_FOUND, "");
-        else if (unreachable > 0)
-            dirResultSet(res, DIR_UNAVAILABLE, "%s", down);
-        else
-            dirResultSet(res, DIR_NOTFOUND,
-                         "object has no live location (%zu listed, %zu malformed node entries)",
-                         loc->elements, malformed);
+    for (size_t i = 0; i < n; i++) {
+        DirResult *r = res[i] = dirResultNew(ops[i]->id, ops[i]->idLen);
+        const DirCmd *mc = &b.cmds[2 * i], *lc = &b.cmds[2 * i + 1];
+        const redisReply *meta = mc->reply, *loc = lc->reply;
+        const char *why = NULL;
+        if (meta == NULL || loc == NULL)
+            dirResultSet(r, DIR_UNAVAILABLE, "%s", dirCmdWhy(meta == NULL ? mc : lc));
+        else if (meta->type == REDIS_REPLY_ERROR)
+            dirSetReplyError(r, meta, "the meta hash");
+        else if (loc->type == REDIS_REPLY_ERROR)
+            dirSetReplyError(r, loc, "the location set");
+        else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY)
+            dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
+        else if (meta->elements == 0)
+            dirResultSet(r, DIR_NOTFOUND, "object is not in the directory");
+        else if (meta->elements % 2 != 0 || dirParseMeta(meta, r, &why) != 0)
+            dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: %s",
+                         why != NULL ? why : "odd hash reply");
+        else if (loc->elements == 0)
+            dirResultSet(r, DIR_NOTFOUND, "object has no location in the directory");
+        else {
+            needNodes[i] = 1;
+            dirAddNodeFetches(&nb, (const redisReply *const *)loc->element, loc->elements);
+        }
     }
+    dirBatchRun(&nb);
+
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (needNodes[i]) {
+            const redisReply *loc = b.cmds[2 * i + 1].reply;
+            char down[sizeof(res[i]->err)] = "";
+            size_t malformed = 0, unreachable = 0;
+            dirCollectNodes(&nb, &next, (const redisReply *const *)loc->element, loc->elements,
+                            res[i], NULL, &malformed, &unreachable, down, sizeof(down));
+            if (res[i]->count > 0)
+                dirResultSet(res[i], DIR_FOUND, "");
+            else if (unreachable > 0)
+                dirResultSet(res[i], DIR_UNAVAILABLE, "%s", down);
+            else
+                dirResultSet(res[i], DIR_NOTFOUND,
+                             "object has no live location (%zu listed, %zu malformed node "
+                             "entries)",
+                             loc->elements, malformed);
+        }
+    }
+    dirBatchFree(&nb);
     dirBatchFree(&b);
+    dirCountDone(0, 0, n);
+    for (size_t i = 0; i < n; i++) {
+        ops[i]->cb(res[i], ops[i]->arg);
+        free(ops[i]);
+    }
+    free(needNodes);
+    free(res);
 }
 
 /* Builds objstore:nodes:{b<k>}, the registry bucket of bucket k; can't fail. */
@@ -1338,9 +1365,13 @@ static void dirDoList(DirResult *res)
         }
     }
     unsigned char *gone = dirCalloc(total, 1);
-    size_t malformed = 0, unreachable = 0;
+    size_t malformed = 0, unreachable = 0, next = 0;
     char down[sizeof(res->err)] = "";
-    dirFetchNodes(names, n, res, gone, &malformed, &unreachable, down, sizeof(down));
+    DirBatch nb = {0};
+    dirAddNodeFetches(&nb, names, n);
+    dirBatchRun(&nb);
+    dirCollectNodes(&nb, &next, names, n, res, gone, &malformed, &unreachable, down, sizeof(down));
+    dirBatchFree(&nb);
     if (unreachable > 0) {
         res->count = 0;
         dirResultSet(res, DIR_UNAVAILABLE, "%s", down);
@@ -1370,18 +1401,14 @@ out_free_batch:
     dirBatchFree(&b);
 }
 
-/* Answers one lookup or listing and frees it: the callback runs exactly once. */
-static void dirRunRead(DirOp *op)
+/* Answers one listing and frees it: the callback runs exactly once. */
+static void dirRunList(DirOp *op)
 {
-    DirResult *res = dirResultNew(op->kind == DIR_OP_LOOKUP ? op->id : NULL, op->idLen);
+    DirResult *res = dirResultNew(NULL, 0);
     if (!dir.haveMap)
         dirResultSet(res, DIR_UNAVAILABLE, "%s", dir.lastIoError);
-    else if (op->kind == DIR_OP_LOOKUP)
-        dirDoLookup(op, res);
     else
         dirDoList(res);
-    if (op->kind == DIR_OP_LOOKUP)
-        dirCountDone(0, 0, 1);
     op->cb(res, op->arg);
     free(op);
 }
@@ -1407,8 +1434,8 @@ static void dirFailReads(DirOp *list, const char *why)
 
 /*
  * Runs a batch taken from the queue, in order: runs of writes go out
- * pipelined, reads one at a time (each pipelined inside; a read whose shard
- * is down answers DIR_UNAVAILABLE by itself). When a write cannot reach its
+ * pipelined, runs of lookups together, listings one at a time (a read whose
+ * shard is down answers DIR_UNAVAILABLE by itself). When a write cannot reach its
  * shard, whatever is unfinished goes back to the queue head.
  */
 static void dirRunBatch(DirOp *op)
@@ -1430,10 +1457,23 @@ static void dirRunBatch(DirOp *op)
                 dirRequeueFront(left);
                 return;
             }
+        } else if (op->kind == DIR_OP_LOOKUP) {
+            /* Consecutive lookups share their round trips. */
+            DirOp *ops[OBJ_DIR_PIPELINE];
+            size_t n = 0;
+            for (rest = op; rest != NULL && rest->kind == DIR_OP_LOOKUP && n < OBJ_DIR_PIPELINE;
+                 rest = rest->next)
+                ops[n++] = rest;
+            if (dir.haveMap) {
+                dirDoLookups(ops, n);
+            } else {
+                ops[n - 1]->next = NULL;
+                dirFailReads(op, dir.lastIoError);
+            }
         } else {
             rest = op->next;
             op->next = NULL;
-            dirRunRead(op);
+            dirRunList(op);
         }
         op = rest;
     }

@@ -744,7 +744,20 @@ class RedisCluster:
             time.sleep(0.1)
         self._fail(f"not healthy within {timeout or self.ready_timeout:.0f}s: {why}")
 
-    def _health(self):
+    def wait_failover(self, dead, timeout=None):
+        """After kill(dead): wait until a replica has replaced it, i.e. no live node
+        lists dead as the master of any slot, and the cluster is healthy again."""
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        why = "not checked"
+        while time.monotonic() < deadline:
+            why = self._health(dead)
+            if why is None:
+                return
+            time.sleep(0.1)
+        self._fail(f"no replica replaced master {dead} within "
+                   f"{timeout or self.ready_timeout:.0f}s: {why}")
+
+    def _health(self, dead=None):
         for p in self.live_ports():
             try:
                 c = self.client(p)
@@ -756,6 +769,8 @@ class RedisCluster:
                 owners = {int(e[2][1]) for e in slots}
                 if covered != 16384 or len(owners) != self.masters_wanted:
                     return f"{p}: {covered} slots covered by {len(owners)} masters"
+                if dead in owners:
+                    return f"{p}: still lists {dead} as a master"
                 repl = c.info("replication")
                 if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
                     return f"{p}: replica link is {repl.get('master_link_status')}"

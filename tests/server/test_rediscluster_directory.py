@@ -273,7 +273,7 @@ def test_master_killed_during_fetches_fails_over_and_the_nodes_republish(uid):
         put(d, uid(b"local"), b"local bytes")
         assert d.execute_command("OBJ.GET", uid(b"local")) == b"local bytes"
 
-        rc.wait_healthy(timeout=30.0)
+        rc.wait_failover(victim, timeout=30.0)
         promoted_at = time.monotonic()
         assert victim not in rc.master_ports()
 
@@ -284,6 +284,12 @@ def test_master_killed_during_fetches_fails_over_and_the_nodes_republish(uid):
                            retry_unavailable=True)
         located_at = time.monotonic()
         wait_nodes(d, NAMES, timeout=3 * node_ttl / 1000, retry_unavailable=True)
+        # Each node re-reads the map on its own backoff (at most 2 s): fetches count
+        # as "after the failover" once every node is connected to every master again.
+        for n in nodes.values():
+            wait_until(lambda: n.stats()["directory_connected"] == 1, 3 * node_ttl / 1000,
+                       interval=0.05, what=f"node {n.name} to reconnect to every master")
+        recovered_at = time.monotonic()
 
         after_promotion = len(results)
         wait_until(lambda: len(results) >= after_promotion + 10, 30.0,
@@ -294,7 +300,7 @@ def test_master_killed_during_fetches_fails_over_and_the_nodes_republish(uid):
         assert not bad, f"{len(bad)} fetches delivered wrong bytes"
         odd = {codes([r[1]])[0] for r in results} - {"OK", "UNAVAILABLE", "NOTFOUND", "TIMEOUT"}
         assert not odd, f"unexpected fetch results: {odd}"
-        late = [r for r in results if r[0] > located_at]
+        late = [r for r in results if r[0] > recovered_at]
         assert late and all(r[1] == "OK" for r in late), late[:5]
 
         new = uid(b"after")
