@@ -125,12 +125,11 @@ typedef struct DirState {
     void *snapshotArg;
     SlotsAddr seeds[OBJ_DIR_SEEDS_MAX]; /* where the slot map is read first */
     int nSeeds;
-    SlotsMap map;    /* slot -> master; one master for a single Redis */
-    int haveMap;     /* map has been read at least once */
-    int mapStale;    /* a MOVED or a lost master: re-read it at nextConnectMs */
-    int mapCovered;  /* slots that have a master */
-    int clusterMode; /* the directory is a Redis Cluster */
-    DirConn *conns;  /* nConns == map.nMasters, same order */
+    SlotsMap map;   /* slot -> master; one master for a single Redis */
+    int haveMap;    /* map has been read at least once */
+    int mapStale;   /* a MOVED or a lost master: re-read it at nextConnectMs */
+    int mapCovered; /* slots that have a master */
+    DirConn *conns; /* nConns == map.nMasters, same order */
     int nConns;
     int everConnected;
     int backoffMs;
@@ -585,8 +584,9 @@ static int dirMapFromReply(const redisReply *r, const SlotsAddr *asked, SlotsMap
 /*
  * Asks one server for the slot map, on its existing connection when it is a
  * master already connected, else on a connection of its own. A server that
- * says cluster support is disabled is a single Redis: one master, every
- * slot. Returns 0 with map filled, or -1 with why in err.
+ * refuses CLUSTER SLOTS (other than for a transient reason) is a single
+ * Redis: one master, every slot. Returns 0 with map filled, or -1 with why
+ * in err.
  */
 static int dirMapAsk(const SlotsAddr *a, SlotsMap *map, char *err, size_t errLen)
 {
@@ -604,17 +604,19 @@ static int dirMapAsk(const SlotsAddr *a, SlotsMap *map, char *err, size_t errLen
             dirConnFail(m, "%s", err);
             c = NULL;
         }
-    } else if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled")) {
+    } else if (r->type == REDIS_REPLY_ERROR && !dirIsTransient(r->str)) {
+        /* "cluster support disabled": a single Redis. Any other refusal (the
+         * command renamed away, an ACL without +cluster) is taken the same
+         * way; should the server be a cluster node after all, its MOVED
+         * answers teach the map slot by slot. */
         if (slotsMapAssign(map, 0, SLOTS_COUNT - 1, a->host, a->port) < 0)
             dirOom();
-        dir.clusterMode = 0;
         rc = 0;
     } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errLen, "directory %.64s:%d: CLUSTER SLOTS: %.64s", a->host, a->port, r->str);
+        snprintf(err, errLen, "directory %.64s:%d: %.64s", a->host, a->port, r->str);
     } else if (dirMapFromReply(r, a, map) == 0) {
         snprintf(err, errLen, "directory %.64s:%d: CLUSTER SLOTS lists no slot", a->host, a->port);
     } else {
-        dir.clusterMode = 1;
         rc = 0;
     }
     freeReplyObject(r);
@@ -763,8 +765,9 @@ static void dirRedirect(DirCmd *c)
         c->master = m;
         if (dirConnEnsure(m, 1) != 0)
             return;
-        if (rd.kind == SLOTS_REDIRECT_ASK)
-            redisAppendCommand(dir.conns[m].ctx, "ASKING");
+        if (rd.kind == SLOTS_REDIRECT_ASK &&
+            redisAppendCommand(dir.conns[m].ctx, "ASKING") != REDIS_OK)
+            dirOom();
         if (redisAppendFormattedCommand(dir.conns[m].ctx, c->cmd, c->len) != REDIS_OK)
             dirOom();
         if (rd.kind == SLOTS_REDIRECT_ASK) {
@@ -1647,7 +1650,7 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
     memcpy(dir.seeds, seeds, sizeof(seeds));
     dir.nSeeds = nSeeds;
     slotsMapInit(&dir.map);
-    dir.haveMap = dir.mapStale = dir.mapCovered = dir.clusterMode = 0;
+    dir.haveMap = dir.mapStale = dir.mapCovered = 0;
     dir.conns = NULL;
     dir.nConns = 0;
     dir.everConnected = 0;
