@@ -666,12 +666,15 @@ class RedisCluster:
     shards that live keep answering while one fails over, as the README recommends.
 
     seeds: the `directory` setting for the nodes ("host:port,host:port").
-    Every wait is bounded; a failure to come up fails the test with the logs."""
+    password: requirepass (and masterauth) on every node; the nodes then need it as
+    their directory-password. Every wait is bounded; a failure to come up fails the
+    test with the logs."""
 
     node_timeout = 1000  # ms, cluster-node-timeout: how fast a dead master is failed over
     ready_timeout = 30.0
 
-    def __init__(self, masters=3, replicas=1, workdir=None):
+    def __init__(self, masters=3, replicas=1, workdir=None, password=None):
+        self.password = password
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="objstore-it-rcluster-")
         self.workdir = workdir
@@ -693,7 +696,9 @@ class RedisCluster:
                  "--cluster-node-timeout", str(self.node_timeout),
                  "--cluster-require-full-coverage", "no",
                  "--cluster-replica-validity-factor", "0",
-                 "--save", "", "--appendonly", "no", "--dir", d],
+                 "--save", "", "--appendonly", "no", "--dir", d,
+                 *(["--requirepass", self.password, "--masterauth", self.password]
+                   if self.password else [])],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=d)
         finally:
             log.close()
@@ -711,11 +716,11 @@ class RedisCluster:
             for p in self.ports:
                 self._spawn(p)
             deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline and not all(ping(p) for p in self.ports):
+            while time.monotonic() < deadline and not all(self._up(p) for p in self.ports):
                 if any(pr.poll() is not None for pr in self.procs.values()):
                     break
                 time.sleep(0.05)
-            if all(ping(p) for p in self.ports):
+            if all(self._up(p) for p in self.ports):
                 break
             clash = any("Address already in use" in read_log(
                 os.path.join(self.workdir, str(p), "redis.log")) for p in self.ports)
@@ -723,7 +728,8 @@ class RedisCluster:
                 self._fail("a node did not start")
             self.stop()
             self.procs = {}
-        cmd = ["redis-cli", "--cluster", "create",
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        cmd = ["redis-cli", *auth, "--cluster", "create",
                *[f"127.0.0.1:{p}" for p in self.ports],
                "--cluster-replicas", str(self.replicas), "--cluster-yes"]
         r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
@@ -731,6 +737,16 @@ class RedisCluster:
             self._fail(f"{' '.join(cmd)} failed:\n{r.stdout.decode()}{r.stderr.decode()}")
         self.wait_healthy()
         return self
+
+    def _up(self, port):
+        try:
+            c = self.client(port)
+            try:
+                return bool(c.ping())
+            finally:
+                c.close()
+        except (redis.exceptions.RedisError, OSError):
+            return False
 
     def wait_healthy(self, timeout=None):
         """Wait until every live node says cluster_state:ok, sees `masters` masters
@@ -788,7 +804,7 @@ class RedisCluster:
 
     def client(self, port):
         return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5,
-                           socket_connect_timeout=5)
+                           socket_connect_timeout=5, password=self.password)
 
     def master_ports(self):
         """Ports of the masters that serve slots, as a live node sees them."""

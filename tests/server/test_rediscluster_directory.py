@@ -218,6 +218,49 @@ def test_a_slot_moved_between_masters_is_followed_through_ask_and_moved(rc, cl, 
     drop(cl, ("A", "B"), old, new)
 
 
+def test_directory_password_is_sent_to_every_shard(uid):
+    """A cluster with requirepass on every node: nodes with directory-password
+    register, and publish to and look up on all three masters."""
+    rcp = RedisCluster(masters=3, replicas=1, password="dir-s3cret").start()
+    nodes = {}
+    try:
+        nodes = {n: ClusterNode(n, rcp.seeds, memory="32mb", heartbeat=200, node_ttl=3000,
+                                extra_args=("directory-password", "dir-s3cret"))
+                 for n in ("A", "B")}
+        start_nodes(list(nodes.values()))
+        a, b = nodes["A"].client(), nodes["B"].client()
+        wait_nodes(b, ["A", "B"], timeout=15.0)
+        masters = set()
+        for i in range(60):
+            oid = uid(b"%d" % i)
+            put(a, oid, payload(100, i))
+            masters.add(rcp.master_of(b"objstore:{" + oid + b"}:meta"))
+        assert len(masters) == 3
+        for i in range(60):
+            wait_locations(b, uid(b"%d" % i), ["A"], timeout=10.0)
+        assert stats(b)["directory_errors"] == 0
+
+        # Without the password: the shards refuse, lookups say why.
+        nodes["C"] = ClusterNode("C", rcp.seeds, memory="32mb", heartbeat=200, node_ttl=3000)
+        nodes["C"].start()
+        c = nodes["C"].client()
+        last = []
+
+        def refused():
+            try:
+                c.execute_command("OBJ.LOCATE", uid(b"0"))
+            except ResponseError as e:
+                last[:] = [str(e)]
+                return err_code(e) == "UNAVAILABLE" and "NOAUTH" in str(e)
+            return False
+
+        wait_until(refused, 10.0, what=f"UNAVAILABLE ... NOAUTH (last: {last})")
+        assert stats(c)["directory_connected"] == 0
+    finally:
+        finish(list(nodes.values()))
+        rcp.cleanup()
+
+
 # ---- failover ------------------------------------------------------------------------------
 
 def test_master_killed_during_fetches_fails_over_and_the_nodes_republish(uid):
