@@ -2,8 +2,10 @@
 """directory_cluster.py - the directory on one Redis vs on a Redis Cluster, measured in
 one run on this machine (driven by bench/directory-cluster.sh, which builds first).
 
-For each directory -- one plain redis-server, then a Redis Cluster of 3 masters and 3
-replicas on loopback -- it starts 16 objstore nodes and measures:
+For each directory -- one plain redis-server, a Redis Cluster of 3 masters and 3
+replicas on loopback, and the same without replicas (to show what replication costs
+on a machine whose cores every process shares) -- it starts 16 objstore nodes and
+measures:
   register_s        time from spawning the 16 nodes until every one lists all 16
   publishes_per_s   OBJ.PUT of OBJECTS empty objects spread over the 16 nodes, until
                     every node's directory queue is empty (the directory threads
@@ -13,6 +15,10 @@ replicas on loopback -- it starts 16 objstore nodes and measures:
                     minus before the publishes (divided by OBJECTS)
   lookups_per_s     OBJ.LOCATE of random published ids, redis-benchmark with
                     LOOKUP_CLIENTS connections to each of the 16 nodes at once
+  busiest_master_share
+                    of the commands the directory's masters processed during the
+                    publishes and lookups, the share of the busiest master (1.0 for
+                    one Redis; 1/3 would be a perfect spread over 3 masters)
 Then, on the Redis Cluster directory, all-to-all fetch throughput: each of n nodes
 puts FETCH_OBJECTS objects of FETCH_SIZE and fetches every other node's, all nodes at
 once; aggregate MiB/s at n = 8 and 16 as a ratio of the n = 2 pair.
@@ -72,7 +78,7 @@ class Directory:
             self.impl = DirectoryRedis().start()
             self.addr = self.impl.addr
         else:
-            self.impl = RedisCluster(masters=3, replicas=1).start()
+            self.impl = RedisCluster(masters=3, replicas=1 if kind == "cluster" else 0).start()
             self.addr = self.impl.seeds
 
     def master_clients(self):
@@ -87,6 +93,13 @@ class Directory:
             mem += c.info("memory")["used_memory"]
             c.close()
         return keys, mem
+
+    def commands(self):
+        out = []
+        for c in self.master_clients():
+            out.append(c.info("stats")["total_commands_processed"])
+            c.close()
+        return out
 
     def cleanup(self):
         self.impl.cleanup()
@@ -198,28 +211,31 @@ def _located(c, oid):
 
 def main():
     out = sys.argv[1]
-    rows = []  # (metric, directory, value, unit)
+    rows = []
     results = {}
-    for kind in ("single", "cluster"):
+    for kind in ("single", "cluster", "cluster_norep"):
         log(f"== directory: {kind}")
         d = Directory(kind)
         fleet = []
         try:
-            keys0, mem0 = d.totals()
             fleet, reg = start_fleet(d, NODES)
             log(f"   16 nodes registered in {reg:.2f} s")
             keys1, mem1 = d.totals()
+            cmds0 = d.commands()
             pub = publish(fleet, OBJECTS)
             keys2, mem2 = d.totals()
             log(f"   {OBJECTS} publishes: {pub:.0f}/s; directory keys {keys2 - keys1} "
                 f"({(keys2 - keys1) / OBJECTS:.2f} per object), "
                 f"{(mem2 - mem1) / OBJECTS:.0f} bytes per object")
             look = lookups(fleet, OBJECTS)
-            log(f"   lookups: {look:.0f}/s")
+            spent = [b - a for a, b in zip(cmds0, d.commands())]
+            share = max(spent) / sum(spent)
+            log(f"   lookups: {look:.0f}/s; busiest master did {share:.2f} of the commands")
             results[kind] = dict(register_s=reg, publishes_per_s=pub, lookups_per_s=look,
                                  dir_keys=keys2 - keys1,
                                  keys_per_object=(keys2 - keys1) / OBJECTS,
-                                 dir_bytes_per_object=(mem2 - mem1) / OBJECTS)
+                                 dir_bytes_per_object=(mem2 - mem1) / OBJECTS,
+                                 busiest_master_share=share)
         finally:
             finish(fleet)
             if kind == "cluster":
@@ -240,18 +256,21 @@ def main():
         cluster.cleanup()
 
     units = dict(register_s="s", publishes_per_s="1/s", lookups_per_s="1/s", dir_keys="keys",
-                 keys_per_object="keys", dir_bytes_per_object="bytes")
+                 keys_per_object="keys", dir_bytes_per_object="bytes",
+                 busiest_master_share="fraction")
     for metric, unit in units.items():
-        s, c = results["single"][metric], results["cluster"][metric]
-        rows.append((metric, f"{s:.3f}", f"{c:.3f}", unit, f"{c / s:.3f}" if s else ""))
+        s, c, c0 = (results[k][metric] for k in ("single", "cluster", "cluster_norep"))
+        rows.append((metric, f"{s:.3f}", f"{c:.3f}", f"{c0:.3f}", unit,
+                     f"{c / s:.3f}" if s else "", f"{c0 / s:.3f}" if s else ""))
     for n in (2, 8, 16):
-        rows.append((f"all_to_all_{n}_nodes_mib_per_s", "", f"{a2a[n]:.1f}", "MiB/s",
-                     f"{a2a[n] / a2a[2]:.3f}"))
+        rows.append((f"all_to_all_{n}_nodes_mib_per_s", "", f"{a2a[n]:.1f}", "", "MiB/s",
+                     f"{a2a[n] / a2a[2]:.3f}", ""))
     with open(out, "w") as f:
         f.write("# " + " ".join(os.environ.get("BENCH_COMMAND", "").split() or sys.argv)
                 + f"  (objects={OBJECTS}, nodes={NODES}, lookup clients/node="
                 f"{LOOKUP_CLIENTS}, nproc={os.cpu_count()})\n")
-        f.write("metric,single_redis,redis_cluster_3m3r,unit,ratio_cluster_vs_single_or_vs_2_nodes\n")
+        f.write("metric,single_redis,redis_cluster_3m3r,redis_cluster_3m0r,unit,"
+                "ratio_3m3r_vs_single_or_vs_2_nodes,ratio_3m0r_vs_single\n")
         for r in rows:
             f.write(",".join(r) + "\n")
     log(open(out).read())
