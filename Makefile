@@ -139,6 +139,7 @@ UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_resp     := redis
+UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
 .SECONDEXPANSION:
 $(BUILD)/tests/unit/%: tests/unit/%.c $$(call libs_for,$$*)

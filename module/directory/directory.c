@@ -34,6 +34,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "slots.h"
+
 /* ---- tunables ----------------------------------------------------------------- */
 
 #define OBJ_DIR_CONNECT_TIMEOUT_MS 500
@@ -48,9 +50,16 @@
 #endif
 /* Queued operations taken and sent per round trip. */
 #define OBJ_DIR_PIPELINE 256
+/* MOVED/ASK hops followed for one command before giving up on it. */
+#define OBJ_DIR_REDIRECTS_MAX 5
 
-#define OBJ_DIR_NODES_KEY   "objstore:nodes"
-#define OBJ_DIR_NODE_PREFIX "objstore:node:"
+/* The node registry is OBJ_DIR_NODE_BUCKETS sets objstore:nodes:{b<k>}, a
+ * node in bucket CRC16(name) % OBJ_DIR_NODE_BUCKETS: no single key that
+ * every heartbeat writes, and on a cluster the buckets' slots spread over
+ * the shards. Changing the count orphans registrations for one node-ttl. */
+#define OBJ_DIR_NODE_BUCKETS 16
+#define OBJ_DIR_NODES_PREFIX "objstore:nodes:"
+#define OBJ_DIR_NODE_PREFIX  "objstore:node:"
 
 /* Removes one location and, atomically with it, the object's meta once no
  * location is left. KEYS[1] = loc set, KEYS[2] = meta hash, ARGV[1] = node. */
@@ -62,6 +71,28 @@ static const char dirUnpublishScript[] =
 /* ---- control block -------------------------------------------------------------- */
 
 typedef enum DirOpKind { DIR_OP_PUBLISH, DIR_OP_UNPUBLISH, DIR_OP_LOOKUP, DIR_OP_LIST } DirOpKind;
+
+/* One master of the slot map and the thread's connection to it. */
+typedef struct DirConn {
+    redisContext *ctx; /* NULL while disconnected */
+    int64_t retryMs;   /* monotonic: no new connect attempt before it */
+    char err[256];     /* why it is down, for DIR_UNAVAILABLE results */
+} DirConn;
+
+/* One command of a batch, formatted once so that a redirection can resend
+ * it as is. */
+typedef struct DirCmd {
+    char *cmd;
+    size_t len;
+    int slot;
+    int master;        /* where it went; -1: no master serves the slot */
+    redisReply *reply; /* NULL: its shard could not be reached */
+} DirCmd;
+
+typedef struct DirBatch {
+    DirCmd *cmds;
+    size_t n, cap;
+} DirBatch;
 
 /* One queued request; the caller's arguments are copied into it. */
 typedef struct DirOp {
@@ -92,13 +123,21 @@ typedef struct DirState {
     DirConfig cfg;
     DirSnapshotFn *snapshot;
     void *snapshotArg;
-    redisContext *ctx; /* NULL while disconnected */
+    SlotsAddr seeds[OBJ_DIR_SEEDS_MAX]; /* where the slot map is read first */
+    int nSeeds;
+    SlotsMap map;   /* slot -> master; one master for a single Redis */
+    int haveMap;    /* map has been read at least once */
+    int mapStale;   /* a MOVED or a lost master: re-read it at nextConnectMs */
+    int mapCovered; /* slots that have a master */
+    DirConn *conns; /* nConns == map.nMasters, same order */
+    int nConns;
     int everConnected;
     int backoffMs;
     int64_t nextConnectMs, nextHeartbeatMs; /* monotonic */
     char *nodeKey;                          /* objstore:node:<name> */
-    size_t nodeKeyLen, nameLen;
-    char lastIoError[128]; /* why the directory is unreachable, for results */
+    char *bucketKey;                        /* objstore:nodes:{b<k>}, this node's bucket */
+    size_t nodeKeyLen, bucketKeyLen, nameLen;
+    char lastIoError[256]; /* why the directory is unreachable, for results */
 } DirState;
 
 static DirState dir = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -341,24 +380,31 @@ static void dirRequeueFront(DirOp *list)
     pthread_mutex_unlock(&dir.lock);
 }
 
-/* ---- connection ---------------------------------------------------------------------- */
+/* ---- connections: one per master ------------------------------------------------------- */
 
 /*
- * Drops the connection after an I/O error (or a reply saying the server
- * cannot serve now) and schedules the next attempt with backoff. The
- * reason is kept for DIR_UNAVAILABLE results. Can't fail.
+ * Drops master m's connection after an I/O error (or a reply saying the
+ * server cannot serve now), remembers why for DIR_UNAVAILABLE results, and
+ * schedules a re-read of the slot map with backoff: a dead connection is how
+ * a failover shows, and the shard may come back empty, so a full re-publish
+ * is due as well. Can't fail.
  */
-static void dirFail(const char *fmt, ...)
+static void dirConnFail(int m, const char *fmt, ...)
 {
+    DirConn *c = &dir.conns[m];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dir.lastIoError, sizeof(dir.lastIoError), fmt, ap);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
     va_end(ap);
-    dirNoteError("%s", dir.lastIoError);
+    memcpy(dir.lastIoError, c->err, sizeof(dir.lastIoError));
+    dirNoteError("%s", c->err);
 
-    redisFree(dir.ctx);
-    dir.ctx = NULL;
-    dir.nextConnectMs = dirNowMs() + dir.backoffMs;
+    redisFree(c->ctx);
+    c->ctx = NULL;
+    int64_t now = dirNowMs();
+    c->retryMs = now + dir.backoffMs;
+    dir.mapStale = 1;
+    dir.nextConnectMs = now + dir.backoffMs;
     dir.backoffMs =
         dir.backoffMs * 2 > OBJ_DIR_BACKOFF_MAX_MS ? OBJ_DIR_BACKOFF_MAX_MS : dir.backoffMs * 2;
     pthread_mutex_lock(&dir.lock);
@@ -377,7 +423,8 @@ static void dirFail(const char *fmt, ...)
 }
 
 /* Error replies that mean "not now" rather than "not this way": the server
- * is starting, busy, or not writable. They are treated like a lost link. */
+ * is starting, busy, not writable, or its cluster is failing over. They are
+ * treated like a lost link. */
 static int dirIsTransient(const char *msg)
 {
     static const char *const words[] = {"LOADING",    "BUSY",     "NOAUTH",      "READONLY",
@@ -390,47 +437,402 @@ static int dirIsTransient(const char *msg)
     return 0;
 }
 
-/* Queues one command on the connection (no I/O yet); can't fail. */
-static void dirAppend(int argc, const char **argv, const size_t *lens)
+/* Keeps dir.conns as long as dir.map.masters (new entries disconnected). */
+static void dirConnsSync(void)
 {
-    if (redisAppendCommandArgv(dir.ctx, argc, argv, lens) != REDIS_OK)
-        dirOom(); /* hiredis only fails here when it cannot allocate */
+    if (dir.nConns >= dir.map.nMasters)
+        return;
+    DirConn *grown = realloc(dir.conns, (size_t)dir.map.nMasters * sizeof(*grown));
+    if (grown == NULL)
+        dirOom();
+    memset(grown + dir.nConns, 0, (size_t)(dir.map.nMasters - dir.nConns) * sizeof(*grown));
+    dir.conns = grown;
+    dir.nConns = dir.map.nMasters;
 }
 
 /*
- * Reads the next pipelined reply. Returns it (free with freeReplyObject), or
- * NULL when the connection failed or the server answered with a transient
- * error; then dirFail has run and dir.ctx is NULL.
+ * Opens a connection to host:port with the connect and command timeouts,
+ * keepalive and AUTH. Returns the context, or NULL with why in err.
  */
-static redisReply *dirRead(void)
+static redisContext *dirOpen(const char *host, int port, char *err, size_t errLen)
 {
+    redisContext *c = redisConnectWithTimeout(host, port, dirTimeval(OBJ_DIR_CONNECT_TIMEOUT_MS));
+    if (c == NULL || c->err) {
+        snprintf(err, errLen, "cannot connect to directory %.64s:%d: %s", host, port,
+                 c != NULL ? c->errstr : "out of memory");
+        redisFree(c);
+        return NULL;
+    }
+    if (redisSetTimeout(c, dirTimeval(OBJ_DIR_COMMAND_TIMEOUT_MS)) != REDIS_OK) {
+        snprintf(err, errLen, "directory %.64s:%d: cannot set timeout", host, port);
+        redisFree(c);
+        return NULL;
+    }
+    redisEnableKeepAlive(c); /* only a hint: a failure here costs nothing */
+    if (dir.cfg.password[0] != '\0') {
+        redisReply *r = redisCommand(c, "AUTH %s", dir.cfg.password);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errLen, "directory %.64s:%d refused AUTH: %.64s", host, port,
+                     r != NULL      ? r->str
+                     : c->errstr[0] ? c->errstr
+                                    : "connection lost");
+            freeReplyObject(r);
+            redisFree(c);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return c;
+}
+
+/*
+ * Makes sure master m has a connection. Without force, a master that failed
+ * less than a backoff ago is not tried again, so that commands for a dead
+ * shard fail at once. Returns 0, or -1 (dir.conns[m].err says why).
+ */
+static int dirConnEnsure(int m, int force)
+{
+    DirConn *c = &dir.conns[m];
+    if (c->ctx != NULL)
+        return 0;
+    if (!force && dirNowMs() < c->retryMs)
+        return -1;
+    const SlotsAddr *a = &dir.map.masters[m];
+    char err[sizeof(c->err)];
+    c->ctx = dirOpen(a->host, a->port, err, sizeof(err));
+    if (c->ctx == NULL) {
+        dirConnFail(m, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Reads master m's next pipelined reply. Returns it (free with
+ * freeReplyObject), or NULL when the connection failed or the server
+ * answered with a transient error; then dirConnFail has run.
+ */
+static redisReply *dirReadFrom(int m)
+{
+    DirConn *c = &dir.conns[m];
+    const SlotsAddr *a = &dir.map.masters[m];
     redisReply *r = NULL;
-    if (redisGetReply(dir.ctx, (void **)&r) != REDIS_OK || r == NULL) {
-        dirFail("directory %s:%d: %s", dir.cfg.host, dir.cfg.port,
-                dir.ctx->errstr[0] ? dir.ctx->errstr : "connection lost");
+    if (redisGetReply(c->ctx, (void **)&r) != REDIS_OK || r == NULL) {
+        dirConnFail(m, "directory %.64s:%d: %s", a->host, a->port,
+                    c->ctx->errstr[0] ? c->ctx->errstr : "connection lost");
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR && dirIsTransient(r->str)) {
-        dirFail("directory %s:%d: %s", dir.cfg.host, dir.cfg.port, r->str);
+        dirConnFail(m, "directory %.64s:%d: %s", a->host, a->port, r->str);
         freeReplyObject(r);
         return NULL;
     }
     return r;
 }
 
-/* Consumes a write's reply: an error reply is counted and otherwise ignored
- * (the write cannot succeed by being repeated). */
-static void dirAck(redisReply *r)
+/* Sends what is buffered on master m's connection. Returns 0, or -1 after
+ * dirConnFail. */
+static int dirFlush(int m)
 {
-    if (r->type == REDIS_REPLY_ERROR)
-        dirNoteError("directory write refused: %s", r->str);
-    freeReplyObject(r);
+    DirConn *c = &dir.conns[m];
+    int done = 0;
+    while (!done) {
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK) {
+            const SlotsAddr *a = &dir.map.masters[m];
+            dirConnFail(m, "directory %.64s:%d: %s", a->host, a->port, c->ctx->errstr);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the slot map ------------------------------------------------------------------------ */
+
+/*
+ * Fills map from a CLUSTER SLOTS reply; an entry whose host is empty or "?"
+ * (an endpoint the server does not know) means the server asked. Returns the
+ * number of slots covered (0 for a reply of no use).
+ */
+static int dirMapFromReply(const redisReply *r, const SlotsAddr *asked, SlotsMap *map)
+{
+    if (r->type != REDIS_REPLY_ARRAY)
+        return 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            continue;
+        const redisReply *host = e->element[2]->element[0], *port = e->element[2]->element[1];
+        if (host->type != REDIS_REPLY_STRING || port->type != REDIS_REPLY_INTEGER ||
+            port->integer <= 0 || port->integer > 65535 || host->len >= SLOTS_HOST_MAX)
+            continue;
+        char h[SLOTS_HOST_MAX];
+        if (host->len == 0 || (host->len == 1 && host->str[0] == '?'))
+            snprintf(h, sizeof(h), "%s", asked->host);
+        else
+            snprintf(h, sizeof(h), "%.*s", (int)host->len, host->str);
+        if (slotsMapAssign(map, (int)e->element[0]->integer, (int)e->element[1]->integer, h,
+                           (int)port->integer) < 0 &&
+            slotsMapAddMaster(map, h, (int)port->integer) < 0)
+            dirOom(); /* the range was bad, or adding the master ran out of memory */
+    }
+    return slotsMapCovered(map);
 }
 
 /*
- * Registers this node (or renews it): HSET its fields, PEXPIRE the key, SADD
- * it to the node set, in one round trip. Returns 0, or -1 when the
- * connection failed (dirFail has run). Error replies are counted only.
+ * Asks one server for the slot map, on its existing connection when it is a
+ * master already connected, else on a connection of its own. A server that
+ * refuses CLUSTER SLOTS (other than for a transient reason) is a single
+ * Redis: one master, every slot. Returns 0 with map filled, or -1 with why
+ * in err.
+ */
+static int dirMapAsk(const SlotsAddr *a, SlotsMap *map, char *err, size_t errLen)
+{
+    int m = slotsMapFind(&dir.map, a->host, a->port);
+    redisContext *c = m >= 0 && m < dir.nConns ? dir.conns[m].ctx : NULL;
+    int own = c == NULL;
+    if (own && (c = dirOpen(a->host, a->port, err, errLen)) == NULL)
+        return -1;
+    int rc = -1;
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    if (r == NULL) {
+        snprintf(err, errLen, "directory %.64s:%d: %s", a->host, a->port,
+                 c->errstr[0] ? c->errstr : "connection lost");
+        if (!own) {
+            dirConnFail(m, "%s", err);
+            c = NULL;
+        }
+    } else if (r->type == REDIS_REPLY_ERROR && !dirIsTransient(r->str)) {
+        /* "cluster support disabled": a single Redis. Any other refusal (the
+         * command renamed away, an ACL without +cluster) is taken the same
+         * way; should the server be a cluster node after all, its MOVED
+         * answers teach the map slot by slot. */
+        if (slotsMapAssign(map, 0, SLOTS_COUNT - 1, a->host, a->port) < 0)
+            dirOom();
+        rc = 0;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errLen, "directory %.64s:%d: %.64s", a->host, a->port, r->str);
+    } else if (dirMapFromReply(r, a, map) == 0) {
+        snprintf(err, errLen, "directory %.64s:%d: CLUSTER SLOTS lists no slot", a->host, a->port);
+    } else {
+        rc = 0;
+    }
+    freeReplyObject(r);
+    if (own)
+        redisFree(c);
+    return rc;
+}
+
+/*
+ * Re-reads the slot map: from the masters of the current map (connected ones
+ * first), then from the seeds. Connections of masters that stay are kept,
+ * the others closed. Returns 0, or -1 with dir.lastIoError set (the old map
+ * stays).
+ */
+static int dirMapLoad(void)
+{
+    SlotsMap *fresh = dirMalloc(sizeof(*fresh));
+    slotsMapInit(fresh);
+    int nAddr = 0, rc = -1;
+    SlotsAddr *addrs = dirCalloc((size_t)(dir.map.nMasters + dir.nSeeds), sizeof(*addrs));
+    for (int pass = 0; pass < 2; pass++)
+        for (int m = 0; m < dir.map.nMasters; m++)
+            if ((dir.conns[m].ctx != NULL) == (pass == 0))
+                addrs[nAddr++] = dir.map.masters[m];
+    for (int s = 0; s < dir.nSeeds; s++)
+        addrs[nAddr++] = dir.seeds[s];
+    char err[sizeof(dir.lastIoError)] = "no directory address";
+    for (int i = 0; i < nAddr && rc != 0; i++) {
+        rc = dirMapAsk(&addrs[i], fresh, err, sizeof(err));
+        if (rc != 0)
+            slotsMapReset(fresh);
+    }
+    free(addrs);
+    if (rc != 0) {
+        memcpy(dir.lastIoError, err, sizeof(err));
+        dirNoteError("%s", err);
+        slotsMapReset(fresh);
+        free(fresh);
+        return -1;
+    }
+
+    /* Carry the connections over by address, close the rest. */
+    DirConn *conns = dirCalloc((size_t)fresh->nMasters, sizeof(*conns));
+    for (int m = 0; m < dir.nConns; m++) {
+        int to = slotsMapFind(fresh, dir.map.masters[m].host, dir.map.masters[m].port);
+        if (to >= 0)
+            conns[to] = dir.conns[m];
+        else
+            redisFree(dir.conns[m].ctx);
+    }
+    free(dir.conns);
+    slotsMapReset(&dir.map);
+    dir.map = *fresh;
+    free(fresh);
+    dir.conns = conns;
+    dir.nConns = dir.map.nMasters;
+    dir.mapCovered = slotsMapCovered(&dir.map);
+    dir.haveMap = 1;
+    dir.mapStale = 0;
+    return 0;
+}
+
+/* Every slot has a master, every master a connection, and the map is not
+ * known to be stale: writes may flow. */
+static int dirAllUp(void)
+{
+    if (!dir.haveMap || dir.mapStale || dir.mapCovered != SLOTS_COUNT)
+        return 0;
+    for (int m = 0; m < dir.nConns; m++)
+        if (dir.conns[m].ctx == NULL)
+            return 0;
+    return 1;
+}
+
+/* ---- batches: commands grouped per master, pipelined, redirections followed --------------- */
+
+/* Adds one command for key (which routes it) to a batch; can't fail. */
+static void dirBatchAdd(DirBatch *b, const char *key, size_t keyLen, int argc, const char **argv,
+                        const size_t *lens)
+{
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 16;
+        DirCmd *grown = realloc(b->cmds, b->cap * sizeof(*grown));
+        if (grown == NULL)
+            dirOom();
+        b->cmds = grown;
+    }
+    DirCmd *c = &b->cmds[b->n++];
+    memset(c, 0, sizeof(*c));
+    int len = redisFormatCommandArgv(&c->cmd, argc, argv, lens);
+    if (len < 0)
+        dirOom();
+    c->len = (size_t)len;
+    c->slot = slotsKeySlot(key, keyLen);
+    c->master = -1;
+}
+
+/* Frees the commands and replies of a batch and empties it. */
+static void dirBatchFree(DirBatch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        redisFreeCommand(b->cmds[i].cmd);
+        freeReplyObject(b->cmds[i].reply);
+    }
+    free(b->cmds);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Why a command has no reply, for DIR_UNAVAILABLE results. */
+static const char *dirCmdWhy(const DirCmd *c)
+{
+    if (c->master >= 0 && c->master < dir.nConns && dir.conns[c->master].err[0] != '\0')
+        return dir.conns[c->master].err;
+    if (c->master < 0)
+        return "no directory master serves the slot (the cluster is failing over)";
+    return dir.lastIoError;
+}
+
+/*
+ * Follows a MOVED or ASK answer to one command, at most a few hops: MOVED
+ * fixes the slot in the map and asks for a full re-read soon, ASK sends
+ * ASKING first and changes nothing. c->reply ends as the final answer, or
+ * NULL when the target cannot be reached.
+ */
+static void dirRedirect(DirCmd *c)
+{
+    for (int hop = 0; hop < OBJ_DIR_REDIRECTS_MAX; hop++) {
+        SlotsRedirect rd;
+        if (c->reply == NULL || c->reply->type != REDIS_REPLY_ERROR ||
+            slotsParseRedirect(c->reply->str, c->reply->len, &rd) != 0)
+            return;
+        char host[SLOTS_HOST_MAX];
+        snprintf(host, sizeof(host), "%s",
+                 rd.to.host[0] != '\0' ? rd.to.host : dir.map.masters[c->master].host);
+        int m = slotsMapAddMaster(&dir.map, host, rd.to.port);
+        if (m < 0)
+            dirOom();
+        dirConnsSync();
+        if (rd.kind == SLOTS_REDIRECT_MOVED) {
+            slotsMapAssign(&dir.map, rd.slot, rd.slot, host, rd.to.port);
+            dir.mapStale = 1;
+            dir.nextConnectMs = dirNowMs(); /* re-read the whole map at once */
+        }
+        freeReplyObject(c->reply);
+        c->reply = NULL;
+        c->master = m;
+        if (dirConnEnsure(m, 1) != 0)
+            return;
+        if (rd.kind == SLOTS_REDIRECT_ASK &&
+            redisAppendCommand(dir.conns[m].ctx, "ASKING") != REDIS_OK)
+            dirOom();
+        if (redisAppendFormattedCommand(dir.conns[m].ctx, c->cmd, c->len) != REDIS_OK)
+            dirOom();
+        if (rd.kind == SLOTS_REDIRECT_ASK) {
+            redisReply *ok = dirReadFrom(m);
+            if (ok == NULL)
+                return;
+            freeReplyObject(ok);
+        }
+        c->reply = dirReadFrom(m);
+    }
+}
+
+/*
+ * Runs a batch: each command goes to the master of its slot; all masters get
+ * their share pipelined before any reply is read, so a batch costs one round
+ * trip however many shards it touches. Afterwards every command has its
+ * reply, or NULL when its shard could not be reached (dirCmdWhy says why).
+ * Can't fail otherwise.
+ */
+static void dirBatchRun(DirBatch *b)
+{
+    if (!dir.haveMap || b->n == 0)
+        return;
+    enum { UNUSED = 0, SENDING, FAILED };
+    unsigned char *state = dirCalloc((size_t)dir.nConns, 1);
+    for (size_t i = 0; i < b->n; i++) {
+        DirCmd *c = &b->cmds[i];
+        c->master = slotsMapOwner(&dir.map, c->slot);
+        if (c->master < 0)
+            continue;
+        if (state[c->master] == UNUSED)
+            state[c->master] = dirConnEnsure(c->master, 0) == 0 ? SENDING : FAILED;
+        if (state[c->master] == SENDING &&
+            redisAppendFormattedCommand(dir.conns[c->master].ctx, c->cmd, c->len) != REDIS_OK)
+            dirOom(); /* hiredis only fails here when it cannot allocate */
+    }
+    for (int m = 0; m < dir.nConns; m++)
+        if (state[m] == SENDING && dirFlush(m) != 0)
+            state[m] = FAILED;
+    for (size_t i = 0; i < b->n; i++) {
+        DirCmd *c = &b->cmds[i];
+        if (c->master < 0 || state[c->master] != SENDING)
+            continue;
+        c->reply = dirReadFrom(c->master);
+        if (c->reply == NULL)
+            state[c->master] = FAILED;
+    }
+    free(state);
+    for (size_t i = 0; i < b->n; i++)
+        dirRedirect(&b->cmds[i]);
+}
+
+/* Counts an error reply to a write (the write cannot succeed by being
+ * repeated); the reply stays with the batch. */
+static void dirAck(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR)
+        dirNoteError("directory write refused: %s", r->str);
+}
+
+/*
+ * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
+ * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
+ * shard could not be reached (dirConnFail has run). Error replies are
+ * counted only.
  */
 static int dirHeartbeat(void)
 {
@@ -452,26 +854,31 @@ static int dirHeartbeat(void)
     hsetLen[1] = dir.nodeKeyLen;
     const char *expire[] = {"PEXPIRE", dir.nodeKey, ttl};
     size_t expireLen[] = {7, dir.nodeKeyLen, strlen(ttl)};
-    const char *sadd[] = {"SADD", OBJ_DIR_NODES_KEY, dir.cfg.nodeName};
-    size_t saddLen[] = {4, sizeof(OBJ_DIR_NODES_KEY) - 1, dir.nameLen};
+    const char *sadd[] = {"SADD", dir.bucketKey, dir.cfg.nodeName};
+    size_t saddLen[] = {4, dir.bucketKeyLen, dir.nameLen};
 
-    dirAppend(HSET_ARGC, hset, hsetLen);
-    dirAppend(3, expire, expireLen);
-    dirAppend(3, sadd, saddLen);
+    DirBatch b = {0};
+    dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, HSET_ARGC, hset, hsetLen);
+    dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 3, expire, expireLen);
+    dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, sadd, saddLen);
     dir.nextHeartbeatMs = dirNowMs() + dir.cfg.heartbeatMs;
-    for (int i = 0; i < 3; i++) {
-        redisReply *r = dirRead();
-        if (r == NULL)
-            return -1;
-        dirAck(r);
+    dirBatchRun(&b);
+    int rc = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        if (b.cmds[i].reply == NULL)
+            rc = -1;
+        else
+            dirAck(b.cmds[i].reply);
     }
-    return 0;
+    dirBatchFree(&b);
+    return rc;
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-/* Queues the commands of one publish or unpublish on the connection. */
-static void dirAppendWrite(const DirOp *op)
+/* Adds the commands of one publish or unpublish to a batch. Both keys carry
+ * the {id} tag, so they go to one shard, in order. */
+static void dirAddWrite(DirBatch *b, const DirOp *op)
 {
     size_t metaLen, locLen;
     char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
@@ -489,23 +896,24 @@ static void dirAppendWrite(const DirOp *op)
         const char *hset[] = {"HSET",      metaKey,  "size",     size,
                               "meta_size", metaSize, "checksum", checksum};
         size_t hsetLen[] = {4, metaLen, 4, strlen(size), 9, strlen(metaSize), 8, 16};
-        dirAppend(3, sadd, saddLen);
-        dirAppend(8, hset, hsetLen);
+        dirBatchAdd(b, locKey, locLen, 3, sadd, saddLen);
+        dirBatchAdd(b, metaKey, metaLen, 8, hset, hsetLen);
     } else {
         const char *eval[] = {"EVAL", dirUnpublishScript, "2", locKey, metaKey, dir.cfg.nodeName};
         size_t evalLen[] = {4, sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, dir.nameLen};
-        dirAppend(6, eval, evalLen);
+        dirBatchAdd(b, locKey, locLen, 6, eval, evalLen);
     }
     free(metaKey);
     free(locKey);
 }
 
 /*
- * Sends a list of publishes/unpublishes in pipelined rounds, renewing the
- * heartbeat between rounds when it is due, and frees each operation once its
- * replies are in. Returns NULL when all were answered, or the operations not
- * known to be applied when the connection failed (the caller requeues or
- * drops them; sending them again is harmless).
+ * Sends a list of publishes/unpublishes in pipelined rounds (each round one
+ * batch over all shards), renewing the heartbeat between rounds when it is
+ * due, and frees each operation once its replies are in. Returns NULL when
+ * all were answered, or the operations not known to be applied, in order,
+ * when a shard could not be reached (the caller requeues or drops them;
+ * sending them again is harmless).
  */
 static DirOp *dirSendWrites(DirOp *list)
 {
@@ -514,30 +922,42 @@ static DirOp *dirSendWrites(DirOp *list)
             return list;
         if (dirNowMs() >= dir.nextHeartbeatMs && dirHeartbeat() != 0)
             return list;
+        DirBatch b = {0};
         DirOp *end = list;
         for (int n = 0; end != NULL && n < OBJ_DIR_PIPELINE; n++, end = end->next)
-            dirAppendWrite(end);
+            dirAddWrite(&b, end);
+        dirBatchRun(&b);
 
         uint64_t publishes = 0, unpublishes = 0;
+        DirOp *left = NULL, **leftTail = &left;
+        size_t i = 0;
         while (list != end) {
-            int replies = list->kind == DIR_OP_PUBLISH ? 2 : 1;
-            for (int i = 0; i < replies; i++) {
-                redisReply *r = dirRead();
-                if (r == NULL) {
-                    dirCountDone(publishes, unpublishes, 0);
-                    return list;
-                }
-                dirAck(r);
-            }
-            if (list->kind == DIR_OP_PUBLISH)
-                publishes++;
-            else
-                unpublishes++;
             DirOp *next = list->next;
-            free(list);
+            size_t replies = list->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
+            for (size_t k = i; k < i + replies; k++)
+                answered += b.cmds[k].reply != NULL;
+            if (answered < replies) {
+                list->next = NULL;
+                *leftTail = list;
+                leftTail = &list->next;
+            } else {
+                for (size_t k = i; k < i + replies; k++)
+                    dirAck(b.cmds[k].reply);
+                if (list->kind == DIR_OP_PUBLISH)
+                    publishes++;
+                else
+                    unpublishes++;
+                free(list);
+            }
+            i += replies;
             list = next;
         }
+        dirBatchFree(&b);
         dirCountDone(publishes, unpublishes, 0);
+        if (left != NULL) {
+            *leftTail = list;
+            return left;
+        }
     }
     return NULL;
 }
@@ -561,8 +981,8 @@ static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t
 
 /*
  * Re-publishes every local object: collects them from the snapshot callback,
- * then sends them in pipelined rounds. When the connection fails half-way
- * the rest is dropped, because dirFail schedules a whole new snapshot.
+ * then sends them in pipelined rounds. When a shard fails half-way the rest
+ * is dropped, because dirConnFail schedules a whole new snapshot.
  */
 static void dirRepublish(void)
 {
@@ -574,48 +994,40 @@ static void dirRepublish(void)
 }
 
 /*
- * Connects, authenticates, registers, and re-publishes when a snapshot is due
- * (always after a failure, and on the first connect). On any failure the
- * context is dropped and the next attempt scheduled with backoff.
+ * (Re)connects: reads the slot map (from a known master or a seed), connects
+ * to every master, registers, and re-publishes when a snapshot is due
+ * (always after a failure, and on the first connect). While some shard
+ * cannot be reached the next attempt is scheduled with backoff; the shards
+ * that answer still get the heartbeat.
  */
 static void dirConnect(void)
 {
-    redisContext *c =
-        redisConnectWithTimeout(dir.cfg.host, dir.cfg.port, dirTimeval(OBJ_DIR_CONNECT_TIMEOUT_MS));
-    if (c == NULL || c->err) {
-        dir.ctx = c;
-        dirFail("cannot connect to directory %s:%d: %s", dir.cfg.host, dir.cfg.port,
-                c != NULL ? c->errstr : "out of memory");
+    if (dirMapLoad() != 0) {
+        dir.nextConnectMs = dirNowMs() + dir.backoffMs;
+        dir.backoffMs =
+            dir.backoffMs * 2 > OBJ_DIR_BACKOFF_MAX_MS ? OBJ_DIR_BACKOFF_MAX_MS : dir.backoffMs * 2;
         return;
     }
-    dir.ctx = c;
-    if (redisSetTimeout(c, dirTimeval(OBJ_DIR_COMMAND_TIMEOUT_MS)) != REDIS_OK) {
-        dirFail("directory %s:%d: cannot set timeout", dir.cfg.host, dir.cfg.port);
-        return;
+    int down = 0;
+    for (int m = 0; m < dir.nConns; m++)
+        if (dirConnEnsure(m, 1) != 0)
+            down = 1;
+    if (dir.mapCovered != SLOTS_COUNT) {
+        snprintf(dir.lastIoError, sizeof(dir.lastIoError),
+                 "directory cluster: %d of %d slots have no master", SLOTS_COUNT - dir.mapCovered,
+                 SLOTS_COUNT);
+        dirNoteError("%s", dir.lastIoError);
+        dir.mapStale = 1;
+        dir.nextConnectMs = dirNowMs() + OBJ_DIR_BACKOFF_MIN_MS;
+        down = 1;
     }
-    redisEnableKeepAlive(c); /* only a hint: a failure here costs nothing */
-
-    if (dir.cfg.password[0] != '\0') {
-        const char *auth[] = {"AUTH", dir.cfg.password};
-        size_t authLen[] = {4, strlen(dir.cfg.password)};
-        dirAppend(2, auth, authLen);
-        redisReply *r = dirRead();
-        if (r == NULL)
-            return;
-        if (r->type == REDIS_REPLY_ERROR) {
-            dirFail("directory %s:%d refused AUTH: %s", dir.cfg.host, dir.cfg.port, r->str);
-            freeReplyObject(r);
-            return;
-        }
-        freeReplyObject(r);
-    }
-    if (dirHeartbeat() != 0)
+    if (dirHeartbeat() != 0 || down)
         return;
 
     pthread_mutex_lock(&dir.lock);
-    dir.stats.connected = 1;
-    if (dir.everConnected)
+    if (dir.everConnected && !dir.stats.connected)
         dir.stats.reconnects++;
+    dir.stats.connected = 1;
     int snapshot = dir.needSnapshot;
     dir.needSnapshot = 0;
     pthread_mutex_unlock(&dir.lock);
@@ -740,59 +1152,58 @@ static int dirNameValid(const redisReply *name)
            memchr(name->str, '\0', (size_t)name->len) == NULL;
 }
 
-/*
- * Fetches the node hashes for the names in a SMEMBERS reply, pipelined, into
- * res->nodes/res->count (live, well-formed nodes only). gone[i] is set for
- * names whose key has expired (when gone is not NULL); *malformed counts
- * names or hashes that could not be used. Returns 0, or -1 when the
- * connection failed (res->nodes is then left empty).
- */
-static int dirFetchNodes(const redisReply *names, DirResult *res, unsigned char *gone,
-                         size_t *malformed)
+/* Adds an HGETALL of each usable name's node key to a batch. */
+static void dirAddNodeFetches(DirBatch *b, const redisReply *const *names, size_t n)
 {
-    size_t n = names->elements;
-    res->nodes = dirCalloc(n, sizeof(DirNode));
-    res->count = 0;
-    *malformed = 0;
     for (size_t i = 0; i < n; i++) {
-        const redisReply *name = names->element[i];
-        if (!dirNameValid(name))
+        if (!dirNameValid(names[i]))
             continue;
         size_t keyLen;
-        char *key = dirNodeKey(name->str, (size_t)name->len, &keyLen);
+        char *key = dirNodeKey(names[i]->str, (size_t)names[i]->len, &keyLen);
         const char *argv[] = {"HGETALL", key};
         size_t lens[] = {7, keyLen};
-        dirAppend(2, argv, lens);
+        dirBatchAdd(b, key, keyLen, 2, argv, lens);
         free(key);
     }
+}
+
+/*
+ * Reads the node hashes that dirAddNodeFetches added for the same names
+ * (starting at command *next of the run batch, which it advances) into
+ * res->nodes/res->count (live, well-formed nodes only). gone[i] is set for
+ * names whose key has expired (when gone is not NULL); *malformed counts
+ * names or hashes that could not be used, *unreachable the nodes whose shard
+ * did not answer (why then says why). Can't fail.
+ */
+static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *const *names,
+                            size_t n, DirResult *res, unsigned char *gone, size_t *malformed,
+                            size_t *unreachable, char *why, size_t whyLen)
+{
+    res->nodes = dirCalloc(n, sizeof(DirNode));
+    res->count = 0;
+    *malformed = *unreachable = 0;
     for (size_t i = 0; i < n; i++) {
-        const redisReply *name = names->element[i];
-        if (!dirNameValid(name)) {
+        if (!dirNameValid(names[i])) {
             (*malformed)++;
             continue;
         }
-        redisReply *h = dirRead();
+        const DirCmd *c = &b->cmds[(*next)++];
+        const redisReply *h = c->reply;
         if (h == NULL) {
-            res->count = 0;
-            return -1;
-        }
-        if (h->type == REDIS_REPLY_ARRAY && h->elements == 0) {
+            (*unreachable)++;
+            size_t whyN = strnlen(dirCmdWhy(c), whyLen - 1);
+            memcpy(why, dirCmdWhy(c), whyN);
+            why[whyN] = '\0';
+        } else if (h->type == REDIS_REPLY_ARRAY && h->elements == 0) {
             if (gone != NULL)
                 gone[i] = 1;
         } else if (h->type == REDIS_REPLY_ARRAY &&
-                   dirParseNode(h, name, &res->nodes[res->count]) == 0) {
+                   dirParseNode(h, names[i], &res->nodes[res->count]) == 0) {
             res->count++;
         } else {
             (*malformed)++;
         }
-        freeReplyObject(h);
     }
-    return 0;
-}
-
-static void dirSetUnavailable(DirResult *res)
-{
-    dirResultSet(res, DIR_UNAVAILABLE, "%s", dir.lastIoError);
 }
 
 /* An error reply to a read: a wrong type means a malformed entry (that is the
@@ -806,120 +1217,201 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
 }
 
 /*
- * Looks an object up: its meta and location set in one round trip, then the
- * hashes of the listed nodes in another. Fills res; never fails otherwise.
+ * Looks n objects up together: the meta hash and location set of each in
+ * one round over the shards (an object's two keys share its {id} slot, so
+ * each lookup is one round trip to one shard), then the hashes of all the
+ * listed nodes in another. A location whose shard does not answer is left
+ * out; only when no location is left for that reason is the answer
+ * DIR_UNAVAILABLE. Runs every callback (exactly once) and frees the ops.
  */
-static void dirDoLookup(const DirOp *op, DirResult *res)
+static void dirDoLookups(DirOp **ops, size_t n)
 {
-    size_t metaLen, locLen;
-    char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
-    char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
-    const char *hget[] = {"HGETALL", metaKey};
-    size_t hgetLen[] = {7, metaLen};
-    const char *smem[] = {"SMEMBERS", locKey};
-    size_t smemLen[] = {8, locLen};
-    dirAppend(2, hget, hgetLen);
-    dirAppend(2, smem, smemLen);
-    free(metaKey);
-    free(locKey);
+    DirBatch b = {0}, nb = {0};
+    DirResult **res = dirCalloc(n, sizeof(*res));
+    unsigned char *needNodes = dirCalloc(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t metaLen, locLen;
+        char *metaKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":meta", &metaLen);
+        char *locKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":loc", &locLen);
+        const char *hget[] = {"HGETALL", metaKey};
+        size_t hgetLen[] = {7, metaLen};
+        const char *smem[] = {"SMEMBERS", locKey};
+        size_t smemLen[] = {8, locLen};
+        dirBatchAdd(&b, metaKey, metaLen, 2, hget, hgetLen);
+        dirBatchAdd(&b, locKey, locLen, 2, smem, smemLen);
+        free(metaKey);
+        free(locKey);
+    }
+    dirBatchRun(&b);
 
-    redisReply *meta = dirRead();
-    redisReply *loc = meta != NULL ? dirRead() : NULL;
-    const char *why = NULL;
-    size_t malformed = 0;
-    if (meta == NULL || loc == NULL)
-        dirSetUnavailable(res);
-    else if (meta->type == REDIS_REPLY_ERROR)
-        dirSetReplyError(res, meta, "the meta hash");
-    else if (loc->type == REDIS_REPLY_ERROR)
-        dirSetReplyError(res, loc, "the location set");
-    else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY)
-        dirResultSet(res, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
-    else if (meta->elements == 0)
-        dirResultSet(res, DIR_NOTFOUND, "object is not in the directory");
-    else if (meta->elements % 2 != 0 || dirParseMeta(meta, res, &why) != 0)
-        dirResultSet(res, DIR_NOTFOUND, "malformed directory entry: %s",
-                     why != NULL ? why : "odd hash reply");
-    else if (loc->elements == 0)
-        dirResultSet(res, DIR_NOTFOUND, "object has no location in the directory");
-    else if (dirFetchNodes(loc, res, NULL, &malformed) != 0)
-        dirSetUnavailable(res);
-    else if (res->count == 0)
-        dirResultSet(res, DIR_NOTFOUND,
-                     "object has no live location (%zu listed, %zu malformed node entries)",
-                     loc->elements, malformed);
-    else
-        dirResultSet(res, DIR_FOUND, "");
-    freeReplyObject(meta);
-    freeReplyObject(loc);
+    for (size_t i = 0; i < n; i++) {
+        DirResult *r = res[i] = dirResultNew(ops[i]->id, ops[i]->idLen);
+        const DirCmd *mc = &b.cmds[2 * i], *lc = &b.cmds[2 * i + 1];
+        const redisReply *meta = mc->reply, *loc = lc->reply;
+        const char *why = NULL;
+        if (meta == NULL || loc == NULL)
+            dirResultSet(r, DIR_UNAVAILABLE, "%s", dirCmdWhy(meta == NULL ? mc : lc));
+        else if (meta->type == REDIS_REPLY_ERROR)
+            dirSetReplyError(r, meta, "the meta hash");
+        else if (loc->type == REDIS_REPLY_ERROR)
+            dirSetReplyError(r, loc, "the location set");
+        else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY)
+            dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
+        else if (meta->elements == 0)
+            dirResultSet(r, DIR_NOTFOUND, "object is not in the directory");
+        else if (meta->elements % 2 != 0 || dirParseMeta(meta, r, &why) != 0)
+            dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: %s",
+                         why != NULL ? why : "odd hash reply");
+        else if (loc->elements == 0)
+            dirResultSet(r, DIR_NOTFOUND, "object has no location in the directory");
+        else {
+            needNodes[i] = 1;
+            dirAddNodeFetches(&nb, (const redisReply *const *)loc->element, loc->elements);
+        }
+    }
+    dirBatchRun(&nb);
+
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (needNodes[i]) {
+            const redisReply *loc = b.cmds[2 * i + 1].reply;
+            char down[sizeof(res[i]->err)] = "";
+            size_t malformed = 0, unreachable = 0;
+            dirCollectNodes(&nb, &next, (const redisReply *const *)loc->element, loc->elements,
+                            res[i], NULL, &malformed, &unreachable, down, sizeof(down));
+            if (res[i]->count > 0)
+                dirResultSet(res[i], DIR_FOUND, "");
+            else if (unreachable > 0)
+                dirResultSet(res[i], DIR_UNAVAILABLE, "%s", down);
+            else
+                dirResultSet(res[i], DIR_NOTFOUND,
+                             "object has no live location (%zu listed, %zu malformed node "
+                             "entries)",
+                             loc->elements, malformed);
+        }
+    }
+    dirBatchFree(&nb);
+    dirBatchFree(&b);
+    dirCountDone(0, 0, n);
+    for (size_t i = 0; i < n; i++) {
+        ops[i]->cb(res[i], ops[i]->arg);
+        free(ops[i]);
+    }
+    free(needNodes);
+    free(res);
+}
+
+/* Builds objstore:nodes:{b<k>}, the registry bucket of bucket k; can't fail. */
+static char *dirBucketKey(int k, size_t *lenOut)
+{
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%s{b%d}", OBJ_DIR_NODES_PREFIX, k);
+    char *key = dirMalloc((size_t)n + 1);
+    memcpy(key, buf, (size_t)n + 1);
+    *lenOut = (size_t)n;
+    return key;
+}
+
+/* The registry bucket of a node: spread by the CRC16 of its name. */
+static int dirBucketOf(const char *name, size_t nameLen)
+{
+    return slotsCrc16(name, nameLen) % OBJ_DIR_NODE_BUCKETS;
 }
 
 /*
- * Lists live nodes: the node set, then each node's hash; names whose key has
- * expired are removed from the set on the way. Fills res; never fails
- * otherwise (a failed clean-up does not spoil the answer).
+ * Lists live nodes: every registry bucket in one batch (the buckets spread
+ * over the shards), then each node's hash in another; names whose key has
+ * expired are removed from their bucket on the way. Every shard must answer,
+ * or the listing is DIR_UNAVAILABLE: a partial list would read as dead
+ * nodes. Fills res; never fails otherwise (a failed clean-up does not spoil
+ * the answer).
  */
 static void dirDoList(DirResult *res)
 {
-    const char *smem[] = {"SMEMBERS", OBJ_DIR_NODES_KEY};
-    size_t smemLen[] = {8, sizeof(OBJ_DIR_NODES_KEY) - 1};
-    dirAppend(2, smem, smemLen);
-    redisReply *names = dirRead();
-    if (names == NULL) {
-        dirSetUnavailable(res);
-        return;
+    DirBatch b = {0};
+    for (int k = 0; k < OBJ_DIR_NODE_BUCKETS; k++) {
+        size_t keyLen;
+        char *key = dirBucketKey(k, &keyLen);
+        const char *argv[] = {"SMEMBERS", key};
+        size_t lens[] = {8, keyLen};
+        dirBatchAdd(&b, key, keyLen, 2, argv, lens);
+        free(key);
     }
-    size_t malformed = 0;
-    unsigned char *gone = NULL;
-    if (names->type == REDIS_REPLY_ERROR) {
-        dirSetReplyError(res, names, OBJ_DIR_NODES_KEY);
-    } else if (names->type != REDIS_REPLY_ARRAY) {
-        dirResultSet(res, DIR_NOTFOUND, "malformed directory: unexpected reply type");
-    } else {
-        gone = dirCalloc(names->elements, 1);
-        if (dirFetchNodes(names, res, gone, &malformed) != 0) {
-            dirSetUnavailable(res);
-        } else {
-            dirResultSet(res, DIR_FOUND, "");
-            size_t argc = 2;
-            const char **argv = dirCalloc(names->elements + 2, sizeof(*argv));
-            size_t *lens = dirCalloc(names->elements + 2, sizeof(*lens));
-            argv[0] = "SREM";
-            lens[0] = 4;
-            argv[1] = OBJ_DIR_NODES_KEY;
-            lens[1] = sizeof(OBJ_DIR_NODES_KEY) - 1;
-            for (size_t i = 0; i < names->elements; i++) {
-                if (gone[i]) {
-                    argv[argc] = names->element[i]->str;
-                    lens[argc++] = (size_t)names->element[i]->len;
-                }
-            }
-            if (argc > 2) {
-                dirAppend((int)argc, argv, lens);
-                redisReply *r = dirRead();
-                if (r != NULL)
-                    dirAck(r);
-            }
-            free(argv);
-            free(lens);
+    dirBatchRun(&b);
+
+    size_t total = 0;
+    for (int k = 0; k < OBJ_DIR_NODE_BUCKETS; k++) {
+        const redisReply *r = b.cmds[k].reply;
+        if (r == NULL) {
+            dirResultSet(res, DIR_UNAVAILABLE, "%s", dirCmdWhy(&b.cmds[k]));
+            goto out_free_batch;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            dirSetReplyError(res, r, "a node registry bucket");
+            goto out_free_batch;
+        }
+        if (r->type != REDIS_REPLY_ARRAY) {
+            dirResultSet(res, DIR_NOTFOUND, "malformed directory: unexpected reply type");
+            goto out_free_batch;
+        }
+        total += r->elements;
+    }
+
+    const redisReply **names = dirCalloc(total, sizeof(*names));
+    int *bucketOf = dirCalloc(total, sizeof(*bucketOf));
+    size_t n = 0;
+    for (int k = 0; k < OBJ_DIR_NODE_BUCKETS; k++) {
+        const redisReply *r = b.cmds[k].reply;
+        for (size_t i = 0; i < r->elements; i++) {
+            bucketOf[n] = k;
+            names[n++] = r->element[i];
         }
     }
+    unsigned char *gone = dirCalloc(total, 1);
+    size_t malformed = 0, unreachable = 0, next = 0;
+    char down[sizeof(res->err)] = "";
+    DirBatch nb = {0};
+    dirAddNodeFetches(&nb, names, n);
+    dirBatchRun(&nb);
+    dirCollectNodes(&nb, &next, names, n, res, gone, &malformed, &unreachable, down, sizeof(down));
+    dirBatchFree(&nb);
+    if (unreachable > 0) {
+        res->count = 0;
+        dirResultSet(res, DIR_UNAVAILABLE, "%s", down);
+    } else {
+        dirResultSet(res, DIR_FOUND, "");
+        DirBatch clean = {0};
+        for (size_t i = 0; i < n; i++) {
+            if (!gone[i])
+                continue;
+            size_t keyLen;
+            char *key = dirBucketKey(bucketOf[i], &keyLen);
+            const char *argv[] = {"SREM", key, names[i]->str};
+            size_t lens[] = {4, keyLen, (size_t)names[i]->len};
+            dirBatchAdd(&clean, key, keyLen, 3, argv, lens);
+            free(key);
+        }
+        dirBatchRun(&clean);
+        for (size_t i = 0; i < clean.n; i++)
+            if (clean.cmds[i].reply != NULL)
+                dirAck(clean.cmds[i].reply);
+        dirBatchFree(&clean);
+    }
     free(gone);
-    freeReplyObject(names);
+    free(bucketOf);
+    free(names);
+out_free_batch:
+    dirBatchFree(&b);
 }
 
-/* Answers one lookup or listing and frees it: the callback runs exactly once. */
-static void dirRunRead(DirOp *op)
+/* Answers one listing and frees it: the callback runs exactly once. */
+static void dirRunList(DirOp *op)
 {
-    DirResult *res = dirResultNew(op->kind == DIR_OP_LOOKUP ? op->id : NULL, op->idLen);
-    if (dir.ctx == NULL)
-        dirSetUnavailable(res);
-    else if (op->kind == DIR_OP_LOOKUP)
-        dirDoLookup(op, res);
+    DirResult *res = dirResultNew(NULL, 0);
+    if (!dir.haveMap)
+        dirResultSet(res, DIR_UNAVAILABLE, "%s", dir.lastIoError);
     else
         dirDoList(res);
-    if (op->kind == DIR_OP_LOOKUP)
-        dirCountDone(0, 0, 1);
     op->cb(res, op->arg);
     free(op);
 }
@@ -945,8 +1437,9 @@ static void dirFailReads(DirOp *list, const char *why)
 
 /*
  * Runs a batch taken from the queue, in order: runs of writes go out
- * pipelined, reads one at a time (each pipelined inside). When the
- * connection fails, whatever is unfinished goes back to the queue head.
+ * pipelined, runs of lookups together, listings one at a time (a read whose
+ * shard is down answers DIR_UNAVAILABLE by itself). When a write cannot reach its
+ * shard, whatever is unfinished goes back to the queue head.
  */
 static void dirRunBatch(DirOp *op)
 {
@@ -967,14 +1460,23 @@ static void dirRunBatch(DirOp *op)
                 dirRequeueFront(left);
                 return;
             }
+        } else if (op->kind == DIR_OP_LOOKUP) {
+            /* Consecutive lookups share their round trips. */
+            DirOp *ops[OBJ_DIR_PIPELINE];
+            size_t n = 0;
+            for (rest = op; rest != NULL && rest->kind == DIR_OP_LOOKUP && n < OBJ_DIR_PIPELINE;
+                 rest = rest->next)
+                ops[n++] = rest;
+            if (dir.haveMap) {
+                dirDoLookups(ops, n);
+            } else {
+                ops[n - 1]->next = NULL;
+                dirFailReads(op, dir.lastIoError);
+            }
         } else {
             rest = op->next;
             op->next = NULL;
-            dirRunRead(op);
-            if (dir.ctx == NULL) {
-                dirRequeueFront(rest);
-                return;
-            }
+            dirRunList(op);
         }
         op = rest;
     }
@@ -983,26 +1485,31 @@ static void dirRunBatch(DirOp *op)
 /* ---- the thread ----------------------------------------------------------------------- */
 
 /* Best effort, briefly: remove this node from the directory, so peers stop
- * considering it at once rather than when its key expires. */
+ * considering it at once rather than when its key expires; then close every
+ * connection and forget the map. */
 static void dirUnregister(void)
 {
-    if (dir.ctx == NULL)
-        return;
-    redisSetTimeout(dir.ctx, dirTimeval(OBJ_DIR_STOP_TIMEOUT_MS));
-    const char *del[] = {"DEL", dir.nodeKey};
-    size_t delLen[] = {3, dir.nodeKeyLen};
-    const char *srem[] = {"SREM", OBJ_DIR_NODES_KEY, dir.cfg.nodeName};
-    size_t sremLen[] = {4, sizeof(OBJ_DIR_NODES_KEY) - 1, dir.nameLen};
-    dirAppend(2, del, delLen);
-    dirAppend(3, srem, sremLen);
-    for (int i = 0; i < 2; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(dir.ctx, (void **)&r) != REDIS_OK)
-            break;
-        freeReplyObject(r);
+    if (dir.haveMap) {
+        for (int m = 0; m < dir.nConns; m++)
+            if (dir.conns[m].ctx != NULL)
+                redisSetTimeout(dir.conns[m].ctx, dirTimeval(OBJ_DIR_STOP_TIMEOUT_MS));
+        const char *del[] = {"DEL", dir.nodeKey};
+        size_t delLen[] = {3, dir.nodeKeyLen};
+        const char *srem[] = {"SREM", dir.bucketKey, dir.cfg.nodeName};
+        size_t sremLen[] = {4, dir.bucketKeyLen, dir.nameLen};
+        DirBatch b = {0};
+        dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 2, del, delLen);
+        dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, srem, sremLen);
+        dirBatchRun(&b);
+        dirBatchFree(&b);
     }
-    redisFree(dir.ctx);
-    dir.ctx = NULL;
+    for (int m = 0; m < dir.nConns; m++)
+        redisFree(dir.conns[m].ctx);
+    free(dir.conns);
+    dir.conns = NULL;
+    dir.nConns = 0;
+    slotsMapReset(&dir.map);
+    dir.haveMap = 0;
 }
 
 /* Sleeps until deadlineMs (monotonic) or a signal on dir.wake. */
@@ -1022,18 +1529,21 @@ static void dirWaitLocked(int64_t deadlineMs)
 
 /*
  * The directory thread: (re)connect when due, renew the heartbeat when due,
- * then take the next piece of work -- reads to refuse while disconnected, a
- * batch of the queue, or a re-publish after a queue overflow -- or sleep
- * until the next deadline. On stop: unregister, refuse what is left, exit.
+ * then take the next piece of work -- while some shard is down only the
+ * reads (those for live shards are answered, the others refused at once),
+ * else a batch of the queue, or a re-publish after a queue overflow -- or
+ * sleep until the next deadline. On stop: unregister, refuse what is left,
+ * exit.
  */
 static void *dirThreadMain(void *unused)
 {
     (void)unused;
     for (;;) {
-        if (dir.ctx == NULL && dirNowMs() >= dir.nextConnectMs)
+        if (!dirAllUp() && dirNowMs() >= dir.nextConnectMs)
             dirConnect();
-        if (dir.ctx != NULL && dirNowMs() >= dir.nextHeartbeatMs)
+        if (dir.haveMap && dirNowMs() >= dir.nextHeartbeatMs)
             dirHeartbeat();
+        int up = dirAllUp();
 
         DirOp *work = NULL;
         int snapshot = 0, stop = 0;
@@ -1044,12 +1554,14 @@ static void *dirThreadMain(void *unused)
                 stop = 1;
                 break;
             }
-            if (dir.ctx == NULL) {
+            if (!up) {
                 if (dir.pendingReads > 0) {
                     work = dirTakeReadsLocked();
                     break;
                 }
                 deadline = dir.nextConnectMs;
+                if (dir.haveMap && dir.nextHeartbeatMs < deadline)
+                    deadline = dir.nextHeartbeatMs;
             } else {
                 if (dir.head != NULL) {
                     work = dirTakeLocked(OBJ_DIR_PIPELINE);
@@ -1070,9 +1582,7 @@ static void *dirThreadMain(void *unused)
         if (stop)
             break;
 
-        if (dir.ctx == NULL) {
-            dirFailReads(work, dir.lastIoError);
-        } else if (work != NULL) {
+        if (work != NULL) {
             dirRunBatch(work);
         } else if (snapshot) {
             dirRepublish();
@@ -1101,9 +1611,25 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
         strnlen(cfg->host, sizeof(cfg->host)) >= sizeof(cfg->host) ||
         strnlen(cfg->password, sizeof(cfg->password)) >= sizeof(cfg->password) ||
         strnlen(cfg->addr, sizeof(cfg->addr)) >= sizeof(cfg->addr) ||
-        strnlen(cfg->rdmaAddr, sizeof(cfg->rdmaAddr)) >= sizeof(cfg->rdmaAddr) || cfg->port <= 0 ||
-        cfg->port > 65535 || cfg->tcpPort < 0 || cfg->tcpPort > 65535 || cfg->rdmaPort < 0 ||
-        cfg->rdmaPort > 65535 || cfg->heartbeatMs <= 0 || cfg->ttlMs <= cfg->heartbeatMs) {
+        strnlen(cfg->seeds, sizeof(cfg->seeds)) >= sizeof(cfg->seeds) ||
+        strnlen(cfg->rdmaAddr, sizeof(cfg->rdmaAddr)) >= sizeof(cfg->rdmaAddr) ||
+        (cfg->seeds[0] == '\0' && (cfg->port <= 0 || cfg->port > 65535)) || cfg->tcpPort < 0 ||
+        cfg->tcpPort > 65535 || cfg->rdmaPort < 0 || cfg->rdmaPort > 65535 ||
+        cfg->heartbeatMs <= 0 || cfg->ttlMs <= cfg->heartbeatMs) {
+        errno = EINVAL;
+        return -1;
+    }
+    SlotsAddr seeds[OBJ_DIR_SEEDS_MAX];
+    int nSeeds = 1;
+    if (cfg->seeds[0] != '\0') {
+        nSeeds = slotsParseSeeds(cfg->seeds, seeds, OBJ_DIR_SEEDS_MAX);
+    } else if (cfg->host[0] != '\0') {
+        snprintf(seeds[0].host, sizeof(seeds[0].host), "%s", cfg->host);
+        seeds[0].port = cfg->port;
+    } else {
+        nSeeds = -1;
+    }
+    if (nSeeds < 1) {
         errno = EINVAL;
         return -1;
     }
@@ -1121,14 +1647,20 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
     dir.nameLen = nameLen;
     dir.snapshot = snapshot;
     dir.snapshotArg = snapshotArg;
-    dir.ctx = NULL;
+    memcpy(dir.seeds, seeds, sizeof(seeds));
+    dir.nSeeds = nSeeds;
+    slotsMapInit(&dir.map);
+    dir.haveMap = dir.mapStale = dir.mapCovered = 0;
+    dir.conns = NULL;
+    dir.nConns = 0;
     dir.everConnected = 0;
     dir.backoffMs = OBJ_DIR_BACKOFF_MIN_MS;
     dir.nextConnectMs = 0;
     dir.nextHeartbeatMs = 0;
     snprintf(dir.lastIoError, sizeof(dir.lastIoError), "directory %.64s:%d: not connected yet",
-             cfg->host, cfg->port);
+             seeds[0].host, seeds[0].port);
     dir.nodeKey = dirNodeKey(cfg->nodeName, nameLen, &dir.nodeKeyLen);
+    dir.bucketKey = dirBucketKey(dirBucketOf(cfg->nodeName, nameLen), &dir.bucketKeyLen);
 
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -1159,7 +1691,8 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
         dirFailReads(left, "directory thread did not start");
         pthread_cond_destroy(&dir.wake);
         free(dir.nodeKey);
-        dir.nodeKey = NULL;
+        free(dir.bucketKey);
+        dir.nodeKey = dir.bucketKey = NULL;
         errno = rc;
         return -1;
     }
@@ -1186,7 +1719,8 @@ void dirStop(void)
     pthread_join(dir.thread, NULL);
     pthread_cond_destroy(&dir.wake);
     free(dir.nodeKey);
-    dir.nodeKey = NULL;
+    free(dir.bucketKey);
+    dir.nodeKey = dir.bucketKey = NULL;
 
     pthread_mutex_lock(&dir.lock);
     dir.stats.connected = 0;

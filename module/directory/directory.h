@@ -3,12 +3,21 @@
  * node's own) and reached with hiredis from one background thread, never
  * from the Redis main thread.
  *
- * Keys (hash tags keep an object's keys in one cluster slot):
- *   objstore:node:<name>   hash  addr, tcp_port, rdma_addr, rdma_port,
- *                                features, heartbeat_ms   (PEXPIRE ttl)
- *   objstore:nodes         set   names of nodes that registered
- *   objstore:{<id>}:meta   hash  size, meta_size, checksum (16 hex digits)
- *   objstore:{<id>}:loc    set   names of nodes holding a sealed copy
+ * The directory is one Redis, or a Redis Cluster given by seed addresses:
+ * the thread reads CLUSTER SLOTS, keeps one connection per master, routes
+ * each key by the slot of its hash tag (slots.h), pipelines each round of
+ * commands to all the masters it touches, follows MOVED and ASK, and
+ * re-reads the map when a master is lost (a failover). A single Redis is a
+ * map of one master, on the same code path.
+ *
+ * Keys (hash tags keep an object's keys in one cluster slot, so a lookup is
+ * one round trip to one shard; nothing is a key every node writes):
+ *   objstore:node:<name>    hash  addr, tcp_port, rdma_addr, rdma_port,
+ *                                 features, heartbeat_ms   (PEXPIRE ttl)
+ *   objstore:nodes:{b<k>}   set   names of the registered nodes of bucket k,
+ *                                 k = CRC16(name) % 16 (16 sets over the slots)
+ *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits)
+ *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
  *
  * The thread registers the node and renews it every heartbeat, so a dead
  * node drops out by itself when its key expires. Publish/unpublish requests
@@ -24,12 +33,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OBJ_DIR_NAME_MAX 128
-#define OBJ_DIR_ADDR_MAX 64
+#define OBJ_DIR_NAME_MAX  128
+#define OBJ_DIR_ADDR_MAX  64
+#define OBJ_DIR_SEEDS_MAX 16 /* seeds a `directory` list may name */
 
 typedef struct DirConfig {
-    char host[256]; /* directory Redis */
+    char host[256]; /* directory Redis (when seeds is empty) */
     int port;
+    char seeds[1024];   /* or: "host:port[,host:port...]", a Redis Cluster's seeds or one Redis */
     char password[128]; /* AUTH if non-empty */
     char nodeName[OBJ_DIR_NAME_MAX];
     char addr[OBJ_DIR_ADDR_MAX]; /* this node's transfer address (TCP) */
@@ -55,7 +66,7 @@ typedef struct DirNode {
 typedef enum DirStatus {
     DIR_FOUND = 0,
     DIR_NOTFOUND = 1,   /* no meta, or no live location */
-    DIR_UNAVAILABLE = 2 /* the directory Redis cannot be reached */
+    DIR_UNAVAILABLE = 2 /* the directory Redis (or the shard of the key) cannot be reached */
 } DirStatus;
 
 /* Result of a lookup or listing, heap-allocated; whoever receives it frees
@@ -84,7 +95,7 @@ typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
 
 /* Start the directory thread. Returns 0, or -1 (with errno) when the thread
  * cannot start: EINVAL for an unusable config (empty nodeName, a port out of
- * range, heartbeatMs <= 0 or ttlMs <= heartbeatMs), EBUSY when already
+ * range, a malformed seed list, heartbeatMs <= 0 or ttlMs <= heartbeatMs), EBUSY when already
  * started. An unreachable directory is NOT an error here. May be called
  * again after dirStop. */
 int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "directory/directory.h"
+#include "directory/slots.h"
 #include "transfer/engine.h"
 #include "cmdtable.h"
 #include "node.h"
@@ -132,18 +133,18 @@ static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
 
 /* ---- start / stop ----------------------------------------------------------------------- */
 
-/* Parse "host:port" into the directory config. Returns 0 or -1. */
-static int parseHostPort(const char *s, char *host, size_t hostLen, int *port)
+/* Parse the `directory` setting, "host:port" or a Redis Cluster's seeds
+ * "host:port,host:port,...", into the directory config (the first seed also
+ * into host/port, for the log). Returns 0 or -1. */
+static int parseDirectory(const char *s, DirConfig *dc)
 {
-    const char *colon = strrchr(s, ':');
-    uint64_t p;
+    SlotsAddr seeds[OBJ_DIR_SEEDS_MAX];
 
-    if (!colon || colon == s || (size_t)(colon - s) >= hostLen ||
-        utilParseU64(colon + 1, strlen(colon + 1), &p) == -1 || p == 0 || p > 65535)
+    if (strlen(s) >= sizeof(dc->seeds) || slotsParseSeeds(s, seeds, OBJ_DIR_SEEDS_MAX) < 1)
         return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    *port = (int)p;
+    snprintf(dc->seeds, sizeof(dc->seeds), "%s", s);
+    snprintf(dc->host, sizeof(dc->host), "%s", seeds[0].host);
+    dc->port = seeds[0].port;
     return 0;
 }
 
@@ -206,8 +207,11 @@ int objClusterStart(RedisModuleCtx *ctx)
     }
 
     if (cfg->directory[0]) {
-        if (parseHostPort(cfg->directory, dc.host, sizeof(dc.host), &dc.port) == -1) {
-            RedisModule_Log(ctx, "warning", "directory '%s' must be host:port", cfg->directory);
+        if (parseDirectory(cfg->directory, &dc) == -1) {
+            RedisModule_Log(ctx, "warning",
+                            "directory '%s' must be host:port, or host:port,host:port,... (at "
+                            "most %d seeds of a Redis Cluster)",
+                            cfg->directory, OBJ_DIR_SEEDS_MAX);
             goto out_stop_engine;
         }
     } else {

@@ -23,10 +23,11 @@
 
 /* Every setting (see the table in config.c for names, defaults, limits). */
 typedef struct ObjConfig {
-    long long memory;    /* arena bytes */
-    char arenaDir[256];  /* where the arena file lives */
-    char nodeName[128];  /* "" = <host>:<port> */
-    char directory[256]; /* host:port of the directory Redis; "" = this server */
+    long long memory;     /* arena bytes */
+    char arenaDir[256];   /* where the arena file lives */
+    char nodeName[128];   /* "" = <host>:<port> */
+    char directory[1024]; /* host:port of the directory Redis, or a Redis Cluster's seeds
+                           * host:port,host:port,...; "" = this server */
     char directoryPassword[128];
     char transferBind[64];
     long long transferPort; /* -1 = Redis port + 10000, 0 = no TCP transfers */

@@ -10,6 +10,9 @@ only wraps these classes in fixtures. What it offers:
     rdma_environment_problem()  why RDMA nodes cannot run here (None: they can)
     RdmaNode                 a node whose transfer and RDMA listeners use $OBJ_RXE_ADDR
     DirectoryRedis           a plain redis-server (the directory), restartable on its port
+    RedisCluster             a real Redis Cluster (3 masters + 3 replicas) as the directory
+    key_slot(key)            the Redis Cluster slot of a key (CRC16 of its hash tag)
+    registry_key(name)       the directory set that lists node `name` (objstore:nodes:{b<k>})
     Cluster                  nodes "A", "B", ... sharing one directory
     start_nodes(nodes)       start several nodes at once (their arenas register in parallel)
     finish(servers)          stop servers, pytest.fail with their logs if any left problems
@@ -602,6 +605,243 @@ class DirectoryRedis:
 
     def log_tail(self, n=30):
         return "\n".join(read_log(self.log_path).splitlines()[-n:])
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+# ---- the directory on a Redis Cluster ----------------------------------------------------
+
+def crc16(data):
+    """CRC16-XMODEM, as Redis Cluster hashes keys."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    """The slot of key (bytes or str): CRC16 of its hash tag, or of the whole key."""
+    if isinstance(key, str):
+        key = key.encode()
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return crc16(key) % 16384
+
+
+REGISTRY_BUCKETS = 16
+
+
+def registry_key(name):
+    """The registry bucket that lists node name: objstore:nodes:{b<CRC16(name) % 16>}."""
+    if isinstance(name, str):
+        name = name.encode()
+    return b"objstore:nodes:{b%d}" % (crc16(name) % REGISTRY_BUCKETS)
+
+
+# Redis Cluster ports: client ports in [14000, 16999] and bus ports (cluster-port) 3000
+# above them, all below the ranges free_port (the kernel's ephemeral range) and
+# free_port_pair (20000-41000) hand out, so the two never collide.
+CLUSTER_PORT_LO, CLUSTER_PORT_HI, CLUSTER_BUS_OFFSET = 14000, 16999, 3000
+
+
+def free_cluster_port():
+    """A client port for a Redis Cluster node whose bus port (+3000) is free too."""
+    rng = random.Random()
+    for _ in range(500):
+        p = rng.randint(CLUSTER_PORT_LO, CLUSTER_PORT_HI)
+        if (p not in _taken and p + CLUSTER_BUS_OFFSET not in _taken and port_is_free(p)
+                and port_is_free(p + CLUSTER_BUS_OFFSET)):
+            _taken.update((p, p + CLUSTER_BUS_OFFSET))
+            return p
+    raise RuntimeError("no free Redis Cluster port pair")
+
+
+class RedisCluster:
+    """A real Redis Cluster on loopback as the objstore directory: `masters` masters
+    with `replicas` replicas each (Debian's redis-server --cluster-enabled yes, joined
+    by `redis-cli --cluster create`). cluster-require-full-coverage is off, so the
+    shards that live keep answering while one fails over, as the README recommends.
+
+    seeds: the `directory` setting for the nodes ("host:port,host:port").
+    password: requirepass (and masterauth) on every node; the nodes then need it as
+    their directory-password. Every wait is bounded; a failure to come up fails the
+    test with the logs."""
+
+    node_timeout = 1000  # ms, cluster-node-timeout: how fast a dead master is failed over
+    ready_timeout = 30.0
+
+    def __init__(self, masters=3, replicas=1, workdir=None, password=None):
+        self.password = password
+        if workdir is None:
+            workdir = tempfile.mkdtemp(prefix="objstore-it-rcluster-")
+        self.workdir = workdir
+        self.n = masters * (1 + replicas)
+        self.masters_wanted = masters
+        self.replicas = replicas
+        self.ports = []
+        self.procs = {}
+
+    def _spawn(self, port):
+        d = os.path.join(self.workdir, str(port))
+        os.makedirs(d, exist_ok=True)
+        log = open(os.path.join(d, "redis.log"), "ab")
+        try:
+            self.procs[port] = subprocess.Popen(
+                [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
+                 "--cluster-enabled", "yes", "--cluster-port", str(port + CLUSTER_BUS_OFFSET),
+                 "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", str(self.node_timeout),
+                 "--cluster-require-full-coverage", "no",
+                 "--cluster-replica-validity-factor", "0",
+                 "--save", "", "--appendonly", "no", "--dir", d,
+                 *(["--requirepass", self.password, "--masterauth", self.password]
+                   if self.password else [])],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=d)
+        finally:
+            log.close()
+
+    def _fail(self, why):
+        tails = "\n".join(f"--- {p} ---\n" + "\n".join(
+            read_log(os.path.join(self.workdir, str(p), "redis.log")).splitlines()[-15:])
+            for p in self.ports)
+        self.stop()
+        pytest.fail(f"Redis Cluster: {why}\n{tails}", pytrace=False)
+
+    def start(self):
+        for attempt in range(3):
+            self.ports = [free_cluster_port() for _ in range(self.n)]
+            for p in self.ports:
+                self._spawn(p)
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline and not all(self._up(p) for p in self.ports):
+                if any(pr.poll() is not None for pr in self.procs.values()):
+                    break
+                time.sleep(0.05)
+            if all(self._up(p) for p in self.ports):
+                break
+            clash = any("Address already in use" in read_log(
+                os.path.join(self.workdir, str(p), "redis.log")) for p in self.ports)
+            if not clash or attempt == 2:
+                self._fail("a node did not start")
+            self.stop()
+            self.procs = {}
+        auth = ["-a", self.password, "--no-auth-warning"] if self.password else []
+        cmd = ["redis-cli", *auth, "--cluster", "create",
+               *[f"127.0.0.1:{p}" for p in self.ports],
+               "--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        if r.returncode != 0:
+            self._fail(f"{' '.join(cmd)} failed:\n{r.stdout.decode()}{r.stderr.decode()}")
+        self.wait_healthy()
+        return self
+
+    def _up(self, port):
+        try:
+            c = self.client(port)
+            try:
+                return bool(c.ping())
+            finally:
+                c.close()
+        except (redis.exceptions.RedisError, OSError):
+            return False
+
+    def wait_healthy(self, timeout=None):
+        """Wait until every live node says cluster_state:ok, sees `masters` masters
+        covering all slots, and every live replica's link to its master is up."""
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        why = "not checked"
+        while time.monotonic() < deadline:
+            why = self._health()
+            if why is None:
+                return
+            time.sleep(0.1)
+        self._fail(f"not healthy within {timeout or self.ready_timeout:.0f}s: {why}")
+
+    def wait_failover(self, dead, timeout=None):
+        """After kill(dead): wait until a replica has replaced it, i.e. no live node
+        lists dead as the master of any slot, and the cluster is healthy again."""
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        why = "not checked"
+        while time.monotonic() < deadline:
+            why = self._health(dead)
+            if why is None:
+                return
+            time.sleep(0.1)
+        self._fail(f"no replica replaced master {dead} within "
+                   f"{timeout or self.ready_timeout:.0f}s: {why}")
+
+    def _health(self, dead=None):
+        for p in self.live_ports():
+            try:
+                c = self.client(p)
+                info = c.execute_command("CLUSTER", "INFO").decode()
+                if "cluster_state:ok" not in info:
+                    return f"{p}: cluster_state is not ok"
+                slots = c.execute_command("CLUSTER", "SLOTS")
+                covered = sum(int(e[1]) - int(e[0]) + 1 for e in slots)
+                owners = {int(e[2][1]) for e in slots}
+                if covered != 16384 or len(owners) != self.masters_wanted:
+                    return f"{p}: {covered} slots covered by {len(owners)} masters"
+                if dead in owners:
+                    return f"{p}: still lists {dead} as a master"
+                repl = c.info("replication")
+                if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
+                    return f"{p}: replica link is {repl.get('master_link_status')}"
+                c.close()
+            except (redis.exceptions.RedisError, OSError) as e:
+                return f"{p}: {e!r}"
+        return None
+
+    @property
+    def seeds(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.live_ports()[:2])
+
+    def live_ports(self):
+        return [p for p in self.ports if self.procs[p].poll() is None]
+
+    def client(self, port):
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5,
+                           socket_connect_timeout=5, password=self.password)
+
+    def master_ports(self):
+        """Ports of the masters that serve slots, as a live node sees them."""
+        slots = self.client(self.live_ports()[0]).execute_command("CLUSTER", "SLOTS")
+        return sorted({int(e[2][1]) for e in slots})
+
+    def master_of(self, key):
+        """The port of the master that serves key's slot."""
+        slot = key_slot(key)
+        for p in self.live_ports():
+            try:
+                slots = self.client(p).execute_command("CLUSTER", "SLOTS")
+                break
+            except (redis.exceptions.RedisError, OSError):
+                continue
+        for e in slots:
+            if int(e[0]) <= slot <= int(e[1]):
+                return int(e[2][1])
+        return None
+
+    def kill(self, port):
+        """SIGKILL one node (a crash: its replica must take over)."""
+        pr = self.procs[port]
+        if pr.poll() is None:
+            pr.kill()
+            pr.wait(10)
+
+    def stop(self):
+        for pr in self.procs.values():
+            if pr.poll() is None:
+                pr.kill()
+                pr.wait(10)
 
     def cleanup(self):
         self.stop()

@@ -46,7 +46,7 @@ from objhelpers import (
     wire_proof,
     xxh3_64,
 )
-from objnodes import free_port
+from objnodes import free_port, registry_key
 
 SECRET = b"s3cret"
 DROP_WITHIN = 3.0  # seconds for the node to close a hostile connection
@@ -323,7 +323,7 @@ class FakeNode:
             "rdma_addr", "", "rdma_port", 0, "features", 1,
             "heartbeat_ms", int(time.time() * 1000))
         self.dir.execute_command("PEXPIRE", b"objstore:node:" + name, 60000)
-        self.dir.execute_command("SADD", "objstore:nodes", name)
+        self.dir.execute_command("SADD", registry_key(name), name)
 
     def holds(self, oid, data):
         """List this fake node as the only location of oid (of data's size)."""
@@ -342,7 +342,7 @@ class FakeNode:
 
     def close(self):
         self.listener.close()
-        self.dir.execute_command("SREM", "objstore:nodes", self.name)
+        self.dir.execute_command("SREM", registry_key(self.name), self.name)
         self.dir.execute_command("DEL", *self.keys)
 
 

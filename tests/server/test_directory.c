@@ -36,6 +36,7 @@
 #include <hiredis/hiredis.h>
 
 #include "directory/directory.h"
+#include "directory/slots.h"
 #include "transfer/wire.h"
 
 #define TEST_NODE     "node-a"
@@ -187,6 +188,18 @@ static char *testObjKey(const char *id, size_t idLen, const char *suffix, size_t
 }
 
 /* Fakes a live peer node with a short TTL and, if id is set, as a location of id. */
+/* The registry bucket that lists a node: objstore:nodes:{b<k>}, k = CRC16(name) % 16. */
+static int testBucketOf(const char *name)
+{
+    return slotsCrc16(name, strlen(name)) % 16;
+}
+
+/* 1 when the registry lists name (in its bucket), else 0. */
+static long long testRegistered(const char *name)
+{
+    return testCmdInt("SISMEMBER objstore:nodes:{b%d} %s", testBucketOf(name), name);
+}
+
 static void testAddPeer(const char *name, const char *tcpPort, const char *id, size_t idLen,
                         int ttlMs)
 {
@@ -198,7 +211,7 @@ static void testAddPeer(const char *name, const char *tcpPort, const char *id, s
                             "rdma_port 7472 features 3 heartbeat_ms %s",
                             name, tcpPort, beat));
     freeReplyObject(testCmd("PEXPIRE objstore:node:%s %d", name, ttlMs));
-    freeReplyObject(testCmd("SADD objstore:nodes %s", name));
+    freeReplyObject(testCmd("SADD objstore:nodes:{b%d} %s", testBucketOf(name), name));
     if (id != NULL) {
         size_t locLen;
         char *loc = testObjKey(id, idLen, ":loc", &locLen);
@@ -431,7 +444,7 @@ static void test_start_registers_node_with_ttl(void **state)
 
     long long pttl = testCmdInt("PTTL objstore:node:" TEST_NODE);
     assert_true(pttl > 0 && pttl <= TEST_TTL_MS);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 1);
+    assert_int_equal(testRegistered(TEST_NODE), 1);
 }
 
 static void test_heartbeat_keeps_node_alive_past_ttl(void **state)
@@ -578,7 +591,7 @@ static void test_list_nodes_drops_expired_nodes(void **state)
     assert_int_equal(res->count, 1);
     assert_string_equal(res->nodes[0].name, TEST_NODE);
     dirResultFree(res);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_PEER), 0);
+    assert_int_equal(testRegistered(TEST_PEER), 0);
 }
 
 static void test_binary_id_with_nul_and_braces(void **state)
@@ -691,7 +704,7 @@ static void test_stop_unregisters_node(void **state)
     (void)state;
     dirStop();
     assert_int_equal(testCmdInt("EXISTS objstore:node:" TEST_NODE), 0);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 0);
+    assert_int_equal(testRegistered(TEST_NODE), 0);
 }
 
 static void test_lookup_while_stopped_answers_unavailable_at_once(void **state)
@@ -789,7 +802,7 @@ static void test_directory_restart_reregisters_and_republishes(void **state)
     res = testLookup("before", 6);
     assert_int_equal(res->status, DIR_NOTFOUND);
     dirResultFree(res);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:nodes " TEST_NODE), 1);
+    assert_int_equal(testRegistered(TEST_NODE), 1);
     dirGetStats(&st);
     assert_true(st.reconnects >= 1);
     assert_true(__atomic_load_n(&testSnapCalls, __ATOMIC_SEQ_CST) >= 2);

@@ -1,0 +1,241 @@
+/*
+ * test_slots.c - unit tests for the directory's slot router
+ * (module/directory/slots.c): CRC16 and the hash-tag rule against the
+ * vectors of the Redis Cluster specification and slots that a real
+ * redis-server reported for CLUSTER KEYSLOT, the parsing of MOVED/ASK
+ * redirections and of the `directory` seed list (tables of good and bad
+ * input), and the slot -> master map.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "directory/slots.h"
+
+#define LIT(s)       s, sizeof(s) - 1
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static void test_crc16_matches_the_specification_vector(void **state)
+{
+    (void)state;
+    assert_int_equal(slotsCrc16(LIT("123456789")), 0x31C3);
+    assert_int_equal(slotsCrc16("", 0), 0);
+}
+
+typedef struct SlotCase {
+    const char *key;
+    size_t len;
+    int slot; /* as CLUSTER KEYSLOT answers on Redis 7.0 */
+} SlotCase;
+
+static void test_key_slots_match_redis(void **state)
+{
+    (void)state;
+    static const SlotCase cases[] = {
+        {LIT("123456789"), 12739},
+        {LIT("foo"), 12182},
+        {LIT("bar"), 5061},
+        {LIT("hello"), 866},
+        {LIT(""), 0},
+        {LIT("a{b"), 13340}, /* no closing brace: whole key */
+        {LIT("objstore:{x}:meta"), 16287},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        int got = slotsKeySlot(cases[i].key, cases[i].len);
+        if (got != cases[i].slot)
+            fail_msg("slot of \"%s\": %d, Redis says %d", cases[i].key, got, cases[i].slot);
+    }
+}
+
+typedef struct TagCase {
+    const char *key;
+    size_t keyLen;
+    const char *hashed; /* what the specification says is hashed */
+    size_t hashedLen;
+    int slot;
+} TagCase;
+
+static void test_hash_tags_follow_the_specification(void **state)
+{
+    (void)state;
+    static const TagCase cases[] = {
+        {LIT("{user1000}.following"), LIT("user1000"), 3443},
+        {LIT("{user1000}.followers"), LIT("user1000"), 3443},
+        {LIT("foo{}{bar}"), LIT("foo{}{bar}"), 8363}, /* empty tag: whole key */
+        {LIT("foo{{bar}}zap"), LIT("{bar"), 4015},    /* first '{' to first '}' */
+        {LIT("foo{bar}{zap}"), LIT("bar"), 5061},     /* only the first tag */
+        {LIT("objstore:{x}:loc"), LIT("x"), 16287},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        const TagCase *c = &cases[i];
+        int want = slotsCrc16(c->hashed, c->hashedLen) & (SLOTS_COUNT - 1);
+        assert_int_equal(want, c->slot);
+        if (slotsKeySlot(c->key, c->keyLen) != c->slot)
+            fail_msg("slot of \"%s\": %d, expected %d", c->key, slotsKeySlot(c->key, c->keyLen),
+                     c->slot);
+    }
+}
+
+static void test_hash_tag_may_hold_any_byte(void **state)
+{
+    (void)state;
+    static const char key[] = "objstore:{a\0b\xff}:meta";
+    static const char tag[] = "a\0b\xff";
+    assert_int_equal(slotsKeySlot(key, sizeof(key) - 1),
+                     slotsCrc16(tag, sizeof(tag) - 1) & (SLOTS_COUNT - 1));
+}
+
+typedef struct RedirectCase {
+    const char *msg;
+    SlotsRedirectKind kind;
+    int slot;
+    const char *host;
+    int port;
+} RedirectCase;
+
+static void test_redirects_parse(void **state)
+{
+    (void)state;
+    static const RedirectCase cases[] = {
+        {"MOVED 3999 127.0.0.1:6381", SLOTS_REDIRECT_MOVED, 3999, "127.0.0.1", 6381},
+        {"ASK 3999 127.0.0.1:6381", SLOTS_REDIRECT_ASK, 3999, "127.0.0.1", 6381},
+        {"MOVED 0 10.0.0.2:7000", SLOTS_REDIRECT_MOVED, 0, "10.0.0.2", 7000},
+        {"MOVED 16383 redis-3.example:7002", SLOTS_REDIRECT_MOVED, 16383, "redis-3.example", 7002},
+        {"ASK 1 ::1:7001", SLOTS_REDIRECT_ASK, 1, "::1", 7001},
+        {"MOVED 12 :7005", SLOTS_REDIRECT_MOVED, 12, "", 7005}, /* unknown endpoint */
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        SlotsRedirect r;
+        memset(&r, 0, sizeof(r));
+        if (slotsParseRedirect(cases[i].msg, strlen(cases[i].msg), &r) != 0)
+            fail_msg("\"%s\" was refused", cases[i].msg);
+        assert_int_equal(r.kind, cases[i].kind);
+        assert_int_equal(r.slot, cases[i].slot);
+        assert_string_equal(r.to.host, cases[i].host);
+        assert_int_equal(r.to.port, cases[i].port);
+    }
+}
+
+static void test_redirects_refuse_malformed_replies(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "MOVED",
+        "MOVED ",
+        "MOVED 3999",
+        "MOVED 3999 ",
+        "MOVED 3999 127.0.0.1",
+        "MOVED 3999 127.0.0.1:",
+        "MOVED 3999 127.0.0.1:0",
+        "MOVED 3999 127.0.0.1:65536",
+        "MOVED 3999 127.0.0.1:63x",
+        "MOVED 16384 127.0.0.1:6379",
+        "MOVED -1 127.0.0.1:6379",
+        "MOVED x 127.0.0.1:6379",
+        "ASK  3999 127.0.0.1:6379",
+        "moved 3999 127.0.0.1:6379",
+        "ERR unknown command",
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        "CLUSTERDOWN The cluster is down",
+        "",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        SlotsRedirect r;
+        if (slotsParseRedirect(bad[i], strlen(bad[i]), &r) == 0)
+            fail_msg("\"%s\" was taken for a redirection", bad[i]);
+    }
+}
+
+static void test_seed_lists_parse(void **state)
+{
+    (void)state;
+    SlotsAddr seeds[4];
+    assert_int_equal(slotsParseSeeds("127.0.0.1:6379", seeds, 4), 1);
+    assert_string_equal(seeds[0].host, "127.0.0.1");
+    assert_int_equal(seeds[0].port, 6379);
+    assert_int_equal(slotsParseSeeds("10.0.0.1:7000,10.0.0.2:7001, dir-3:7002 ", seeds, 4), 3);
+    assert_string_equal(seeds[1].host, "10.0.0.2");
+    assert_int_equal(seeds[1].port, 7001);
+    assert_string_equal(seeds[2].host, "dir-3");
+    assert_int_equal(seeds[2].port, 7002);
+}
+
+static void test_seed_lists_refuse_bad_entries(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",      ",",   "127.0.0.1", "127.0.0.1:",          ":6379", "a:1,", "a:1,,b:2",
+        "a:1,b", "a:0", "a:70000",   "a:1,b:2,c:3,d:4,e:5", /* more than the 4 the caller has room
+                                                               for */
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        SlotsAddr seeds[4];
+        if (slotsParseSeeds(bad[i], seeds, 4) != -1)
+            fail_msg("seed list \"%s\" was accepted", bad[i]);
+    }
+}
+
+static void test_map_routes_ranges_to_masters(void **state)
+{
+    (void)state;
+    SlotsMap *m = test_malloc(sizeof(*m));
+    slotsMapInit(m);
+    assert_int_equal(slotsMapCovered(m), 0);
+    assert_int_equal(slotsMapOwner(m, 0), -1);
+    assert_int_equal(slotsMapAssign(m, 0, 5460, "127.0.0.1", 7000), 0);
+    assert_int_equal(slotsMapAssign(m, 5461, 10922, "127.0.0.1", 7001), 1);
+    assert_int_equal(slotsMapCovered(m), 10923);
+    assert_int_equal(slotsMapAssign(m, 10923, 16383, "127.0.0.1", 7002), 2);
+    assert_int_equal(slotsMapCovered(m), SLOTS_COUNT);
+    assert_int_equal(slotsMapOwner(m, slotsKeySlot(LIT("foo"))), 2); /* 12182 */
+    assert_int_equal(slotsMapOwner(m, slotsKeySlot(LIT("bar"))), 0); /* 5061 */
+    assert_int_equal(slotsMapOwner(m, 5461), 1);
+    assert_int_equal(slotsMapOwner(m, SLOTS_COUNT), -1);
+    assert_int_equal(slotsMapOwner(m, -1), -1);
+
+    /* A MOVED moves one slot; the same master keeps its index. */
+    assert_int_equal(slotsMapAssign(m, 12182, 12182, "127.0.0.1", 7000), 0);
+    assert_int_equal(slotsMapOwner(m, 12182), 0);
+    assert_int_equal(slotsMapFind(m, "127.0.0.1", 7002), 2);
+    assert_int_equal(slotsMapFind(m, "127.0.0.1", 7003), -1);
+
+    assert_int_equal(slotsMapAssign(m, 10, 9, "127.0.0.1", 7000), -1);
+    assert_int_equal(slotsMapAssign(m, 0, SLOTS_COUNT, "127.0.0.1", 7000), -1);
+    slotsMapReset(m);
+    assert_int_equal(slotsMapCovered(m), 0);
+    assert_int_equal(m->nMasters, 0);
+    test_free(m);
+}
+
+static void test_map_of_a_single_redis_covers_every_slot(void **state)
+{
+    (void)state;
+    SlotsMap *m = test_malloc(sizeof(*m));
+    slotsMapInit(m);
+    assert_int_equal(slotsMapAssign(m, 0, SLOTS_COUNT - 1, "127.0.0.1", 6379), 0);
+    assert_int_equal(slotsMapCovered(m), SLOTS_COUNT);
+    assert_int_equal(m->nMasters, 1);
+    slotsMapReset(m);
+    test_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc16_matches_the_specification_vector),
+        cmocka_unit_test(test_key_slots_match_redis),
+        cmocka_unit_test(test_hash_tags_follow_the_specification),
+        cmocka_unit_test(test_hash_tag_may_hold_any_byte),
+        cmocka_unit_test(test_redirects_parse),
+        cmocka_unit_test(test_redirects_refuse_malformed_replies),
+        cmocka_unit_test(test_seed_lists_parse),
+        cmocka_unit_test(test_seed_lists_refuse_bad_entries),
+        cmocka_unit_test(test_map_routes_ranges_to_masters),
+        cmocka_unit_test(test_map_of_a_single_redis_covers_every_slot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
