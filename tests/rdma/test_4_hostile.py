@@ -21,7 +21,7 @@ import time
 import redis
 
 from objhelpers import info, payload, stats, to_int, wait_until, xxh3_64
-from objnodes import free_port, rxe_addr
+from objnodes import free_port, registry_key, rxe_addr
 from rdmahelpers import MIB, put, put_published, read_object, wait_unpinned
 
 SECRET = "rdma-suite-secret"  # conftest.SECRET
@@ -75,7 +75,7 @@ def register_fake(dirc, name, port):
     dirc.execute_command("HSET", key, "addr", rxe_addr(), "tcp_port", 0, "rdma_addr", rxe_addr(),
                          "rdma_port", port, "features", 3, "heartbeat_ms", int(time.time() * 1000))
     dirc.execute_command("PEXPIRE", key, 120000)
-    dirc.execute_command("SADD", "objstore:nodes", name)
+    dirc.execute_command("SADD", registry_key(name), name)
 
 
 def vm_pinned_kb(node):
@@ -124,7 +124,7 @@ def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
         peer.communicate()
         dirc.execute_command("DEL", b"objstore:node:M1", b"objstore:{" + oid + b"}:loc",
                              b"objstore:{" + oid + b"}:meta")
-        dirc.execute_command("SREM", "objstore:nodes", b"M1")
+        dirc.execute_command("SREM", registry_key(b"M1"), b"M1")
 
 
 def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluster):
