@@ -17,14 +17,15 @@
 # (default bench/results/ in the repository). Units: MiB/s (2^20 bytes per second,
 # which is what perftest calls MB/sec) and microseconds. Ratios are
 # objstore / perftest: bandwidth ratio below 1 and latency ratio above 1 show
-# the cost of the store. Note ib_write_lat's t_typical is half a ping-pong
+# the cost of the store; /PING is the fetch p50 over a Redis PING p50 on B in
+# the same run (the floor of any request through Redis). Note ib_write_lat's t_typical is half a ping-pong
 # round trip (one way), while an OBJ.FETCH p50 is a whole request: directory
 # lookup, FETCH, transfer, checksum, seal, and the Redis round trip of the
 # client. The objstore "engine" column is the node's own mean fetch time
 # (rdma_fetch_latency_avg_us), without the client's Redis round trip.
 #
 # Every step is bounded (timeout around each tool, rounds and seconds per size).
-# Knobs: BENCH_BW_SIZES="4096 65536 1048576 16777216" BENCH_LAT_SIZES="64 4096"
+# Knobs: BENCH_BW_SIZES="4096 65536 1048576 4194304 16777216" BENCH_LAT_SIZES="64 4096"
 # BENCH_ROUNDS=20 (objstore rounds per size, at most) BENCH_SIZE_SECONDS=20
 # (objstore time per size, at least 3 rounds) BENCH_REPEAT=2 (perftest runs
 # per size; the best is kept, since other load only slows runs) BENCH_PORT=7420 (Redis ports
@@ -36,7 +37,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 ADDR=${OBJ_RXE_ADDR:-}
 ADDR=${ADDR%%/*}
 DEV=${OBJ_RXE_DEV:-}
-BW_SIZES=${BENCH_BW_SIZES:-4096 65536 1048576 16777216}
+BW_SIZES=${BENCH_BW_SIZES:-4096 65536 1048576 4194304 16777216}
 LAT_SIZES=${BENCH_LAT_SIZES:-64 4096}
 ROUNDS=${BENCH_ROUNDS:-20}
 SIZE_SECONDS=${BENCH_SIZE_SECONDS:-20}
@@ -284,6 +285,18 @@ def wait_located(oid):
     raise SystemExit(f"{oid} never reached the directory")
 
 
+def ping_p50_us(client, n=300):
+    """p50 of a Redis PING on client's node: the floor of any request through Redis."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        client.execute_command("PING")
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+ping_us = ping_p50_us(b)
+print(f"  PING on B: p50 {ping_us:.0f} us", flush=True)
 results = {}
 for size in sizes:
     oid = f"bench:{size}"
@@ -355,12 +368,14 @@ for size in sizes:
         "ib_write_lat_typical_us": lat,
         "objstore_p50_us": r["p50_us"],
         "lat_ratio": r["p50_us"] / lat if lat else None,
+        "ping_p50_us": ping_us,
+        "ping_ratio": r["p50_us"] / ping_us,
         "objstore_engine_avg_us": r["engine_us"],
         "objstore_rounds": r["rounds"],
     })
 
 head = (f"{'size':>8} | {'ib_read_bw':>10} {'objstore':>9} {'ratio':>6} | "
-        f"{'ib_write_lat':>12} {'objstore p50':>12} {'ratio':>7} | "
+        f"{'ib_write_lat':>12} {'objstore p50':>12} {'ratio':>7} {'/PING':>6} | "
         f"{'engine avg':>10} {'rounds':>6}")
 print()
 print(f"OBJ.FETCH VIA rdma vs perftest on {dev} ({mode}); bandwidth in MiB/s, latency in us")
@@ -370,11 +385,12 @@ for r in rows:
     print(f"{human(r['size_bytes']):>8} | {fmt(r['ib_read_bw_MiBps'], '10.2f')} "
           f"{r['objstore_MiBps']:9.3f} {fmt(r['bw_ratio'], '6.3f')} | "
           f"{fmt(r['ib_write_lat_typical_us'], '12.1f')} {r['objstore_p50_us']:12.0f} "
-          f"{fmt(r['lat_ratio'], '7.1f')} | {r['objstore_engine_avg_us']:10.0f} "
+          f"{fmt(r['lat_ratio'], '7.1f')} {r['ping_ratio']:6.1f} | {r['objstore_engine_avg_us']:10.0f} "
           f"{r['objstore_rounds']:6d}")
 
 cols = ["size_bytes", "ib_read_bw_MiBps", "objstore_MiBps", "bw_ratio", "ib_write_lat_typical_us",
-        "objstore_p50_us", "lat_ratio", "objstore_engine_avg_us", "objstore_rounds"]
+        "objstore_p50_us", "lat_ratio", "ping_p50_us", "ping_ratio", "objstore_engine_avg_us",
+        "objstore_rounds"]
 with open(csv_path, "w") as f:
     f.write(",".join(cols + ["mode", "device"]) + "\n")
     for r in rows:
