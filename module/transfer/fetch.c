@@ -480,7 +480,7 @@ static void xferReceived(Transfer *x)
         engineConfig()->onChanged(x->id, x->idLen);
 
     uint64_t us = (uint64_t)(utilMonoUs() - x->startUs);
-    engineStatsBegin();
+    EngineStats *st = engineStatsBegin();
     EngineTransportStats *ts = engineTpStats(x->tp);
     ts->fetches++;
     ts->bytes += total;
@@ -489,7 +489,7 @@ static void xferReceived(Transfer *x)
     if (us > ts->latencyUsMax)
         ts->latencyUsMax = us;
     if (x->hint[0])
-        engineStatsBegin()->hintHits++;
+        st->hintHits++;
     engineStatsEnd();
     xferComplete(x, "");
 }
