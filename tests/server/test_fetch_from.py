@@ -7,7 +7,10 @@ Layout "separate": the directory is a plain Redis the tests can edit, so a test 
 delete an object's directory keys and show that the hinted fetch never needed them.
 """
 
+import csv
+import io
 import socket
+import subprocess
 import time
 
 import pytest
@@ -27,7 +30,7 @@ from objhelpers import (
     to_int,
     wait_locations,
 )
-from objnodes import registry_key
+from objnodes import build_path, registry_key
 
 KIB, MIB = 1 << 10, 1 << 20
 HINT = ("transfer_hint_hits", "transfer_hint_fallbacks")
@@ -312,3 +315,18 @@ def test_longest_name_is_accepted(b, uid):
     """128 bytes is a valid FROM; no node has that name, so it falls back."""
     res = fetch_from(b, uid, node="n" * 128)
     assert codes(res) == ["NOTFOUND"], res
+
+
+def test_benchmark_from_adds_the_hint_to_its_fetches(cl, b):
+    """obj-benchmark --from A: every timed fetch is a hint hit on B."""
+    tool = build_path("bin", "obj-benchmark")
+    b0 = stats(b)
+    r = subprocess.run(
+        [tool, "-p", str(cl["B"].port), "--source-port", str(cl["A"].port), "-t", "fetch",
+         "--tcp", "--from", "A", "-n", "30", "-c", "2", "-d", "4k", "--keyspace", "10",
+         "--seconds", "20", "--csv"],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    assert len(rows) == 2 and rows[1][0] == "fetch-tcp-from", rows
+    assert stats(b)["transfer_hint_hits"] - b0["transfer_hint_hits"] == 30
