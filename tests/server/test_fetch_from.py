@@ -9,7 +9,9 @@ delete an object's directory keys and show that the hinted fetch never needed th
 
 import csv
 import io
+import os
 import socket
+import struct
 import subprocess
 import time
 
@@ -17,6 +19,12 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    WIRE_AUTH,
+    WIRE_DATA,
+    WIRE_FETCH,
+    WIRE_HDR,
+    WIRE_HELLO,
+    WIRE_ROLE_ACCEPTOR,
     codes,
     err_code,
     expect_error,
@@ -29,10 +37,15 @@ from objhelpers import (
     stats,
     to_int,
     wait_locations,
+    wire_frame,
+    wire_hello_body,
+    wire_proof,
+    xxh3_64,
 )
 from objnodes import build_path, registry_key
 
 KIB, MIB = 1 << 10, 1 << 20
+SECRET = b"s3cret"  # the cluster fixture's
 HINT = ("transfer_hint_hits", "transfer_hint_fallbacks")
 
 
@@ -330,3 +343,73 @@ def test_benchmark_from_adds_the_hint_to_its_fetches(cl, b):
     rows = list(csv.reader(io.StringIO(r.stdout)))
     assert len(rows) == 2 and rows[1][0] == "fetch-tcp-from", rows
     assert stats(b)["transfer_hint_hits"] - b0["transfer_hint_hits"] == 30
+
+
+def recv_frame(sock):
+    """(type, reqId, body) of one frame from a plain socket; None if it closed first."""
+    def exact(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+    head = exact(WIRE_HDR.size)
+    if head is None:
+        return None
+    t, _, _, n, req_id = WIRE_HDR.unpack(head)
+    body = exact(n) if n else b""
+    return None if body is None else (t, req_id, body)
+
+
+def lying_owner(sock, name, got):
+    """Play node `name` on an accepted connection: authenticate as the acceptor, then
+    answer the first FETCH with the right bytes under a wrong checksum."""
+    t, _, hello = recv_frame(sock)
+    assert t == WIRE_HELLO
+    (features,) = struct.unpack_from("<H", hello, 6)
+    (name_len,) = struct.unpack_from("<H", hello, 56)
+    b_nonce, b_name = hello[8:24], hello[58:58 + name_len]
+    nonce = os.urandom(16)
+    proof = wire_proof(SECRET, WIRE_ROLE_ACCEPTOR, b_name, name, name, features, 1, b_nonce,
+                       nonce)
+    sock.sendall(wire_frame(WIRE_HELLO, wire_hello_body(nonce, name, proof, 1)))
+    assert recv_frame(sock)[0] == WIRE_AUTH
+    t, req_id, body = recv_frame(sock)
+    assert t == WIRE_FETCH
+    got["id"] = body[2:]
+    data = got["data"]
+    bad = xxh3_64(data) ^ 1
+    sock.sendall(wire_frame(WIRE_DATA, struct.pack("<QQQ", len(data), 0, bad), req_id=req_id)
+                 + data)
+    got["answered"] = True
+
+
+def test_owner_checksum_mismatch_falls_back_to_the_directory(cl, a, b, d, uid):
+    """The hinted node's bytes do not match the checksum it sent: nothing of that copy
+    stays, and the directory's location (A) provides the object."""
+    data = payload(20 * KIB, seed=31)
+    put_published(a, uid, data, b"", "A", a)
+    liar = SilentNode(d, b"L-" + uid[-8:].hex().encode())
+    got = {"data": data}
+    try:
+        call = start_call(cl["B"].client(), "OBJ.FETCH", uid, "TIMEOUT", 10000, "FROM",
+                          liar.name)
+        liar.listener.settimeout(5.0)
+        conn, _ = liar.listener.accept()
+        conn.settimeout(5.0)
+        b0 = stats(b)
+        try:
+            lying_owner(conn, liar.name, got)
+            assert call.result(timeout=15.0) == [b"OK"]
+        finally:
+            conn.close()
+    finally:
+        liar.close()
+    assert got.get("answered") and got["id"] == uid
+    assert_same_object(b, uid, data, b"")
+    b1 = stats(b)
+    assert stat_delta(b0, b1, *HINT) == {"transfer_hint_hits": 0, "transfer_hint_fallbacks": 1}
+    assert b1["objects_created"] == 0
+    cleanup([a, b], uid)
