@@ -54,7 +54,9 @@
 #define BENCH_MAX_SECONDS     86400.0
 #define BENCH_PREFIX_MAX      200
 #define BENCH_ID_MAX          (BENCH_PREFIX_MAX + 96)
-#define BENCH_CMD_MAX         (BENCH_ID_MAX + 96) /* one encoded command without payload */
+#define BENCH_FROM_MAX        128 /* a node name, as OBJ.FETCH FROM takes it */
+/* One encoded command without payload (OBJ.FETCH id VIA v FROM node at most). */
+#define BENCH_CMD_MAX         (BENCH_ID_MAX + 96 + BENCH_FROM_MAX + 16)
 #define BENCH_ARENA_SHARE     0.6 /* of a node's free arena a working set may take */
 #define BENCH_DEL_BATCH       128
 #define BENCH_SETUP_BATCH     32
@@ -83,8 +85,9 @@ typedef struct Options {
     int nsizes;
     int tests[TEST_COUNT]; /* selected, in this order */
     int ntests;
-    const char *via;    /* NULL = auto (no VIA argument), "tcp", "rdma" */
-    long long keyspace; /* 0 = as many as fit, up to -n */
+    const char *via;               /* NULL = auto (no VIA argument), "tcp", "rdma" */
+    char from[BENCH_FROM_MAX + 1]; /* fetch: OBJ.FETCH ... FROM this node; "" = none */
+    long long keyspace;            /* 0 = as many as fit, up to -n */
     char prefix[BENCH_PREFIX_MAX + 1];
     double seconds;
     int quiet;
@@ -321,6 +324,8 @@ static void usage(FILE *f)
             " --source-port <p>  fetch: its port (required for fetch); the -h/-p node is\n"
             "                    the destination\n"
             " --tcp | --rdma     fetch: OBJ.FETCH ... VIA tcp / VIA rdma (default: auto)\n"
+            " --from <node>      fetch: OBJ.FETCH ... FROM <node>, the source's node name\n"
+            "                    (a location hint: no directory lookup)\n"
             " --keyspace <n>     Cap on the working set (get/pin/fetch objects, put ids\n"
             "                    per round; default: as many as fit in 60%% of the arena)\n"
             " --prefix <str>     Object id prefix (default \"objbench:\")\n"
@@ -328,7 +333,8 @@ static void usage(FILE *f)
             " --csv              CSV rows: "
             "\"test\",\"size\",\"clients\",\"ops_per_sec\",\"mb_per_sec\",\n"
             "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\"; test is put, get,\n"
-            "                    pin, fetch (VIA auto), fetch-tcp or fetch-rdma\n"
+            "                    pin, fetch (VIA auto), fetch-tcp or fetch-rdma, with\n"
+            "                    -from appended under --from\n"
             " --help             This help\n"
             "\n"
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
@@ -476,7 +482,8 @@ static int optTakesValue(const char *a)
                                             "--source-host",
                                             "--source-port",
                                             "--keyspace",
-                                            "--prefix"};
+                                            "--prefix",
+                                            "--from"};
 
     for (size_t i = 0; i < sizeof(withValue) / sizeof(withValue[0]); i++)
         if (!strcmp(a, withValue[i]))
@@ -554,6 +561,8 @@ static void parseOptions(int argc, char **argv, Options *o)
             copyOpt(a, o->srcHost, sizeof(o->srcHost), v);
         } else if (!strcmp(a, "--source-port")) {
             o->srcPort = (int)parseInt(a, v, 1, 65535);
+        } else if (!strcmp(a, "--from")) {
+            copyOpt(a, o->from, sizeof(o->from), v);
         } else if (!strcmp(a, "--keyspace")) {
             o->keyspace = parseInt(a, v, 1, 1000000000000LL);
         } else if (!strcmp(a, "--prefix")) {
@@ -704,16 +713,21 @@ static size_t idFormat(char *buf, const char *base, long long n)
     return (size_t)snprintf(buf, BENCH_ID_MAX, "%s%lld", base, n);
 }
 
-/* Append "cmd id" (plus VIA for OBJ.FETCH) at p; returns the new end. */
+/* Append "cmd id" (plus VIA via and FROM from for OBJ.FETCH, each when not
+ * NULL) at p; returns the new end. */
 static char *encodeIdCommand(char *p, const char *cmd, const char *id, size_t idLen,
-                             const char *via)
+                             const char *via, const char *from)
 {
-    p = respArray(p, via ? 4 : 2);
+    p = respArray(p, 2 + (via ? 2 : 0) + (from ? 2 : 0));
     p = respBulk(p, cmd, strlen(cmd));
     p = respBulk(p, id, idLen);
     if (via) {
         p = respBulk(p, "VIA", 3);
         p = respBulk(p, via, strlen(via));
+    }
+    if (from) {
+        p = respBulk(p, "FROM", 4);
+        p = respBulk(p, from, strlen(from));
     }
     return p;
 }
@@ -747,13 +761,13 @@ static int clientSendPuts(Client *c, const char *base, const long long *idx, int
 
 /* Send `cmd id` for each id index (n <= the batch capacity). Returns 0 or -1. */
 static int clientSendIdCommands(Client *c, const char *cmd, const char *base, const long long *idx,
-                                int n, const char *via, char *err, size_t errLen)
+                                int n, const char *via, const char *from, char *err, size_t errLen)
 {
     char *p = c->scratch, id[BENCH_ID_MAX];
 
     for (int i = 0; i < n; i++) {
         size_t idLen = idFormat(id, base, idx[i]);
-        p = encodeIdCommand(p, cmd, id, idLen, via);
+        p = encodeIdCommand(p, cmd, id, idLen, via, from);
     }
     c->iov[0] = (struct iovec){c->scratch, (size_t)(p - c->scratch)};
     if (sendAll(c->rc->fd, c->iov, 1) == -1) {
@@ -809,7 +823,7 @@ static int clientDeleteIds(Client *c, const char *base, const long long *idx, lo
 {
     for (long long done = 0; done < n;) {
         int b = n - done < BENCH_DEL_BATCH ? (int)(n - done) : BENCH_DEL_BATCH;
-        if (clientSendIdCommands(c, "OBJ.DEL", base, idx + done, b, NULL, err, errLen) == -1)
+        if (clientSendIdCommands(c, "OBJ.DEL", base, idx + done, b, NULL, NULL, err, errLen) == -1)
             return -1;
         int bad = 0;
         for (int i = 0; i < b; i++) {
@@ -996,7 +1010,7 @@ static int waitLocated(Client *c, const char *base, long long n, char *err, size
         int b = 0;
         for (long long i = next; b < BENCH_DEL_BATCH && i < n; i++)
             idx[b++] = i;
-        if (clientSendIdCommands(c, "OBJ.LOCATE", base, idx, b, NULL, err, errLen) == -1)
+        if (clientSendIdCommands(c, "OBJ.LOCATE", base, idx, b, NULL, NULL, err, errLen) == -1)
             return -1;
         int known = 0, stillKnown = 1, bad = 0;
         for (int i = 0; i < b; i++) {
@@ -1086,10 +1100,10 @@ static int workerSendBatch(Run *run, Client *c, int b)
     if (run->test == TEST_PUT)
         rv = clientSendPuts(c, run->idBase, idx, b, run->size, err, sizeof(err));
     else if (run->test == TEST_GET)
-        rv = clientSendIdCommands(c, "OBJ.GET", run->idBase, idx, b, NULL, err, sizeof(err));
+        rv = clientSendIdCommands(c, "OBJ.GET", run->idBase, idx, b, NULL, NULL, err, sizeof(err));
     else
-        rv = clientSendIdCommands(c, "OBJ.FETCH", run->idBase, idx, b, run->o->via, err,
-                                  sizeof(err));
+        rv = clientSendIdCommands(c, "OBJ.FETCH", run->idBase, idx, b, run->o->via,
+                                  run->o->from[0] ? run->o->from : NULL, err, sizeof(err));
     c->sent += b;
     c->batch = b;
     if (rv == -1)
@@ -1564,8 +1578,9 @@ static int runOne(const Options *o, TestKind test, uint64_t size)
     run->size = size;
     run->total = o->requests;
     pthread_mutex_init(&run->errLock, NULL);
-    snprintf(run->name, sizeof(run->name), "%s%s%s", testNames[test],
-             test == TEST_FETCH && o->via ? "-" : "", test == TEST_FETCH && o->via ? o->via : "");
+    snprintf(run->name, sizeof(run->name), "%s%s%s%s", testNames[test],
+             test == TEST_FETCH && o->via ? "-" : "", test == TEST_FETCH && o->via ? o->via : "",
+             test == TEST_FETCH && o->from[0] ? "-from" : "");
     snprintf(run->idBase, sizeof(run->idBase), "%s%s:%d:%s:%" PRIu64 ":", o->prefix, benchNonce,
              runNo++, testNames[test], size);
 

@@ -70,7 +70,13 @@ static const char dirUnpublishScript[] =
 
 /* ---- control block -------------------------------------------------------------- */
 
-typedef enum DirOpKind { DIR_OP_PUBLISH, DIR_OP_UNPUBLISH, DIR_OP_LOOKUP, DIR_OP_LIST } DirOpKind;
+typedef enum DirOpKind {
+    DIR_OP_PUBLISH,
+    DIR_OP_UNPUBLISH,
+    DIR_OP_LOOKUP,
+    DIR_OP_LIST,
+    DIR_OP_NODE /* one node's entry, by name (in id) */
+} DirOpKind;
 
 /* One master of the slot map and the thread's connection to it. */
 typedef struct DirConn {
@@ -1416,6 +1422,46 @@ static void dirRunList(DirOp *op)
     free(op);
 }
 
+/*
+ * Answers one node lookup and frees it: an HGETALL of objstore:node:<name>,
+ * routed by that key's slot like every other command. DIR_FOUND carries the
+ * node as res->nodes[0]; an expired or malformed entry is DIR_NOTFOUND. The
+ * callback runs exactly once.
+ */
+static void dirRunNode(DirOp *op)
+{
+    DirResult *res = dirResultNew(op->id, op->idLen);
+    /* dirParseNode takes the name as a reply string, as the registry gives it. */
+    redisReply name = {.type = REDIS_REPLY_STRING, .str = op->id, .len = op->idLen};
+
+    if (!dir.haveMap) {
+        dirResultSet(res, DIR_UNAVAILABLE, "%s", dir.lastIoError);
+    } else if (!dirNameValid(&name)) {
+        dirResultSet(res, DIR_NOTFOUND, "not a usable node name");
+    } else {
+        DirBatch b = {0};
+        dirAddNodeFetches(&b, (const redisReply *const[]){&name}, 1);
+        dirBatchRun(&b);
+        const redisReply *h = b.cmds[0].reply;
+        res->nodes = dirCalloc(1, sizeof(DirNode));
+        if (h == NULL)
+            dirResultSet(res, DIR_UNAVAILABLE, "%s", dirCmdWhy(&b.cmds[0]));
+        else if (h->type == REDIS_REPLY_ERROR)
+            dirSetReplyError(res, h, "the node hash");
+        else if (h->type != REDIS_REPLY_ARRAY || h->elements == 0)
+            dirResultSet(res, DIR_NOTFOUND, "node '%.64s' is not registered", op->id);
+        else if (dirParseNode(h, &name, &res->nodes[0]) != 0)
+            dirResultSet(res, DIR_NOTFOUND, "malformed directory entry of node '%.64s'", op->id);
+        else {
+            res->count = 1;
+            dirResultSet(res, DIR_FOUND, "");
+        }
+        dirBatchFree(&b);
+    }
+    op->cb(res, op->arg);
+    free(op);
+}
+
 /* Answers every read in a list with DIR_UNAVAILABLE and frees the list
  * (writes in it are just freed). */
 static void dirFailReads(DirOp *list, const char *why)
@@ -1425,8 +1471,7 @@ static void dirFailReads(DirOp *list, const char *why)
         if (dirOpIsWrite(list)) {
             free(list);
         } else {
-            DirResult *res =
-                dirResultNew(list->kind == DIR_OP_LOOKUP ? list->id : NULL, list->idLen);
+            DirResult *res = dirResultNew(list->kind == DIR_OP_LIST ? NULL : list->id, list->idLen);
             dirResultSet(res, DIR_UNAVAILABLE, "%s", why);
             list->cb(res, list->arg);
             free(list);
@@ -1476,7 +1521,10 @@ static void dirRunBatch(DirOp *op)
         } else {
             rest = op->next;
             op->next = NULL;
-            dirRunList(op);
+            if (op->kind == DIR_OP_NODE)
+                dirRunNode(op);
+            else
+                dirRunList(op);
         }
         op = rest;
     }
@@ -1793,6 +1841,14 @@ void dirLookup(const char *id, size_t idLen, DirResultFn *cb, void *arg)
 void dirListNodes(DirResultFn *cb, void *arg)
 {
     DirOp *op = dirOpNew(DIR_OP_LIST, NULL, 0);
+    op->cb = cb;
+    op->arg = arg;
+    dirEnqueueRead(op);
+}
+
+void dirLookupNode(const char *name, size_t nameLen, DirResultFn *cb, void *arg)
+{
+    DirOp *op = dirOpNew(DIR_OP_NODE, name, nameLen);
     op->cb = cb;
     op->arg = arg;
     dirEnqueueRead(op);

@@ -111,6 +111,11 @@ void dirUnpublish(const char *id, size_t idLen);
  * does cb run at once, on the caller's thread, with DIR_UNAVAILABLE.
  * Publishes/unpublishes are simply dropped then. */
 void dirLookup(const char *id, size_t idLen, DirResultFn *cb, void *arg);
+/* Look one node up by name (objstore:node:<name>): DIR_FOUND with the node
+ * as res->nodes[0] (count 1), DIR_NOTFOUND when it is not registered (or its
+ * key expired), DIR_UNAVAILABLE as for dirLookup; res->id holds the name.
+ * cb runs as for dirLookup. Not counted in DirStats.lookups (objects only). */
+void dirLookupNode(const char *name, size_t nameLen, DirResultFn *cb, void *arg);
 /* List live nodes (res->nodes); cb runs on the directory thread. */
 void dirListNodes(DirResultFn *cb, void *arg);
 void dirResultFree(DirResult *res);

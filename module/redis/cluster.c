@@ -289,7 +289,7 @@ void objClusterUnpublish(const char *id, size_t idLen)
         dirUnpublish(id, idLen);
 }
 
-/* ---- OBJ.FETCH id [id ...] [TIMEOUT ms] [VIA auto|tcp|rdma] ------------------------------- */
+/* ---- OBJ.FETCH id [id ...] [TIMEOUT ms] [VIA auto|tcp|rdma] [FROM node] ------------------- */
 
 /* Fetches in flight, by blocked client, so a timeout or a disconnect (which
  * only know the handle) can cancel the right request. Main thread only. */
@@ -374,21 +374,52 @@ static void fetchFree(RedisModuleCtx *ctx, void *privdata)
     fetchReqFree(r);
 }
 
+/* OBJ.FETCH with FROM naming this node: nothing to pull, so it answers at
+ * once from the local table, per id: OK when held sealed here, else an
+ * error (the caller's hint is wrong, and asking elsewhere is not what it
+ * asked for). */
+static int fetchReplyFromSelf(RedisModuleCtx *ctx, RedisModuleString **argv, int nids)
+{
+    RedisModule_ReplyWithArray(ctx, nids);
+    for (int i = 1; i <= nids; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        objTableLock(objNode.table);
+        ObjEntry *e = objTableFind(objNode.table, s, len);
+        int state = e ? (int)e->state : -1;
+        objTableUnlock(objNode.table);
+        if (state == OBJ_SEALED)
+            RedisModule_ReplyWithSimpleString(ctx, "OK");
+        else if (state == OBJ_CREATED)
+            RedisModule_ReplyWithError(ctx, "WRONGSTATE the object is being created on this node");
+        else
+            RedisModule_ReplyWithError(ctx, "NOTFOUND FROM names this node, which does not hold "
+                                            "the object");
+    }
+    return REDISMODULE_OK;
+}
+
 static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     long long timeoutMs = objNode.cfg.fetchTimeoutMs;
     FetchVia via = FETCH_VIA_AUTO;
+    const char *from = NULL;
+    size_t fromLen = 0;
     int nids = 0;
 
     if (argc < 2)
         return RedisModule_WrongArity(ctx);
-    /* Ids come first; TIMEOUT/VIA (with a value) start the options. */
+    /* Ids come first; TIMEOUT/VIA/FROM (with a value) start the options. A
+     * trailing FROM after an id is a FROM without its name, not an id. */
     for (int i = 1; i < argc; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        int isFrom = nids > 0 && len == 4 && !strncasecmp(s, "FROM", 4);
+        if (isFrom && i + 1 == argc)
+            return RedisModule_ReplyWithError(ctx, "BADARG FROM needs a node name");
         int isOpt = i + 1 < argc && nids > 0 &&
                     ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
-                     (len == 3 && !strncasecmp(s, "VIA", 3)));
+                     (len == 3 && !strncasecmp(s, "VIA", 3)) || isFrom);
         if (!isOpt && i > nids + 1)
             return RedisModule_ReplyWithError(ctx, "BADARG ids must come before the options");
         if (!isOpt) {
@@ -399,7 +430,15 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         }
         const char *v = RedisModule_StringPtrLen(argv[++i], &len);
         uint64_t u;
-        if (s[0] == 'T' || s[0] == 't') {
+        if (isFrom) {
+            if (from)
+                return RedisModule_ReplyWithError(ctx, "BADARG FROM given twice");
+            if (len == 0 || len > OBJ_WIRE_NAME_MAX || memchr(v, '\0', len))
+                return RedisModule_ReplyWithError(
+                    ctx, "BADARG FROM must name a node in 1 to 128 bytes, without NUL");
+            from = v;
+            fromLen = len;
+        } else if (s[0] == 'T' || s[0] == 't') {
             if (utilParseU64(v, len, &u) == -1)
                 return RedisModule_ReplyWithError(ctx,
                                                   "BADARG TIMEOUT must be a non-negative integer");
@@ -429,6 +468,9 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         allLocal = e && e->state == OBJ_SEALED;
     }
     objTableUnlock(objNode.table);
+    if (!allLocal && from && fromLen == strlen(objNode.cfg.nodeName) &&
+        !memcmp(from, objNode.cfg.nodeName, fromLen))
+        return fetchReplyFromSelf(ctx, argv, nids);
     if (allLocal) {
         RedisModule_ReplyWithArray(ctx, nids);
         for (int i = 0; i < nids; i++)
@@ -444,6 +486,10 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
         goto out_oom;
     r->n = (size_t)nids;
     r->via = via;
+    if (from) {
+        memcpy(r->from, from, fromLen);
+        r->from[fromLen] = '\0';
+    }
     r->deadlineUs = timeoutMs > 0 ? utilMonoUs() + timeoutMs * 1000 : 0;
     for (int i = 0; i < nids; i++) {
         size_t len;
@@ -619,6 +665,8 @@ void objClusterStatsFields(ObjStatSink *sink)
     STAT("transfer_connections", es.connections);
     STAT("transfer_bad_frames", es.badFrames);
     STAT("transfer_refused_connections", es.refusedConnections);
+    STAT("transfer_hint_hits", es.hintHits);
+    STAT("transfer_hint_fallbacks", es.hintFallbacks);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);
@@ -647,6 +695,11 @@ static RedisModuleCommandArg argsFetch[] = {{.name = "id",
                                              .type = REDISMODULE_ARG_TYPE_STRING,
                                              .key_spec_index = -1,
                                              .flags = REDISMODULE_CMD_ARG_OPTIONAL},
+                                            {.name = "node",
+                                             .token = "FROM",
+                                             .type = REDISMODULE_ARG_TYPE_STRING,
+                                             .key_spec_index = -1,
+                                             .flags = REDISMODULE_CMD_ARG_OPTIONAL},
                                             {0}};
 static RedisModuleCommandArg argsLocate[] = {
     {.name = "id", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1}, {0}};
@@ -655,7 +708,8 @@ int objClusterRegisterCommands(RedisModuleCtx *ctx)
 {
     static const ObjCommandDef defs[] = {
         {"obj.fetch", ObjFetch_RedisCommand, "write", -2,
-         "Pull objects from other nodes into this node (per-id result)",
+         "Pull objects from other nodes into this node (per-id result); FROM names the node "
+         "to ask first, without a directory lookup",
          "O(N) in the bytes fetched", argsFetch},
         {"obj.locate", ObjLocate_RedisCommand, "readonly", 2,
          "Show an object's size, checksum and live locations from the directory",

@@ -42,7 +42,19 @@
 
 /* ---- work queue (any thread -> engine thread) ----------------------------------- */
 
-typedef enum CmdType { CMD_SUBMIT, CMD_CANCEL, CMD_TIMEOUT, CMD_DIR_RESULT, CMD_READ_MIN } CmdType;
+typedef enum CmdType {
+    CMD_SUBMIT,
+    CMD_CANCEL,
+    CMD_TIMEOUT,
+    CMD_DIR_RESULT,
+    CMD_NODE_RESULT,
+    CMD_READ_MIN
+} CmdType;
+
+/* Node addresses the engine remembers from directory answers, so that a
+ * FROM hint reaches its node without a directory round trip. Small: a
+ * scheduler's hints name a handful of nodes; the oldest entry makes room. */
+#define ENGINE_NODE_CACHE 64
 
 typedef struct EngineCmd {
     CmdType type;
@@ -65,6 +77,8 @@ typedef struct Engine {
     uint64_t nextConnId;
     pthread_mutex_t statLock;
     EngineStats st;
+    DirNode nodeCache[ENGINE_NODE_CACHE]; /* name "" = free slot */
+    int nodeCacheNext;                    /* the slot the next newcomer takes */
 } Engine;
 
 static Engine eng;
@@ -191,6 +205,64 @@ void engineLookup(uint64_t xid, const char *id, size_t idLen)
     dirLookup(id, idLen, engineDirResult, (void *)(uintptr_t)xid);
 }
 
+/* Directory callback of a node lookup (directory thread): hand it over. */
+static void engineDirNodeResult(DirResult *res, void *arg)
+{
+    EngineCmd *c = cmdNew(CMD_NODE_RESULT);
+
+    (void)arg;
+    if (!c) {
+        dirResultFree(res);
+        return;
+    }
+    c->res = res;
+    enginePost(c);
+}
+
+void engineLookupNode(const char *name)
+{
+    dirLookupNode(name, strlen(name), engineDirNodeResult, NULL);
+}
+
+const DirNode *engineNodeCached(const char *name)
+{
+    for (int i = 0; i < ENGINE_NODE_CACHE; i++)
+        if (eng.nodeCache[i].name[0] && !strcmp(eng.nodeCache[i].name, name))
+            return &eng.nodeCache[i];
+    return NULL;
+}
+
+void engineNodeForget(const char *name)
+{
+    DirNode *n = (DirNode *)engineNodeCached(name);
+
+    if (n)
+        n->name[0] = '\0';
+}
+
+/* Remember (or refresh) the address of a node a directory answer named. */
+static void engineNodeRemember(const DirNode *node)
+{
+    DirNode *n = (DirNode *)engineNodeCached(node->name);
+
+    if (!node->name[0])
+        return;
+    if (!n) {
+        n = &eng.nodeCache[eng.nodeCacheNext];
+        eng.nodeCacheNext = (eng.nodeCacheNext + 1) % ENGINE_NODE_CACHE;
+    }
+    *n = *node;
+}
+
+/* Cache the node addresses a directory answer carries. */
+static void engineNodesFromResult(const DirResult *res)
+{
+    if (res->status != DIR_FOUND)
+        return;
+    for (size_t i = 0; i < res->count; i++)
+        engineNodeRemember(&res->nodes[i]);
+}
+
 static void engineDrainQueue(void)
 {
     uint64_t n;
@@ -215,7 +287,13 @@ static void engineDrainQueue(void)
                 ENGINE_EACH_SIDE(cancel, c->val, 1);
                 break;
             case CMD_DIR_RESULT:
+                engineNodesFromResult(c->res);
                 ENGINE_EACH_SIDE(dirResult, c->val, c->res);
+                break;
+            case CMD_NODE_RESULT:
+                engineNodesFromResult(c->res);
+                ENGINE_EACH_SIDE(nodeResult, c->res);
+                dirResultFree(c->res);
                 break;
             case CMD_READ_MIN:
                 eng.cfg.rdmaReadMin = c->val;
@@ -394,6 +472,14 @@ static Peer *peerGet(const char *name)
     p->next = eng.peers;
     eng.peers = p;
     return p;
+}
+
+Conn *engineConnExisting(const char *name, int tp)
+{
+    for (Peer *p = eng.peers; p; p = p->next)
+        if (!strcmp(p->name, name))
+            return p->conn[tp];
+    return NULL;
 }
 
 Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)

@@ -36,6 +36,9 @@ typedef struct FetchReq {
     uint64_t seq; /* set by engineSubmitFetch */
     void *owner;  /* the blocked client, for the callback */
     FetchVia via;
+    /* FROM: the node believed to hold the ids, tried first without asking
+     * the directory; "" = no hint. Never this node's own name. */
+    char from[OBJ_WIRE_NAME_MAX + 1];
     size_t n, remaining;
     int cancelled;
     int timedOut;       /* cancelled because its time ran out */
@@ -91,6 +94,9 @@ typedef struct EngineStats {
     EngineTransportStats tcp, rdma;
     uint64_t fetchRequests, shared, localHits, cancelled, connections, badFrames;
     uint64_t refusedConnections; /* closed at the handshake caps or deadline */
+    /* FROM hints: transfers the hinted node completed (no directory lookup
+     * of the object), and those that fell back to the directory. */
+    uint64_t hintHits, hintFallbacks;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

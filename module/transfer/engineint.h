@@ -52,6 +52,16 @@ EngineTransportStats *engineTpStats(int tp);
 int engineTpIndex(const TransportOps *ops);
 /* Ask the directory for id; the answer comes back as fetchOnDirResult(xid). */
 void engineLookup(uint64_t xid, const char *id, size_t idLen);
+/* Ask the directory for node name's address; the answer comes back to the
+ * sides' nodeResult (res->id is the name), after it has been cached. */
+void engineLookupNode(const char *name);
+/* The address of node name as last seen in a directory answer, or NULL.
+ * The cache is filled from every directory answer the engine receives. */
+const DirNode *engineNodeCached(const char *name);
+/* Forget the cached address of name (it led nowhere). */
+void engineNodeForget(const char *name);
+/* The existing connection of transport tp to node name, or NULL. */
+Conn *engineConnExisting(const char *name, int tp);
 
 /* A side of the engine: the requesting side (fetch.c) or the answering side
  * (serve.c). The core dispatches work and frames through the tables
@@ -64,6 +74,8 @@ typedef struct EngineSide {
     void (*submit)(FetchReq *req);
     void (*cancel)(uint64_t seq, int timedOut);
     void (*dirResult)(uint64_t xid, DirResult *res);
+    /* The answer to engineLookupNode; the core frees res after every side. */
+    void (*nodeResult)(const DirResult *res);
     /* Frames of a READY connection, by type (an ERROR with reqId 0 is the
      * core's: the session failed). Return 0, or -1 to close the conn. */
     EngineFrameFn *onFrame[WIRE_TYPE_MAX + 1];

@@ -9,6 +9,14 @@
  * or when every requester has given up (timeout, disconnect), the created
  * object is aborted so nothing partial stays behind. Every OBJ.FETCH asking
  * for an id while its transfer runs waits on that same transfer.
+ *
+ * With a FROM hint the transfer first asks the hinted node, without a
+ * directory lookup: over a connection to it that is already up, or to the
+ * address the engine remembers from earlier directory answers (one node
+ * lookup when it has none). The object is created when the owner's DATA or
+ * RNDV arrives, from the size it carries, and verified against the checksum
+ * it carries. Any failure of that attempt gives the object back and turns
+ * the transfer into an ordinary one: directory lookup, then the locations.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +28,7 @@
 
 typedef enum XferState {
     XFER_LOOKUP = 0, /* waiting for the directory */
+    XFER_HINT_NODE,  /* waiting for the directory's address of the hinted node */
     XFER_CONNECTING, /* waiting for conn to be READY, or for room in its window */
     XFER_REQUESTED,  /* FETCH sent */
     XFER_RECEIVING,  /* payload streaming into the object */
@@ -57,6 +66,9 @@ typedef struct Transfer {
     int cancelled; /* no requester left: finish quietly */
     int64_t startUs;
     uint64_t remoteChecksum;
+    /* The FROM node while the hinted attempt runs; "" once it is over (or
+     * there was none): dir is NULL until then. */
+    char hint[OBJ_WIRE_NAME_MAX + 1];
     char lastErr[160];
     XferWaiter *waiters;
     size_t nWaiters, capWaiters;
@@ -194,9 +206,33 @@ static void xferFail(Transfer *x, const char *err)
 
 static void xferTryNext(Transfer *x);
 
-/* The current attempt failed: remember why and try the next location. */
+/* The hinted attempt of x failed (why): give back the object it created,
+ * forget the node's cached address when forget is set (it led to no
+ * session), and carry on as an ordinary fetch with a directory lookup.
+ * Only called once nothing of the attempt is in flight. */
+static void hintFallback(Transfer *x, const char *why, int forget)
+{
+    engineLog("verbose", "fetch '%.*s': FROM '%s' did not work (%s): asking the directory",
+              (int)(x->idLen > 64 ? 64 : x->idLen), x->id, x->hint, why);
+    if (forget)
+        engineNodeForget(x->hint);
+    x->hint[0] = '\0';
+    x->conn = NULL;
+    xferAbortEntry(x);
+    x->state = XFER_LOOKUP;
+    engineStatsBegin()->hintFallbacks++;
+    engineStatsEnd();
+    engineLookup(x->xid, x->id, x->idLen);
+}
+
+/* The current attempt failed: remember why and try the next location (or,
+ * for the hinted attempt, fall back to the directory). */
 static void attemptFailed(Transfer *x, const char *why)
 {
+    if (x->hint[0]) {
+        hintFallback(x, why, x->conn && x->conn->state == CONN_CLOSED);
+        return;
+    }
     snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", why);
     engineLog("verbose", "fetch '%.*s': %s", (int)(x->idLen > 64 ? 64 : x->idLen), x->id, why);
     x->conn = NULL;
@@ -275,6 +311,18 @@ static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t 
     return -1;
 }
 
+/* Make c (transport tp) the connection of x's attempt and send its FETCH,
+ * now or once c is up. */
+static void xferUseConn(Transfer *x, Conn *c, int tp)
+{
+    x->conn = c;
+    x->tp = tp;
+    if (c->state == CONN_READY)
+        sendFetch(x);
+    else
+        x->state = XFER_CONNECTING;
+}
+
 static void xferTryNext(Transfer *x)
 {
     char err[160];
@@ -293,15 +341,89 @@ static void xferTryNext(Transfer *x)
         if (x->attempts++ > 0)
             engineTpStats(tp)->failovers++;
         engineStatsEnd();
-        x->conn = c;
-        x->tp = tp;
-        if (c->state == CONN_READY)
-            sendFetch(x);
-        else
-            x->state = XFER_CONNECTING;
+        xferUseConn(x, c, tp);
         return;
     }
     xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
+}
+
+/* A connection to the hinted node that is already open, on a transport
+ * x->via allows (RDMA first for auto), or NULL; *tp is set with it. */
+static Conn *hintOpenConn(const Transfer *x, int *tp)
+{
+    static const int order[] = {TP_RDMA, TP_TCP};
+
+    for (int i = 0; i < 2; i++) {
+        int t = order[i];
+        if ((t == TP_RDMA && x->via == FETCH_VIA_TCP) ||
+            (t == TP_TCP && x->via == FETCH_VIA_RDMA) || !engineTransport(t))
+            continue;
+        Conn *c = engineConnExisting(x->hint, t);
+        if (c && c->state != CONN_CLOSED) {
+            *tp = t;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* Is a node lookup for x's hint already on its way (asked by another)? */
+static int hintNodeAsked(const Transfer *x)
+{
+    for (const Transfer *y = fs.xfers; y; y = y->next)
+        if (y != x && y->state == XFER_HINT_NODE && !strcmp(y->hint, x->hint))
+            return 1;
+    return 0;
+}
+
+/* Start x's hinted attempt: over an open connection to the node, or one to
+ * its cached address, or (mayAsk) after asking the directory for that
+ * address. Falls back to the directory when none of that works. */
+static void hintStart(Transfer *x, int mayAsk)
+{
+    const DirNode *n = engineNodeCached(x->hint);
+    char err[160];
+    int tp = -1;
+    Conn *c = hintOpenConn(x, &tp);
+
+    if (!c && n) {
+        tp = pickTransport(x, n, err, sizeof(err));
+        c = tp < 0 ? NULL : engineConnFor(n, tp, err, sizeof(err));
+        if (!c) {
+            hintFallback(x, err, tp >= 0);
+            return;
+        }
+    }
+    if (c) {
+        xferUseConn(x, c, tp);
+        return;
+    }
+    if (!mayAsk) {
+        hintFallback(x, "no address for the node", 0);
+        return;
+    }
+    x->state = XFER_HINT_NODE;
+    if (!hintNodeAsked(x))
+        engineLookupNode(x->hint);
+}
+
+/* The answer of the hinted node arrived (size, metaSize from its DATA or
+ * RNDV): create the local object of that size. Returns 0, or -1 when it
+ * cannot be created (no room, or an object of that id appeared here); the
+ * directory path then sorts it out. */
+static int hintCreate(Transfer *x, uint64_t size, uint64_t metaSize)
+{
+    ObjTable *t = engineConfig()->table;
+    ObjEntry *e;
+
+    objTableLock(t);
+    ObjStatus st =
+        objTableCreateEntry(t, x->id, x->idLen, size, metaSize, ENGINE_HOLDER_XFER(x->xid), &e);
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK)
+        return -1;
+    x->entry = e;
+    return 0;
 }
 
 /* Have all requesters of x passed their deadlines? Then nobody may be told
@@ -336,7 +458,8 @@ static void xferReceived(Transfer *x)
     uint64_t total = e->dataSize + e->metaSize;
     uint64_t sum = objChecksum(engineConfig()->arenaBase, e);
 
-    if (sum != x->dir->checksum || sum != x->remoteChecksum) {
+    /* Without a directory answer (FROM) the owner's figure is all there is. */
+    if ((x->dir && sum != x->dir->checksum) || sum != x->remoteChecksum) {
         char why[160];
         snprintf(why, sizeof(why), "CHECKSUM mismatch in the copy from '%.64s'",
                  x->conn ? x->conn->peerName : "?");
@@ -357,7 +480,7 @@ static void xferReceived(Transfer *x)
         engineConfig()->onChanged(x->id, x->idLen);
 
     uint64_t us = (uint64_t)(utilMonoUs() - x->startUs);
-    engineStatsBegin();
+    EngineStats *st = engineStatsBegin();
     EngineTransportStats *ts = engineTpStats(x->tp);
     ts->fetches++;
     ts->bytes += total;
@@ -365,6 +488,8 @@ static void xferReceived(Transfer *x)
     ts->latencyCount++;
     if (us > ts->latencyUsMax)
         ts->latencyUsMax = us;
+    if (x->hint[0])
+        st->hintHits++;
     engineStatsEnd();
     xferComplete(x, "");
 }
@@ -419,6 +544,11 @@ static void submitItem(FetchReq *r, size_t idx)
     x->tp = r->via == FETCH_VIA_RDMA ? TP_RDMA : TP_TCP;
     x->next = fs.xfers;
     fs.xfers = x;
+    if (r->from[0] && strcmp(r->from, engineConfig()->nodeName)) {
+        snprintf(x->hint, sizeof(x->hint), "%s", r->from);
+        hintStart(x, 1);
+        return;
+    }
     engineLookup(x->xid, x->id, x->idLen);
 }
 
@@ -475,6 +605,30 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
     xferTryNext(x);
 }
 
+/* The directory's answer about a hinted node: every transfer waiting for
+ * that node's address goes on (the engine has cached it) or falls back. */
+static void fetchOnNodeResult(const DirResult *res)
+{
+    int again = 1;
+
+    if (!res->id)
+        return;
+    /* hintStart and hintFallback change x's state: restart the walk each time. */
+    while (again) {
+        again = 0;
+        for (Transfer *x = fs.xfers; x; x = x->next) {
+            if (x->state != XFER_HINT_NODE || strcmp(x->hint, res->id))
+                continue;
+            if (res->status == DIR_FOUND)
+                hintStart(x, 0);
+            else
+                hintFallback(x, res->err, 0);
+            again = 1;
+            break;
+        }
+    }
+}
+
 static void fetchOnConnReady(Conn *c)
 {
     fetchKick(c);
@@ -522,12 +676,21 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
         x->state = XFER_RECEIVING;
         return c->ops->recvPayload(c, NULL, total);
     }
-    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || (!x->entry && !x->hint[0])) {
         if (stream) { /* its payload follows in the stream: we cannot skip it safely */
             engineLog("warning", "%s: DATA for an unknown request %llu", c->desc,
                       (unsigned long long)m->h.reqId);
             return -1;
         }
+        return 0;
+    }
+    if (!x->entry && hintCreate(x, m->u.data.size, m->u.data.metaSize) == -1) {
+        uint64_t total = m->u.data.size + m->u.data.metaSize;
+        if (stream && total > 0) { /* drain it; fetchOnPayloadDone falls back */
+            x->state = XFER_RECEIVING;
+            return c->ops->recvPayload(c, NULL, total);
+        }
+        attemptFailed(x, "OOM cannot create the object the hinted node announced");
         return 0;
     }
     ObjEntry *e = x->entry;
@@ -560,7 +723,9 @@ static void fetchOnPayloadDone(Conn *c)
     for (Transfer *x = fs.xfers; x; x = x->next) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
             if (x->cancelled)
-                xferDrop(x); /* drained */
+                xferDrop(x);    /* drained */
+            else if (!x->entry) /* drained: the hinted answer had no room here */
+                attemptFailed(x, "OOM cannot create the object the hinted node announced");
             else
                 xferReceived(x);
             break;
@@ -581,8 +746,14 @@ static int fetchOnRndv(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
 {
     Transfer *x = xferByXid(m->h.reqId);
 
-    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry || !c->ops->readRemote) {
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || (!x->entry && !x->hint[0]) ||
+        !c->ops->readRemote) {
         sendDone(c, m->h.reqId); /* not ours (any more): release the owner's pin */
+        return 0;
+    }
+    if (!x->entry && hintCreate(x, m->u.data.size, m->u.data.metaSize) == -1) {
+        sendDone(c, m->h.reqId);
+        attemptFailed(x, "OOM cannot create the object the hinted node announced");
         return 0;
     }
     ObjEntry *e = x->entry;
@@ -785,6 +956,7 @@ const EngineSide fetchSide = {
     .submit = fetchSubmit,
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
+    .nodeResult = fetchOnNodeResult,
     .onFrame =
         {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
     .connReady = fetchOnConnReady,

@@ -30,6 +30,7 @@ STATS_FIELDS = (
     "seals aborts gets pins releases deletes deferred_deletes evictions oom_errors "
     "blocked_clients blocked_total node_name fetch_requests fetch_shared fetch_local_hits "
     "fetch_cancelled transfer_connections transfer_bad_frames transfer_refused_connections "
+    "transfer_hint_hits transfer_hint_fallbacks "
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
     "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
