@@ -92,6 +92,7 @@ typedef struct Options {
     int csv;
     int pinCache;  /* pin: objClientSetPinCache(OBJ_PIN_CACHE_DEFAULT_IDLE) */
     int pinNoRead; /* pin: do not read the bytes (pin + release only) */
+    int prefault;  /* pin: objClientSetPinPrefault(64 KiB) */
 } Options;
 
 /* ---- latency histogram ----------------------------------------------------------------------
@@ -338,6 +339,8 @@ static void usage(FILE *f)
             "                    the test is named pin-cache\n"
             " --no-read          pin: pin + release without reading the bytes (test name\n"
             "                    gets -noread)\n"
+            " --prefault         pin: objClientSetPinPrefault(64k), page tables of a pinned\n"
+            "                    object filled by one madvise (test name gets -prefault)\n"
             " --help             This help\n"
             "\n"
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
@@ -531,6 +534,9 @@ static void parseOptions(int argc, char **argv, Options *o)
             continue;
         } else if (!strcmp(a, "--no-read")) {
             o->pinNoRead = 1;
+            continue;
+        } else if (!strcmp(a, "--prefault")) {
+            o->prefault = 1;
             continue;
         } else if (!strcmp(a, "--tcp")) {
             sawTcp = 1;
@@ -1455,7 +1461,8 @@ static int runConnect(Run *run, Client *clients, char *err, size_t errLen)
                 snprintf(err, errLen, "client %d: first pin: %s", i, objClientErrMsg(c->oc));
                 return -1;
             }
-            if (o->pinCache && objClientSetPinCache(c->oc, OBJ_PIN_CACHE_DEFAULT_IDLE) == -1) {
+            if ((o->prefault && objClientSetPinPrefault(c->oc, 64 * 1024) == -1) ||
+                (o->pinCache && objClientSetPinCache(c->oc, OBJ_PIN_CACHE_DEFAULT_IDLE) == -1)) {
                 snprintf(err, errLen, "client %d: pin cache: %s", i, objClientErrMsg(c->oc));
                 return -1;
             }
@@ -1618,8 +1625,8 @@ static int runOne(const Options *o, TestKind test, uint64_t size)
     snprintf(run->name, sizeof(run->name), "%s%s%s", testNames[test],
              test == TEST_FETCH && o->via ? "-" : "", test == TEST_FETCH && o->via ? o->via : "");
     if (test == TEST_PIN)
-        snprintf(run->name, sizeof(run->name), "pin%s%s", o->pinCache ? "-cache" : "",
-                 o->pinNoRead ? "-noread" : "");
+        snprintf(run->name, sizeof(run->name), "pin%s%s%s", o->pinCache ? "-cache" : "",
+                 o->prefault ? "-prefault" : "", o->pinNoRead ? "-noread" : "");
     snprintf(run->idBase, sizeof(run->idBase), "%s%s:%d:%s:%" PRIu64 ":", o->prefix, benchNonce,
              runNo++, testNames[test], size);
 

@@ -87,7 +87,8 @@ struct ObjClient {
     size_t arenaSize;         /* bytes mapped (the whole arena file) */
     char *arenaPath;
 
-    PinCache pins; /* off (maxIdle 0) until objClientSetPinCache */
+    PinCache pins;      /* off (maxIdle 0) until objClientSetPinCache */
+    size_t prefaultMin; /* objClientSetPinPrefault; 0: off */
 };
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -946,6 +947,43 @@ static int clientPinView(ObjClient *c, const redisReply *r, ObjBuffer *out)
 }
 
 /*
+ * Populate this process's page tables for a freshly pinned view of at least
+ * prefaultMin bytes with one madvise(MADV_POPULATE_READ), instead of one
+ * minor fault per 4 KiB page on first read (256 for 1 MiB). Can't fail: a
+ * kernel without it (EINVAL, before 5.14) turns the option off; other
+ * errors only cost the faults back. Why opt-in: it makes a pin cost time
+ * proportional to the size, which a program reading a few bytes of a large
+ * object does not want.
+ */
+static void clientPrefault(ObjClient *c, const ObjBuffer *view)
+{
+#ifdef MADV_POPULATE_READ
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo, hi;
+
+    if (c->prefaultMin == 0 || view->size < c->prefaultMin || page <= 0)
+        return;
+    lo = (uintptr_t)view->data & ~((uintptr_t)page - 1);
+    hi = (uintptr_t)view->data + view->size;
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) < 0 && errno == EINVAL)
+        c->prefaultMin = 0;
+#else
+    (void)view;
+    c->prefaultMin = 0;
+#endif
+}
+
+/* Prefault pinned views of at least minBytes (0: off). Returns 0, or -1 for
+ * a NULL client. */
+int objClientSetPinPrefault(ObjClient *c, size_t minBytes)
+{
+    if (c == NULL)
+        return -1;
+    c->prefaultMin = minBytes;
+    return clientOk(c);
+}
+
+/*
  * OBJ.PIN id [TIMEOUT ms], then point *out into the arena. Returns 0, or -1
  * with the error recorded; a reply that cannot be turned into a view
  * releases the pin again, keeping the error that explains why.
@@ -984,6 +1022,8 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         return -1;
     rv = clientPinView(c, r, out);
     freeReplyObject(r);
+    if (rv == 0)
+        clientPrefault(c, out);
     if (rv == 0) {
         if (c->pins.maxIdle > 0) {
             c->pins.misses++;

@@ -899,6 +899,28 @@ static void testPinTakenBeforeTheCacheIsReleasedDirectly(ObjClient *c)
     expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
 }
 
+static void testPrefaultedPinSeesTheSameBytes(void)
+{
+    const char *id = tid("prefault");
+    size_t size = 1u << 20;
+    unsigned char *pattern = malloc(size);
+    ObjClient *c = connectNode();
+    ObjBuffer b;
+
+    check(pattern != NULL, NULL, "allocate 1 MiB");
+    fillPattern(pattern, size, 31);
+    check(objClientSetPinPrefault(NULL, 1) == -1, NULL, "prefault of a NULL client fails");
+    expectOk(c, objClientSetPinPrefault(c, 64 * 1024), "prefault pins of 64 KiB and more");
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, size, NULL, 0), "put 1 MiB");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "prefaulted pin");
+    check(b.size == size && memcmp(b.data, pattern, size) == 0, c,
+          "a prefaulted pin reads the right bytes");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(c);
+    free(pattern);
+}
+
 /* ---- fetch ---------------------------------------------------------------------------------- */
 
 static void testFetch(ObjClient *c)
@@ -966,6 +988,7 @@ int main(int argc, char **argv)
     testDeleteOfCachedObjectFreesAfterTheBatch(c);
     testOwnDeleteDropsTheCachedEntry();
     testPinTakenBeforeTheCacheIsReleasedDirectly(c);
+    testPrefaultedPinSeesTheSameBytes();
     objClientFree(c);
 
     printf("1..%d\n", testChecks);
