@@ -203,24 +203,25 @@ ratio() {
 # for the kept run BEST_CPU holds the CPU us per operation of each PID (ops
 # counted as COMMAND calls on PORT of the first entry), space-separated.
 measure() {
-    local field=$1 spec=$2 out row i e port cmd pid ops calls0 cpu
+    local field=$1 spec=$2 out row i e port="" cmd="" pid ops calls0 cpu k
     local -a t0
     shift 2
     BEST="" BEST_CPU=""
+    [ -z "$spec" ] || IFS=: read -r port cmd _ <<<"${spec%% *}"
     for ((i = 0; i < REPEAT; i++)); do
         t0=()
         for e in $spec; do
-            IFS=: read -r port cmd pid <<<"$e"
+            IFS=: read -r _ _ pid <<<"$e"
             t0+=("$(cpu_ticks "$pid")")
         done
-        [ -z "$spec" ] || calls0=$(cmd_calls "${spec%%:*}" "$(echo "$spec" | cut -d: -f2)")
+        [ -z "$spec" ] || calls0=$(cmd_calls "$port" "$cmd")
         out=$(run_tool "$1" "$@")
         cpu=""
         if [ -n "$spec" ]; then
-            ops=$(($(cmd_calls "${spec%%:*}" "$(echo "$spec" | cut -d: -f2)") - calls0))
-            local k=0
+            ops=$(($(cmd_calls "$port" "$cmd") - calls0))
+            k=0
             for e in $spec; do
-                IFS=: read -r port cmd pid <<<"$e"
+                IFS=: read -r _ _ pid <<<"$e"
                 cpu+="${cpu:+ }$(us_per_op $(($(cpu_ticks "$pid") - t0[k])) "$ops")"
                 k=$((k + 1))
             done
