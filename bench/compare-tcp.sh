@@ -7,15 +7,22 @@
 # server, then for every size and client count measures
 #   - OBJ.FETCH over TCP, A -> B       (obj-benchmark -t fetch --tcp)
 #   - Redis GET of a value that size   (redis-benchmark -t get -d SIZE)
-#   - zero-copy local read             (obj-benchmark -t pin, on A)
+#   - zero-copy local read             (obj-benchmark -t pin, on A: pin + read +
+#                                       release, plain and with --pin-cache --prefault, and
+#                                       pin + release alone with --no-read)
 #   - raw loopback TCP                 (iperf3, 1 stream / one per client)
+# plus, for every fetch and GET, the CPU microseconds per operation of each
+# server process (utime + stime from /proc/PID/stat around the run, divided
+# by the command's INFO commandstats calls), and the 64-byte GET and pin +
+# release the local zero-copy targets are stated against. When obj-benchmark
+# has --from NAME, the fetch also runs with FROM A (own columns; else n/a).
 # and writes $OUT/bench-tcp.csv, $OUT/bench-tcp.md (the tables printed at the
 # end), $OUT/bench-tcp-throughput.png and $OUT/bench-tcp-latency.png.
 #
 # Every run is bounded: -n requests scaled to the size, --seconds for
 # obj-benchmark, `timeout` around every tool. Everything it started is
 # stopped on exit. Knobs (environment):
-#   BENCH_SIZES="4k 64k 1m 16m"  BENCH_CLIENTS="1 8"  BENCH_SECONDS=3
+#   BENCH_SIZES="4k 64k 1m 16m"  BENCH_CLIENTS="1 4"  BENCH_SECONDS=3
 #   BENCH_BYTES=1g (data per run, divided by the size for -n)  BENCH_OUT=bench/results
 #   BENCH_REPEAT=2 (runs per measurement; the best one is kept, since other
 #   load on the machine can only slow a run down)
@@ -23,7 +30,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SIZES=${BENCH_SIZES:-4k 64k 1m 16m}
-CLIENTS=${BENCH_CLIENTS:-1 8}
+CLIENTS=${BENCH_CLIENTS:-1 4}
 RUN_SECONDS=${BENCH_SECONDS:-3}
 REPEAT=${BENCH_REPEAT:-2}
 BYTES_PER_RUN=${BENCH_BYTES:-1g}
@@ -159,38 +166,98 @@ done
 echo "compare-tcp: nodes A=$PORT_A (transfer $TP_A) B=$PORT_B (transfer $TP_B), redis $PORT_R," \
     "iperf3 $IPERF_PORT; sizes: $SIZES; clients: $CLIENTS" >&2
 
-# ---- measurements --------------------------------------------------------------------------
-mkdir -p "$OUT"
-CSV=$OUT/bench-tcp.csv
-COLUMNS_CSV="size,size_bytes,clients"
-COLUMNS_CSV+=",fetch_mb_s,fetch_ops_s,fetch_p50_ms,fetch_p99_ms"
-COLUMNS_CSV+=",redis_get_mb_s,redis_get_ops_s,redis_get_p50_ms,redis_get_p99_ms,fetch_vs_redis"
-COLUMNS_CSV+=",pin_mb_s,pin_ops_s,pin_p50_ms,pin_p99_ms,pin_vs_redis"
-COLUMNS_CSV+=",iperf3_mb_s,fetch_vs_iperf3"
-echo "$COLUMNS_CSV" >"$CSV"
+# ---- CPU per operation -------------------------------------------------------------------
+# CPU time of a server process: utime + stime (fields 14 and 15 of
+# /proc/PID/stat, all threads, in clock ticks), read before and after a run;
+# operations: the server's own INFO commandstats call count of the command,
+# so the figure is exact whatever -n, --seconds or the pin cache did.
+CLK_TCK=$(getconf CLK_TCK)
 
-# best_of FIELD COMMAND...: run a measurement REPEAT times and print the CSV
-# data row (quotes removed) with the highest value in column FIELD. Other
-# processes on the machine only ever make a run slower, so the best run is
-# the least disturbed one.
-best_of() {
-    local field=$1 best="" out row i
-    shift
+# cpu_ticks PID: utime + stime of the process (the fields after the ")" of comm).
+cpu_ticks() {
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+
+# cmd_calls PORT COMMAND: how often the server at PORT ran COMMAND (0 if never).
+cmd_calls() {
+    redis-cli -p "$1" INFO commandstats | tr -d '\r' |
+        awk -F'[:=,]' -v k="cmdstat_$2" '$1 == k { print $3; found = 1 } END { if (!found) print 0 }'
+}
+
+# us_per_op TICKS OPS: CPU microseconds per operation ("" without operations).
+us_per_op() {
+    awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n }'
+}
+
+# ratio A B: A / B with 3 decimals, "n/a" when either is missing or B is 0.
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a == "" || b == "" || a == "n/a" || b == "n/a" || b + 0 == 0) print "n/a"
+        else printf "%.3f", a / b }'
+}
+
+# measure FIELD CPUSPEC COMMAND...: run a measurement REPEAT times and keep the
+# CSV data row (quotes removed) with the highest value in column FIELD, in
+# BEST. Other processes on the machine only ever make a run slower, so the
+# best run is the least disturbed one. CPUSPEC is "" or "PORT:COMMAND:PID ...":
+# for the kept run BEST_CPU holds the CPU us per operation of each PID (ops
+# counted as COMMAND calls on PORT of the first entry), space-separated.
+measure() {
+    local field=$1 spec=$2 out row i e port="" cmd="" pid ops calls0 cpu k
+    local -a t0
+    shift 2
+    BEST="" BEST_CPU=""
+    [ -z "$spec" ] || IFS=: read -r port cmd _ <<<"${spec%% *}"
     for ((i = 0; i < REPEAT; i++)); do
+        t0=()
+        for e in $spec; do
+            IFS=: read -r _ _ pid <<<"$e"
+            t0+=("$(cpu_ticks "$pid")")
+        done
+        [ -z "$spec" ] || calls0=$(cmd_calls "$port" "$cmd")
         out=$(run_tool "$1" "$@")
+        cpu=""
+        if [ -n "$spec" ]; then
+            ops=$(($(cmd_calls "$port" "$cmd") - calls0))
+            k=0
+            for e in $spec; do
+                IFS=: read -r _ _ pid <<<"$e"
+                cpu+="${cpu:+ }$(us_per_op $(($(cpu_ticks "$pid") - t0[k])) "$ops")"
+                k=$((k + 1))
+            done
+        fi
         row=$(printf '%s\n' "$out" | tail -n 1 | tr -d '"')
         [ "$(echo "$row" | awk -F, '{ print NF }')" -ge "$field" ] ||
             fail "unexpected output of $*: $out"
-        if [ -z "$best" ] || awk -F, -v a="$(echo "$row" | cut -d, -f"$field")" \
-            -v b="$(echo "$best" | cut -d, -f"$field")" 'BEGIN { exit !(a > b) }'; then
-            best=$row
+        if [ -z "$BEST" ] || awk -F, -v a="$(echo "$row" | cut -d, -f"$field")" \
+            -v b="$(echo "$BEST" | cut -d, -f"$field")" 'BEGIN { exit !(a > b) }'; then
+            BEST=$row BEST_CPU=$cpu
         fi
     done
-    printf '%s\n' "$best"
 }
 
+# ---- measurements --------------------------------------------------------------------------
+mkdir -p "$OUT"
+CSV=$OUT/bench-tcp.csv
+PID_A=$(nodePid A) PID_B=$(nodePid B) PID_R=$(nodePid R)
+# obj-benchmark --from NAME (OBJ.FETCH ... FROM): run it too when this build has it.
+HAVE_FROM=0
+"$OBJBENCH" --help 2>/dev/null | grep -q -- --from && HAVE_FROM=1
+COLUMNS_CSV="size,size_bytes,clients"
+COLUMNS_CSV+=",fetch_mb_s,fetch_ops_s,fetch_p50_ms,fetch_p99_ms"
+COLUMNS_CSV+=",fetch_cpu_a_us,fetch_cpu_b_us,fetch_cpu_us"
+COLUMNS_CSV+=",fetch_from_mb_s,fetch_from_p50_ms,fetch_from_p99_ms,fetch_from_cpu_us"
+COLUMNS_CSV+=",redis_get_mb_s,redis_get_ops_s,redis_get_p50_ms,redis_get_p99_ms,redis_get_cpu_us"
+COLUMNS_CSV+=",fetch_vs_redis,fetch_p50_vs_redis,fetch_cpu_vs_redis"
+COLUMNS_CSV+=",pin_mb_s,pin_ops_s,pin_p50_ms,pin_p99_ms,pin_vs_redis"
+COLUMNS_CSV+=",pin_cache_mb_s,pin_cache_p50_ms,pin_cache_p99_ms,pin_cache_vs_redis"
+COLUMNS_CSV+=",pin_noread_p50_ms,pin_cache_noread_p50_ms"
+COLUMNS_CSV+=",iperf3_mb_s,fetch_vs_iperf3,iperf3_1_mb_s,fetch_vs_iperf3_1"
+echo "$COLUMNS_CSV" >"$CSV"
+
 declare -A IPERF
-for c in $CLIENTS; do
+for c in $CLIENTS 1; do
+    [ -n "${IPERF[$c]:-}" ] && continue
     IPERF[$c]=0
     for ((i = 0; i < REPEAT; i++)); do
         json=$(run_tool "iperf3 -P $c" iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -t 3 -P "$c" -J)
@@ -201,6 +268,21 @@ print("%.2f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] /
     echo "compare-tcp: iperf3 loopback, $c stream(s): ${IPERF[$c]} MB/s" >&2
 done
 
+# The small-object reference of the pin targets: GET of 64 bytes and pin +
+# release of 64 bytes without reading, with and without the pin cache, 1 client.
+run_tool "redis SET 64" redis-benchmark -p "$PORT_R" -t set -n 1 -c 1 -d 64 -q >/dev/null
+measure 2 "$PORT_R:get:$PID_R" redis-benchmark -p "$PORT_R" -t get -c 1 -n 30000 -d 64 --csv
+GET64_P50=$(echo "$BEST" | cut -d, -f5) GET64_CPU=$BEST_CPU
+measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --no-read -c 1 -d 64 -n 30000 \
+    --seconds "$RUN_SECONDS" --csv
+PIN64_P50=$(echo "$BEST" | cut -d, -f6)
+measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --no-read --pin-cache -c 1 -d 64 -n 30000 \
+    --seconds "$RUN_SECONDS" --csv
+PINC64_P50=$(echo "$BEST" | cut -d, -f6)
+echo "compare-tcp: 64 B: GET p50 $GET64_P50 ms ($GET64_CPU us CPU), pin+release p50" \
+    "$PIN64_P50 ms, with the pin cache $PINC64_P50 ms" >&2
+
+FETCH_CPU="$PORT_B:obj.fetch:$PID_A $PORT_B:obj.fetch:$PID_B"
 for size in $SIZES; do
     bytes=$(to_bytes "$size")
     n=$(requests_for "$bytes")
@@ -209,51 +291,56 @@ for size in $SIZES; do
     for c in $CLIENTS; do
         echo "compare-tcp: size $size ($bytes bytes), $c client(s), -n $n" >&2
         # obj-benchmark rows: test,size,clients,ops,mb,p50,p99,p999,max
-        f=$(best_of 4 "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch --tcp \
-            -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv)
-        p=$(best_of 4 "$OBJBENCH" -p "$PORT_A" -t pin -c "$c" -d "$bytes" -n "$n" \
-            --seconds "$RUN_SECONDS" --csv)
+        measure 4 "$FETCH_CPU" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch --tcp \
+            -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv
+        f=$BEST
+        read -r fca fcb <<<"$BEST_CPU"
+        fc=$(awk -v a="$fca" -v b="$fcb" 'BEGIN { printf "%.1f", a + b }')
+        ff="n/a,n/a,n/a,n/a"
+        if [ "$HAVE_FROM" = 1 ]; then
+            measure 4 "$FETCH_CPU" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch \
+                --tcp --from A -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv
+            read -r xa xb <<<"$BEST_CPU"
+            ff=$(echo "$BEST" | awk -F, -v a="$xa" -v b="$xb" '{ printf "%s,%s,%s,%.1f", $5, $6, $7, a + b }')
+        fi
+        measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin -c "$c" -d "$bytes" -n "$n" \
+            --seconds "$RUN_SECONDS" --csv
+        p=$BEST
+        measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --pin-cache --prefault -c "$c" -d "$bytes" \
+            -n "$n" --seconds "$RUN_SECONDS" --csv
+        pc=$BEST
+        # pin + release alone is cheap at any size: as many requests as the 64 B reference.
+        measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --no-read -c "$c" -d "$bytes" -n 30000 \
+            --seconds "$RUN_SECONDS" --csv
+        pn=$BEST
+        measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --no-read --pin-cache -c "$c" -d "$bytes" \
+            -n 30000 --seconds "$RUN_SECONDS" --csv
+        pcn=$BEST
         # redis-benchmark rows: test,rps,avg,min,p50,p95,p99,max
-        r=$(best_of 2 redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" -d "$bytes" --csv)
+        measure 2 "$PORT_R:get:$PID_R" redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" \
+            -d "$bytes" --csv
+        r=$BEST rc=$BEST_CPU
         case $r in GET,*) ;; *) fail "no GET row in redis-benchmark output: $r" ;; esac
-        awk -v size="$size" -v b="$bytes" -v c="$c" \
-            -v fmb="$(echo "$f" | cut -d, -f5)" -v fops="$(echo "$f" | cut -d, -f4)" \
-            -v fp50="$(echo "$f" | cut -d, -f6)" -v fp99="$(echo "$f" | cut -d, -f7)" \
-            -v rops="$(echo "$r" | cut -d, -f2)" -v rp50="$(echo "$r" | cut -d, -f5)" \
-            -v rp99="$(echo "$r" | cut -d, -f7)" \
-            -v pmb="$(echo "$p" | cut -d, -f5)" -v pops="$(echo "$p" | cut -d, -f4)" \
-            -v pp50="$(echo "$p" | cut -d, -f6)" -v pp99="$(echo "$p" | cut -d, -f7)" \
-            -v ip="${IPERF[$c]}" 'BEGIN {
-                rmb = rops * b / 1e6
-                fr = 0; pr = 0; fi = 0
-                if (rmb > 0) { fr = fmb / rmb; pr = pmb / rmb }
-                if (ip > 0) fi = fmb / ip
-                printf "%s,%d,%d,%.2f,%.2f,%.3f,%.3f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f,%.2f,%.3f,%.3f,%.3f,%.2f,%.3f\n",
-                    size, b, c, fmb, fops, fp50, fp99, rmb, rops, rp50, rp99, fr,
-                    pmb, pops, pp50, pp99, pr, ip, fi
-            }' >>"$CSV"
+        fmb=$(echo "$f" | cut -d, -f5) fp50=$(echo "$f" | cut -d, -f6)
+        rops=$(echo "$r" | cut -d, -f2) rp50=$(echo "$r" | cut -d, -f5)
+        rmb=$(awk -v o="$rops" -v b="$bytes" 'BEGIN { printf "%.2f", o * b / 1e6 }')
+        pmb=$(echo "$p" | cut -d, -f5) pcmb=$(echo "$pc" | cut -d, -f5)
+        printf '%s\n' "$size,$bytes,$c,$fmb,$(echo "$f" | cut -d, -f4),$fp50,$(echo "$f" |
+            cut -d, -f7),$fca,$fcb,$fc,$ff,$rmb,$rops,$rp50,$(echo "$r" |
+            cut -d, -f7),$rc,$(ratio "$fmb" "$rmb"),$(ratio "$fp50" "$rp50"),$(ratio "$fc" "$rc"),$pmb,$(echo "$p" |
+            cut -d, -f4),$(echo "$p" | cut -d, -f6),$(echo "$p" | cut -d, -f7),$(ratio "$pmb" "$rmb"),$pcmb,$(echo "$pc" |
+            cut -d, -f6),$(echo "$pc" | cut -d, -f7),$(ratio "$pcmb" "$rmb"),$(echo "$pn" |
+            cut -d, -f6),$(echo "$pcn" | cut -d, -f6),${IPERF[$c]},$(ratio "$fmb" "${IPERF[$c]}"),${IPERF[1]},$(ratio "$fmb" "${IPERF[1]}")" >>"$CSV"
     done
 done
 
 # ---- tables ----------------------------------------------------------------------------------
 MD=$OUT/bench-tcp.md
-{
-    echo "Throughput (MB/s, 10^6 bytes/s), loopback 127.0.0.1, $(nproc) CPUs," \
-        "best of $REPEAT runs each:"
-    echo
-    echo "| size | clients | fetch MB/s (TCP) | redis GET MB/s | fetch/GET | pin MB/s |" \
-        "pin/GET | iperf3 MB/s | fetch/iperf3 |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %s | %s | %s | %.2fx | %s | %.2fx | %s | %.2fx |\n",
-        $1, $3, $4, $8, $12, $13, $17, $18, $19 }'
-    echo
-    echo "Latency (ms, p50 / p99):"
-    echo
-    echo "| size | clients | fetch | redis GET | pin |"
-    echo "|---:|---:|---:|---:|---:|"
-    tail -n +2 "$CSV" | awk -F, '{ printf "| %s | %s | %s / %s | %s / %s | %s / %s |\n",
-        $1, $3, $6, $7, $10, $11, $15, $16 }'
-} >"$MD"
+CMDLINE="BENCH_SIZES=\"$SIZES\" BENCH_CLIENTS=\"$CLIENTS\" BENCH_SECONDS=$RUN_SECONDS"
+CMDLINE+=" BENCH_REPEAT=$REPEAT BENCH_BYTES=$BYTES_PER_RUN make bench"
+python3 "$ROOT/bench/bench_tcp_tables.py" "$CSV" "$(nproc)" "$REPEAT" "$CMDLINE" "$HAVE_FROM" \
+    "$GET64_P50" "$GET64_CPU" "$PIN64_P50" "$PINC64_P50" >"$MD" ||
+    fail "could not write the tables ($MD)"
 
 # ---- plots -------------------------------------------------------------------------------------
 GP=$WORK/plot.gp
@@ -266,6 +353,11 @@ for c in $CLIENTS; do
     awk -F, -v c="$c" 'NR > 1 && $3 == c' "$CSV" >"$WORK/c$c.csv"
 done
 FETCH_RGB="#7b2fbe" REDIS_RGB="#1b9e3e" PIN_RGB="#1f6fd1" IPERF_RGB="#808080"
+PINC_RGB="#e07b00"
+# col NAME: the CSV column number of NAME.
+col() {
+    head -n 1 "$CSV" | tr ',' '\n' | awk -v k="$1" '$0 == k { print NR; exit }'
+}
 
 # plot_series COLUMNS...: one gnuplot "plot" command; each argument is
 # "column|colour|with|title" and is drawn once per client count, whose index
@@ -294,16 +386,18 @@ plot_series() {
     echo "set output '$OUT/bench-tcp-throughput.png'"
     echo "set title 'Throughput vs object size, loopback TCP ($(nproc) CPUs)'"
     echo "set ylabel 'MB/s (10^6 bytes/s)'"
-    plot_series "4|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
-        "8|$REDIS_RGB|linespoints|Redis GET c=@" \
-        "13|$PIN_RGB|linespoints|pin (zero-copy) c=@" \
-        "18|$IPERF_RGB|lines|iperf3 @ stream(s)"
+    plot_series "$(col fetch_mb_s)|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
+        "$(col redis_get_mb_s)|$REDIS_RGB|linespoints|Redis GET c=@" \
+        "$(col pin_mb_s)|$PIN_RGB|linespoints|pin+read (zero-copy) c=@" \
+        "$(col pin_cache_mb_s)|$PINC_RGB|linespoints|pin+read, cache+prefault c=@" \
+        "$(col iperf3_mb_s)|$IPERF_RGB|lines|iperf3 @ stream(s)"
     echo "set output '$OUT/bench-tcp-latency.png'"
     echo "set title 'p50 latency vs object size, loopback TCP ($(nproc) CPUs)'"
     echo "set ylabel 'p50 latency (ms)'"
-    plot_series "6|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
-        "10|$REDIS_RGB|linespoints|Redis GET c=@" \
-        "15|$PIN_RGB|linespoints|pin (zero-copy) c=@"
+    plot_series "$(col fetch_p50_ms)|$FETCH_RGB|linespoints|OBJ.FETCH tcp c=@" \
+        "$(col redis_get_p50_ms)|$REDIS_RGB|linespoints|Redis GET c=@" \
+        "$(col pin_p50_ms)|$PIN_RGB|linespoints|pin+read (zero-copy) c=@" \
+        "$(col pin_cache_p50_ms)|$PINC_RGB|linespoints|pin+read, cache+prefault c=@"
 } >"$GP"
 gnuplot "$GP" 2>"$WORK/gnuplot.log" || { cat "$WORK/gnuplot.log" >&2; fail "gnuplot failed"; }
 

@@ -10,7 +10,8 @@
  *          so that any request count fits in the arena.
  *   get    OBJ.GET of a pre-made working set: the bytes cross the socket.
  *   pin    objClientPin + reading every byte + objClientRelease through the
- *          client library: the zero-copy local path.
+ *          client library: the zero-copy local path (--pin-cache: with the
+ *          library's pin cache, --no-read: pin + release without reading).
  *   fetch  OBJ.FETCH on the node of a working set that lives on another node
  *          (--source-host/--source-port); every object is fetched once per
  *          round and deleted on the destination between rounds (untimed), so
@@ -92,6 +93,9 @@ typedef struct Options {
     double seconds;
     int quiet;
     int csv;
+    int pinCache;  /* pin: objClientSetPinCache(OBJ_PIN_CACHE_DEFAULT_IDLE) */
+    int pinNoRead; /* pin: do not read the bytes (pin + release only) */
+    int prefault;  /* pin: objClientSetPinPrefault(64 KiB) */
 } Options;
 
 /* ---- latency histogram ----------------------------------------------------------------------
@@ -159,6 +163,7 @@ struct Run {
     _Atomic int finished;
     pthread_mutex_t errLock;
     char err[512];
+    _Atomic long long cacheHits, cacheMisses, cacheBatches; /* pin --pin-cache */
 };
 
 static unsigned char *benchPayload;
@@ -335,6 +340,13 @@ static void usage(FILE *f)
             "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\"; test is put, get,\n"
             "                    pin, fetch (VIA auto), fetch-tcp or fetch-rdma, with\n"
             "                    -from appended under --from\n"
+            " --pin-cache        pin: use the client library's pin cache (lazy releases\n"
+            "                    sent in pipelined batches, repeated pins served locally);\n"
+            "                    the test is named pin-cache\n"
+            " --no-read          pin: pin + release without reading the bytes (test name\n"
+            "                    gets -noread)\n"
+            " --prefault         pin: objClientSetPinPrefault(64k), page tables of a pinned\n"
+            "                    object filled by one madvise (test name gets -prefault)\n"
             " --help             This help\n"
             "\n"
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
@@ -523,6 +535,15 @@ static void parseOptions(int argc, char **argv, Options *o)
             continue;
         } else if (!strcmp(a, "--csv")) {
             o->csv = 1;
+            continue;
+        } else if (!strcmp(a, "--pin-cache")) {
+            o->pinCache = 1;
+            continue;
+        } else if (!strcmp(a, "--no-read")) {
+            o->pinNoRead = 1;
+            continue;
+        } else if (!strcmp(a, "--prefault")) {
+            o->prefault = 1;
             continue;
         } else if (!strcmp(a, "--tcp")) {
             sawTcp = 1;
@@ -1199,9 +1220,9 @@ static void workerNetPhase(Worker *w)
     }
 }
 
-/* The timed part of the pin test for one worker: pin, read every byte,
- * release, one request per client in turn. */
-static void workerPinPhase(Worker *w)
+/* The requests of the pin test for one worker: pin, read every byte (unless
+ * --no-read), release, one request per client in turn. */
+static void workerPinLoop(Worker *w)
 {
     Run *run = w->run;
     char id[BENCH_ID_MAX];
@@ -1225,7 +1246,7 @@ static void workerPinPhase(Worker *w)
                 runFail(run, "pin: objClientPin(%s): %s", id, objClientErrMsg(c->oc));
                 return;
             }
-            uint64_t sum = benchSum(buf.data, buf.size);
+            uint64_t sum = run->o->pinNoRead ? run->expectSum : benchSum(buf.data, buf.size);
             size_t got = buf.size;
             if (objClientRelease(c->oc, id, idLen) == -1) {
                 runFail(run, "pin: objClientRelease(%s): %s", id, objClientErrMsg(c->oc));
@@ -1240,6 +1261,32 @@ static void workerPinPhase(Worker *w)
         }
         if (!active)
             return;
+    }
+}
+
+/*
+ * The timed part of the pin test for one worker. With --pin-cache the
+ * releases still deferred at the end are flushed inside the timed region,
+ * so the throughput pays for every release; the cache counters are summed
+ * for the report.
+ */
+static void workerPinPhase(Worker *w)
+{
+    Run *run = w->run;
+
+    workerPinLoop(w);
+    if (!run->o->pinCache)
+        return;
+    for (int i = 0; i < w->n; i++) {
+        Client *c = w->clients[i];
+        ObjPinCacheStats st;
+        if (objClientFlushReleases(c->oc) == -1)
+            runFail(run, "pin: objClientFlushReleases: %s", objClientErrMsg(c->oc));
+        if (objClientPinCacheStats(c->oc, &st) == 0) {
+            atomic_fetch_add(&run->cacheHits, (long long)st.hits);
+            atomic_fetch_add(&run->cacheMisses, (long long)st.misses);
+            atomic_fetch_add(&run->cacheBatches, (long long)st.batches);
+        }
     }
 }
 
@@ -1363,9 +1410,15 @@ static void printResult(const Run *run, const Result *res)
                run->test == TEST_PUT   ? "OBJ.PUT round trips (ids deleted between rounds, "
                                          "untimed)"
                : run->test == TEST_GET ? "OBJ.GET round trips including the bytes"
+               : run->test == TEST_PIN && o->pinNoRead
+                   ? "objClientPin + objClientRelease (bytes not read)"
                : run->test == TEST_PIN ? "objClientPin + reading every byte + objClientRelease"
                                        : "OBJ.FETCH round trips on the destination (source "
                                          "PUTs and destination DELs are untimed)");
+        if (o->pinCache && run->test == TEST_PIN)
+            printf("  pin cache: %lld hits, %lld misses, %lld release batches (bound %d idle)\n",
+                   atomic_load(&run->cacheHits), atomic_load(&run->cacheMisses),
+                   atomic_load(&run->cacheBatches), OBJ_PIN_CACHE_DEFAULT_IDLE);
         printf("\n  throughput: %.2f requests per second, %.2f MB/s\n\n", res->opsPerSec,
                res->mbPerSec);
         printf("  latency summary (msec):\n");
@@ -1420,6 +1473,11 @@ static int runConnect(Run *run, Client *clients, char *err, size_t errLen)
             if (objClientPin(c->oc, id, idLen, 0, &b) == -1 ||
                 objClientRelease(c->oc, id, idLen) == -1) {
                 snprintf(err, errLen, "client %d: first pin: %s", i, objClientErrMsg(c->oc));
+                return -1;
+            }
+            if ((o->prefault && objClientSetPinPrefault(c->oc, 64 * 1024) == -1) ||
+                (o->pinCache && objClientSetPinCache(c->oc, OBJ_PIN_CACHE_DEFAULT_IDLE) == -1)) {
+                snprintf(err, errLen, "client %d: pin cache: %s", i, objClientErrMsg(c->oc));
                 return -1;
             }
             continue;
@@ -1581,6 +1639,9 @@ static int runOne(const Options *o, TestKind test, uint64_t size)
     snprintf(run->name, sizeof(run->name), "%s%s%s%s", testNames[test],
              test == TEST_FETCH && o->via ? "-" : "", test == TEST_FETCH && o->via ? o->via : "",
              test == TEST_FETCH && o->from[0] ? "-from" : "");
+    if (test == TEST_PIN)
+        snprintf(run->name, sizeof(run->name), "pin%s%s%s", o->pinCache ? "-cache" : "",
+                 o->prefault ? "-prefault" : "", o->pinNoRead ? "-noread" : "");
     snprintf(run->idBase, sizeof(run->idBase), "%s%s:%d:%s:%" PRIu64 ":", o->prefix, benchNonce,
              runNo++, testNames[test], size);
 

@@ -44,6 +44,36 @@
 #define OBJ_CLIENT_ERRSTR_LEN 512
 #define OBJ_CLIENT_MAX_ARGS   6
 
+/* Commands of one pipelined OBJ.RELEASE batch, at most (a longer one is sent in chunks). */
+#define OBJ_CLIENT_RELEASE_BATCH 128
+
+/*
+ * One id the pin cache holds pinned on the server (exactly one server pin per
+ * entry, whatever the program's count). In the hash chain always; in the
+ * idle list (oldest first) while users is 0.
+ */
+typedef struct PinEntry {
+    struct PinEntry *hashNext;
+    struct PinEntry *idlePrev, *idleNext;
+    ObjBuffer view; /* what OBJ.PIN answered, checked against the mapping */
+    size_t users;   /* the program's pins of this entry not yet released */
+    int stale;      /* deleted through this client: never served again */
+    uint64_t hash;
+    size_t idLen;
+    unsigned char id[]; /* idLen bytes */
+} PinEntry;
+
+/* The client-side pin cache: a chained hash of entries plus the idle list. */
+typedef struct PinCache {
+    PinEntry **buckets;
+    size_t nbuckets; /* a power of two; 0 until the first entry */
+    size_t count;    /* entries, stale ones included */
+    PinEntry *idleHead, *idleTail;
+    size_t idle;
+    size_t maxIdle; /* 0: off */
+    uint64_t hits, misses, batches, released;
+} PinCache;
+
 /* One connection to one node, and that node's arena once it is mapped. */
 struct ObjClient {
     redisContext *rc; /* hiredis; NULL with a transport, or when hiredis could not allocate it */
@@ -56,6 +86,9 @@ struct ObjClient {
     unsigned char *arenaBase; /* NULL until mapped */
     size_t arenaSize;         /* bytes mapped (the whole arena file) */
     char *arenaPath;
+
+    PinCache pins;      /* off (maxIdle 0) until objClientSetPinCache */
+    size_t prefaultMin; /* objClientSetPinPrefault; 0: off */
 };
 
 /* ---- errors --------------------------------------------------------------------------- */
@@ -212,6 +245,47 @@ static int clientCallStatus(ObjClient *c, CmdArgs *a)
         return -1;
     rv = r->type == REDIS_REPLY_STATUS ? clientOk(c) : clientFailShape(c, a->argv[0], r);
     freeReplyObject(r);
+    return rv;
+}
+
+/*
+ * Send n commands that answer a status reply in one pipeline (hiredis: all
+ * are buffered and written together, then the n replies read in order;
+ * another transport has no pipelining and sends them one by one). Every
+ * reply is read even after an error reply, so the connection stays in step.
+ * Returns 0, or -1 with the first error recorded.
+ */
+static int clientCallPipeline(ObjClient *c, CmdArgs *cmds, int n)
+{
+    int appended = 0, rv = 0;
+    redisReply *r;
+
+    if (!clientConnected(c))
+        return clientFailIo(c);
+    if (c->tr != NULL) {
+        for (int i = 0; i < n; i++)
+            if (clientCallStatus(c, &cmds[i]) < 0 && rv == 0) {
+                rv = -1;
+                if (!clientConnected(c))
+                    break;
+            }
+        return rv;
+    }
+    for (; appended < n; appended++)
+        if (redisAppendCommandArgv(c->rc, cmds[appended].argc, cmds[appended].argv,
+                                   cmds[appended].lens) != REDIS_OK)
+            break;
+    if (appended < n)
+        rv = clientFail(c, OBJ_ERR_OTHER, "out of memory queueing %d pipelined commands", n);
+    for (int i = 0; i < appended; i++) {
+        if (redisGetReply(c->rc, (void **)&r) != REDIS_OK || r == NULL)
+            return clientFailIo(c);
+        if (rv == 0 && r->type == REDIS_REPLY_ERROR)
+            rv = clientFailReply(c, r);
+        else if (rv == 0 && r->type != REDIS_REPLY_STATUS)
+            rv = clientFailShape(c, cmds[i].argv[0], r);
+        freeReplyObject(r);
+    }
     return rv;
 }
 
@@ -445,6 +519,237 @@ static int clientInArena(const ObjClient *c, uint64_t offset, uint64_t len)
     return offset <= c->arenaSize && len <= c->arenaSize - offset;
 }
 
+/* ---- the pin cache ------------------------------------------------------------------------- */
+
+/* FNV-1a of the id. Can't fail. */
+static uint64_t pinHash(const void *id, size_t idLen)
+{
+    const unsigned char *p = id;
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < idLen; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* The entry of id that a pin may use (not stale) or, with anyUser set, any
+ * entry with users left (a release). Returns it or NULL. */
+static PinEntry *pinFind(const PinCache *pc, const void *id, size_t idLen, uint64_t h, int anyUser)
+{
+    if (pc->nbuckets == 0)
+        return NULL;
+    for (PinEntry *e = pc->buckets[h & (pc->nbuckets - 1)]; e != NULL; e = e->hashNext) {
+        if (e->hash != h || e->idLen != idLen || (idLen > 0 && memcmp(e->id, id, idLen) != 0))
+            continue;
+        if (anyUser ? e->users > 0 : !e->stale)
+            return e;
+    }
+    return NULL;
+}
+
+/* Double the buckets (or make the first 64) when the chains would grow
+ * long. Returns 0, or -1 when out of memory (the old table stays usable). */
+static int pinGrow(PinCache *pc)
+{
+    size_t n = pc->nbuckets ? pc->nbuckets * 2 : 64;
+    PinEntry **b;
+
+    if (pc->count < pc->nbuckets)
+        return 0;
+    b = calloc(n, sizeof(*b));
+    if (b == NULL)
+        return pc->nbuckets ? 0 : -1;
+    for (size_t i = 0; i < pc->nbuckets; i++) {
+        PinEntry *e = pc->buckets[i], *next;
+        for (; e != NULL; e = next) {
+            next = e->hashNext;
+            e->hashNext = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(pc->buckets);
+    pc->buckets = b;
+    pc->nbuckets = n;
+    return 0;
+}
+
+/* Put e at the young end of the idle list. Can't fail. */
+static void pinIdleAppend(PinCache *pc, PinEntry *e)
+{
+    e->idleNext = NULL;
+    e->idlePrev = pc->idleTail;
+    if (pc->idleTail)
+        pc->idleTail->idleNext = e;
+    else
+        pc->idleHead = e;
+    pc->idleTail = e;
+    pc->idle++;
+}
+
+/* Take e off the idle list. Can't fail. */
+static void pinIdleRemove(PinCache *pc, PinEntry *e)
+{
+    if (e->idlePrev)
+        e->idlePrev->idleNext = e->idleNext;
+    else
+        pc->idleHead = e->idleNext;
+    if (e->idleNext)
+        e->idleNext->idlePrev = e->idlePrev;
+    else
+        pc->idleTail = e->idlePrev;
+    e->idlePrev = e->idleNext = NULL;
+    pc->idle--;
+}
+
+/* Take e out of the hash (and the idle list); the caller frees it. Can't fail. */
+static void pinUnlink(PinCache *pc, PinEntry *e)
+{
+    PinEntry **pp = &pc->buckets[e->hash & (pc->nbuckets - 1)];
+
+    while (*pp != e)
+        pp = &(*pp)->hashNext;
+    *pp = e->hashNext;
+    if (e->users == 0)
+        pinIdleRemove(pc, e);
+    pc->count--;
+}
+
+/*
+ * Remember a fresh server pin of id (users 1). Returns 0, or -1 when out of
+ * memory: then the pin simply stays uncached (its release goes straight to
+ * the server), so this is not an error for the caller.
+ */
+static int pinAdd(PinCache *pc, const void *id, size_t idLen, uint64_t h, const ObjBuffer *view)
+{
+    PinEntry *e;
+
+    if (pinGrow(pc) < 0 || (e = malloc(sizeof(*e) + idLen)) == NULL)
+        return -1;
+    memset(e, 0, sizeof(*e));
+    if (idLen > 0)
+        memcpy(e->id, id, idLen);
+    e->idLen = idLen;
+    e->hash = h;
+    e->view = *view;
+    e->users = 1;
+    e->hashNext = pc->buckets[h & (pc->nbuckets - 1)];
+    pc->buckets[h & (pc->nbuckets - 1)] = e;
+    pc->count++;
+    return 0;
+}
+
+/*
+ * Give back n unlinked entries' server pins in one pipelined OBJ.RELEASE
+ * batch and free them. Returns 0, or -1 with the first error recorded; the
+ * entries are freed either way (a failed connection has dropped the pins).
+ */
+static int pinSendReleases(ObjClient *c, PinEntry **batch, int n)
+{
+    CmdArgs cmds[OBJ_CLIENT_RELEASE_BATCH];
+    int rv;
+
+    for (int i = 0; i < n; i++) {
+        cmds[i].argc = 0;
+        argsAddStr(&cmds[i], "OBJ.RELEASE");
+        argsAdd(&cmds[i], batch[i]->id, batch[i]->idLen);
+    }
+    rv = n > 0 ? clientCallPipeline(c, cmds, n) : 0;
+    if (n > 0) {
+        c->pins.batches++;
+        c->pins.released += (uint64_t)n;
+    }
+    for (int i = 0; i < n; i++)
+        free(batch[i]);
+    return rv;
+}
+
+/*
+ * Give back the oldest idle entries until at most keep are left, in batches
+ * of up to OBJ_CLIENT_RELEASE_BATCH. Returns 0, or -1 with the first error
+ * recorded (every chosen entry is forgotten anyway).
+ */
+static int pinTrim(ObjClient *c, size_t keep)
+{
+    PinEntry *batch[OBJ_CLIENT_RELEASE_BATCH];
+    ObjErr err = OBJ_OK;
+    char msg[OBJ_CLIENT_ERRSTR_LEN];
+    int n;
+
+    while (c->pins.idle > keep) {
+        for (n = 0; n < OBJ_CLIENT_RELEASE_BATCH && c->pins.idle > keep; n++) {
+            batch[n] = c->pins.idleHead;
+            pinUnlink(&c->pins, batch[n]);
+        }
+        if (pinSendReleases(c, batch, n) < 0 && err == OBJ_OK) {
+            err = c->err;
+            memcpy(msg, c->errstr, sizeof(msg));
+        }
+    }
+    if (err == OBJ_OK)
+        return 0;
+    c->err = err;
+    memcpy(c->errstr, msg, sizeof(msg));
+    return -1;
+}
+
+/*
+ * At disconnect: give every entry's server pin back (idle or not; the
+ * program's views die with the client) and free the table. Returns 0 or -1.
+ */
+static int pinDrop(ObjClient *c)
+{
+    PinCache *pc = &c->pins;
+    int rv;
+
+    for (size_t i = 0; i < pc->nbuckets; i++)
+        for (PinEntry *e = pc->buckets[i]; e != NULL; e = e->hashNext)
+            if (e->users > 0) {
+                e->users = 0;
+                pinIdleAppend(pc, e);
+            }
+    rv = pinTrim(c, 0);
+    free(pc->buckets);
+    pc->buckets = NULL;
+    pc->nbuckets = 0;
+    return rv;
+}
+
+/* Enable, resize or (maxIdle 0) disable the pin cache. Returns 0 or -1. */
+int objClientSetPinCache(ObjClient *c, size_t maxIdle)
+{
+    if (c == NULL)
+        return -1;
+    c->pins.maxIdle = maxIdle;
+    if (pinTrim(c, maxIdle) < 0)
+        return -1;
+    return clientOk(c);
+}
+
+/* Give back every idle entry now, in one pipelined batch. Returns 0 or -1. */
+int objClientFlushReleases(ObjClient *c)
+{
+    if (c == NULL)
+        return -1;
+    if (pinTrim(c, 0) < 0)
+        return -1;
+    return clientOk(c);
+}
+
+/* Copy the counters. Returns 0, or -1 for NULL arguments. */
+int objClientPinCacheStats(const ObjClient *c, ObjPinCacheStats *st)
+{
+    if (c == NULL || st == NULL)
+        return -1;
+    st->hits = c->pins.hits;
+    st->misses = c->pins.misses;
+    st->batches = c->pins.batches;
+    st->released = c->pins.released;
+    st->cached = c->pins.count;
+    st->idle = c->pins.idle;
+    st->maxIdle = c->pins.maxIdle;
+    return 0;
+}
+
 /* ---- connection ----------------------------------------------------------------------------- */
 
 /*
@@ -502,11 +807,13 @@ ObjClient *objClientWrapTransport(const ObjClientTransport *tr, void *conn)
     return c;
 }
 
-/* Close the connection and unmap the arena. Accepts NULL. Can't fail. */
+/* Give back the pin cache's pins (one pipelined batch), close the
+ * connection and unmap the arena. Accepts NULL. Can't fail. */
 void objClientFree(ObjClient *c)
 {
     if (c == NULL)
         return;
+    pinDrop(c); /* the server would drop them at disconnect too, but later */
     if (c->arenaBase != NULL)
         munmap(c->arenaBase, c->arenaSize);
     free(c->arenaPath);
@@ -640,6 +947,43 @@ static int clientPinView(ObjClient *c, const redisReply *r, ObjBuffer *out)
 }
 
 /*
+ * Populate this process's page tables for a freshly pinned view of at least
+ * prefaultMin bytes with one madvise(MADV_POPULATE_READ), instead of one
+ * minor fault per 4 KiB page on first read (256 for 1 MiB). Can't fail: a
+ * kernel without it (EINVAL, before 5.14) turns the option off; other
+ * errors only cost the faults back. Why opt-in: it makes a pin cost time
+ * proportional to the size, which a program reading a few bytes of a large
+ * object does not want.
+ */
+static void clientPrefault(ObjClient *c, const ObjBuffer *view)
+{
+#ifdef MADV_POPULATE_READ
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo, hi;
+
+    if (c->prefaultMin == 0 || view->size < c->prefaultMin || page <= 0)
+        return;
+    lo = (uintptr_t)view->data & ~((uintptr_t)page - 1);
+    hi = (uintptr_t)view->data + view->size;
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) < 0 && errno == EINVAL)
+        c->prefaultMin = 0;
+#else
+    (void)view;
+    c->prefaultMin = 0;
+#endif
+}
+
+/* Prefault pinned views of at least minBytes (0: off). Returns 0, or -1 for
+ * a NULL client. */
+int objClientSetPinPrefault(ObjClient *c, size_t minBytes)
+{
+    if (c == NULL)
+        return -1;
+    c->prefaultMin = minBytes;
+    return clientOk(c);
+}
+
+/*
  * OBJ.PIN id [TIMEOUT ms], then point *out into the arena. Returns 0, or -1
  * with the error recorded; a reply that cannot be turned into a view
  * releases the pin again, keeping the error that explains why.
@@ -647,6 +991,8 @@ static int clientPinView(ObjClient *c, const redisReply *r, ObjBuffer *out)
 int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, ObjBuffer *out)
 {
     char timeoutBuf[32], msg[OBJ_CLIENT_ERRSTR_LEN];
+    PinEntry *e;
+    uint64_t h = 0;
     redisReply *r;
     CmdArgs a;
     ObjErr err;
@@ -658,6 +1004,17 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientPin: out is NULL");
     if (clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
         return -1;
+    if (c->pins.maxIdle > 0) {
+        h = pinHash(id, idLen);
+        e = pinFind(&c->pins, id, idLen, h, 0);
+        if (e != NULL) {
+            if (e->users++ == 0)
+                pinIdleRemove(&c->pins, e);
+            c->pins.hits++;
+            *out = e->view;
+            return clientOk(c);
+        }
+    }
     if (clientMapArena(c) < 0)
         return -1;
     r = clientCall(c, &a);
@@ -666,7 +1023,14 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
     rv = clientPinView(c, r, out);
     freeReplyObject(r);
     if (rv == 0)
+        clientPrefault(c, out);
+    if (rv == 0) {
+        if (c->pins.maxIdle > 0) {
+            c->pins.misses++;
+            pinAdd(&c->pins, id, idLen, h, out); /* out of memory: stays uncached */
+        }
         return clientOk(c);
+    }
 
     err = c->err;
     memcpy(msg, c->errstr, sizeof(msg));
@@ -676,14 +1040,34 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
     return -1;
 }
 
-/* OBJ.RELEASE id. Returns 0, or -1 with the error recorded. */
+/*
+ * OBJ.RELEASE id, or with the pin cache: drop one of the program's pins of
+ * the cached entry; the last one makes it idle (the server pin stays), and
+ * more than maxIdle idle entries send the oldest back in one batch. A pin
+ * the cache does not know (taken before it was on) is released at once.
+ * Returns 0, or -1 with the error recorded.
+ */
 int objClientRelease(ObjClient *c, const void *id, size_t idLen)
 {
+    PinEntry *e;
     CmdArgs a;
 
     if (clientIdCommand(c, "OBJ.RELEASE", id, idLen, &a) < 0)
         return -1;
-    return clientCallStatus(c, &a);
+    e = pinFind(&c->pins, id, idLen, pinHash(id, idLen), 1);
+    if (e == NULL)
+        return clientCallStatus(c, &a);
+    if (--e->users > 0)
+        return clientOk(c);
+    pinIdleAppend(&c->pins, e);
+    if (e->stale) {
+        pinUnlink(&c->pins, e);
+        if (pinSendReleases(c, &e, 1) < 0)
+            return -1;
+    } else if (c->pins.idle > c->pins.maxIdle && pinTrim(c, c->pins.maxIdle / 2) < 0) {
+        return -1;
+    }
+    return clientOk(c);
 }
 
 /* ---- copying put / get --------------------------------------------------------------------------
@@ -756,12 +1140,34 @@ void objClientFreeData(void *data)
 
 /* ---- delete / exists / fetch / info ---------------------------------------------------------- */
 
+/*
+ * Before this client deletes id: its cached entry must not serve the id
+ * again (the id may come back as another object). An idle entry's pin is
+ * given back first, so the delete frees at once; one in use is marked stale
+ * and goes back on its last release. Returns 0, or -1 with the error recorded.
+ */
+static int clientDropCached(ObjClient *c, const void *id, size_t idLen)
+{
+    PinEntry *e = pinFind(&c->pins, id, idLen, pinHash(id, idLen), 0);
+
+    if (e == NULL)
+        return 0;
+    if (e->users > 0) {
+        e->stale = 1;
+        return 0;
+    }
+    pinUnlink(&c->pins, e);
+    return pinSendReleases(c, &e, 1);
+}
+
 /* OBJ.DEL id: OK (freed now) and DEFERRED (pinned) are both success. Returns 0 or -1. */
 int objClientDelete(ObjClient *c, const void *id, size_t idLen)
 {
     CmdArgs a;
 
     if (clientIdCommand(c, "OBJ.DEL", id, idLen, &a) < 0)
+        return -1;
+    if (clientDropCached(c, id, idLen) < 0)
         return -1;
     return clientCallStatus(c, &a);
 }

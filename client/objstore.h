@@ -66,6 +66,55 @@ int objClientAbort(ObjClient *c, const void *id, size_t idLen);
 int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, ObjBuffer *out);
 int objClientRelease(ObjClient *c, const void *id, size_t idLen);
 
+/*
+ * Client-side pin cache (off by default; see README "Pin cache"). With it on,
+ * objClientRelease does not send OBJ.RELEASE at once: the object stays pinned
+ * on the server, and a later objClientPin of the same id (by value) is served
+ * from the cache without a round trip. Released ("idle") entries are given
+ * back in one pipelined batch of OBJ.RELEASE when there are more than maxIdle
+ * of them (the oldest go, down to maxIdle / 2), on objClientFlushReleases()
+ * and in objClientFree(). While an id is cached the server keeps its object
+ * pinned: OBJ.DEL of it (by anyone) answers DEFERRED and frees the memory
+ * only after the batch release, and a cached pin keeps returning that object
+ * even if the id was deleted and made again meanwhile; so use it for ids
+ * that are never reused, or flush after a delete. objClientDelete through the
+ * same client drops its own cached entry first.
+ */
+#define OBJ_PIN_CACHE_DEFAULT_IDLE 64
+
+/* Enable the cache with room for maxIdle idle entries (0: disable, which
+ * first gives every idle entry back). Returns 0, or -1 with the error of the
+ * release batch recorded (the cache is still reconfigured). */
+int objClientSetPinCache(ObjClient *c, size_t maxIdle);
+/* Send every deferred OBJ.RELEASE now, in one pipelined batch. Returns 0, or
+ * -1 with the first failing release's error (all are sent and forgotten). */
+int objClientFlushReleases(ObjClient *c);
+
+/* Counters of the pin cache since connect (all 0 while it was never on). */
+typedef struct ObjPinCacheStats {
+    uint64_t hits;     /* objClientPin calls served from the cache: no round trip */
+    uint64_t misses;   /* objClientPin calls that sent OBJ.PIN (cache on) */
+    uint64_t batches;  /* pipelined OBJ.RELEASE batches sent */
+    uint64_t released; /* OBJ.RELEASE commands sent in those batches */
+    size_t cached;     /* ids this cache holds pinned on the server now */
+    size_t idle;       /* of those, released by the program and not yet given back */
+    size_t maxIdle;    /* the bound set by objClientSetPinCache (0: off) */
+} ObjPinCacheStats;
+/* Fill *st. Returns 0, or -1 for a NULL client or st. */
+int objClientPinCacheStats(const ObjClient *c, ObjPinCacheStats *st);
+
+/*
+ * Prefault (off by default): when objClientPin answers from the server with
+ * an object of at least minBytes, populate this process's page tables for it
+ * with one madvise(MADV_POPULATE_READ) instead of a page fault per 4 KiB on
+ * first read; worth it when the program reads whole large objects (about 1.8x
+ * the read rate of fresh 1 MiB objects), not when it reads a few bytes of
+ * them, as the pin then costs time in proportion to the size. 0: off. A
+ * kernel without MADV_POPULATE_READ (before 5.14) turns it off silently.
+ * Returns 0, or -1 for a NULL client.
+ */
+int objClientSetPinPrefault(ObjClient *c, size_t minBytes);
+
 /* Copying variants: bytes travel through the Redis connection. */
 int objClientPut(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
                  const void *meta, size_t metaLen);

@@ -8,6 +8,8 @@
  * the first failure prints "not ok", the error code and message, and exits
  * 1. Ids carry the pid so runs against one node do not collide. Every wait
  * is bounded: server timeouts are short and polling loops stop after 2 s.
+ * The pin cache checks read the node's OBJ.STATS counters over a second,
+ * plain hiredis connection, so they assume nothing else uses the node.
  *
  * Build (from the repository root):
  *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Iclient \
@@ -28,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+
+#include <hiredis/hiredis.h>
 
 #define BIG_SIZE         (8u * 1024 * 1024)
 #define POLL_LIMIT_MS    2000
@@ -672,6 +676,251 @@ static void testDisconnectAbortsCreatedAndDropsPins(ObjClient *c)
     expectOk(c, objClientDelete(c, pinned, strlen(pinned)), "delete");
 }
 
+/* ---- pin cache ------------------------------------------------------------------------------ */
+
+/* One numeric OBJ.STATS field of the node, read over a plain hiredis
+ * connection (ends the run when it cannot be read). */
+static unsigned long long nodeStat(const char *name)
+{
+    redisContext *rc = redisConnect(testHost, testPort);
+    unsigned long long v = 0;
+    redisReply *r;
+    int found = 0;
+
+    check(rc != NULL && rc->err == 0, NULL, "hiredis connect for OBJ.STATS");
+    r = redisCommand(rc, "OBJ.STATS");
+    check(r != NULL && r->type == REDIS_REPLY_ARRAY, NULL, "OBJ.STATS answers an array");
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *val = r->element[i + 1];
+        if (k->str != NULL && strcmp(k->str, name) == 0) {
+            found = 1;
+            v = val->type == REDIS_REPLY_INTEGER ? (unsigned long long)val->integer
+                                                 : strtoull(val->str ? val->str : "0", NULL, 10);
+        }
+    }
+    check(found, NULL, "OBJ.STATS has field %s", name);
+    freeReplyObject(r);
+    redisFree(rc);
+    return v;
+}
+
+static ObjPinCacheStats cacheStats(ObjClient *c)
+{
+    ObjPinCacheStats st;
+
+    check(objClientPinCacheStats(c, &st) == 0, c, "pin cache stats");
+    return st;
+}
+
+static void testPinCacheIsOffByDefault(ObjClient *c)
+{
+    ObjPinCacheStats st = cacheStats(c);
+
+    check(st.maxIdle == 0 && st.cached == 0 && st.hits == 0, c, "the pin cache is off by default");
+    check(objClientPinCacheStats(NULL, &st) == -1 && objClientPinCacheStats(c, NULL) == -1, c,
+          "stats of a NULL client or into NULL fail");
+    check(objClientSetPinCache(NULL, 4) == -1 && objClientFlushReleases(NULL) == -1, NULL,
+          "set/flush of a NULL client fail");
+}
+
+static void testCachedPinMakesNoRoundTrip(void)
+{
+    const char *id = tid("pc-hit");
+    unsigned char pattern[8192];
+    ObjClient *c = connectNode();
+    unsigned long long pins0, pins1;
+    ObjBuffer a, b;
+    ObjPinCacheStats st;
+    ObjInfo info;
+
+    fillPattern(pattern, sizeof(pattern), 11);
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, sizeof(pattern), "mm", 2), "put");
+    expectOk(c, objClientSetPinCache(c, 8), "enable the pin cache (8 idle)");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &a), "first pin (a miss)");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "lazy release");
+    pins0 = nodeStat("pins");
+    for (int i = 0; i < 100; i++) {
+        if (objClientPin(c, id, strlen(id), 0, &b) < 0 || objClientRelease(c, id, strlen(id)) < 0)
+            check(0, c, "cached pin + release %d", i);
+    }
+    pins1 = nodeStat("pins");
+    check(pins1 == pins0, c, "100 cached pins sent no OBJ.PIN (server pins %llu -> %llu)", pins0,
+          pins1);
+    st = cacheStats(c);
+    check(st.hits == 100 && st.misses == 1 && st.cached == 1 && st.idle == 1, c,
+          "stats: 100 hits, 1 miss, 1 idle entry");
+    check(b.data == a.data && b.size == sizeof(pattern) &&
+              memcmp(b.data, pattern, sizeof(pattern)) == 0 && b.metaSize == 2 &&
+              memcmp(b.meta, "mm", 2) == 0,
+          c, "a cached pin reads the right bytes and metadata");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 1, c, "the server holds one pin for the cached entry");
+    expectOk(c, objClientFlushReleases(c), "flush");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info after flush");
+    check(info.pins == 0, c, "flush gave the pin back");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(c);
+}
+
+static void testLazyReleasesGoInOnePipelinedBatch(void)
+{
+    enum { MAX_IDLE = 8, OBJECTS = MAX_IDLE + 1 };
+    ObjClient *c = connectNode();
+    char ids[OBJECTS][64];
+    unsigned long long rel0, rel1;
+    ObjPinCacheStats st;
+    ObjBuffer b;
+
+    expectOk(c, objClientSetPinCache(c, MAX_IDLE), "enable the pin cache (8 idle)");
+    for (int i = 0; i < OBJECTS; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%s:%d", tid("pc-batch"), i);
+        expectOk(c, objClientPut(c, ids[i], strlen(ids[i]), "v", 1, NULL, 0), "put");
+    }
+    rel0 = nodeStat("releases");
+    for (int i = 0; i < MAX_IDLE; i++) {
+        if (objClientPin(c, ids[i], strlen(ids[i]), 0, &b) < 0 ||
+            objClientRelease(c, ids[i], strlen(ids[i])) < 0)
+            check(0, c, "pin + release %s", ids[i]);
+    }
+    check(nodeStat("releases") == rel0, c, "8 releases within the bound send nothing");
+    st = cacheStats(c);
+    check(st.idle == MAX_IDLE && st.batches == 0, c, "8 idle entries, no batch yet");
+    expectOk(c, objClientPin(c, ids[MAX_IDLE], strlen(ids[MAX_IDLE]), 0, &b), "ninth pin");
+    expectOk(c, objClientRelease(c, ids[MAX_IDLE], strlen(ids[MAX_IDLE])),
+             "ninth release (over the bound)");
+    rel1 = nodeStat("releases");
+    st = cacheStats(c);
+    check(st.batches == 1 && st.released == MAX_IDLE / 2 + 1 && rel1 - rel0 == st.released, c,
+          "one batch gave back the %d oldest (server releases +%llu)", MAX_IDLE / 2 + 1,
+          rel1 - rel0);
+    check(st.idle == MAX_IDLE / 2, c, "the %d youngest stay cached", MAX_IDLE / 2);
+    expectOk(c, objClientPin(c, ids[0], strlen(ids[0]), 0, &b), "pin of an evicted id");
+    check(cacheStats(c).misses == OBJECTS + 1, c, "an evicted id is a miss");
+    expectOk(c, objClientRelease(c, ids[0], strlen(ids[0])), "release");
+    expectOk(c, objClientFlushReleases(c), "flush");
+    st = cacheStats(c);
+    check(st.batches == 2 && st.idle == 0 && st.cached == 0, c,
+          "flush sent the rest in one more batch");
+    check(nodeStat("releases") - rel0 == st.released, c, "the server saw every release");
+    for (int i = 0; i < OBJECTS; i++)
+        expectOk(c, objClientDelete(c, ids[i], strlen(ids[i])), "delete");
+    objClientFree(c);
+}
+
+static void testDisconnectReleasesEveryCachedPin(ObjClient *c)
+{
+    const char *idle = tid("pc-dc-idle"), *used = tid("pc-dc-used");
+    ObjClient *gone = connectNode();
+    ObjBuffer b;
+    ObjInfo info;
+
+    expectOk(c, objClientPut(c, idle, strlen(idle), "i", 1, NULL, 0), "put");
+    expectOk(c, objClientPut(c, used, strlen(used), "u", 1, NULL, 0), "put");
+    expectOk(gone, objClientSetPinCache(gone, 16), "enable the pin cache");
+    expectOk(gone, objClientPin(gone, idle, strlen(idle), 0, &b), "pin");
+    expectOk(gone, objClientRelease(gone, idle, strlen(idle)), "lazy release");
+    expectOk(gone, objClientPin(gone, used, strlen(used), 0, &b), "pin left unreleased");
+    expectOk(c, objClientInfo(c, idle, strlen(idle), &info), "info");
+    check(info.pins == 1, c, "the idle entry is still pinned on the server");
+    objClientFree(gone);
+    check(pollUntil(c, idle, hasNoPins), c, "disconnect gave back the idle entry's pin");
+    check(pollUntil(c, used, hasNoPins), c, "and the pin in use");
+    expectOk(c, objClientDelete(c, idle, strlen(idle)), "delete");
+    expectOk(c, objClientDelete(c, used, strlen(used)), "delete");
+}
+
+static void testDeleteOfCachedObjectFreesAfterTheBatch(ObjClient *other)
+{
+    const char *id = tid("pc-del");
+    unsigned char pattern[4096];
+    ObjClient *c = connectNode();
+    unsigned long long deleting0;
+    ObjBuffer b;
+    int exists = -1;
+
+    fillPattern(pattern, sizeof(pattern), 23);
+    expectOk(c, objClientSetPinCache(c, 4), "enable the pin cache");
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, sizeof(pattern), NULL, 0), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "pin");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "lazy release");
+    deleting0 = nodeStat("objects_deleting");
+    expectOk(other, objClientDelete(other, id, strlen(id)),
+             "delete by another client (DEFERRED: the cache holds the pin)");
+    expectOk(other, objClientExists(other, id, strlen(id), &exists), "exists");
+    check(exists == 0, other, "the id is gone at once");
+    check(nodeStat("objects_deleting") == deleting0 + 1, c, "the memory is not freed yet");
+    check(memcmp(b.data, pattern, sizeof(pattern)) == 0, c, "the cached bytes are intact");
+    expectOk(c, objClientFlushReleases(c), "flush (the batch release)");
+    check(nodeStat("objects_deleting") == deleting0, c, "the batch release freed it");
+    objClientFree(c);
+}
+
+static void testOwnDeleteDropsTheCachedEntry(void)
+{
+    const char *id = tid("pc-owndel");
+    unsigned long long deleting0 = nodeStat("objects_deleting");
+    ObjClient *c = connectNode();
+    ObjBuffer b;
+
+    expectOk(c, objClientSetPinCache(c, 4), "enable the pin cache");
+    expectOk(c, objClientPut(c, id, strlen(id), "old", 3, NULL, 0), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "pin");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "lazy release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete through the caching client");
+    check(nodeStat("objects_deleting") == deleting0, c, "its idle pin went back first: freed now");
+    expectOk(c, objClientPut(c, id, strlen(id), "new", 3, NULL, 0), "put of the same id");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "pin");
+    check(b.size == 3 && memcmp(b.data, "new", 3) == 0, c, "the pin sees the new object");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete while pinned (entry marked stale)");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release of the stale entry");
+    check(cacheStats(c).cached == 0, c, "a stale entry is given back on its last release");
+    check(nodeStat("objects_deleting") == deleting0, c, "and the object is freed");
+    objClientFree(c);
+}
+
+static void testPinTakenBeforeTheCacheIsReleasedDirectly(ObjClient *c)
+{
+    const char *id = tid("pc-before");
+    ObjBuffer b;
+    ObjInfo info;
+
+    expectOk(c, objClientPut(c, id, strlen(id), "x", 1, NULL, 0), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "pin with the cache off");
+    expectOk(c, objClientSetPinCache(c, 4), "enable the pin cache");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "pin with the cache on (a miss)");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release: the cached entry goes idle");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release: the uncached pin goes at once");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 1, c, "only the idle entry's pin is left");
+    expectOk(c, objClientSetPinCache(c, 0), "disable the cache (gives idle entries back)");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 0 && cacheStats(c).cached == 0, c, "no pins left");
+    expectErr(c, objClientRelease(c, id, strlen(id)), OBJ_ERR_WRONGSTATE, "one release too many");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
+static void testPrefaultedPinSeesTheSameBytes(void)
+{
+    const char *id = tid("prefault");
+    size_t size = 1u << 20;
+    unsigned char *pattern = malloc(size);
+    ObjClient *c = connectNode();
+    ObjBuffer b;
+
+    check(pattern != NULL, NULL, "allocate 1 MiB");
+    fillPattern(pattern, size, 31);
+    check(objClientSetPinPrefault(NULL, 1) == -1, NULL, "prefault of a NULL client fails");
+    expectOk(c, objClientSetPinPrefault(c, 64 * 1024), "prefault pins of 64 KiB and more");
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, size, NULL, 0), "put 1 MiB");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &b), "prefaulted pin");
+    check(b.size == size && memcmp(b.data, pattern, size) == 0, c,
+          "a prefaulted pin reads the right bytes");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(c);
+    free(pattern);
+}
+
 /* ---- fetch ---------------------------------------------------------------------------------- */
 
 static void testFetch(ObjClient *c)
@@ -732,6 +981,14 @@ int main(int argc, char **argv)
     testCreatedObjectIsInvisibleToOthers(c);
     testDisconnectAbortsCreatedAndDropsPins(c);
     testFetch(c);
+    testPinCacheIsOffByDefault(c);
+    testCachedPinMakesNoRoundTrip();
+    testLazyReleasesGoInOnePipelinedBatch();
+    testDisconnectReleasesEveryCachedPin(c);
+    testDeleteOfCachedObjectFreesAfterTheBatch(c);
+    testOwnDeleteDropsTheCachedEntry();
+    testPinTakenBeforeTheCacheIsReleasedDirectly(c);
+    testPrefaultedPinSeesTheSameBytes();
     objClientFree(c);
 
     printf("1..%d\n", testChecks);
