@@ -7,7 +7,10 @@
 #define OBJSTORE_FUZZ_GEN_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t fuzzState;
 
@@ -30,6 +33,30 @@ static inline double fuzzNow(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The drivers' common options: -n INPUTS, -t SECONDS, -s SEED (each left
+ * as the caller's default when absent); seeds the generator. Returns 0, or
+ * 2 after printing the usage on a bad option. */
+static inline int fuzzParseArgs(int argc, char **argv, uint64_t *inputs, double *seconds,
+                                uint64_t *seed)
+{
+    int opt;
+
+    while ((opt = getopt(argc, argv, "n:t:s:")) != -1) {
+        if (opt == 'n')
+            *inputs = strtoull(optarg, NULL, 10);
+        else if (opt == 't')
+            *seconds = atof(optarg);
+        else if (opt == 's')
+            *seed = strtoull(optarg, NULL, 10);
+        else {
+            fprintf(stderr, "usage: %s [-n INPUTS] [-t SECONDS] [-s SEED]\n", argv[0]);
+            return 2;
+        }
+    }
+    fuzzState = *seed;
+    return 0;
 }
 
 #endif /* OBJSTORE_FUZZ_GEN_H */

@@ -37,7 +37,7 @@
         }                                                                                          \
     } while (0)
 
-static unsigned long long seed = 1;
+static uint64_t seed = 1;
 static unsigned long privOk, msgsOk, switches, refused;
 
 static void fuzzPriv(void)
@@ -174,30 +174,20 @@ static void fuzzSequence(void)
 
 int main(int argc, char **argv)
 {
-    long n = 100000;
+    uint64_t n = 100000;
     double seconds = 20;
-    int o;
 
-    while ((o = getopt(argc, argv, "n:t:s:")) != -1) {
-        if (o == 'n')
-            n = atol(optarg);
-        else if (o == 't')
-            seconds = atof(optarg);
-        else if (o == 's')
-            seed = strtoull(optarg, NULL, 10);
-        else
-            return 2;
-    }
-    fuzzState = seed;
+    if (fuzzParseArgs(argc, argv, &n, &seconds, &seed))
+        return 2;
     double end = fuzzNow() + seconds;
-    long i;
+    uint64_t i;
     for (i = 0; i < n && fuzzNow() < end; i++) {
         fuzzPriv();
         fuzzSequence();
     }
-    printf("fuzz_rdmaproto: %ld sequences (seed %llu): private data accepted %lu, messages "
+    printf("fuzz_rdmaproto: %llu sequences (seed %llu): private data accepted %lu, messages "
            "accepted %lu, ring switches %lu, refusals %lu\n",
-           i, seed, privOk, msgsOk, switches, refused);
+           (unsigned long long)i, (unsigned long long)seed, privOk, msgsOk, switches, refused);
     /* A generator that never reaches the deep paths tests nothing. */
     if (!privOk || !msgsOk || !switches || !refused) {
         fprintf(stderr, "fuzz_rdmaproto: the generator did not reach every path\n");

@@ -196,21 +196,9 @@ int main(int argc, char **argv)
 {
     uint64_t inputs = 20000, seed = 1;
     double seconds = 8;
-    int opt;
 
-    while ((opt = getopt(argc, argv, "n:t:s:")) != -1) {
-        if (opt == 'n')
-            inputs = strtoull(optarg, NULL, 10);
-        else if (opt == 't')
-            seconds = atof(optarg);
-        else if (opt == 's')
-            seed = strtoull(optarg, NULL, 10);
-        else {
-            fprintf(stderr, "usage: %s [-n INPUTS] [-t SECONDS] [-s SEED]\n", argv[0]);
-            return 2;
-        }
-    }
-    fuzzState = seed;
+    if (fuzzParseArgs(argc, argv, &inputs, &seconds, &seed))
+        return 2;
     static uint8_t in[FUZZ_MAX_INPUT];
     double start = fuzzNow();
     uint64_t done = 0;
