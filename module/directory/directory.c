@@ -50,6 +50,13 @@
 #endif
 /* Queued operations taken and sent per round trip. */
 #define OBJ_DIR_PIPELINE 256
+/* Publishes and unpublishes wait this long for company before they are
+ * sent (unless a read, a full pipeline or a stop comes first): one round
+ * trip, and one wake-up of this thread and of the directory Redis, then
+ * carries every seal and delete of those milliseconds instead of one each.
+ * A location becomes visible to others that much later; a lookup never
+ * waits for it. */
+#define OBJ_DIR_WRITE_DELAY_MS 2
 /* MOVED/ASK hops followed for one command before giving up on it. */
 #define OBJ_DIR_REDIRECTS_MAX 5
 
@@ -120,6 +127,7 @@ typedef struct DirState {
     int stopping;         /* the thread must unregister and exit */
     DirOp *head, *tail;   /* FIFO of requests */
     size_t pendingWrites; /* publishes + unpublishes in the queue */
+    int64_t writesSinceMs; /* when the oldest of them was queued (dirNowMs), 0 if none */
     size_t pendingReads;  /* lookups + listings in the queue */
     int needSnapshot;     /* re-publish everything at the next chance */
     DirStats stats;
@@ -311,10 +319,15 @@ static void dirResultSet(DirResult *res, DirStatus status, const char *fmt, ...)
 
 static void dirCountLocked(const DirOp *op, int delta)
 {
-    if (dirOpIsWrite(op))
+    if (dirOpIsWrite(op)) {
+        if (dir.pendingWrites == 0 && delta > 0)
+            dir.writesSinceMs = dirNowMs();
         dir.pendingWrites += (size_t)delta;
-    else
+        if (dir.pendingWrites == 0)
+            dir.writesSinceMs = 0;
+    } else {
         dir.pendingReads += (size_t)delta;
+    }
 }
 
 static void dirPushLocked(DirOp *op)
@@ -326,7 +339,10 @@ static void dirPushLocked(DirOp *op)
         dir.head = op;
     dir.tail = op;
     dirCountLocked(op, 1);
-    pthread_cond_signal(&dir.wake);
+    /* A write that joins others already waiting need not wake the thread:
+     * it is asleep until their delay ends (OBJ_DIR_WRITE_DELAY_MS). */
+    if (!dirOpIsWrite(op) || dir.pendingWrites == 1 || dir.pendingWrites >= OBJ_DIR_PIPELINE)
+        pthread_cond_signal(&dir.wake);
 }
 
 /* Unlinks up to max operations from the head, in order. */
@@ -1579,7 +1595,8 @@ static void dirWaitLocked(int64_t deadlineMs)
  * The directory thread: (re)connect when due, renew the heartbeat when due,
  * then take the next piece of work -- while some shard is down only the
  * reads (those for live shards are answered, the others refused at once),
- * else a batch of the queue, or a re-publish after a queue overflow -- or
+ * else a batch of the queue (writes alone first wait OBJ_DIR_WRITE_DELAY_MS
+ * for company), or a re-publish after a queue overflow -- or
  * sleep until the next deadline. On stop: unregister, refuse what is left,
  * exit.
  */
@@ -1611,7 +1628,10 @@ static void *dirThreadMain(void *unused)
                 if (dir.haveMap && dir.nextHeartbeatMs < deadline)
                     deadline = dir.nextHeartbeatMs;
             } else {
-                if (dir.head != NULL) {
+                int64_t writesDue = dir.writesSinceMs + OBJ_DIR_WRITE_DELAY_MS;
+                if (dir.head != NULL &&
+                    (dir.pendingReads > 0 || dir.pendingWrites >= OBJ_DIR_PIPELINE ||
+                     dirNowMs() >= writesDue)) {
                     work = dirTakeLocked(OBJ_DIR_PIPELINE);
                     break;
                 }
@@ -1621,6 +1641,8 @@ static void *dirThreadMain(void *unused)
                     break;
                 }
                 deadline = dir.nextHeartbeatMs;
+                if (dir.head != NULL && writesDue < deadline)
+                    deadline = writesDue; /* only writes, waiting for company */
             }
             if (dirNowMs() >= deadline)
                 break;
