@@ -121,15 +121,15 @@ typedef struct DirOp {
 typedef struct DirState {
     /* Shared with the callers; everything in this group is guarded by lock. */
     pthread_mutex_t lock;
-    pthread_cond_t wake;  /* work queued or stop requested */
-    int started;          /* between dirStart and the end of dirStop */
-    int accepting;        /* callers may enqueue */
-    int stopping;         /* the thread must unregister and exit */
-    DirOp *head, *tail;   /* FIFO of requests */
-    size_t pendingWrites; /* publishes + unpublishes in the queue */
+    pthread_cond_t wake;   /* work queued or stop requested */
+    int started;           /* between dirStart and the end of dirStop */
+    int accepting;         /* callers may enqueue */
+    int stopping;          /* the thread must unregister and exit */
+    DirOp *head, *tail;    /* FIFO of requests */
+    size_t pendingWrites;  /* publishes + unpublishes in the queue */
     int64_t writesSinceMs; /* when the oldest of them was queued (dirNowMs), 0 if none */
-    size_t pendingReads;  /* lookups + listings in the queue */
-    int needSnapshot;     /* re-publish everything at the next chance */
+    size_t pendingReads;   /* lookups + listings in the queue */
+    int needSnapshot;      /* re-publish everything at the next chance */
     DirStats stats;
 
     /* Owned by the directory thread (set up before it starts). */
