@@ -55,22 +55,6 @@ typedef struct FuzzPay {
 
 static uint64_t fuzzFrames, fuzzPayloads, fuzzGivenUp, fuzzErrors, fuzzInputs;
 
-static void fuzzCheck(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_framer: invariant broken: %s\n", what);
-        abort();
-    }
-}
-
-static uint64_t fuzzMix(uint64_t h, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    return (h ^ len) * 0x100000001b3ULL;
-}
-
 /* A frame arrived: digest its canonical encoding; for DATA, say where its
  * payload goes. Returns 0, or -1 when the receiver closes the connection. */
 static int fuzzOnFrame(Framer *f, const WireMsg *m, FuzzPay *pay, FuzzRun *run)

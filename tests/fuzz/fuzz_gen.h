@@ -6,6 +6,7 @@
 #ifndef OBJSTORE_FUZZ_GEN_H
 #define OBJSTORE_FUZZ_GEN_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,25 @@ static inline double fuzzNow(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Abort the driver, naming the broken invariant, unless ok. */
+static inline void fuzzCheck(int ok, const char *what)
+{
+    if (!ok) {
+        fprintf(stderr, "%s: invariant broken: %s\n", program_invocation_short_name, what);
+        abort();
+    }
+}
+
+/* Fold len bytes into the running hash h (FNV-1a style, length included):
+ * how the drivers compare what several runs over one input produced. */
+static inline uint64_t fuzzMix(uint64_t h, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return (h ^ len) * 0x100000001b3ULL;
 }
 
 /* The drivers' common options: -n INPUTS, -t SECONDS, -s SEED (each left

@@ -36,22 +36,6 @@ typedef struct FuzzRun {
 
 static uint64_t fuzzRequests, fuzzErrors;
 
-static void fuzzCheck(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_resp: invariant broken: %s\n", what);
-        abort();
-    }
-}
-
-static uint64_t fuzzMix(uint64_t h, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
-    return (h ^ len) * 0x100000001b3ULL;
-}
-
 /* Feed data[0..len) to a fresh parser in pieces of the sizes cuts[] names
  * (cycled; 0 cuts = all at once) and record what it returned. */
 static void fuzzParse(const uint8_t *data, size_t len, const uint8_t *cuts, size_t nCuts, int auth,

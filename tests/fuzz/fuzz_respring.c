@@ -32,14 +32,6 @@
 
 static uint64_t fuzzAccepted, fuzzRejected, fuzzPrivOk;
 
-static void fuzzCheck(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_respring: invariant broken: %s\n", what);
-        abort();
-    }
-}
-
 /* The first 25 bytes: a private data length and 24 bytes of RespRdmaPriv. */
 static void fuzzPriv(const uint8_t *data, size_t len)
 {

@@ -240,6 +240,16 @@ def redis_blocked_clients(client):
     return int(m.group(1))
 
 
+def delete_everywhere(clients, *oids):
+    """OBJ.DEL every oid on every client's node, ignoring errors (test cleanup)."""
+    for c in clients:
+        for oid in oids:
+            try:
+                c.execute_command("OBJ.DEL", oid)
+            except Exception:
+                pass
+
+
 def wait_until(pred, timeout=5.0, interval=0.01, what="condition"):
     """Poll pred() until true; bounded by timeout. Returns the last value."""
     deadline = time.monotonic() + timeout

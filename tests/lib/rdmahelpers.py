@@ -10,7 +10,8 @@ with RDMA READs). Objects whose data plus metadata is below the owner's
 
 import time
 
-from objhelpers import (
+from objhelpers import (  # noqa: F401 (delete_everywhere: re-exported for the suite)
+    delete_everywhere,
     fetch,
     info,
     pairs,
@@ -119,15 +120,6 @@ def set_read_min(client, value):
     assert client.execute_command("CONFIG", "SET", "objstore.rdma-read-min", str(value)) == b"OK"
     got = client.execute_command("CONFIG", "GET", "objstore.rdma-read-min")
     assert int(got[1]) == value, f"rdma-read-min reads back as {got!r}"
-
-
-def delete_everywhere(clients, *oids):
-    for c in clients:
-        for oid in oids:
-            try:
-                c.execute_command("OBJ.DEL", oid)
-            except Exception:
-                pass
 
 
 def wait_gone(client, oid, timeout=10.0):

@@ -19,6 +19,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    delete_everywhere,
     WIRE_AUTH,
     WIRE_DATA,
     WIRE_FETCH,
@@ -106,15 +107,6 @@ def forget_in_directory(d, oid):
     d.execute_command("DEL", b"objstore:{" + oid + b"}:meta", b"objstore:{" + oid + b"}:loc")
 
 
-def cleanup(clients, *oids):
-    for x in clients:
-        for oid in oids:
-            try:
-                x.execute_command("OBJ.DEL", oid)
-            except ResponseError:
-                pass
-
-
 SIZES = [(0, b""), (1, b"m"), (4 * KIB, b"shape=64x64"), (32 * KIB, b"crossover"),
          (1 * MIB, b"\x00binary\r\nmeta\xff")]
 
@@ -136,7 +128,7 @@ def test_correct_hint_fetches_without_the_directory(a, b, d, uid, size, meta):
     assert b1["objects_created"] == 0
     # The copy is published as usual.
     wait_locations(b, uid, ["B"])
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_wrong_hint_falls_back_to_the_directory(a, b, c, uid):
@@ -151,7 +143,7 @@ def test_wrong_hint_falls_back_to_the_directory(a, b, c, uid):
     assert stat_delta(b0, b1, *HINT) == {"transfer_hint_hits": 0, "transfer_hint_fallbacks": 1}
     assert b1["directory_lookups"] - b0["directory_lookups"] >= 1
     assert b1["objects_created"] == 0
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_unknown_node_name_falls_back(a, b, uid):
@@ -164,7 +156,7 @@ def test_unknown_node_name_falls_back(a, b, uid):
     assert_same_object(b, uid, data, b"u")
     assert stat_delta(b0, stats(b), *HINT) == {
         "transfer_hint_hits": 0, "transfer_hint_fallbacks": 1}
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_hint_to_a_missing_object_answers_notfound(a, b, uid):
@@ -193,7 +185,7 @@ def test_several_ids_share_the_hint_each_falling_back_alone(a, b, c, uid):
     b1 = stats(b)
     assert stat_delta(b0, b1, *HINT) == {"transfer_hint_hits": 3, "transfer_hint_fallbacks": 2}
     assert b1["objects_created"] == 0
-    cleanup([a, b, c], *on_a, on_c)
+    delete_everywhere([a, b, c], *on_a, on_c)
 
 
 def test_hint_naming_this_node_is_a_local_hit_only(a, b, uid):
@@ -211,7 +203,7 @@ def test_hint_naming_this_node_is_a_local_hit_only(a, b, uid):
     assert b1["objects"] == b0["objects"] and b1["objects_created"] == 0
     assert stat_delta(b0, b1, "fetch_requests", *HINT) == {
         "fetch_requests": 0, "transfer_hint_hits": 0, "transfer_hint_fallbacks": 0}
-    cleanup([a, b], here, there)
+    delete_everywhere([a, b], here, there)
 
 
 def test_dead_hint_falls_back(make_cluster, uid):
@@ -274,7 +266,7 @@ def test_timeout_with_a_hint_that_never_answers_leaves_nothing(a, b, d, uid):
     # The node is healthy: the same object comes without the hint.
     assert fetch(b, uid) == ["OK"]
     assert_same_object(b, uid, data, b"t")
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_hint_connection_is_reused(a, b, uid):
@@ -289,7 +281,7 @@ def test_hint_connection_is_reused(a, b, uid):
     assert stat_delta(b0, b1, "transfer_connections", "directory_lookups", *HINT) == {
         "transfer_connections": 0, "directory_lookups": 0, "transfer_hint_hits": 1,
         "transfer_hint_fallbacks": 0}
-    cleanup([a, b], first, second)
+    delete_everywhere([a, b], first, second)
 
 
 def test_concurrent_hinted_fetches_of_one_id_share_the_transfer(cl, a, uid):
@@ -302,7 +294,7 @@ def test_concurrent_hinted_fetches_of_one_id_share_the_transfer(cl, a, uid):
     for call in calls:
         assert call.result(timeout=30.0) == [b"OK"]
     assert_same_object(b1, uid, data, b"s")
-    cleanup([a, b1], uid)
+    delete_everywhere([a, b1], uid)
 
 
 BAD_ARGS = [
@@ -412,4 +404,4 @@ def test_owner_checksum_mismatch_falls_back_to_the_directory(cl, a, b, d, uid):
     b1 = stats(b)
     assert stat_delta(b0, b1, *HINT) == {"transfer_hint_hits": 0, "transfer_hint_fallbacks": 1}
     assert b1["objects_created"] == 0
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
