@@ -137,6 +137,7 @@ UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
+UNIT_LIBS_test_rdmaproto := transfer common
 UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_resp     := redis
 UNIT_LIBS_test_slots    := directory common
@@ -203,15 +204,6 @@ $(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c m
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
 	    module/redis/resp.c -o $@
 
-# The RDMA transport's private data, immediates and two-ring receive rules.
-FUZZ_RDMAPROTO := build/fuzz/fuzz_rdmaproto_standalone
-$(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/transfer/rdmaproto.c \
-    module/transfer/rdmaproto.h module/transfer/wire.c module/rdma/ring.c
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_rdmaproto.c \
-	    module/transfer/rdmaproto.c module/transfer/wire.c module/rdma/ring.c -lcrypto -o $@
-
 # The TCP stream reassembly's target: the same frames and payload bytes however
 # the stream is cut, nothing written past a payload's destination.
 FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
@@ -231,10 +223,9 @@ $(FUZZ_RESPRING): tests/fuzz/fuzz_respring.c tests/fuzz/fuzz_gen.h module/rdma/r
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	    tests/fuzz/fuzz_respring.c module/rdma/respring.c module/rdma/ring.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_RESPRING)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_FRAMER) $(FUZZ_RESPRING)
 	$(FUZZ_BIN)
 	$(FUZZ_RESP)
-	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
 	$(FUZZ_RESPRING)
 

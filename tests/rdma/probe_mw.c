@@ -77,8 +77,8 @@ static int probeSelfConnect(struct ibv_context *ctx, int gidIndex, int access)
     a.ah_attr.dlid = pa.lid;
     a.ah_attr.port_num = 1;
     if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         return -1;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
@@ -190,8 +190,8 @@ int main(int argc, char **argv)
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     uint8_t *buf = aligned_alloc(4096, 2 * PROBE_LEN);
     memset(buf, 0xAB, PROBE_LEN);
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * PROBE_LEN,
-                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    struct ibv_mr *mr =
+        ibv_reg_mr(pd, buf, 2 * PROBE_LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
     if (!mr) {
         printf("probe_mw: ibv_reg_mr with MW_BIND: %s\n", strerror(errno));
         return 1;
@@ -237,8 +237,8 @@ int main(int argc, char **argv)
     /* Step 3: bind, invalidate, read. */
     probeReset(ctx, gidIndex, access, &mw, pd);
     rkey = probeBind(mw, sub, buf + 4096);
-    struct ibv_send_wr inv = {.wr_id = 3, .opcode = IBV_WR_LOCAL_INV,
-                              .send_flags = IBV_SEND_SIGNALED};
+    struct ibv_send_wr inv = {
+        .wr_id = 3, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED};
     inv.invalidate_rkey = rkey;
     st = rkey ? probePost(&inv) : -1;
     probeSay("local invalidate", st);
