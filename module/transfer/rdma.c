@@ -416,12 +416,16 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
     RdmaConn *c = (RdmaConn *)base;
     const uint8_t *a = addr;
 
-    if (c->closing || !c->authed || len == 0 || a < rd.arenaBase ||
-        a + len > rd.arenaBase + rd.arenaSize)
+    if (c->closing || !c->authed || a < rd.arenaBase || a + len > rd.arenaBase + rd.arenaSize)
         return NULL;
     Window *w = rdmaWindowTake(c);
     if (!w)
         return NULL;
+    if (len == 0) { /* nothing to read: no key at all */
+        w->state = WIN_BOUND;
+        *rkey = 0;
+        return w;
+    }
     RegEntry *r = regGet(a, len);
     if (!r)
         return NULL;
@@ -477,8 +481,10 @@ static void rdmaRevokeRead(Conn *base, void *grant, void *cookie)
     if (c->closing || !w)
         return;
     w->cookie = cookie;
-    if (rd.keys == RDMA_KEYS_OBJREG) { /* nothing to invalidate: the key stays the object's */
-        regPut(w->reg);
+    if (rd.keys == RDMA_KEYS_OBJREG || !w->reg) { /* no window bound (the key stays the
+                                                   * object's, or there was none) */
+        if (w->reg)
+            regPut(w->reg);
         w->reg = NULL;
         w->state = WIN_FREE;
         host->onSendDone(base, cookie);

@@ -78,7 +78,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
-    int inlineOk = !c->ops->grantRead || total == 0 ||
+    int inlineOk = !c->ops->grantRead ||
                    (total < engineConfig()->rdmaReadMin && total <= c->ops->maxInline(c));
     engineStatsBegin();
     if (inlineOk)
