@@ -159,16 +159,24 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
-              $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile
+              $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
+              $(BUILD)/tests/rdma/probe_mw $(BUILD)/bin/mw-cost
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lhiredis
-# A misbehaving node on the transfer transport: the project's own wire encoder
-# and ring arithmetic, linked from the component libraries.
+# A misbehaving node on the transfer transport: the project's own RDMA stream,
+# framer and wire encoder, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
     $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto
+# What the device does with type-2 memory windows, and what they cost per transfer.
+$(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
+$(BUILD)/bin/mw-cost: bench/mw-cost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
 $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)

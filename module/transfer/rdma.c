@@ -450,6 +450,9 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
         regPut(r);
         return NULL;
     }
+    /* The provider names the window by mw->rkey, its current key (rxe
+     * checks it): after this bind that is the new one. */
+    w->mw->rkey = key;
     w->rkey = key;
     w->reg = r;
     w->state = WIN_BINDING;
