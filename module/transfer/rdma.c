@@ -1129,11 +1129,19 @@ static size_t rdmaMaxInline(Conn *base)
  * dead-peer checks of the stream. */
 static void rdmaTick(void)
 {
-    RdmaConn *next;
+    uint64_t ids[256];
+    int n = 0;
 
-    for (RdmaConn *c = rd.all; c; c = next) {
-        next = c->nextAll;
-        rdmaProgress(c); /* may close and free c, never another connection */
+    /* By id: what one connection's progress tells the engine may close others. */
+    for (RdmaConn *c = rd.all; c && n < 256; c = c->nextAll)
+        ids[n++] = c->base.id;
+    for (int i = 0; i < n; i++) {
+        for (RdmaConn *c = rd.all; c; c = c->nextAll) {
+            if (c->base.id == ids[i]) {
+                rdmaProgress(c);
+                break;
+            }
+        }
     }
 }
 
