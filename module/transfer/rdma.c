@@ -499,18 +499,39 @@ static void rdmaRevokeRead(Conn *base, void *grant, void *cookie)
         rdmaCloseConn(base, "cannot invalidate a memory window");
 }
 
-/* Free every window of a connection whose QP is gone (flushed), dropping
- * their registrations' references. */
+/* Kill every window of a closing connection: its QP is moved to the error
+ * state first (nothing more is answered or executed on it), then each
+ * window is deallocated, which invalidates it at once. Before the QP is
+ * destroyed: a bound type-2 window holds a reference on its QP (rxe waits
+ * for it). The Window records stay until the flush has passed their
+ * completions on (rdmaWindowsFree). */
+static void rdmaWindowsKill(RdmaConn *c)
+{
+    struct ibv_qp *qp = c->s ? rdmaStreamQp(c->s) : NULL;
+
+    if (qp && c->windows) {
+        struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+        int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+        if (rc)
+            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+    }
+    for (Window *w = c->windows; w; w = w->next) {
+        if (w->mw) {
+            int rc = ibv_dealloc_mw(w->mw);
+            if (rc)
+                host->log("warning", "%s: ibv_dealloc_mw: %s", c->base.desc, strerror(rc));
+            w->mw = NULL;
+        }
+    }
+}
+
+/* Free the window records of a closed connection (after the stream's
+ * flush), dropping their registrations' references. */
 static void rdmaWindowsFree(RdmaConn *c)
 {
     while (c->windows) {
         Window *w = c->windows;
         c->windows = w->next;
-        if (w->mw) {
-            int rc = ibv_dealloc_mw(w->mw);
-            if (rc)
-                host->log("warning", "%s: ibv_dealloc_mw: %s", c->base.desc, strerror(rc));
-        }
         if (w->reg)
             regPut(w->reg);
         free(w);
@@ -878,11 +899,12 @@ static void rdmaUnlinkAll(RdmaConn *c)
     }
 }
 
-/* Close: the stream disconnects, moves its QP to error and waits for every
- * posted work request's completion or flush (our READs land nowhere after
- * it, and no READ of the peer is answered); then windows are freed, reads
- * reported failed, and only then the engine told (which drops the pins).
- * The RdmaConn itself is freed at once, or when the handler unwinds. */
+/* Close: the QP goes to the error state and the windows are deallocated
+ * (no READ of the peer is answered any more); the stream disconnects and
+ * waits for every posted work request's completion or flush (our READs
+ * land nowhere after it); then reads are reported failed, and only then
+ * the engine is told (which drops the pins). The RdmaConn itself is freed
+ * at once, or when the handler unwinds. */
 static void rdmaCloseConn(Conn *base, const char *why)
 {
     RdmaConn *c = (RdmaConn *)base;
@@ -894,6 +916,7 @@ static void rdmaCloseConn(Conn *base, const char *why)
     if (c->fd != -1)
         host->unwatch(c->fd);
     c->fd = -1;
+    rdmaWindowsKill(c);
     rdmaStreamFree(c->s); /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);

@@ -168,9 +168,10 @@ def test_peer_that_does_not_read_cannot_grow_the_send_queue(cluster):
 
 def test_peer_whose_queue_stops_moving_is_closed(cluster):
     a = cluster["A"]
-    # Enough PINGs to fill the peer's 64 KiB receive buffer with PONGs and queue a few
-    # hundred more, far below the queue's byte cap: only the stall check can end it.
-    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "no-read", "--count", 4000,
+    # Enough PINGs to fill the peer's 64 KiB receive buffer with PONGs (16 bytes each)
+    # and queue a few thousand more, far below the queue's byte cap: only the stall
+    # check can end it.
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "no-read", "--count", 8000,
                          "--secret", SECRET, "--name", "M3", "--dial", "A", "--seconds", 60)
     got, out = summary(peer, 90)
     assert "authenticated=1" in out, out
