@@ -6,18 +6,18 @@
  * object also registers its range (cached afterwards). This measures, on one
  * RC QP connected to itself:
  *
- *   bind+inv   a bind and an invalidation, each posted and its completion
- *              polled: wall and CPU microseconds per pair;
  *   reg        ibv_reg_mr + ibv_dereg_mr of an object's range (the cache's
  *              miss), per size;
- *   read       one transfer of SIZE bytes (chunked READs as the engine posts
- *              them, 1 MiB each) through a plain registration key (no window)
- *              vs. bind + the same READs + invalidate: wall and CPU per
- *              transfer, and the difference.
+ *   bind+inv   a bind over the object's registration and an invalidation,
+ *              each posted and its completion polled: wall and CPU
+ *              microseconds per pair, per size;
+ *   read       one READ of min(SIZE, 1 MiB) through a plain registration
+ *              key vs. bind + the same READ + invalidate (wall per transfer;
+ *              a QP looped onto itself on Soft-RoCE stalls on larger ones).
  *
  *   mw-cost [--iters N] [--sizes "1048576 4194304 16777216"] [DEVICE]
  *
- * One line per measurement ("mw-cost: ..."), then a CSV block. CPU time is
+ * A header line, then CSV, one row per size. CPU time is
  * the process's user+system time (getrusage), so it includes the busy
  * polling; wall time includes the device's work (Soft-RoCE: kernel threads).
  */
@@ -253,36 +253,13 @@ int main(int argc, char **argv)
     uint32_t rkey = mw->rkey;
 
     printf("mw-cost: device %s, %d iterations\n", ibv_get_device_name(dev), iters);
-    /* bind + invalidate alone, over a 1 MiB object registration */
-    struct ibv_mr *obj = ibv_reg_mr(pd, src, MW_CHUNK, IBV_ACCESS_MW_BIND);
-    if (!obj)
-        die("ibv_reg_mr (object)");
-    for (int i = 0; i < 50; i++) { /* warm-up */
-        bindWindow(mw, obj, src, MW_CHUNK, &rkey);
-        invalidate(rkey);
-        reap(2);
-    }
-    double w0 = wallUs(), c0 = cpuUs();
-    for (int i = 0; i < iters; i++) {
-        bindWindow(mw, obj, src, MW_CHUNK, &rkey);
-        reap(1);
-        invalidate(rkey);
-        reap(1);
-    }
-    double bindWall = (wallUs() - w0) / iters, bindCpu = (cpuUs() - c0) / iters;
-    printf("mw-cost: bind+inv wall_us=%.2f cpu_us=%.2f (each posted and polled)\n", bindWall,
-           bindCpu);
-    ibv_dereg_mr(obj);
-
-    printf("size_bytes,reg_dereg_us,plain_wall_us,plain_cpu_us,window_wall_us,window_cpu_us,"
-           "window_extra_wall_us,window_extra_cpu_us,bindinv_wall_us,bindinv_cpu_us\n");
+    printf("size_bytes,reg_dereg_us,bindinv_wall_us,bindinv_cpu_us,read_plain_wall_us,"
+           "read_window_wall_us,read_window_extra_wall_us\n");
     for (int si = 0; si < nSizes; si++) {
         size_t size = sizes[si];
-        /* about 64 MiB per measurement: Soft-RoCE in an emulated guest is slow */
-        int reps = (int)((64u << 20) / size);
-        reps = reps < 3 ? 3 : reps > 200 ? 200 : reps;
-        /* the registration cache's miss */
-        w0 = wallUs();
+        /* the registration cache's miss: register and deregister the object's range */
+        int reps = iters / 10 > 5 ? iters / 10 : 5;
+        double w0 = wallUs();
         for (int i = 0; i < reps; i++) {
             struct ibv_mr *r = ibv_reg_mr(pd, src, size, IBV_ACCESS_MW_BIND);
             if (!r)
@@ -290,32 +267,50 @@ int main(int argc, char **argv)
             ibv_dereg_mr(r);
         }
         double regUs = (wallUs() - w0) / reps;
-        /* plain: a registration with remote read, READ through its key */
-        struct ibv_mr *plain = ibv_reg_mr(pd, src, size, IBV_ACCESS_REMOTE_READ);
-        struct ibv_mr *objReg = ibv_reg_mr(pd, src, size, IBV_ACCESS_MW_BIND);
-        if (!plain || !objReg)
-            die("ibv_reg_mr");
-        readAll(dst, dstMr->lkey, src, plain->rkey, size); /* warm-up */
+        /* per transfer: bind a window over the object's registration, invalidate it */
+        struct ibv_mr *obj = ibv_reg_mr(pd, src, size, IBV_ACCESS_MW_BIND);
+        if (!obj)
+            die("ibv_reg_mr (object)");
+        for (int i = 0; i < 50; i++) { /* warm-up */
+            bindWindow(mw, obj, src, size, &rkey);
+            invalidate(rkey);
+            reap(2);
+        }
         w0 = wallUs();
-        c0 = cpuUs();
-        for (int i = 0; i < reps; i++)
-            readAll(dst, dstMr->lkey, src, plain->rkey, size);
-        double pw = (wallUs() - w0) / reps, pc = (cpuUs() - c0) / reps;
-        /* window: bind (before RNDV), the READs through the window, invalidate (DONE) */
-        w0 = wallUs();
-        c0 = cpuUs();
-        for (int i = 0; i < reps; i++) {
-            bindWindow(mw, objReg, src, size, &rkey);
+        double c0 = cpuUs();
+        for (int i = 0; i < iters; i++) {
+            bindWindow(mw, obj, src, size, &rkey);
             reap(1);
-            readAll(dst, dstMr->lkey, src, rkey, size);
             invalidate(rkey);
             reap(1);
         }
-        double ww = (wallUs() - w0) / reps, wc = (cpuUs() - c0) / reps;
-        printf("%zu,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.2f,%.2f\n", size, regUs, pw, pc, ww, wc,
-               ww - pw, wc - pc, bindWall, bindCpu);
+        double bindWall = (wallUs() - w0) / iters, bindCpu = (cpuUs() - c0) / iters;
+        /* one READ of up to 1 MiB through a plain key vs. bind + READ + invalidate (a
+         * QP looped onto itself on Soft-RoCE stalls on larger transfers) */
+        uint32_t rlen = size < MW_CHUNK ? (uint32_t)size : MW_CHUNK;
+        struct ibv_mr *plain = ibv_reg_mr(pd, src, rlen, IBV_ACCESS_REMOTE_READ);
+        if (!plain)
+            die("ibv_reg_mr (plain)");
+        int rreps = 20;
+        readAll(dst, dstMr->lkey, src, plain->rkey, rlen); /* warm-up */
+        w0 = wallUs();
+        for (int i = 0; i < rreps; i++)
+            readAll(dst, dstMr->lkey, src, plain->rkey, rlen);
+        double pw = (wallUs() - w0) / rreps;
+        w0 = wallUs();
+        for (int i = 0; i < rreps; i++) {
+            bindWindow(mw, obj, src, size, &rkey);
+            reap(1);
+            readAll(dst, dstMr->lkey, src, rkey, rlen);
+            invalidate(rkey);
+            reap(1);
+        }
+        double ww = (wallUs() - w0) / rreps;
+        printf("%zu,%.1f,%.2f,%.2f,%.1f,%.1f,%.1f\n", size, regUs, bindWall, bindCpu, pw, ww,
+               ww - pw);
+        fflush(stdout);
         ibv_dereg_mr(plain);
-        ibv_dereg_mr(objReg);
+        ibv_dereg_mr(obj);
     }
     return 0;
 }

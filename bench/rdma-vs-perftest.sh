@@ -415,7 +415,7 @@ if [ -x "$MWCOST" ]; then
     echo "rdma-vs-perftest: window bind + invalidate per transfer (build/bin/mw-cost)"
     {
         echo "# command: tests/softroce/run.sh bench/rdma-vs-perftest.sh ($MODE, $DEV)"
-        timeout $((TOOL_TIMEOUT * 4)) "$MWCOST" --iters 2000 --sizes "$BW_SIZES" "$DEV"
+        timeout $((TOOL_TIMEOUT * 4)) "$MWCOST" --iters 1000 --sizes "$BW_SIZES" "$DEV"
     } >"$OUT/rdma-mw-cost.csv" || {
         echo "rdma-vs-perftest: mw-cost failed" >&2
         status=1
