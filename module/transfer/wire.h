@@ -50,11 +50,10 @@ typedef enum WireType {
     WIRE_RNDV = 5,   /* size, metaSize, checksum, addr, rkey: read it yourself */
     WIRE_DONE = 6,   /* requester finished reading reqId: release the pin */
     WIRE_ERROR = 7,  /* code, text: reqId failed (or the session, if reqId is 0) */
-    WIRE_CREDIT = 8, /* credits: ring slots the sender may use again */
+    /* 8 and 11 were the RDMA slot ring's CREDIT and RING: no longer valid */
     WIRE_PING = 9,
     WIRE_PONG = 10,
-    WIRE_RING = 11, /* addr, rkey, slots, slotSize: the sender's ring after the handshake (RDMA) */
-    WIRE_TYPE_MAX = 11
+    WIRE_TYPE_MAX = 10
 } WireType;
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
@@ -72,7 +71,7 @@ typedef enum WireErr {
 typedef struct WireHdr {
     uint8_t type;     /* WireType */
     uint8_t flags;    /* must be 0 in version 1 */
-    uint16_t credits; /* piggybacked ring credits (RDMA), 0 on TCP */
+    uint16_t reserved; /* 0 when sent (was the slot ring's credits); not checked */
     uint32_t bodyLen; /* <= OBJ_WIRE_MAX_BODY */
     uint64_t reqId;
 } WireHdr;
@@ -107,13 +106,6 @@ typedef struct WireMsg {
             const char *text;
             uint16_t textLen; /* 0..OBJ_WIRE_TEXT_MAX */
         } error;
-        struct {
-            uint32_t credits;
-        } credit;
-        struct {
-            uint64_t addr;
-            uint32_t rkey, slots, slotSize;
-        } ring;
     } u;
 } WireMsg;
 
