@@ -1002,6 +1002,16 @@ static const char *rdmaPreauthRoom(const char *source)
     return rdmaPreauthVerdict(all, same);
 }
 
+/* Reject a connection request and destroy its id (logged when either
+ * fails). */
+static void rdmaRefuse(struct rdma_cm_id *id, const char *desc)
+{
+    if (rdma_reject(id, NULL, 0))
+        host->log("warning", "%s: rdma_reject: %s", desc, strerror(errno));
+    if (rdma_destroy_id(id))
+        host->log("warning", "%s: rdma_destroy_id: %s", desc, strerror(errno));
+}
+
 static void rdmaOnConnectRequest(struct rdma_cm_id *id)
 {
     char err[192], desc[64], source[INET6_ADDRSTRLEN];
@@ -1022,16 +1032,14 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
     snprintf(desc, sizeof(desc), "rdma %s (in)", source);
     if (full) {
         host->refused(desc, full);
-        if (rdma_reject(id, NULL, 0))
-            host->log("warning", "%s: rdma_reject: %s", desc, strerror(errno));
-        rdma_destroy_id(id);
+        rdmaRefuse(id, desc);
         return;
     }
     snprintf(desc, sizeof(desc), "%s:%d (in)", source, port);
     RdmaConn *c = rdmaNew(desc, 0);
     if (!c) {
-        rdma_reject(id, NULL, 0);
-        rdma_destroy_id(id);
+        host->log("warning", "%s: refused: out of memory", desc);
+        rdmaRefuse(id, desc);
         return;
     }
     snprintf(c->base.source, sizeof(c->base.source), "%s", source);
@@ -1179,8 +1187,8 @@ static void rdmaShutdown(void)
 {
     while (rd.all)
         rdmaCloseConn(&rd.all->base, "node shutting down");
-    if (rd.listenId)
-        rdma_destroy_id(rd.listenId);
+    if (rd.listenId && rdma_destroy_id(rd.listenId))
+        host->log("warning", "rdma: rdma_destroy_id (listener): %s", strerror(errno));
     if (rd.ec) {
         host->unwatch(rd.ec->fd);
         rdma_destroy_event_channel(rd.ec);
