@@ -70,6 +70,7 @@
 #include "framer.h"
 #include "rdma.h"
 #include "rdmaproto.h"
+#include "rdmareg.h"
 #include "common/util.h"
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
@@ -91,7 +92,6 @@ static const TransportHost *host;
  * per window at most. */
 #define RDMA_USER_WR        (RDMA_READ_WINDOW + RDMA_WIN_MAX)
 #define RDMA_REG_CACHE_MAX  1024 /* per-object registrations kept */
-#define RDMA_REG_BUCKETS    1024
 #define RDMA_LISTEN_BACKLOG 64
 
 /* Low bits of our wr_ids (the stream's own have bit 0 set). */
@@ -123,16 +123,6 @@ typedef struct ReadOp {
     struct ReadOp *next;
 } ReadOp;
 
-/* A registration of one object's range, that windows are bound over. */
-typedef struct RegEntry {
-    const uint8_t *addr;
-    uint64_t len;
-    struct ibv_mr *mr;
-    int refs; /* windows bound (or binding) over it */
-    uint64_t lastUse;
-    struct RegEntry *next; /* hash chain */
-} RegEntry;
-
 /* A window's life: FREE -> BINDING -> BOUND -> INVALIDATING -> DONE (its
  * cookie waits to be handed back) -> FREE. */
 typedef enum WinState { WIN_FREE = 0, WIN_BINDING, WIN_BOUND, WIN_INVALIDATING, WIN_DONE } WinState;
@@ -142,7 +132,7 @@ typedef struct Window {
     struct ibv_mw *mw; /* NULL in registration-key mode */
     uint32_t rkey;
     WinState state;
-    RegEntry *reg;
+    RdmaReg *reg;
     void *cookie;             /* released once invalidated */
     struct Window *next;      /* the connection's list of all windows */
     struct Window *nextReady; /* invalidated, cookie not yet handed back */
@@ -189,9 +179,7 @@ static struct {
     uint64_t arenaSize;
     int rdAtomic;
     RdmaKeyMode keys;
-    RegEntry *regs[RDMA_REG_BUCKETS];
-    int nRegs;
-    uint64_t regClock;
+    RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
     RdmaConn *all;
 } rd;
 
@@ -199,97 +187,6 @@ extern const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
 static void rdmaAfterProcess(RdmaConn *c);
-
-/* ---- per-object registrations ---------------------------------------------------------- */
-
-static size_t regBucket(const uint8_t *addr, uint64_t len)
-{
-    uint64_t h = (uint64_t)(uintptr_t)addr * 0x9E3779B97F4A7C15ull ^ len;
-    return (size_t)(h >> 32) % RDMA_REG_BUCKETS;
-}
-
-static void regFree(RegEntry *r)
-{
-    int rc = ibv_dereg_mr(r->mr);
-    if (rc)
-        host->log("warning", "rdma: ibv_dereg_mr (object): %s", strerror(rc));
-    free(r);
-}
-
-/* Drop the least recently used registration no window is bound over.
- * Returns 0, or -1 when every one is in use. */
-static int regEvictOne(void)
-{
-    RegEntry **victim = NULL;
-
-    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++)
-        for (RegEntry **pp = &rd.regs[b]; *pp; pp = &(*pp)->next)
-            if ((*pp)->refs == 0 && (!victim || (*pp)->lastUse < (*victim)->lastUse))
-                victim = pp;
-    if (!victim)
-        return -1;
-    RegEntry *r = *victim;
-    *victim = r->next;
-    rd.nRegs--;
-    regFree(r);
-    return 0;
-}
-
-/* The registration of exactly [addr, addr+len), made now if not cached.
- * In window mode it allows binding only (no key of it reads anything);
- * without windows its own key is the one sent, so it allows remote read.
- * Returns it with a reference taken, or NULL (logged). */
-static RegEntry *regGet(const uint8_t *addr, uint64_t len)
-{
-    size_t b = regBucket(addr, len);
-
-    for (RegEntry *r = rd.regs[b]; r; r = r->next) {
-        if (r->addr == addr && r->len == len) {
-            r->refs++;
-            r->lastUse = ++rd.regClock;
-            return r;
-        }
-    }
-    if (rd.nRegs >= RDMA_REG_CACHE_MAX)
-        regEvictOne(); /* all in use: the cache grows past its bound for a while */
-    RegEntry *r = calloc(1, sizeof(*r));
-    if (!r)
-        return NULL;
-    int access = rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ;
-    r->mr = ibv_reg_mr(rd.pd, (void *)addr, len, access);
-    if (!r->mr) {
-        host->log("warning", "rdma: ibv_reg_mr (object of %llu bytes): %s", (unsigned long long)len,
-                  strerror(errno));
-        free(r);
-        return NULL;
-    }
-    r->addr = addr;
-    r->len = len;
-    r->refs = 1;
-    r->lastUse = ++rd.regClock;
-    r->next = rd.regs[b];
-    rd.regs[b] = r;
-    rd.nRegs++;
-    return r;
-}
-
-static void regPut(RegEntry *r)
-{
-    if (r->refs > 0)
-        r->refs--;
-}
-
-static void regClearAll(void)
-{
-    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++) {
-        while (rd.regs[b]) {
-            RegEntry *r = rd.regs[b];
-            rd.regs[b] = r->next;
-            regFree(r);
-        }
-    }
-    rd.nRegs = 0;
-}
 
 /* ---- the stream's callbacks: record only -------------------------------------------- */
 
@@ -337,7 +234,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         return; /* close kills the window (QP in error, deallocated) before the pin goes */
     }
     w->state = WIN_DONE;
-    regPut(w->reg);
+    rdmaRegPut(w->reg);
     w->reg = NULL;
     w->nextReady = c->ready;
     c->ready = w;
@@ -426,9 +323,12 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
         *rkey = 0;
         return w;
     }
-    RegEntry *r = regGet(a, len);
-    if (!r)
+    char err[160];
+    RdmaReg *r = rdmaRegGet(rd.regs, a, len, err, sizeof(err));
+    if (!r) {
+        host->log("warning", "%s: %s", c->base.desc, err);
         return NULL;
+    }
     if (rd.keys == RDMA_KEYS_OBJREG) {
         w->reg = r;
         w->state = WIN_BOUND;
@@ -447,7 +347,7 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
     wr.bind_mw.bind_info.length = len;
     wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
     if (rdmaPostUser(c, &wr) == -1) {
-        regPut(r);
+        rdmaRegPut(r);
         return NULL;
     }
     /* The provider names the window by mw->rkey, its current key (rxe
@@ -487,7 +387,7 @@ static void rdmaRevokeRead(Conn *base, void *grant, void *cookie)
     if (rd.keys == RDMA_KEYS_OBJREG || !w->reg) { /* no window bound (the key stays the
                                                    * object's, or there was none) */
         if (w->reg)
-            regPut(w->reg);
+            rdmaRegPut(w->reg);
         w->reg = NULL;
         w->state = WIN_FREE;
         host->onSendDone(base, cookie);
@@ -533,7 +433,7 @@ static void rdmaWindowsFree(RdmaConn *c)
         Window *w = c->windows;
         c->windows = w->next;
         if (w->reg)
-            regPut(w->reg);
+            rdmaRegPut(w->reg);
         free(w);
     }
     c->ready = NULL;
@@ -1193,7 +1093,7 @@ static void rdmaShutdown(void)
         host->unwatch(rd.ec->fd);
         rdma_destroy_event_channel(rd.ec);
     }
-    regClearAll();
+    rdmaRegCacheFree(rd.regs);
     if (rd.arenaMr) {
         int rc = ibv_dereg_mr(rd.arenaMr);
         if (rc)
@@ -1285,6 +1185,13 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
         goto out_shutdown;
     }
     rd.keys = rdmaProbeKeys();
+    rd.regs = rdmaRegCacheNew(
+        rd.pd, rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ,
+        RDMA_REG_CACHE_MAX, host->log);
+    if (!rd.regs) {
+        snprintf(err, errLen, "out of memory for the registration cache");
+        goto out_shutdown;
+    }
     /* Local access (our READs land in it, gather writes send from it) and
      * window binding: no key of the arena opens it to a peer. */
     int access = IBV_ACCESS_LOCAL_WRITE | (rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : 0);
