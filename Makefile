@@ -73,7 +73,7 @@ EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard cli
 BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps run test test-programs test-unit test-server test-fuzz test-rdma \
-        test-rdma-resp lint lint-layers format bench clean distclean san-preload
+        test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma
 all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -183,10 +183,15 @@ $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
 	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
 
-# The patched redis-benchmark --rdma (built from the installed version's source).
+# The patched redis-benchmark --rdma and redis-cli --rdma (built from the
+# installed version's source).
 REDIS_BENCH_RDMA := build/redis-benchmark-rdma
+REDIS_CLI_RDMA := build/redis-cli-rdma
 $(REDIS_BENCH_RDMA): bench/redis-benchmark-rdma.patch $(CLIENT_A)
-	bench/build-redis-benchmark.sh
+	bench/build-redis-benchmark.sh redis-benchmark
+$(REDIS_CLI_RDMA): bench/redis-cli-rdma.patch $(CLIENT_A)
+	bench/build-redis-benchmark.sh redis-cli
+redis-cli-rdma: $(REDIS_CLI_RDMA)
 
 test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS)
 
@@ -255,7 +260,7 @@ test-rdma: all
 # Redis protocol over RDMA: the module's front door (tests/rdma/door) and the
 # client library + patched redis-benchmark (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA)
 	tests/softroce/run.sh 'r=0; tests/rdma/door/run-in-guest.sh || r=1; \
 	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
 

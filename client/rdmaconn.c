@@ -236,8 +236,8 @@ static int rdmaResolve(ObjRdmaConn *c, const char *addr, char *out, size_t outLe
     int rc = getaddrinfo(addr, NULL, &hints, &res);
     if (rc != 0)
         return rdmaFail(c, OBJ_RDMA_ERR_OTHER, "cannot resolve %s: %s", addr, gai_strerror(rc));
-    rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)outLen, NULL, 0,
-                     NI_NUMERICHOST);
+    rc =
+        getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)outLen, NULL, 0, NI_NUMERICHOST);
     freeaddrinfo(res);
     if (rc != 0)
         return rdmaFail(c, OBJ_RDMA_ERR_OTHER, "cannot use the address of %s: %s", addr,
@@ -292,9 +292,8 @@ static int rdmaDoConnect(ObjRdmaConn *c, const char *addr, int port, int timeout
     err[0] = '\0';
     c->s = rdmaStreamConnectBlocking(host, port, &cfg, timeoutMs, err, sizeof(err));
     if (c->s == NULL) {
-        int code = strcasestr(err, "timed out") || strcasestr(err, "timeout")
-                       ? OBJ_RDMA_ERR_TIMEOUT
-                       : OBJ_RDMA_ERR_IO;
+        int code = strcasestr(err, "timed out") || strcasestr(err, "timeout") ? OBJ_RDMA_ERR_TIMEOUT
+                                                                              : OBJ_RDMA_ERR_IO;
         return rdmaFail(c, code, "RDMA connect to %s:%d: %s", addr, port,
                         err[0] ? err : "unknown reason");
     }

@@ -19,6 +19,7 @@
  */
 #include "objstore.h"
 #include "rdmaconn.h"
+#include "rdma/streamproto.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -199,13 +200,13 @@ static void testReplyTypes(ObjRdmaConn *c)
     char *big = malloc(bigValue);
     fillPattern(big, bigValue, 7);
     r = objRdmaCommand(c, "SET %s:big %b", tag, big, (size_t)bigValue);
-    check(isReply(r, REDIS_REPLY_STATUS, "OK"), c, "SET of %zu bytes (a request over many slots)",
-          bigValue);
+    check(isReply(r, REDIS_REPLY_STATUS, "OK"), c,
+          "SET of %zu bytes (a request larger than the receive buffer)", bigValue);
     freeReplyObject(r);
     r = objRdmaCommand(c, "GET %s:big", tag);
     check(r && r->type == REDIS_REPLY_STRING && r->len == bigValue &&
               !memcmp(r->str, big, bigValue),
-          c, "GET of %zu bytes (a reply over many slots) is intact", bigValue);
+          c, "GET of %zu bytes (a reply larger than the receive buffer) is intact", bigValue);
     freeReplyObject(r);
     r = objRdmaCommand(c, "DEL %s:big", tag);
     freeReplyObject(r);
@@ -303,7 +304,7 @@ static void testNonBlocking(void)
           eagain, loops);
     free(cmds);
 
-    /* One big command written in pieces as credits allow. */
+    /* One big command written in pieces as the server's receive buffer frees up. */
     size_t bigLen = bigWrite;
     char *val = malloc(bigLen), *cmd;
     fillPattern(val, bigLen, 11);
@@ -323,13 +324,13 @@ static void testNonBlocking(void)
         struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
         poll(&pfd, 1, 1000);
         objRdmaProcess(c);
-        /* Drain replies meanwhile (there are none yet, but the credits come back). */
+        /* Drain replies meanwhile (there are none yet, but the buffer comes back). */
         ssize_t rn = objRdmaRead(c, buf, sizeof(buf));
         if (rn > 0)
             redisReaderFeed(rd, buf, (size_t)rn);
     }
-    /* One write can take at most 16 send buffers of 64 KiB. */
-    check(off == (size_t)cl && (writes > 1 || (size_t)cl <= 16 * 65536), c,
+    /* The server's receive buffer is at most 16 MiB: a bigger command needs several writes. */
+    check(off == (size_t)cl && (writes > 1 || (size_t)cl <= SP_RX_MAX), c,
           "a %zu-byte command accepted in %d partial writes", (size_t)cl, writes);
     redisFreeCommand(cmd);
     void *rep = NULL;
