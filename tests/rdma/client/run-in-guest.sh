@@ -34,6 +34,7 @@ T=$BUILD/tests/rdma
 A=${OBJ_RXE_ADDR:?OBJ_RXE_ADDR must name the RDMA address (tests/softroce/run.sh sets it)}
 A=${A%%/*}
 RB=build/redis-benchmark-rdma
+RC=build/redis-cli-rdma
 PASSWORD=rdmaclient-secret
 FAILED=0
 SUMMARY=""
@@ -105,7 +106,7 @@ benchSmoke() {
 }
 
 nodesInit || exit 1
-for prog in "$T/test_rdmaclient" "$T/peer" "$RB"; do
+for prog in "$T/test_rdmaclient" "$T/peer" "$RB" "$RC"; do
     [ -x "$prog" ] || {
         echo "$prog is missing: run make test-rdma-resp (it builds every program on the host)"
         exit 1
@@ -128,6 +129,8 @@ step "AUTH against requirepass" 60 \
 step "client vs peer with a 64 KiB receive buffer" 90 \
     "$T/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
 step "redis-benchmark --rdma" - benchSmoke
+step "redis-cli --rdma: the README walkthrough, RESP3, AUTH" 240 \
+    env REDIS_CLI_RDMA="$RC" tests/rdma/client/cli-walkthrough.sh "$A" 16390 6390 16391 "$PASSWORD"
 
 grep -h -iE 'warning|error' "$B"/n639*.log | grep -v -i 'overcommit' | tail -n 20
 stopAll
