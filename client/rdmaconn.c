@@ -294,8 +294,9 @@ static int rdmaDoConnect(ObjRdmaConn *c, const char *addr, int port, int timeout
     if (c->s == NULL) {
         int code = strcasestr(err, "timed out") || strcasestr(err, "timeout") ? OBJ_RDMA_ERR_TIMEOUT
                                                                               : OBJ_RDMA_ERR_IO;
-        return rdmaFail(c, code, "RDMA connect to %s:%d: %s", addr, port,
-                        err[0] ? err : "unknown reason");
+        if (err[0] == '\0')
+            snprintf(err, sizeof(err), "connect to %s:%d failed", addr, port);
+        return rdmaFail(c, code, "%s", err);
     }
     if (rdmaSetupEpoll(c) == -1)
         return -1;
