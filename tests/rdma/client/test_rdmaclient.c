@@ -240,6 +240,53 @@ static void testPipeline(ObjRdmaConn *c)
     check(objRdmaPendingWrite(c) == 0, c, "the send queue is empty afterwards");
 }
 
+/* Whether objRdmaFd is readable right now. */
+static int fdReadable(const ObjRdmaConn *c)
+{
+    struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
+    return poll(&pfd, 1, 0) == 1;
+}
+
+/* objRdmaFd stays readable while a reader has left arrived bytes unread, and
+ * goes quiet once it has taken them all: an event loop neither misses the
+ * rest of a reply nor spins. */
+static void testLeftoverWakes(void)
+{
+    ObjRdmaConn *c = connectOk("leftover");
+    size_t vlen = 5000, got = 0, want;
+    char *val = malloc(vlen), *cmd, buf[6000];
+    int cl;
+
+    fillPattern(val, vlen, 5);
+    cl = redisFormatCommand(&cmd, "ECHO %b", val, vlen);
+    want = (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", vlen) + vlen + 2;
+    check(objRdmaWrite(c, cmd, (size_t)cl) == cl, c, "ECHO of %zu bytes written at once", vlen);
+    redisFreeCommand(cmd);
+    long long deadline = nowMs() + REPLY_TIMEOUT_MS;
+    while (got == 0 && nowMs() < deadline) {
+        struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
+        poll(&pfd, 1, 100);
+        objRdmaProcess(c);
+        ssize_t n = objRdmaRead(c, buf, 10);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    check(got == 10, c, "the first 10 bytes of the reply read");
+    check(fdReadable(c), c, "objRdmaFd is readable while the rest waits unread");
+    while (got < want && nowMs() < deadline) {
+        ssize_t n = objRdmaRead(c, buf, sizeof(buf));
+        if (n > 0)
+            got += (size_t)n;
+        else
+            objRdmaProcess(c);
+    }
+    check(got == want, c, "the rest read (%zu of %zu bytes)", got, want);
+    objRdmaProcess(c);
+    check(!fdReadable(c), c, "objRdmaFd is quiet once everything was read");
+    free(val);
+    objRdmaFree(c);
+}
+
 /* The event-loop layer: objRdmaWrite/objRdmaRead/objRdmaProcess around poll(objRdmaFd). */
 static void testNonBlocking(void)
 {
@@ -793,6 +840,7 @@ int main(int argc, char **argv)
     testReplyTypes(c);
     testPipeline(c);
     testNonBlocking();
+    testLeftoverWakes();
     if (moduleMode)
         testModule(c);
     testConcurrent();
