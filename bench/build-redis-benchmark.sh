@@ -53,7 +53,7 @@ die() {
 upToDate() {
     [ -x "$out" ] || return 1
     for f in "$patchFile" "$repo/client/rdmaconn.c" "$repo/client/rdmaconn.h" \
-        "$repo"/module/rdma/stream*.[ch] "$repo"/module/rdma/verbs.[ch] "$0"; do
+        "$repo"/module/rdma/stream*.[ch] "$0"; do
         [ "$out" -nt "$f" ] || return 1
     done
 }
