@@ -170,7 +170,7 @@ RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdma
               $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lhiredis
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 # A misbehaving node on the transfer transport: the project's own wire encoder
 # and ring arithmetic, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
