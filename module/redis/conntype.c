@@ -890,8 +890,8 @@ static int doorCheckServer(const RdmaDoorConfig *cfg, char *err, size_t errLen)
         {"maxclients", server.maxclients, p->maxclients},
         {"lazyfree-lazy-user-flush", server.lazyfree_lazy_user_flush, p->lazyfreeUserFlush},
         {"acllog-max-len", (long long)server.acllog_max_len, p->acllogMaxLen},
-        {"reply-buffer-resizing-enabled", server.reply_buffer_resizing_enabled,
-         p->replyBufferResizing},
+        {"cluster-allow-pubsubshard-when-down", server.cluster_allow_pubsubshard_when_down,
+         p->pubsubshardWhenDown},
     };
     for (size_t i = 0; i < sizeof(probe) / sizeof(probe[0]); i++) {
         if (probe[i].header != probe[i].running) {

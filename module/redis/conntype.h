@@ -22,7 +22,7 @@
  * the struct (start, middle, end). */
 typedef struct RdmaDoorProbe {
     long long hz, port, ioThreads, protectedMode, maxclients, lazyfreeUserFlush, acllogMaxLen,
-        replyBufferResizing;
+        pubsubshardWhenDown;
 } RdmaDoorProbe;
 
 typedef struct RdmaDoorConfig {

@@ -65,7 +65,8 @@ void doorStart(RedisModuleCtx *ctx)
                 .maxclients = doorConfigNum(ctx, "maxclients", -1),
                 .lazyfreeUserFlush = doorConfigNum(ctx, "lazyfree-lazy-user-flush", -1),
                 .acllogMaxLen = doorConfigNum(ctx, "acllog-max-len", -1),
-                .replyBufferResizing = doorConfigNum(ctx, "reply-buffer-resizing-enabled", -1),
+                .pubsubshardWhenDown =
+                    doorConfigNum(ctx, "cluster-allow-pubsubshard-when-down", -1),
             },
     };
     if (rdmaDoorStart(&cfg, err, sizeof(err)) < 0)
