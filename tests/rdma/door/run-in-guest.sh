@@ -181,8 +181,14 @@ GET big
 EOF
 }
 
+# resetTypes: the keys typesScript uses, as before its first run.
+resetTypes() {
+    redis-cli -p $s1 del k n l h s z big >/dev/null
+}
+
 checkReplyTypes() {
     local out
+    resetTypes
     out=$(typesScript | rc $d1 --dump "$work/resp2.rdma" | head -n 15)
     expect "RESP2 reply types over RDMA (status, bulk, nil, int, arrays, nilarray)" \
         "status:PONG
@@ -200,7 +206,7 @@ nilarray
 int:1
 array:2
   bulk:2:f1" "$out"
-    redis-cli -p $s1 del n >/dev/null
+    resetTypes
     typesScript | tc $s1 --dump "$work/resp2.tcp" >/dev/null
     if cmp -s "$work/resp2.rdma" "$work/resp2.tcp"; then
         pass "RESP2: the bytes over RDMA are those over TCP ($(wc -c <"$work/resp2.tcp") bytes)"
@@ -208,9 +214,9 @@ array:2
         fail "RESP2 bytes" "$(cmp "$work/resp2.rdma" "$work/resp2.tcp" 2>&1)"
     fi
     # RESP3: HELLO 3 first (its reply holds the connection id: compared apart).
-    redis-cli -p $s1 del n >/dev/null
+    resetTypes
     (echo 'HELLO 3'; typesScript) | rc $d1 -r 33 | sed '2,20{/^  int:[0-9]*$/d}' >"$work/resp3.rdma"
-    redis-cli -p $s1 del n >/dev/null
+    resetTypes
     (echo 'HELLO 3'; typesScript) | tc $s1 -r 33 | sed '2,20{/^  int:[0-9]*$/d}' >"$work/resp3.tcp"
     if cmp -s "$work/resp3.rdma" "$work/resp3.tcp" && [ -s "$work/resp3.tcp" ]; then
         pass "RESP3: every reply over RDMA is the one over TCP"
