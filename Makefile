@@ -14,6 +14,8 @@
 # (build/lib/libobj_<component>.a) so that a unit test links only what it tests.
 # Which component may include which is written down once, in tests/lint/layers.
 
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 PORT    ?= 6379
 SAN     ?=
@@ -148,6 +150,7 @@ UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_ring     := rdma common
+UNIT_LIBS_test_streamproto := rdma common
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
 .SECONDEXPANSION:
@@ -167,7 +170,12 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
-              $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile
+              $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
+              $(BUILD)/tests/rdma/stream_test
+# The stream endpoint against itself (tests/rdma/stream/run-in-guest.sh).
+$(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/libobj_rdma.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
@@ -223,10 +231,20 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER)
+# The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
+FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
+$(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/rdma/streamproto.c \
+    module/rdma/streamproto.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
+	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
+	    module/rdma/streamproto.c -o $@
+
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
 	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
+	$(FUZZ_STREAMPROTO)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher
@@ -240,11 +258,13 @@ test-server: all $(SERVER_PROGS)
 test-rdma: all
 	tests/softroce/run.sh tests/rdma/run-in-guest.sh
 
-# Redis protocol over RDMA: the module's front door (tests/rdma/door) and the
-# client library + patched redis-benchmark (tests/rdma/client), in one guest.
+# Redis protocol over RDMA: the stream endpoint itself (tests/rdma/stream), the
+# module's door (tests/rdma/door) and the client library + patched
+# redis-benchmark (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
 test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
-	tests/softroce/run.sh 'r=0; tests/rdma/door/run-in-guest.sh || r=1; \
+	tests/softroce/run.sh 'r=0; tests/rdma/stream/run-in-guest.sh || r=1; \
+	    tests/rdma/door/run-in-guest.sh || r=1; \
 	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.

@@ -49,12 +49,12 @@ extern "C" {
 typedef struct RdmaStream RdmaStream;
 
 typedef struct RdmaStreamConfig {
-    uint32_t rxSize; /* our RX buffer, SP_RX_MIN..SP_RX_MAX; 0: SP_RX_DEFAULT */
-    uint32_t txSize; /* TX staging, SP_RX_MIN..SP_RX_MAX; 0: SP_RX_DEFAULT */
-    uint32_t recvWr; /* posted receives; 0: 512 */
-    uint32_t userSendWr;  /* send WRs the user posts itself (READs, binds); 0 */
-    uint32_t userSendSge; /* scatter entries the user's WRs need; 0: 2 */
-    int keepaliveMs;      /* a Keepalive after this long without sending; 0: 3000; <0: never */
+    uint32_t rxSize;        /* our RX buffer, SP_RX_MIN..SP_RX_MAX; 0: SP_RX_DEFAULT */
+    uint32_t txSize;        /* TX staging, SP_RX_MIN..SP_RX_MAX; 0: SP_RX_DEFAULT */
+    uint32_t recvWr;        /* posted receives; 0: 512 */
+    uint32_t userSendWr;    /* send WRs the user posts itself (READs, binds); 0 */
+    uint32_t userSendSge;   /* scatter entries the user's WRs need; 0: 2 */
+    int keepaliveMs;        /* a Keepalive after this long without sending; 0: 3000; <0: never */
     int responderResources; /* RDMA READs the peer may have in flight on us (0: none) */
     int initiatorDepth;     /* RDMA READs we may have in flight (0: none) */
     struct ibv_pd *pd;      /* NULL: the stream allocates its own protection domain */

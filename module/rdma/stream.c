@@ -1,0 +1,1037 @@
+/*
+ * stream.c - the one RDMA stream endpoint (stream.h): an RC queue pair
+ * carrying a byte stream each way in the Valkey Over RDMA protocol.
+ *
+ * Layout, top-down: tunables, the control block, buffers, posting, the
+ * completion handlers, rdma_cm, setup, progress, bytes, teardown.
+ *
+ * Buffers (all page-aligned mmap regions, so that registration and fork
+ * never share a page with unrelated heap memory):
+ *   - cmd:  recvWr receive slots of 32 bytes, then SP_SEND_SLOTS slots for
+ *           our control SENDs. Local access only.
+ *   - rx:   the buffer the peer writes the stream into. Remote WRITE only.
+ *   - tx:   staging for our outgoing bytes, used as a ring: a write copies
+ *           into the next free span and posts one WRITE_WITH_IMM from it;
+ *           the span is free again when that write completes. Allocated at
+ *           the first write. Local access only.
+ *
+ * Work request ids: the low three bits say whose and what (WRID_*); the
+ * user's have the low bit clear. Error completions carry only wr_id and
+ * status, so the kind must be in the id, never taken from wc.opcode.
+ *
+ * Every data write is signaled: its completion frees its staging span and,
+ * for gather writes, tells the user its payload may be reused. Completions
+ * of one send queue arrive in order, so a FIFO of in-flight writes is
+ * enough.
+ */
+#include "stream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "streamproto.h"
+
+/* ---- tunables ---------------------------------------------------------------------- */
+
+#define SP_SEND_SLOTS      32   /* control SENDs in flight */
+#define SP_WRITES_MAX      128  /* data writes in flight */
+#define SP_RECV_DEFAULT    512  /* posted receives */
+#define SP_KEEPALIVE_MS    3000 /* idle time before a Keepalive */
+#define SP_RESOLVE_MS      2000 /* rdma_resolve_addr / rdma_resolve_route */
+#define SP_DRAIN_MS        2000 /* teardown: longest wait for flushed work */
+#define SP_CONNECT_DEFAULT 5000
+
+/* wr_id kinds (low three bits); the index sits above them. */
+#define WRID_RECV     1u
+#define WRID_CMDSEND  3u
+#define WRID_WRITE    5u
+#define WRID_KIND(w)  ((uint32_t)((w)&7u))
+#define WRID_INDEX(w) ((uint32_t)((w) >> 3))
+
+/* One data write in flight. */
+typedef struct StreamWrite {
+    uint32_t stageEnd; /* staging offset just past its bytes */
+    uint64_t token;    /* gather writes: the user's token */
+    int gather;
+} StreamWrite;
+
+/* The control block of one connection. */
+struct RdmaStream {
+    RdmaStreamConfig cfg;
+    RdmaStreamState state;
+    char err[256];
+    int accepted; /* 1: the passive side (answers GetServerFeature) */
+
+    /* rdma_cm */
+    struct rdma_cm_id *id;
+    struct rdma_event_channel *ec; /* own channel (connecting streams), else NULL */
+    int epfd;                      /* connecting streams: epoll over ec and cc */
+
+    /* verbs */
+    struct ibv_pd *pd;
+    int ownPd;
+    struct ibv_comp_channel *cc;
+    int ownCc;
+    struct ibv_cq *cq;
+    int qpReady;    /* QP created */
+    int remoteRead; /* remote READ access granted */
+
+    /* control buffers */
+    uint8_t *cmdBuf;
+    size_t cmdLen;
+    struct ibv_mr *cmdMr;
+    uint32_t sendSlotFree; /* bitmap of free SEND slots */
+
+    /* RX */
+    uint8_t *rxBuf;
+    size_t rxMapLen;
+    struct ibv_mr *rxMr;
+    SpRx rx;
+    uint32_t rxNext; /* size for the next registration (0: same) */
+
+    /* TX */
+    SpTx tx;
+    uint8_t *txBuf;
+    size_t txMapLen;
+    struct ibv_mr *txMr;
+    uint32_t txSize;
+    uint32_t txHead; /* next free staging byte */
+    uint32_t txTail; /* oldest staging byte in flight */
+    StreamWrite writes[SP_WRITES_MAX];
+    uint32_t wHead, wCount; /* FIFO of writes in flight */
+
+    /* accounting */
+    uint32_t recvPosted;
+    uint32_t ownSends; /* control SENDs + data writes in flight */
+    uint32_t userSends;
+    uint64_t lastSendMs;
+};
+
+/* ---- small helpers ----------------------------------------------------------------- */
+
+/* nowMs: a monotonic clock in milliseconds. Can't fail. */
+static uint64_t nowMs(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* streamFail: record why the stream failed (the first reason wins) and
+ * mark it FAILED. Returns -1 so callers can `return streamFail(...)`. */
+static int streamFail(RdmaStream *s, const char *fmt, ...)
+{
+    if (s->state != RDMA_STREAM_FAILED) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (s->state != RDMA_STREAM_CLOSED || !s->err[0])
+            vsnprintf(s->err, sizeof(s->err), fmt, ap);
+        va_end(ap);
+        s->state = RDMA_STREAM_FAILED;
+    }
+    return -1;
+}
+
+/* pageMap / pageUnmap: a page-aligned private region of len bytes (its own
+ * mapping, so registration pins nothing else and fork sees whole pages).
+ * pageMap returns NULL when out of memory. */
+static void *pageMap(size_t len, size_t *mapLen)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    *mapLen = (len + (size_t)page - 1) & ~((size_t)page - 1);
+    void *p = mmap(NULL, *mapLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    madvise(p, *mapLen, MADV_DONTDUMP);
+    return p;
+}
+
+static void pageUnmap(void *p, size_t mapLen)
+{
+    if (p)
+        munmap(p, mapLen);
+}
+
+/* mapAndRegister: map len bytes and register them with access. Returns 0,
+ * or -1 with the stream failed (nothing left mapped). */
+static int mapAndRegister(RdmaStream *s, size_t len, int access, uint8_t **buf, size_t *mapLen,
+                          struct ibv_mr **mr)
+{
+    *buf = pageMap(len, mapLen);
+    if (!*buf)
+        return streamFail(s, "out of memory mapping %zu bytes", len);
+    *mr = ibv_reg_mr(s->pd, *buf, len, access);
+    if (!*mr) {
+        int e = errno;
+        pageUnmap(*buf, *mapLen);
+        *buf = NULL;
+        return streamFail(s, "ibv_reg_mr of %zu bytes: %s", len, strerror(e));
+    }
+    return 0;
+}
+
+/* unregisterAndUnmap: undo mapAndRegister. Accepts an empty slot. */
+static void unregisterAndUnmap(uint8_t **buf, size_t mapLen, struct ibv_mr **mr)
+{
+    if (*mr)
+        ibv_dereg_mr(*mr);
+    *mr = NULL;
+    pageUnmap(*buf, mapLen);
+    *buf = NULL;
+}
+
+/* ---- posting ----------------------------------------------------------------------- */
+
+/* postRecv: post receive slot i. Returns 0 or -1 (stream failed). */
+static int postRecv(RdmaStream *s, uint32_t i)
+{
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)(s->cmdBuf + (size_t)i * SP_CMD_SIZE),
+        .length = SP_CMD_SIZE,
+        .lkey = s->cmdMr->lkey,
+    };
+    struct ibv_recv_wr wr = {
+        .wr_id = ((uint64_t)i << 3) | WRID_RECV, .sg_list = &sge, .num_sge = 1};
+    struct ibv_recv_wr *bad;
+    int rc = ibv_post_recv(s->id->qp, &wr, &bad);
+    if (rc)
+        return streamFail(s, "ibv_post_recv: %s", strerror(rc));
+    s->recvPosted++;
+    return 0;
+}
+
+/* sendCmd: send one control message. Returns 0, or -1 (stream failed: no
+ * free slot means the peer has not acknowledged 32 of them, or the post
+ * failed). */
+static int sendCmd(RdmaStream *s, const SpCmd *c)
+{
+    if (!s->sendSlotFree)
+        return streamFail(s, "all %d control send slots are in flight", SP_SEND_SLOTS);
+    uint32_t slot = (uint32_t)__builtin_ctz(s->sendSlotFree);
+    uint8_t *buf = s->cmdBuf + (size_t)(s->cfg.recvWr + slot) * SP_CMD_SIZE;
+    spEncode(c, buf);
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = SP_CMD_SIZE, .lkey = s->cmdMr->lkey};
+    struct ibv_send_wr wr = {
+        .wr_id = ((uint64_t)slot << 3) | WRID_CMDSEND,
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED,
+    };
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(s->id->qp, &wr, &bad);
+    if (rc)
+        return streamFail(s, "ibv_post_send (control %u): %s", c->opcode, strerror(rc));
+    s->sendSlotFree &= ~(1u << slot);
+    s->ownSends++;
+    s->lastSendMs = nowMs();
+    return 0;
+}
+
+/* registerRx: tell the peer where to write (our RX buffer, from offset 0),
+ * switching to a buffer of the size asked by rdmaStreamResizeRx first.
+ * Only called when the old buffer is fully consumed, so no write of the
+ * peer can still target it. Returns 0 or -1 (stream failed). */
+static int registerRx(RdmaStream *s)
+{
+    if (s->rxNext && s->rxNext != s->rx.length) {
+        uint8_t *nb;
+        size_t nl;
+        struct ibv_mr *nm;
+        if (mapAndRegister(s, s->rxNext, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &nb, &nl,
+                           &nm) < 0)
+            return -1;
+        unregisterAndUnmap(&s->rxBuf, s->rxMapLen, &s->rxMr);
+        s->rxBuf = nb;
+        s->rxMapLen = nl;
+        s->rxMr = nm;
+        s->rx.length = s->rxNext;
+    }
+    s->rxNext = 0;
+    s->rx.written = s->rx.read = 0;
+    SpCmd c = {.opcode = SP_OP_REGISTER_XFER_MEM,
+               .addr = (uintptr_t)s->rxBuf,
+               .length = s->rx.length,
+               .key = s->rxMr->rkey};
+    return sendCmd(s, &c);
+}
+
+/* setQpAccess: the QP's remote access: WRITE (the stream) and READ only
+ * once granted. Returns 0 or -1 (stream failed). */
+static int setQpAccess(RdmaStream *s)
+{
+    struct ibv_qp_attr a = {0};
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | (s->remoteRead ? IBV_ACCESS_REMOTE_READ : 0);
+    int rc = ibv_modify_qp(s->id->qp, &a, IBV_QP_ACCESS_FLAGS);
+    if (rc)
+        return streamFail(s, "ibv_modify_qp (access flags): %s", strerror(rc));
+    return 0;
+}
+
+/* ---- completions ------------------------------------------------------------------- */
+
+/* onCmd: a control message arrived in receive slot i. Returns 0 or -1. */
+static int onCmd(RdmaStream *s, uint32_t i, uint32_t len)
+{
+    SpCmd c;
+    char why[160];
+    if (spDecode(s->cmdBuf + (size_t)i * SP_CMD_SIZE, len, &c, why, sizeof(why)) < 0)
+        return streamFail(s, "bad control message from the peer: %s", why);
+    switch (c.opcode) {
+        case SP_OP_GET_SERVER_FEATURE:
+            if (s->accepted) {
+                SpCmd r = {.opcode = SP_OP_GET_SERVER_FEATURE, .select = c.select, .features = 0};
+                if (sendCmd(s, &r) < 0)
+                    return -1;
+            }
+            break;
+        case SP_OP_REGISTER_XFER_MEM:
+            if (spTxRegister(&s->tx, &c) < 0)
+                return streamFail(s,
+                                  "the peer registered a new RX buffer while the old one had room");
+            break;
+        default: /* SetClientFeature (no features asked: checked), Keepalive */
+            break;
+    }
+    return postRecv(s, i);
+}
+
+/* onWriteDone: the oldest data write completed (ok) or was flushed. */
+static void onWriteDone(RdmaStream *s, int ok)
+{
+    if (!s->wCount)
+        return;
+    StreamWrite *w = &s->writes[(s->wHead + SP_WRITES_MAX - s->wCount) % SP_WRITES_MAX];
+    s->wCount--;
+    s->txTail = w->stageEnd;
+    if (!s->wCount)
+        s->txHead = s->txTail = 0;
+    if (w->gather && s->cfg.onSent)
+        s->cfg.onSent(s->cfg.userCtx, w->token, ok);
+}
+
+/* onWc: one completion. Returns 0, or -1 when it failed the stream. */
+static int onWc(RdmaStream *s, const struct ibv_wc *wc)
+{
+    uint32_t kind = WRID_KIND(wc->wr_id);
+    int ok = wc->status == IBV_WC_SUCCESS;
+
+    if (!(wc->wr_id & 1u)) { /* the user's */
+        if (s->userSends)
+            s->userSends--;
+        if (s->cfg.onWc)
+            s->cfg.onWc(s->cfg.userCtx, wc);
+        if (!ok && s->state < RDMA_STREAM_CLOSED)
+            return streamFail(s, "work request failed: %s", ibv_wc_status_str(wc->status));
+        return 0;
+    }
+    switch (kind) {
+        case WRID_RECV:
+            s->recvPosted--;
+            if (!ok)
+                break;
+            if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+                uint32_t n = ntohl(wc->imm_data);
+                if (spRxArrived(&s->rx, n) < 0)
+                    return streamFail(s, "the peer wrote %u bytes past its RX buffer's end", n);
+                return postRecv(s, WRID_INDEX(wc->wr_id));
+            }
+            if (wc->opcode == IBV_WC_RECV)
+                return onCmd(s, WRID_INDEX(wc->wr_id), wc->byte_len);
+            return streamFail(s, "unexpected receive completion opcode %d", wc->opcode);
+        case WRID_CMDSEND:
+            s->ownSends--;
+            s->sendSlotFree |= 1u << WRID_INDEX(wc->wr_id);
+            break;
+        case WRID_WRITE:
+            s->ownSends--;
+            onWriteDone(s, ok);
+            break;
+        default:
+            return streamFail(s, "completion with an unknown work request id");
+    }
+    if (!ok && s->state < RDMA_STREAM_CLOSED)
+        return streamFail(s, "work request failed: %s", ibv_wc_status_str(wc->status));
+    return 0;
+}
+
+/* pollCq: poll the CQ dry. Returns 0, or -1 when polling failed. */
+static int pollCq(RdmaStream *s)
+{
+    struct ibv_wc wc[32];
+    for (;;) {
+        int n = ibv_poll_cq(s->cq, 32, wc);
+        if (n < 0)
+            return streamFail(s, "ibv_poll_cq failed");
+        for (int i = 0; i < n; i++)
+            onWc(s, &wc[i]);
+        if (n < 32)
+            return 0;
+    }
+}
+
+/* drainCq: take the completion event (own channel), re-arm, and poll dry,
+ * polling once more after arming so that nothing slips between. */
+static int drainCq(RdmaStream *s)
+{
+    if (!s->cq)
+        return 0;
+    if (s->ownCc) {
+        struct ibv_cq *evCq;
+        void *evCtx;
+        while (ibv_get_cq_event(s->cc, &evCq, &evCtx) == 0)
+            ibv_ack_cq_events(evCq, 1);
+        if (errno != EAGAIN)
+            return streamFail(s, "ibv_get_cq_event: %s", strerror(errno));
+    }
+    if (pollCq(s) < 0)
+        return -1;
+    int rc = ibv_req_notify_cq(s->cq, 0);
+    if (rc)
+        return streamFail(s, "ibv_req_notify_cq: %s", strerror(rc));
+    return pollCq(s);
+}
+
+/* ---- setup ------------------------------------------------------------------------- */
+
+/* nonBlock: make fd non-blocking. Returns 0 or -1. */
+static int nonBlock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+}
+
+/* applyDefaults: fill the config's zero fields. */
+static void applyDefaults(RdmaStreamConfig *c)
+{
+    if (!c->rxSize)
+        c->rxSize = SP_RX_DEFAULT;
+    if (!c->txSize)
+        c->txSize = SP_RX_DEFAULT;
+    if (!c->recvWr)
+        c->recvWr = SP_RECV_DEFAULT;
+    if (!c->userSendSge)
+        c->userSendSge = 2;
+    if (!c->keepaliveMs)
+        c->keepaliveMs = SP_KEEPALIVE_MS;
+}
+
+/* streamNew: a zeroed control block with the config applied, or NULL with
+ * a reason in err (bad sizes, out of memory). */
+static RdmaStream *streamNew(const RdmaStreamConfig *cfg, char *err, size_t errLen)
+{
+    RdmaStreamConfig c = cfg ? *cfg : (RdmaStreamConfig){0};
+    applyDefaults(&c);
+    if (c.rxSize < SP_RX_MIN || c.rxSize > SP_RX_MAX || c.txSize < SP_RX_MIN ||
+        c.txSize > SP_RX_MAX) {
+        snprintf(err, errLen, "RX/TX buffer sizes must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
+        return NULL;
+    }
+    RdmaStream *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(err, errLen, "out of memory");
+        return NULL;
+    }
+    s->cfg = c;
+    s->epfd = -1;
+    s->sendSlotFree = SP_SEND_SLOTS >= 32 ? 0xffffffffu : (1u << SP_SEND_SLOTS) - 1;
+    s->txSize = c.txSize;
+    return s;
+}
+
+/* createResources: PD (unless given), completion channel (unless shared),
+ * CQ, QP, control buffers and the RX buffer, and the posted receives, on
+ * s->id (whose verbs context is known by now). Returns 0, or -1 with the
+ * stream failed (what was made is released by rdmaStreamFree). */
+static int createResources(RdmaStream *s)
+{
+    struct ibv_context *vctx = s->id->verbs;
+    if (s->cfg.pd) {
+        s->pd = s->cfg.pd;
+    } else {
+        s->pd = ibv_alloc_pd(vctx);
+        if (!s->pd)
+            return streamFail(s, "ibv_alloc_pd: %s", strerror(errno));
+        s->ownPd = 1;
+    }
+    if (s->cfg.channel) {
+        s->cc = s->cfg.channel;
+    } else {
+        s->cc = ibv_create_comp_channel(vctx);
+        if (!s->cc)
+            return streamFail(s, "ibv_create_comp_channel: %s", strerror(errno));
+        s->ownCc = 1;
+        if (nonBlock(s->cc->fd) < 0)
+            return streamFail(s, "fcntl(O_NONBLOCK) on the completion channel: %s",
+                              strerror(errno));
+    }
+    uint32_t sendWr = SP_SEND_SLOTS + SP_WRITES_MAX + s->cfg.userSendWr;
+    int cqe = (int)(sendWr + s->cfg.recvWr);
+    s->cq = ibv_create_cq(vctx, cqe, s, s->cc, 0);
+    if (!s->cq)
+        return streamFail(s, "ibv_create_cq: %s", strerror(errno));
+    int rc = ibv_req_notify_cq(s->cq, 0);
+    if (rc)
+        return streamFail(s, "ibv_req_notify_cq: %s", strerror(rc));
+    struct ibv_qp_init_attr qa = {0};
+    qa.send_cq = s->cq;
+    qa.recv_cq = s->cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = sendWr;
+    qa.cap.max_recv_wr = s->cfg.recvWr;
+    qa.cap.max_send_sge = s->cfg.userSendSge > 2 ? s->cfg.userSendSge : 2;
+    qa.cap.max_recv_sge = 1;
+    if (rdma_create_qp(s->id, s->pd, &qa))
+        return streamFail(s, "rdma_create_qp: %s", strerror(errno));
+    s->qpReady = 1;
+    /* In INIT now: no remote READ until granted (the RTR/RTS steps of
+     * rdma_accept / rdma_connect keep these flags). */
+    if (setQpAccess(s) < 0)
+        return -1;
+    s->cmdLen = (size_t)(s->cfg.recvWr + SP_SEND_SLOTS) * SP_CMD_SIZE;
+    if (mapAndRegister(s, s->cmdLen, IBV_ACCESS_LOCAL_WRITE, &s->cmdBuf, &s->cmdLen, &s->cmdMr) < 0)
+        return -1;
+    s->rx.length = s->cfg.rxSize;
+    if (mapAndRegister(s, s->rx.length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &s->rxBuf,
+                       &s->rxMapLen, &s->rxMr) < 0)
+        return -1;
+    for (uint32_t i = 0; i < s->cfg.recvWr; i++)
+        if (postRecv(s, i) < 0)
+            return -1;
+    return 0;
+}
+
+/* connParam: our rdma_cm connection parameters. */
+static struct rdma_conn_param connParam(const RdmaStream *s)
+{
+    struct rdma_conn_param p = {0};
+    p.responder_resources = (uint8_t)s->cfg.responderResources;
+    p.initiator_depth = (uint8_t)s->cfg.initiatorDepth;
+    p.retry_count = 7;
+    p.rnr_retry_count = 7;
+    return p;
+}
+
+/* onEstablished: the connection is up: make sure the QP's access flags are
+ * ours, then (client side) ask for features and (both) register our RX
+ * buffer. Returns 0 or -1. */
+static int onEstablished(RdmaStream *s)
+{
+    s->state = RDMA_STREAM_OPEN;
+    if (setQpAccess(s) < 0)
+        return -1;
+    if (!s->accepted) {
+        SpCmd get = {.opcode = SP_OP_GET_SERVER_FEATURE};
+        SpCmd set = {.opcode = SP_OP_SET_CLIENT_FEATURE};
+        if (sendCmd(s, &get) < 0 || sendCmd(s, &set) < 0)
+            return -1;
+    }
+    return registerRx(s);
+}
+
+int rdmaStreamCmEvent(RdmaStream *s, enum rdma_cm_event_type type, int status)
+{
+    switch (type) {
+        case RDMA_CM_EVENT_ADDR_RESOLVED:
+            if (rdma_resolve_route(s->id, SP_RESOLVE_MS))
+                return streamFail(s, "rdma_resolve_route: %s", strerror(errno));
+            return 0;
+        case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+            if (createResources(s) < 0)
+                return -1;
+            if (s->epfd >= 0 && s->ownCc) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.fd = s->cc->fd};
+                if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->cc->fd, &ev) < 0)
+                    return streamFail(s, "epoll_ctl: %s", strerror(errno));
+            }
+            struct rdma_conn_param p = connParam(s);
+            if (rdma_connect(s->id, &p))
+                return streamFail(s, "rdma_connect: %s", strerror(errno));
+            return 0;
+        }
+        case RDMA_CM_EVENT_ESTABLISHED:
+            if (s->state != RDMA_STREAM_CONNECTING)
+                return 0;
+            return onEstablished(s);
+        case RDMA_CM_EVENT_DISCONNECTED:
+        case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+            if (s->state < RDMA_STREAM_CLOSED) {
+                s->state = RDMA_STREAM_CLOSED;
+                snprintf(s->err, sizeof(s->err), "the peer closed the connection");
+            }
+            return -1;
+        case RDMA_CM_EVENT_REJECTED:
+            return streamFail(s, "connection refused (rejected, status %d)", status);
+        case RDMA_CM_EVENT_ADDR_ERROR:
+        case RDMA_CM_EVENT_ROUTE_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            return streamFail(s, "%s (status %d)", rdma_event_str(type), status);
+        default:
+            return 0;
+    }
+}
+
+RdmaStream *rdmaStreamConnect(const char *host, int port, const RdmaStreamConfig *cfg, char *err,
+                              size_t errLen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char portStr[16];
+    RdmaStream *s = streamNew(cfg, err, errLen);
+    if (!s)
+        return NULL;
+    snprintf(portStr, sizeof(portStr), "%d", port);
+    int gai = getaddrinfo(host, portStr, &hints, &ai);
+    if (gai) {
+        snprintf(err, errLen, "cannot resolve %s: %s", host, gai_strerror(gai));
+        goto out_free;
+    }
+    s->ec = rdma_create_event_channel();
+    if (!s->ec) {
+        snprintf(err, errLen, "rdma_create_event_channel: %s", strerror(errno));
+        goto out_free_ai;
+    }
+    if (nonBlock(s->ec->fd) < 0) {
+        snprintf(err, errLen, "fcntl(O_NONBLOCK): %s", strerror(errno));
+        goto out_free_ai;
+    }
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0) {
+        snprintf(err, errLen, "epoll_create1: %s", strerror(errno));
+        goto out_free_ai;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s->ec->fd};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->ec->fd, &ev) < 0) {
+        snprintf(err, errLen, "epoll_ctl: %s", strerror(errno));
+        goto out_free_ai;
+    }
+    if (rdma_create_id(s->ec, &s->id, s, RDMA_PS_TCP)) {
+        snprintf(err, errLen, "rdma_create_id: %s", strerror(errno));
+        goto out_free_ai;
+    }
+    if (rdma_resolve_addr(s->id, NULL, ai->ai_addr, SP_RESOLVE_MS)) {
+        snprintf(err, errLen, "rdma_resolve_addr %s:%d: %s", host, port, strerror(errno));
+        goto out_free_ai;
+    }
+    freeaddrinfo(ai);
+    return s;
+
+out_free_ai:
+    freeaddrinfo(ai);
+out_free:
+    rdmaStreamFree(s);
+    return NULL;
+}
+
+RdmaStream *rdmaStreamConnectBlocking(const char *host, int port, const RdmaStreamConfig *cfg,
+                                      int timeoutMs, char *err, size_t errLen)
+{
+    RdmaStream *s = rdmaStreamConnect(host, port, cfg, err, errLen);
+    if (!s)
+        return NULL;
+    uint64_t deadline = nowMs() + (uint64_t)(timeoutMs > 0 ? timeoutMs : SP_CONNECT_DEFAULT);
+    while (s->state == RDMA_STREAM_CONNECTING || (s->state == RDMA_STREAM_OPEN && !s->tx.length)) {
+        uint64_t now = nowMs();
+        if (now >= deadline) {
+            snprintf(err, errLen, "connect to %s:%d timed out", host, port);
+            rdmaStreamFree(s);
+            return NULL;
+        }
+        rdmaStreamWait(s, (int)(deadline - now));
+    }
+    if (s->state != RDMA_STREAM_OPEN) {
+        snprintf(err, errLen, "connect to %s:%d: %s", host, port, s->err);
+        rdmaStreamFree(s);
+        return NULL;
+    }
+    return s;
+}
+
+RdmaStream *rdmaStreamAccept(struct rdma_cm_id *id, const RdmaStreamConfig *cfg, char *err,
+                             size_t errLen)
+{
+    RdmaStream *s = streamNew(cfg, err, errLen);
+    if (!s) {
+        rdma_reject(id, NULL, 0);
+        rdma_destroy_id(id);
+        return NULL;
+    }
+    s->accepted = 1;
+    s->id = id;
+    id->context = s;
+    if (createResources(s) < 0)
+        goto out_reject;
+    struct rdma_conn_param p = connParam(s);
+    if (rdma_accept(id, &p)) {
+        streamFail(s, "rdma_accept: %s", strerror(errno));
+        goto out_reject;
+    }
+    return s;
+
+out_reject:
+    snprintf(err, errLen, "%s", s->err);
+    rdma_reject(id, NULL, 0);
+    rdmaStreamFree(s);
+    return NULL;
+}
+
+/* ---- progress ---------------------------------------------------------------------- */
+
+int rdmaStreamFd(const RdmaStream *s)
+{
+    if (s->epfd >= 0)
+        return s->epfd;
+    return s->ownCc ? s->cc->fd : -1;
+}
+
+int rdmaStreamProcess(RdmaStream *s)
+{
+    if (s->ec) {
+        struct rdma_cm_event *ev;
+        while (rdma_get_cm_event(s->ec, &ev) == 0) {
+            enum rdma_cm_event_type type = ev->event;
+            int status = ev->status;
+            rdma_ack_cm_event(ev);
+            rdmaStreamCmEvent(s, type, status);
+        }
+    }
+    if (s->qpReady && s->state != RDMA_STREAM_FAILED)
+        drainCq(s);
+    if (s->state == RDMA_STREAM_OPEN && s->tx.length && s->cfg.keepaliveMs > 0 &&
+        nowMs() - s->lastSendMs >= (uint64_t)s->cfg.keepaliveMs) {
+        SpCmd k = {.opcode = SP_OP_KEEPALIVE};
+        sendCmd(s, &k);
+    }
+    return s->state >= RDMA_STREAM_CLOSED ? -1 : 0;
+}
+
+int rdmaStreamWait(RdmaStream *s, int timeoutMs)
+{
+    int fd = rdmaStreamFd(s);
+    if (fd >= 0 && timeoutMs > 0) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, timeoutMs);
+    }
+    return rdmaStreamProcess(s);
+}
+
+RdmaStreamState rdmaStreamGetState(const RdmaStream *s)
+{
+    return s->state;
+}
+
+const char *rdmaStreamError(const RdmaStream *s)
+{
+    return s->err;
+}
+
+/* ---- bytes ------------------------------------------------------------------------- */
+
+size_t rdmaStreamReadable(const RdmaStream *s)
+{
+    return s->rxBuf ? spRxReady(&s->rx) : 0;
+}
+
+const uint8_t *rdmaStreamPeek(const RdmaStream *s, size_t *len)
+{
+    *len = rdmaStreamReadable(s);
+    return *len ? s->rxBuf + s->rx.read : NULL;
+}
+
+int rdmaStreamConsume(RdmaStream *s, size_t n)
+{
+    if (n > spRxReady(&s->rx))
+        n = spRxReady(&s->rx);
+    if (!n)
+        return 0;
+    if (spRxConsume(&s->rx, (uint32_t)n) && s->state == RDMA_STREAM_OPEN)
+        return registerRx(s);
+    return 0;
+}
+
+size_t rdmaStreamRead(RdmaStream *s, void *buf, size_t cap)
+{
+    size_t len;
+    const uint8_t *p = rdmaStreamPeek(s, &len);
+    if (len > cap)
+        len = cap;
+    if (!len)
+        return 0;
+    memcpy(buf, p, len);
+    rdmaStreamConsume(s, len);
+    return len;
+}
+
+/* stageRoom: the largest contiguous free span of the staging ring, with
+ * its offset in *at. Wraps to the start when the end has no room. */
+static uint32_t stageRoom(const RdmaStream *s, uint32_t *at)
+{
+    if (!s->wCount) {
+        *at = 0;
+        return s->txSize;
+    }
+    if (s->txHead > s->txTail) {
+        uint32_t end = s->txSize - s->txHead;
+        if (end >= s->txTail || end >= 4096) {
+            *at = s->txHead;
+            return end;
+        }
+        *at = 0;
+        return s->txTail;
+    }
+    *at = s->txHead;
+    return s->txTail - s->txHead; /* wrapped: up to the oldest in flight */
+}
+
+/* txEnsure: map and register the staging buffer at the first write.
+ * Returns 0 or -1 (stream failed). */
+static int txEnsure(RdmaStream *s)
+{
+    if (s->txBuf)
+        return 0;
+    return mapAndRegister(s, s->txSize, IBV_ACCESS_LOCAL_WRITE, &s->txBuf, &s->txMapLen, &s->txMr);
+}
+
+size_t rdmaStreamWritable(const RdmaStream *s)
+{
+    if (s->state != RDMA_STREAM_OPEN || s->wCount == SP_WRITES_MAX)
+        return 0;
+    uint32_t at, room = s->txBuf ? stageRoom(s, &at) : s->txSize;
+    uint32_t peer = spTxRoom(&s->tx);
+    return room < peer ? room : peer;
+}
+
+/* postWrite: one WRITE_WITH_IMM of the staging span [at, at + stageLen)
+ * followed by an optional payload entry, into the peer's buffer. Returns 0
+ * or -1 (stream failed). */
+static int postWrite(RdmaStream *s, uint32_t at, uint32_t stageLen, const void *payload,
+                     uint32_t payloadLen, uint32_t lkey, uint64_t token, int gather)
+{
+    struct ibv_sge sge[2];
+    int n = 0;
+    if (stageLen) {
+        sge[n].addr = (uintptr_t)(s->txBuf + at);
+        sge[n].length = stageLen;
+        sge[n].lkey = s->txMr->lkey;
+        n++;
+    }
+    if (payloadLen) {
+        sge[n].addr = (uintptr_t)payload;
+        sge[n].length = payloadLen;
+        sge[n].lkey = lkey;
+        n++;
+    }
+    uint32_t total = stageLen + payloadLen;
+    struct ibv_send_wr wr = {
+        .wr_id = ((uint64_t)s->wHead << 3) | WRID_WRITE,
+        .sg_list = sge,
+        .num_sge = n,
+        .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+        .send_flags = IBV_SEND_SIGNALED,
+        .imm_data = htonl(total),
+    };
+    wr.wr.rdma.rkey = s->tx.key;
+    wr.wr.rdma.remote_addr = s->tx.addr + s->tx.offset;
+    struct ibv_send_wr *bad;
+    int rc = ibv_post_send(s->id->qp, &wr, &bad);
+    if (rc)
+        return streamFail(s, "ibv_post_send (stream write of %u bytes): %s", total, strerror(rc));
+    spTxTake(&s->tx, total);
+    s->txHead = at + stageLen;
+    StreamWrite *w = &s->writes[s->wHead];
+    w->stageEnd = s->txHead;
+    w->token = token;
+    w->gather = gather;
+    s->wHead = (s->wHead + 1) % SP_WRITES_MAX;
+    s->wCount++;
+    s->ownSends++;
+    s->lastSendMs = nowMs();
+    return 0;
+}
+
+ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
+{
+    if (s->state >= RDMA_STREAM_CLOSED)
+        return -1;
+    if (s->state != RDMA_STREAM_OPEN || !len)
+        return 0;
+    if (txEnsure(s) < 0)
+        return -1;
+    size_t done = 0;
+    while (done < len && s->wCount < SP_WRITES_MAX) {
+        uint32_t at, room = stageRoom(s, &at), peer = spTxRoom(&s->tx);
+        size_t n = len - done;
+        if (n > room)
+            n = room;
+        if (n > peer)
+            n = peer;
+        if (!n)
+            break;
+        memcpy(s->txBuf + at, (const uint8_t *)buf + done, n);
+        if (postWrite(s, at, (uint32_t)n, NULL, 0, 0, 0, 0) < 0)
+            return -1;
+        done += n;
+    }
+    return (ssize_t)done;
+}
+
+int rdmaStreamWriteGather(RdmaStream *s, const void *hdr, size_t hdrLen, const void *payload,
+                          size_t len, uint32_t lkey, uint64_t token)
+{
+    if (s->state >= RDMA_STREAM_CLOSED)
+        return -1;
+    if (s->state != RDMA_STREAM_OPEN || s->wCount == SP_WRITES_MAX)
+        return 0;
+    if (txEnsure(s) < 0)
+        return -1;
+    uint32_t at, room = stageRoom(s, &at);
+    if (room < hdrLen || spTxRoom(&s->tx) < hdrLen + len || hdrLen + len > UINT32_MAX)
+        return 0;
+    memcpy(s->txBuf + at, hdr, hdrLen);
+    if (postWrite(s, at, (uint32_t)hdrLen, payload, (uint32_t)len, lkey, token, 1) < 0)
+        return -1;
+    return 1;
+}
+
+/* ---- for the transfer engine ------------------------------------------------------- */
+
+struct ibv_qp *rdmaStreamQp(const RdmaStream *s)
+{
+    return s->qpReady ? s->id->qp : NULL;
+}
+
+struct ibv_pd *rdmaStreamPd(const RdmaStream *s)
+{
+    return s->pd;
+}
+
+struct rdma_cm_id *rdmaStreamId(const RdmaStream *s)
+{
+    return s->id;
+}
+
+int rdmaStreamAllowRemoteRead(RdmaStream *s)
+{
+    if (!s->qpReady)
+        return streamFail(s, "remote read granted before the queue pair exists");
+    s->remoteRead = 1;
+    return setQpAccess(s);
+}
+
+int rdmaStreamResizeRx(RdmaStream *s, uint32_t rxSize)
+{
+    if (rxSize < SP_RX_MIN || rxSize > SP_RX_MAX)
+        return -1;
+    s->rxNext = rxSize;
+    return 0;
+}
+
+int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
+{
+    int n = 0;
+    for (struct ibv_send_wr *w = wr; w; w = w->next)
+        n++;
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(s->id->qp, wr, &bad);
+    if (rc) {
+        int posted = 0;
+        for (struct ibv_send_wr *w = wr; w && w != bad; w = w->next)
+            posted++;
+        s->userSends += (uint32_t)posted;
+        return streamFail(s, "ibv_post_send: %s", strerror(rc));
+    }
+    s->userSends += (uint32_t)n;
+    return 0;
+}
+
+/* [added by the door] Our own work requests not yet completed. */
+unsigned rdmaStreamSendsPending(const RdmaStream *s)
+{
+    return s->ownSends;
+}
+
+void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx)
+{
+    s->cfg.userCtx = userCtx;
+}
+
+const struct sockaddr *rdmaStreamPeerAddr(const RdmaStream *s)
+{
+    return s->id ? rdma_get_peer_addr(s->id) : NULL;
+}
+
+const struct sockaddr *rdmaStreamLocalAddr(const RdmaStream *s)
+{
+    return s->id ? rdma_get_local_addr(s->id) : NULL;
+}
+
+/* ---- teardown ---------------------------------------------------------------------- */
+
+/* flushQp: move the QP to the error state and poll until every work
+ * request we or the user posted has completed or been flushed (at most
+ * SP_DRAIN_MS), so that no memory is released while the device may still
+ * touch it. */
+static void flushQp(RdmaStream *s)
+{
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    int rc = ibv_modify_qp(s->id->qp, &a, IBV_QP_STATE);
+    if (rc)
+        snprintf(s->err, sizeof(s->err), "ibv_modify_qp (error state): %s", strerror(rc));
+    if (s->state < RDMA_STREAM_CLOSED)
+        s->state = RDMA_STREAM_CLOSED;
+    uint64_t deadline = nowMs() + SP_DRAIN_MS;
+    while ((s->ownSends || s->userSends || s->recvPosted) && nowMs() < deadline) {
+        struct ibv_wc wc[32];
+        int n = ibv_poll_cq(s->cq, 32, wc);
+        if (n < 0)
+            break;
+        for (int i = 0; i < n; i++)
+            onWc(s, &wc[i]);
+        if (n == 0) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    while (s->wCount) /* not flushed in time: the user still gets its tokens back */
+        onWriteDone(s, 0);
+}
+
+void rdmaStreamFree(RdmaStream *s)
+{
+    if (!s)
+        return;
+    if (s->id && s->qpReady) {
+        if (s->state == RDMA_STREAM_OPEN)
+            rdma_disconnect(s->id);
+        flushQp(s);
+        rdma_destroy_qp(s->id);
+    }
+    if (s->cq)
+        ibv_destroy_cq(s->cq);
+    if (s->ownCc && s->cc)
+        ibv_destroy_comp_channel(s->cc);
+    unregisterAndUnmap(&s->txBuf, s->txMapLen, &s->txMr);
+    unregisterAndUnmap(&s->rxBuf, s->rxMapLen, &s->rxMr);
+    unregisterAndUnmap(&s->cmdBuf, s->cmdLen, &s->cmdMr);
+    if (s->ownPd && s->pd)
+        ibv_dealloc_pd(s->pd);
+    if (s->id)
+        rdma_destroy_id(s->id);
+    if (s->ec)
+        rdma_destroy_event_channel(s->ec);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    free(s);
+}
