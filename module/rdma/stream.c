@@ -956,6 +956,12 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
     return 0;
 }
 
+/* [added by the door] Our own work requests not yet completed. */
+unsigned rdmaStreamSendsPending(const RdmaStream *s)
+{
+    return s->ownSends;
+}
+
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx)
 {
     s->cfg.userCtx = userCtx;
