@@ -152,7 +152,6 @@ UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_rdmaproto := transfer common
-UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_streamproto := rdma common
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
