@@ -235,7 +235,8 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -lxxhash \
+	    -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
