@@ -61,9 +61,11 @@ MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
             -lxxhash -lcrypto -lrdmacm -libverbs
 
 # ---- the client library -------------------------------------------------------------
-# objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma); a
-# static link that never calls it needs neither them nor the RDMA libraries.
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(rdma_OBJ)
+# objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma) on
+# module/rdma's stream endpoint (Valkey Over RDMA); a static link that never
+# calls it needs neither them nor the RDMA libraries.
+CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamproto.o),$(rdma_OBJ))
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ)
 CLI_LIBS := -lhiredis -lrdmacm -libverbs
 CLIENT_A := $(BUILD)/client/libobjstore.a
 CLIENT_SO := $(BUILD)/client/libobjstore.so
@@ -73,7 +75,7 @@ EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard cli
 BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps run test test-programs test-unit test-server test-fuzz test-rdma \
-        test-rdma-resp lint lint-layers format bench clean distclean san-preload
+        test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma
 all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -100,6 +102,16 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The RDMA connection type (module/redis/conntype.c) is compiled against the
+# server.h of the source the installed redis-server was built from (the
+# distribution's patches applied: they move fields of struct redisServer).
+REDIS_SERVER_SRC := build/redis-server-src
+$(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
+	tests/fetch-redis-server-src.sh build
+$(BUILD)/module/redis/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
+    -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
+$(BUILD)/module/redis/conntype.o: | $(REDIS_SERVER_SRC)/.patched
 
 # Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
 # (or be bound to) a symbol of redis-server.
@@ -140,9 +152,7 @@ UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_rdmaproto := transfer common
-UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_streamproto := rdma common
-UNIT_LIBS_test_resp     := redis
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
 .SECONDEXPANSION:
@@ -170,7 +180,7 @@ $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/li
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lhiredis
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 # A misbehaving node on the transfer transport: the project's own RDMA stream,
 # framer and wire encoder, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
@@ -197,10 +207,15 @@ $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
 	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
 
-# The patched redis-benchmark --rdma (built from the installed version's source).
+# The patched redis-benchmark --rdma and redis-cli --rdma (built from the
+# installed version's source).
 REDIS_BENCH_RDMA := build/redis-benchmark-rdma
+REDIS_CLI_RDMA := build/redis-cli-rdma
 $(REDIS_BENCH_RDMA): bench/redis-benchmark-rdma.patch $(CLIENT_A)
-	bench/build-redis-benchmark.sh
+	bench/build-redis-benchmark.sh redis-benchmark
+$(REDIS_CLI_RDMA): bench/redis-cli-rdma.patch $(CLIENT_A)
+	bench/build-redis-benchmark.sh redis-cli
+redis-cli-rdma: $(REDIS_CLI_RDMA)
 
 test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS)
 
@@ -211,13 +226,6 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-# The RESP request parser's target: the same requests however the stream is cut.
-FUZZ_RESP := build/fuzz/fuzz_resp_standalone
-$(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c module/redis/resp.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
-	    module/redis/resp.c -o $@
 
 # The TCP stream reassembly's target: the same frames and payload bytes however
 # the stream is cut, nothing written past a payload's destination.
@@ -227,16 +235,8 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
-
-# The RDMA door's ring checks: private data, immediates, headers, credits.
-FUZZ_RESPRING := build/fuzz/fuzz_respring_standalone
-$(FUZZ_RESPRING): tests/fuzz/fuzz_respring.c tests/fuzz/fuzz_gen.h module/rdma/respring.c \
-    module/rdma/respring.h module/rdma/ring.c module/rdma/ring.h module/rdma/resprdma.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
-	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_respring.c module/rdma/respring.c module/rdma/ring.c -o $@
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -lxxhash \
+	    -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
@@ -247,12 +247,9 @@ $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
 	    module/rdma/streamproto.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_FRAMER) $(FUZZ_RESPRING) \
-    $(FUZZ_STREAMPROTO)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
-	$(FUZZ_RESP)
 	$(FUZZ_FRAMER)
-	$(FUZZ_RESPRING)
 	$(FUZZ_STREAMPROTO)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.
@@ -269,9 +266,9 @@ test-rdma: all
 
 # Redis protocol over RDMA: the stream endpoint itself (tests/rdma/stream), the
 # module's door (tests/rdma/door) and the client library + patched
-# redis-benchmark (tests/rdma/client), in one guest.
+# redis-benchmark and redis-cli (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA)
 	tests/softroce/run.sh 'r=0; tests/rdma/stream/run-in-guest.sh || r=1; \
 	    tests/rdma/door/run-in-guest.sh || r=1; \
 	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'

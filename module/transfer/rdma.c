@@ -645,6 +645,11 @@ static void rdmaDiscardPayload(Conn *base)
     framerDiscardPayload(&((RdmaConn *)base)->rx);
 }
 
+static int rdmaPayloadHash(Conn *base, uint64_t *sum)
+{
+    return framerPayloadHash(&((RdmaConn *)base)->rx, sum);
+}
+
 /* Deliver every event the framer has. Returns 0, or -1 after closing. */
 static int rdmaParseFrames(RdmaConn *c)
 {
@@ -817,6 +822,7 @@ static void rdmaCloseConn(Conn *base, const char *why)
         host->unwatch(c->fd);
     c->fd = -1;
     rdmaWindowsKill(c);
+    framerDestroy(&c->rx); /* no payload lands after the close */
     rdmaStreamFree(c->s); /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
@@ -1235,6 +1241,7 @@ const TransportOps rdmaTransport = {
     .send = rdmaSend,
     .recvPayload = rdmaRecvPayload,
     .discardPayload = rdmaDiscardPayload,
+    .payloadHash = rdmaPayloadHash,
     .readRemote = rdmaReadRemote,
     .maxInline = rdmaMaxInline,
     .grantRead = rdmaGrantRead,

@@ -112,6 +112,7 @@ static void tcpFree(TcpConn *c)
         c->txHead = n;
     }
     linkDel(c);
+    framerDestroy(&c->rx);
     free(c);
 }
 
@@ -287,6 +288,11 @@ static int tcpRecvPayload(Conn *base, void *dst, size_t len)
 static void tcpDiscardPayload(Conn *base)
 {
     framerDiscardPayload(&((TcpConn *)base)->rx);
+}
+
+static int tcpPayloadHash(Conn *base, uint64_t *sum)
+{
+    return framerPayloadHash(&((TcpConn *)base)->rx, sum);
 }
 
 /* Deliver every event the framer has: whole frames to the engine (which
@@ -531,6 +537,7 @@ static const TransportOps tcpTransport = {
     .send = tcpSend,
     .recvPayload = tcpRecvPayload,
     .discardPayload = tcpDiscardPayload,
+    .payloadHash = tcpPayloadHash,
     .readRemote = NULL,
     .maxInline = tcpMaxInline,
     .grantRead = NULL,

@@ -44,6 +44,11 @@ typedef struct TransportOps {
      * its destination is no longer valid (a cancelled fetch); the stream
      * stays in step and host->onPayloadDone() still comes at its end. */
     void (*discardPayload)(Conn *c);
+    /* Inside host->onPayloadDone() of a payload received whole: its
+     * XXH3-64 (store/checksum.h), taken as the bytes landed, so that the
+     * fetch needs no second pass. Returns 0, or -1 when there is none.
+     * NULL on transports that take none. */
+    int (*payloadHash)(Conn *c, uint64_t *sum);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
      * lies in the registered arena); host->onReadDone(cookie, status) when
      * done. NULL on transports without one-sided reads. */
