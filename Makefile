@@ -186,7 +186,7 @@ $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
     $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto -lxxhash
 # What the device does with type-2 memory windows, and what they cost per transfer.
 $(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
 	@mkdir -p $(dir $@)

@@ -823,7 +823,7 @@ static void rdmaCloseConn(Conn *base, const char *why)
     c->fd = -1;
     rdmaWindowsKill(c);
     framerDestroy(&c->rx); /* no payload lands after the close */
-    rdmaStreamFree(c->s); /* onWc / onSent during the flush: bookkeeping only */
+    rdmaStreamFree(c->s);  /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
     while (c->reads) {
