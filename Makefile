@@ -61,9 +61,11 @@ MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
             -lxxhash -lcrypto -lrdmacm -libverbs
 
 # ---- the client library -------------------------------------------------------------
-# objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma); a
-# static link that never calls it needs neither them nor the RDMA libraries.
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(rdma_OBJ)
+# objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma) on
+# module/rdma's stream endpoint (Valkey Over RDMA); a static link that never
+# calls it needs neither them nor the RDMA libraries.
+CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamproto.o),$(rdma_OBJ))
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ)
 CLI_LIBS := -lhiredis -lrdmacm -libverbs
 CLIENT_A := $(BUILD)/client/libobjstore.a
 CLIENT_SO := $(BUILD)/client/libobjstore.so
@@ -73,7 +75,7 @@ EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard cli
 BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps run test test-programs test-unit test-server test-fuzz test-rdma \
-        test-rdma-resp lint lint-layers format bench clean distclean san-preload
+        test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma
 all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -149,7 +151,7 @@ UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
-UNIT_LIBS_test_ring     := rdma common
+UNIT_LIBS_test_rdmaproto := transfer common
 UNIT_LIBS_test_streamproto := rdma common
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
@@ -171,7 +173,7 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
               $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
-              $(BUILD)/tests/rdma/stream_test
+              $(BUILD)/tests/rdma/probe_mw $(BUILD)/bin/mw-cost $(BUILD)/tests/rdma/stream_test
 # The stream endpoint against itself (tests/rdma/stream/run-in-guest.sh).
 $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
@@ -179,12 +181,19 @@ $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/li
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
-# A misbehaving node on the transfer transport: the project's own wire encoder
-# and ring arithmetic, linked from the component libraries.
+# A misbehaving node on the transfer transport: the project's own RDMA stream,
+# framer and wire encoder, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
     $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto
+# What the device does with type-2 memory windows, and what they cost per transfer.
+$(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
+$(BUILD)/bin/mw-cost: bench/mw-cost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
 $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
@@ -198,10 +207,15 @@ $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
 	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
 
-# The patched redis-benchmark --rdma (built from the installed version's source).
+# The patched redis-benchmark --rdma and redis-cli --rdma (built from the
+# installed version's source).
 REDIS_BENCH_RDMA := build/redis-benchmark-rdma
+REDIS_CLI_RDMA := build/redis-cli-rdma
 $(REDIS_BENCH_RDMA): bench/redis-benchmark-rdma.patch $(CLIENT_A)
-	bench/build-redis-benchmark.sh
+	bench/build-redis-benchmark.sh redis-benchmark
+$(REDIS_CLI_RDMA): bench/redis-cli-rdma.patch $(CLIENT_A)
+	bench/build-redis-benchmark.sh redis-cli
+redis-cli-rdma: $(REDIS_CLI_RDMA)
 
 test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS)
 
@@ -212,14 +226,6 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-# The RDMA transport's private data, immediates and two-ring receive rules.
-FUZZ_RDMAPROTO := build/fuzz/fuzz_rdmaproto_standalone
-$(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/transfer/rdmaproto.c \
-    module/transfer/rdmaproto.h module/transfer/wire.c module/rdma/ring.c
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_rdmaproto.c \
-	    module/transfer/rdmaproto.c module/transfer/wire.c module/rdma/ring.c -lcrypto -o $@
 
 # The TCP stream reassembly's target: the same frames and payload bytes however
 # the stream is cut, nothing written past a payload's destination.
@@ -240,9 +246,8 @@ $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
 	    module/rdma/streamproto.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
-	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
 	$(FUZZ_STREAMPROTO)
 
@@ -260,9 +265,9 @@ test-rdma: all
 
 # Redis protocol over RDMA: the stream endpoint itself (tests/rdma/stream), the
 # module's door (tests/rdma/door) and the client library + patched
-# redis-benchmark (tests/rdma/client), in one guest.
+# redis-benchmark and redis-cli (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA)
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA)
 	tests/softroce/run.sh 'r=0; tests/rdma/stream/run-in-guest.sh || r=1; \
 	    tests/rdma/door/run-in-guest.sh || r=1; \
 	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'

@@ -1,7 +1,8 @@
 /*
- * rdmaconn.h - Redis protocol over RDMA, client side: a byte-stream
- * connection to an objstore node's RDMA front door (its rdma-client-port),
- * carried over an RC queue pair as module/rdma/resprdma.h specifies.
+ * rdmaconn.h - the Redis protocol over RDMA, client side: a byte-stream
+ * connection in the public Valkey Over RDMA protocol (module/rdma/stream.h
+ * carries it), so it talks to an objstore node's rdma-client-port and to a
+ * Valkey server with RDMA alike.
  *
  * Two layers share one connection object:
  *   - a synchronous, hiredis-style API (objRdmaCommand, pipelining with
@@ -34,7 +35,7 @@ typedef enum ObjRdmaErrCode {
     OBJ_RDMA_ERR_IO = 1,       /* a verbs or rdma_cm call failed, or a work request did */
     OBJ_RDMA_ERR_OTHER = 2,    /* bad argument, unusable address */
     OBJ_RDMA_ERR_EOF = 3,      /* the server closed the connection */
-    OBJ_RDMA_ERR_PROTOCOL = 4, /* the peer broke resprdma.h or sent bad RESP */
+    OBJ_RDMA_ERR_PROTOCOL = 4, /* the reply stream is not RESP */
     OBJ_RDMA_ERR_OOM = 5,      /* out of memory */
     OBJ_RDMA_ERR_TIMEOUT = 6   /* connect or reply timeout */
 } ObjRdmaErrCode;
@@ -76,22 +77,23 @@ int objRdmaGetReply(ObjRdmaConn *c, void **reply);
 
 /* ---- non-blocking layer for event loops ---- */
 
-/* One descriptor that becomes readable when objRdmaProcess has work (completions, a
- * disconnect). It never signals writability: retry writes after processing. */
+/* One descriptor that becomes readable when objRdmaProcess or objRdmaRead has
+ * work (completions, a disconnect, arrived bytes not yet read). It never
+ * signals writability: retry writes after processing. */
 int objRdmaFd(const ObjRdmaConn *c);
 /* Drain completions and connection events without blocking. Returns 0, or
  * -1 when the connection failed or closed (the error says which). */
 int objRdmaProcess(ObjRdmaConn *c);
-/* Send up to len bytes of the request stream as credits and send buffers
- * allow. Returns the bytes accepted (> 0), or -1 with errno EAGAIN (nothing
+/* Send up to len bytes of the request stream as the server's receive buffer
+ * and our staging buffer allow. Returns the bytes accepted (> 0), or -1 with errno EAGAIN (nothing
  * could be taken now: process and retry) or EIO/EPIPE (connection failed). */
 ssize_t objRdmaWrite(ObjRdmaConn *c, const void *buf, size_t len);
 /* Copy up to cap bytes of the reply stream that have arrived. Returns the
  * bytes copied (> 0); 0 with errno EAGAIN when none are there yet; -1 with
  * errno EPIPE (closed) or EIO (failed) once everything was read. */
 ssize_t objRdmaRead(ObjRdmaConn *c, void *buf, size_t cap);
-/* Bytes of the request stream accepted but not yet posted (the synchronous
- * queue); 0 when everything is on the wire. */
+/* Bytes of the synchronous layer's queue not yet handed to the stream; 0
+ * when everything is on its way. */
 size_t objRdmaPendingWrite(const ObjRdmaConn *c);
 
 /* The connection's local and peer IPv4/IPv6 addresses (for same-host

@@ -956,7 +956,7 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
     return 0;
 }
 
-/* [added by the door] Our own work requests not yet completed. */
+/* See stream.h. */
 unsigned rdmaStreamSendsPending(const RdmaStream *s)
 {
     return s->ownSends;

@@ -171,7 +171,7 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
 /* Work requests of the stream's own (data writes, control messages) posted
  * and not yet completed: 0 once every byte written so far has reached the
  * peer. Lets a user close gracefully (the last reply delivered before
- * rdmaStreamFree flushes the queue). [added by the door, for the lead] */
+ * rdmaStreamFree flushes the queue). */
 unsigned rdmaStreamSendsPending(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx);

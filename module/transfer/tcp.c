@@ -522,11 +522,6 @@ static size_t tcpMaxInline(Conn *c)
     return SIZE_MAX;
 }
 
-static uint32_t tcpArenaRkey(Conn *c)
-{
-    return 0;
-}
-
 static const TransportOps tcpTransport = {
     .name = "tcp",
     .feature = OBJ_FEAT_TCP,
@@ -538,7 +533,8 @@ static const TransportOps tcpTransport = {
     .discardPayload = tcpDiscardPayload,
     .readRemote = NULL,
     .maxInline = tcpMaxInline,
-    .arenaRkey = tcpArenaRkey,
+    .grantRead = NULL,
+    .revokeRead = NULL,
     .close = tcpCloseConn,
 };
 

@@ -1,11 +1,14 @@
 /*
- * peer.c - a tiny RESP-over-RDMA server for testing the client library
- * (client/rdmaconn.c) without the module: it speaks module/rdma/resprdma.h on
- * its own (an independent reading of the wire spec) and answers a handful
- * of commands from an in-memory table, enough for every RESP2 reply type,
- * pipelines, AUTH and redis-benchmark's PING/SET/GET.
+ * peer.c - a tiny Redis server over RDMA for testing the client library
+ * (client/rdmaconn.c) without the module: connections are accepted as
+ * module/rdma/stream.h streams (the Valkey Over RDMA protocol), and a
+ * handful of commands are answered from an in-memory table, enough for every
+ * RESP2 reply type, pipelines, AUTH and redis-benchmark's PING/SET/GET. Its
+ * receive buffer size is a knob (--rx-size, down to the protocol's 64 KiB),
+ * which the module's door does not offer: a client's writes then wrap many
+ * times within one pipeline.
  *
- *   peer ADDR PORT [--slots N] [--slot-size N] [--requirepass PW] [--seconds S]
+ *   peer ADDR PORT [--rx-size N] [--requirepass PW] [--seconds S]
  *
  * Commands: PING [msg], ECHO m, SET k v, GET k, DEL k, INCR k, AUTH pw,
  * CONFIG GET save|appendonly|maxmemory ("0"; other names: empty array),
@@ -13,11 +16,11 @@
  * bulk of n pattern bytes), TYPES (an array holding one reply of every RESP2
  * type), NILARRAY, DBSIZE, QUIT.
  * It exits after --seconds (default 600) or on SIGTERM; every connection is
- * flushed and freed first. Single-threaded: one epoll loop for rdma_cm and
- * the completion channel. Prints "peer: ready" on stdout once listening.
+ * freed (the stream flushes its queue pair) first. Single-threaded: one
+ * epoll loop for the listener's rdma_cm channel and each stream's
+ * descriptor. Prints "peer: ready" on stdout once listening.
  */
 #include <arpa/inet.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -35,28 +38,14 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "rdma/resprdma.h"
-#include "rdma/ring.h"
+#include "rdma/stream.h"
+#include "rdma/streamproto.h"
 
-#define PEER_TX_MAX   16
-#define PEER_TX_SIZE  (64 * 1024)
 #define PEER_KEYS_MAX 4096
-#define PEER_WR_SEND  1u
-#define PEER_WR_RECV  2u
 
 typedef struct PeerConn {
-    struct rdma_cm_id *id;
-    struct ibv_cq *cq;
-    uint8_t *rxRing;
-    struct ibv_mr *rxMr;
-    RingRx rx;
-    RingTx tx;
-    uint64_t peerAddr;
-    uint32_t peerRkey, peerSlots, peerSlotSize;
-    uint8_t *txBuf;
-    struct ibv_mr *txMr;
-    uint32_t txCount, txSize, txBusy;
-    int outstanding, qpUp, up, authed;
+    RdmaStream *s;
+    int authed;
     int quitting; /* QUIT answered: close once the reply is out */
     redisReader *reader;
     char *out;
@@ -67,9 +56,8 @@ typedef struct PeerConn {
 static struct {
     struct rdma_event_channel *ec;
     struct rdma_cm_id *listenId;
-    struct ibv_pd *pd;
-    struct ibv_comp_channel *comp;
-    uint32_t slots, slotSize;
+    int ep;
+    uint32_t rxSize;
     const char *password;
     PeerConn *conns;
     int nconns;
@@ -95,12 +83,9 @@ static void peerLog(const char *fmt, ...)
 
 /* ---- connections -------------------------------------------------------------------------- */
 
-/* Move the QP to error, wait (bounded) for the sends, free everything. Can't fail. */
+/* Unlink and free a connection (the stream disconnects and flushes first). Can't fail. */
 static void peerFree(PeerConn *c)
 {
-    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
-    struct ibv_wc wcs[16];
-
     for (PeerConn **pp = &pr.conns; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
@@ -108,102 +93,28 @@ static void peerFree(PeerConn *c)
             break;
         }
     }
-    if (c->up)
-        rdma_disconnect(c->id);
-    if (c->qpUp) {
-        int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
-        if (rc)
-            peerLog("ibv_modify_qp(ERR): %s", strerror(rc));
-        for (int spins = 0; c->outstanding > 0 && spins < 20000; spins++) {
-            int n = ibv_poll_cq(c->cq, 16, wcs);
-            for (int i = 0; i < n; i++) {
-                if ((wcs[i].wr_id & 7) == PEER_WR_SEND)
-                    c->outstanding--;
-            }
-            if (n <= 0)
-                usleep(100);
-        }
-        rdma_destroy_qp(c->id);
-    }
-    if (c->cq && ibv_destroy_cq(c->cq))
-        peerLog("ibv_destroy_cq failed");
-    if (c->rxMr)
-        ibv_dereg_mr(c->rxMr);
-    if (c->txMr)
-        ibv_dereg_mr(c->txMr);
-    free(c->rxRing);
-    free(c->txBuf);
+    if (rdmaStreamFd(c->s) >= 0)
+        epoll_ctl(pr.ep, EPOLL_CTL_DEL, rdmaStreamFd(c->s), NULL);
+    rdmaStreamFree(c->s);
     if (c->reader)
         redisReaderFree(c->reader);
     free(c->out);
-    rdma_destroy_id(c->id);
     free(c);
 }
 
-/* Post one receive WR (no buffer: ring writes carry their data). Returns 0 or -1. */
-static int peerPostRecv(PeerConn *c)
-{
-    struct ibv_recv_wr wr = {.wr_id = PEER_WR_RECV}, *bad;
-    int rc = ibv_post_recv(c->id->qp, &wr, &bad);
-
-    if (rc)
-        peerLog("ibv_post_recv: %s", strerror(rc));
-    return rc ? -1 : 0;
-}
-
-/* Post one ring message. Returns 1 posted, 0 no resources, -1 error. */
-static int peerPostMsg(PeerConn *c, const char *p, uint32_t len)
-{
-    int buf = __builtin_ffs((int)~c->txBusy) - 1;
-
-    if (buf < 0 || (uint32_t)buf >= c->txCount)
-        return 0;
-    int slot = ringTxTake(&c->tx, len == 0);
-    if (slot < 0)
-        return 0;
-    uint8_t *f = c->txBuf + (size_t)buf * c->txSize;
-    RespRdmaHdr h = {.credits = htole16((uint16_t)ringRxTakeCredits(&c->rx, 0xFFFF))};
-    memcpy(f, &h, sizeof(h));
-    memcpy(f + sizeof(h), p, len);
-    struct ibv_sge sge = {
-        .addr = (uintptr_t)f, .length = (uint32_t)sizeof(h) + len, .lkey = c->txMr->lkey};
-    struct ibv_send_wr wr = {0}, *bad;
-    wr.wr_id = ((uint64_t)buf << 3) | PEER_WR_SEND;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(ringImmEncode((uint32_t)slot, sge.length));
-    wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
-    wr.wr.rdma.rkey = c->peerRkey;
-    int rc = ibv_post_send(c->id->qp, &wr, &bad);
-    if (rc) {
-        peerLog("ibv_post_send: %s", strerror(rc));
-        return -1;
-    }
-    c->txBusy |= 1u << buf;
-    c->outstanding++;
-    return 1;
-}
-
-/* Send queued replies, then a credit message if one is owed. Returns 0 or -1. */
+/* Write queued replies as far as the client's buffer takes them. Returns 0 or -1. */
 static int peerPump(PeerConn *c)
 {
-    uint32_t maxPay = c->txSize - (uint32_t)sizeof(RespRdmaHdr);
-
     while (c->opos < c->olen) {
-        uint32_t n = (uint32_t)(c->olen - c->opos < maxPay ? c->olen - c->opos : maxPay);
-        int rc = peerPostMsg(c, c->out + c->opos, n);
-        if (rc < 0)
+        ssize_t n = rdmaStreamWrite(c->s, c->out + c->opos, c->olen - c->opos);
+        if (n < 0)
             return -1;
-        if (rc == 0)
+        if (n == 0)
             break;
-        c->opos += n;
+        c->opos += (size_t)n;
     }
     if (c->opos == c->olen)
         c->opos = c->olen = 0;
-    if (c->olen == 0 && ringRxWantsCreditMsg(&c->rx) && peerPostMsg(c, NULL, 0) < 0)
-        return -1;
     return 0;
 }
 
@@ -392,186 +303,99 @@ static int peerExec(PeerConn *c, const redisReply *r)
     return 0;
 }
 
-/* ---- completions ------------------------------------------------------------------------------
- */
+/* ---- streams ------------------------------------------------------------------------------ */
 
-/* A ring message arrived. Returns 0, or -1 to close the connection. */
-static int peerOnRecv(PeerConn *c, uint32_t imm)
+/* Feed the arrived requests to the reader and execute them. Returns 0, or -1 to close. */
+static int peerOnData(PeerConn *c)
 {
-    uint32_t slot, len;
-    RespRdmaHdr h;
+    const uint8_t *p;
+    size_t len;
     void *req;
 
-    ringImmDecode(imm, &slot, &len);
-    if (ringRxConsume(&c->rx, slot) == -1) {
-        peerLog("protocol: message in slot %u, expected %u", slot, c->rx.expect);
-        return -1;
+    while ((p = rdmaStreamPeek(c->s, &len)) != NULL && len > 0) {
+        if (!c->quitting && redisReaderFeed(c->reader, (const char *)p, len) != REDIS_OK)
+            return -1;
+        if (rdmaStreamConsume(c->s, len) == -1)
+            return -1;
     }
-    if (len < sizeof(h) || len > pr.slotSize) {
-        peerLog("protocol: length %u", len);
-        return -1;
-    }
-    const uint8_t *p = c->rxRing + (size_t)slot * pr.slotSize;
-    memcpy(&h, p, sizeof(h));
-    if (ringTxGrant(&c->tx, le16toh(h.credits)) == -1) {
-        peerLog("protocol: %u credits, more than outstanding", le16toh(h.credits));
-        return -1;
-    }
-    if (c->quitting)
-        return peerPostRecv(c);
-    if (len > sizeof(h) &&
-        redisReaderFeed(c->reader, (const char *)p + sizeof(h), len - sizeof(h)) != REDIS_OK)
-        return -1;
-    if (peerPostRecv(c) == -1)
-        return -1;
-    for (;;) {
+    while (!c->quitting) {
         if (redisReaderGetReply(c->reader, &req) != REDIS_OK) {
             peerLog("bad request stream: %s", c->reader->errstr);
             return -1;
         }
         if (req == NULL)
             break;
-        int rc = peerExec(c, req);
+        if (peerExec(c, req) == -1)
+            c->quitting = 1; /* closed once the +OK went out */
         freeReplyObject(req);
-        if (rc == -1) {
-            c->quitting = 1; /* peerPoll closes after the +OK went out */
-            return 0;
-        }
     }
     return 0;
 }
 
-/* Poll a connection's CQ dry. Returns 0, or -1 when it must close. */
-static int peerPoll(PeerConn *c)
+/* A stream's descriptor is readable: process, serve, write. Returns 0, or -1 to close. */
+static int peerOnStream(PeerConn *c)
 {
-    struct ibv_wc wcs[32];
-    int n;
+    int rc = rdmaStreamProcess(c->s);
 
-    while ((n = ibv_poll_cq(c->cq, 32, wcs)) > 0) {
-        for (int i = 0; i < n; i++) {
-            const struct ibv_wc *wc = &wcs[i];
-            if ((wc->wr_id & 7) == PEER_WR_SEND) {
-                c->txBusy &= ~(1u << (wc->wr_id >> 3));
-                c->outstanding--;
-            }
-            if (wc->status != IBV_WC_SUCCESS) {
-                if (wc->status != IBV_WC_WR_FLUSH_ERR)
-                    peerLog("completion failed: %s", ibv_wc_status_str(wc->status));
-                return -1;
-            }
-            if ((wc->wr_id & 7) == PEER_WR_RECV && peerOnRecv(c, ntohl(wc->imm_data)) == -1)
-                return -1;
-        }
-    }
-    if (n < 0 || peerPump(c) == -1)
+    if (peerOnData(c) == -1 || rc == -1)
         return -1;
-    /* Disconnect only once QUIT's reply was delivered (its send completed). */
-    return c->quitting && c->olen == 0 && c->outstanding == 0 ? -1 : 0;
-}
-
-/* The completion channel is readable: per event ack, re-arm, poll dry;
- * a connection that must close is freed here. */
-static void peerOnComp(void)
-{
-    struct ibv_cq *cq;
-    void *ctx;
-
-    while (ibv_get_cq_event(pr.comp, &cq, &ctx) == 0) {
-        PeerConn *c = ctx;
-        ibv_ack_cq_events(cq, 1);
-        int rc = ibv_req_notify_cq(cq, 0);
-        if (rc)
-            peerLog("ibv_req_notify_cq: %s", strerror(rc));
-        if (rc || peerPoll(c) == -1)
-            peerFree(c);
+    if (peerPump(c) == -1)
+        return -1;
+    /* Close only once QUIT's reply has left (a bounded wait for its write). */
+    if (c->quitting && c->olen == 0) {
+        for (int i = 0; i < 20; i++)
+            rdmaStreamWait(c->s, 10);
+        return -1;
     }
+    return 0;
 }
 
-/* ---- connection manager ---------------------------------------------------------------------- */
-
-/* A client connects: check its ring, build ours and its QP, accept with our
- * ring in the private data; anything wrong rejects it. */
-static void peerOnRequest(struct rdma_cm_id *id, const RespRdmaPriv *cp, size_t cpLen)
+/* A client connects: accept it as a stream and watch its descriptor. */
+static void peerOnRequest(struct rdma_cm_id *id)
 {
+    RdmaStreamConfig cfg = {.rxSize = pr.rxSize};
     PeerConn *c = calloc(1, sizeof(*c));
-    struct ibv_qp_init_attr qa = {0};
-    struct rdma_conn_param param = {0};
-    RespRdmaPriv mine;
+    char err[256];
 
-    if (c == NULL || cpLen < sizeof(*cp) || le32toh(cp->magic) != RESP_RDMA_MAGIC ||
-        le16toh(cp->version) != RESP_RDMA_VERSION || le16toh(cp->slots) < 4 ||
-        le32toh(cp->slotSize) < 64 || le32toh(cp->slotSize) > RING_MAX_LEN) {
-        peerLog("refusing a connection: bad private data (%zu bytes)", cpLen);
+    if (c == NULL || (c->reader = redisReaderCreate()) == NULL) {
+        peerLog("out of memory");
         rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         free(c);
         return;
     }
-    c->id = id;
-    id->context = c;
+    c->s = rdmaStreamAccept(id, &cfg, err, sizeof(err));
+    if (c->s == NULL) {
+        peerLog("accept: %s", err);
+        redisReaderFree(c->reader);
+        free(c);
+        return;
+    }
+    rdmaStreamSetUserCtx(c->s, c);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(pr.ep, EPOLL_CTL_ADD, rdmaStreamFd(c->s), &ev) == -1) {
+        peerLog("epoll_ctl: %s", strerror(errno));
+        rdmaStreamFree(c->s);
+        redisReaderFree(c->reader);
+        free(c);
+        return;
+    }
     c->next = pr.conns;
     pr.conns = c;
     pr.nconns++;
-    c->peerSlots = le16toh(cp->slots);
-    c->peerSlotSize = le32toh(cp->slotSize);
-    c->peerRkey = le32toh(cp->rkey);
-    c->peerAddr = le64toh(cp->addr);
-    ringTxInit(&c->tx, c->peerSlots);
-    ringRxInit(&c->rx, pr.slots);
-    c->txCount = c->peerSlots < PEER_TX_MAX ? c->peerSlots : PEER_TX_MAX;
-    c->txSize = c->peerSlotSize < PEER_TX_SIZE ? c->peerSlotSize : PEER_TX_SIZE;
-    c->reader = redisReaderCreate();
-    c->cq = ibv_create_cq(id->verbs, PEER_TX_MAX + (int)pr.slots + 4, c, pr.comp, 0);
-    if (!c->cq || ibv_req_notify_cq(c->cq, 0)) {
-        peerLog("ibv_create_cq/notify: %s", strerror(errno));
-        goto out_reject;
-    }
-    qa.send_cq = qa.recv_cq = c->cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = PEER_TX_MAX;
-    qa.cap.max_recv_wr = pr.slots;
-    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id, pr.pd, &qa)) {
-        peerLog("rdma_create_qp: %s", strerror(errno));
-        goto out_reject;
-    }
-    c->qpUp = 1;
-    if (posix_memalign((void **)&c->rxRing, 4096, (size_t)pr.slots * pr.slotSize) ||
-        posix_memalign((void **)&c->txBuf, 4096, (size_t)c->txCount * c->txSize))
-        goto out_reject;
-    c->rxMr = ibv_reg_mr(pr.pd, c->rxRing, (size_t)pr.slots * pr.slotSize,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    c->txMr = ibv_reg_mr(pr.pd, c->txBuf, (size_t)c->txCount * c->txSize, IBV_ACCESS_LOCAL_WRITE);
-    if (!c->rxMr || !c->txMr) {
-        peerLog("ibv_reg_mr: %s", strerror(errno));
-        goto out_reject;
-    }
-    for (uint32_t i = 0; i < pr.slots; i++) {
-        if (peerPostRecv(c) == -1)
-            goto out_reject;
-    }
-    mine.magic = htole32(RESP_RDMA_MAGIC);
-    mine.version = htole16(RESP_RDMA_VERSION);
-    mine.slots = htole16((uint16_t)pr.slots);
-    mine.slotSize = htole32(pr.slotSize);
-    mine.rkey = htole32(c->rxMr->rkey);
-    mine.addr = htole64((uint64_t)(uintptr_t)c->rxRing);
-    param.private_data = &mine;
-    param.private_data_len = sizeof(mine);
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param)) {
-        peerLog("rdma_accept: %s", strerror(errno));
-        goto out_reject;
-    }
-    return;
-
-out_reject:
-    rdma_reject(id, NULL, 0);
-    peerFree(c);
 }
 
-/* Drain rdma_cm events: connect requests, established, disconnects. */
+/* The PeerConn of an accepted id, or NULL (a request that was refused). */
+static PeerConn *peerById(const struct rdma_cm_id *id)
+{
+    for (PeerConn *c = pr.conns; c; c = c->next) {
+        if (rdmaStreamId(c->s) == id)
+            return c;
+    }
+    return NULL;
+}
+
+/* Drain the listener's rdma_cm events: requests, established, disconnects. */
 static void peerOnCm(void)
 {
     struct rdma_cm_event *ev;
@@ -579,31 +403,22 @@ static void peerOnCm(void)
     while (rdma_get_cm_event(pr.ec, &ev) == 0) {
         struct rdma_cm_id *id = ev->id;
         enum rdma_cm_event_type type = ev->event;
-        RespRdmaPriv cp = {0};
-        size_t cpLen = ev->param.conn.private_data ? ev->param.conn.private_data_len : 0;
+        int status = ev->status;
 
-        if (cpLen)
-            memcpy(&cp, ev->param.conn.private_data, cpLen < sizeof(cp) ? cpLen : sizeof(cp));
         rdma_ack_cm_event(ev);
         if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            peerOnRequest(id, &cp, cpLen);
+            peerOnRequest(id);
             continue;
         }
-        PeerConn *c = id->context;
-        if (c == NULL)
-            continue;
-        if (type == RDMA_CM_EVENT_ESTABLISHED) {
-            c->up = 1;
-        } else if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_REJECTED ||
-                   type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE) {
-            c->up = type != RDMA_CM_EVENT_DISCONNECTED ? 0 : 1;
+        PeerConn *c = peerById(id);
+        if (c && rdmaStreamCmEvent(c->s, type, status) == -1)
             peerFree(c);
-        }
+        else if (c && peerOnStream(c) == -1)
+            peerFree(c);
     }
 }
 
-/* ---- main
- * ----------------------------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------------------------- */
 
 /* SIGTERM/SIGINT: leave the loop, free every connection, exit 0. */
 static void peerOnSignal(int sig)
@@ -625,24 +440,20 @@ int main(int argc, char **argv)
     int seconds = 600;
 
     if (argc < 3) {
-        fprintf(stderr, "usage: peer ADDR PORT [--slots N] [--slot-size N] [--requirepass PW] "
-                        "[--seconds S]\n");
+        fprintf(stderr, "usage: peer ADDR PORT [--rx-size N] [--requirepass PW] [--seconds S]\n");
         return 2;
     }
-    pr.slots = RESP_RDMA_SLOTS;
-    pr.slotSize = RESP_RDMA_SLOT_SIZE;
+    pr.rxSize = SP_RX_DEFAULT;
     for (int i = 3; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--slots"))
-            pr.slots = (uint32_t)atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--slot-size"))
-            pr.slotSize = (uint32_t)atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--rx-size"))
+            pr.rxSize = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--requirepass"))
             pr.password = argv[i + 1];
         else if (!strcmp(argv[i], "--seconds"))
             seconds = atoi(argv[i + 1]);
     }
-    if (pr.slots < 4 || pr.slots > 4096 || pr.slotSize < 64 || pr.slotSize > RING_MAX_LEN) {
-        fprintf(stderr, "peer: ring out of range\n");
+    if (pr.rxSize < SP_RX_MIN || pr.rxSize > SP_RX_MAX) {
+        fprintf(stderr, "peer: --rx-size out of range (%u..%u)\n", SP_RX_MIN, SP_RX_MAX);
         return 2;
     }
     if (inet_pton(AF_INET, argv[1], &sa.sin_addr) != 1) {
@@ -659,40 +470,38 @@ int main(int argc, char **argv)
         fprintf(stderr, "peer: cannot bind %s:%s: %s\n", argv[1], argv[2], strerror(errno));
         return 1;
     }
-    pr.pd = ibv_alloc_pd(pr.listenId->verbs);
-    pr.comp = ibv_create_comp_channel(pr.listenId->verbs);
-    if (!pr.pd || !pr.comp || peerSetNonBlocking(pr.ec->fd) || peerSetNonBlocking(pr.comp->fd) ||
-        rdma_listen(pr.listenId, 256)) {
-        fprintf(stderr, "peer: setup failed: %s\n", strerror(errno));
+    if (peerSetNonBlocking(pr.ec->fd) || rdma_listen(pr.listenId, 256)) {
+        fprintf(stderr, "peer: listen failed: %s\n", strerror(errno));
         return 1;
     }
-    int ep = epoll_create1(0);
-    struct epoll_event e1 = {.events = EPOLLIN, .data.fd = pr.ec->fd};
-    struct epoll_event e2 = {.events = EPOLLIN, .data.fd = pr.comp->fd};
-    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, pr.ec->fd, &e1) ||
-        epoll_ctl(ep, EPOLL_CTL_ADD, pr.comp->fd, &e2)) {
+    pr.ep = epoll_create1(0);
+    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = NULL};
+    if (pr.ep < 0 || epoll_ctl(pr.ep, EPOLL_CTL_ADD, pr.ec->fd, &e1)) {
         fprintf(stderr, "peer: epoll: %s\n", strerror(errno));
         return 1;
     }
-    printf("peer: ready on %s:%s (%u slots x %u bytes)\n", argv[1], argv[2], pr.slots, pr.slotSize);
+    printf("peer: ready on %s:%s (receive buffer %u bytes)\n", argv[1], argv[2], pr.rxSize);
     fflush(stdout);
 
     time_t end = time(NULL) + seconds;
     while (!peerStop && time(NULL) < end) {
-        struct epoll_event evs[4];
-        int n = epoll_wait(ep, evs, 4, 200);
+        struct epoll_event evs[16];
+        int n = epoll_wait(pr.ep, evs, 16, 200);
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.fd == pr.ec->fd)
+            if (evs[i].data.ptr == NULL) {
                 peerOnCm();
-            else
-                peerOnComp();
+                break; /* a freed connection may be named by a later entry */
+            }
+            PeerConn *c = evs[i].data.ptr;
+            if (peerOnStream(c) == -1) {
+                peerFree(c);
+                break;
+            }
         }
     }
     while (pr.conns)
         peerFree(pr.conns);
     rdma_destroy_id(pr.listenId);
-    ibv_destroy_comp_channel(pr.comp);
-    ibv_dealloc_pd(pr.pd);
     rdma_destroy_event_channel(pr.ec);
     printf("peer: stopped\n");
     return 0;

@@ -1,23 +1,27 @@
 #!/bin/sh
 # run-in-guest.sh - the RESP-over-RDMA client suite: client/rdmaconn.c,
-# ObjClient over RDMA and redis-benchmark --rdma against the module's RDMA
-# front door (rdma-client-port), plus tests/rdma/client/peer.c for rings the
-# module never uses (4 slots of 64 bytes). Needs an RDMA device:
+# ObjClient over RDMA, redis-benchmark --rdma and redis-cli --rdma against
+# the module's RDMA door (rdma-client-port, Valkey Over RDMA), plus
+# tests/rdma/client/peer.c for a server receive buffer the module never uses
+# (64 KiB, the protocol's smallest). Needs an RDMA device:
 #
 #   tests/softroce/run.sh tests/rdma/client/run-in-guest.sh
 #
 # (a Soft-RoCE guest when the host has none). make builds every program on the
 # host first (make test-rdma-resp does): build/objstore.so,
-# build/tests/rdma/{test_rdmaclient,peer} and build/redis-benchmark-rdma; the
+# build/tests/rdma/{test_rdmaclient,peer}, build/redis-benchmark-rdma and
+# build/redis-cli-rdma; the
 # guest compiles nothing. Nodes are started through tests/lib/nodes.sh.
 # Steps, each bounded in time:
 #   1. test_rdmaclient vs the module: every RESP2 reply type, a 10k pipeline,
 #      the event-loop layer, OBJ.* and ObjClient over RDMA, 100 concurrent
 #      connections, a client killed mid-pipeline, QUIT
-#   2. the same with a 4 x 256-byte client ring (replies span many slots)
+#   2. the same with a 64 KiB client receive buffer (replies wrap it often)
 #   3. AUTH against a node with requirepass
-#   4. test_rdmaclient vs the peer with a 4 x 64-byte server ring
+#   4. test_rdmaclient vs the peer with a 64 KiB server receive buffer
 #   5. redis-benchmark --rdma -t ping,get,set -n 2000 -q, and OBJ.GET
+#   6. redis-cli --rdma: the README's walkthrough one-shot and piped into
+#      interactive mode, RESP3, AUTH (tests/rdma/client/cli-walkthrough.sh)
 # Prints PASS/FAIL per step and exits 0 only if every step passed.
 # Scratch files and logs: build/tests/rdma/client/ (kept for post-mortems).
 set -u
@@ -30,6 +34,7 @@ T=$BUILD/tests/rdma
 A=${OBJ_RXE_ADDR:?OBJ_RXE_ADDR must name the RDMA address (tests/softroce/run.sh sets it)}
 A=${A%%/*}
 RB=build/redis-benchmark-rdma
+RC=build/redis-cli-rdma
 PASSWORD=rdmaclient-secret
 FAILED=0
 SUMMARY=""
@@ -101,7 +106,7 @@ benchSmoke() {
 }
 
 nodesInit || exit 1
-for prog in "$T/test_rdmaclient" "$T/peer" "$RB"; do
+for prog in "$T/test_rdmaclient" "$T/peer" "$RB" "$RC"; do
     [ -x "$prog" ] || {
         echo "$prog is missing: run make test-rdma-resp (it builds every program on the host)"
         exit 1
@@ -111,19 +116,21 @@ done
 # No password: protected mode would refuse RDMA clients (not loopback).
 startNode n6390 6390 26390 16390 "" --protected-mode no || exit 1
 startNode n6391 6391 26391 16391 "$PASSWORD" --requirepass "$PASSWORD" || exit 1
-"$T/peer" "$A" 17000 --slots 4 --slot-size 64 --seconds 400 >"$B/peer.log" 2>&1 &
+"$T/peer" "$A" 17000 --rx-size 65536 --seconds 400 >"$B/peer.log" 2>&1 &
 PEER_PID=$!
 
 step "client vs module (100 connections, 10k pipeline)" 150 \
     "$T/test_rdmaclient" "$A" 16390 --module --tcp-port 6390 --conns 100
-step "client with a 4 x 256-byte ring vs module" 90 \
-    env OBJSTORE_RDMA_SLOTS=4 OBJSTORE_RDMA_SLOT_SIZE=256 \
+step "client with a 64 KiB receive buffer vs module" 90 \
+    env OBJSTORE_RDMA_RX_SIZE=65536 OBJSTORE_RDMA_TX_SIZE=65536 \
     "$T/test_rdmaclient" "$A" 16390 --module --conns 5 --depth 2000 --big 100000
 step "AUTH against requirepass" 60 \
     "$T/test_rdmaclient" "$A" 16391 --module --password "$PASSWORD" --auth-only
-step "client vs peer with a 4 x 64-byte ring" 90 \
+step "client vs peer with a 64 KiB receive buffer" 90 \
     "$T/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
 step "redis-benchmark --rdma" - benchSmoke
+step "redis-cli --rdma: the README walkthrough, RESP3, AUTH" 240 \
+    env REDIS_CLI_RDMA="$RC" tests/rdma/client/cli-walkthrough.sh "$A" 16390 6390 16391 "$PASSWORD"
 
 grep -h -iE 'warning|error' "$B"/n639*.log | grep -v -i 'overcommit' | tail -n 20
 stopAll

@@ -19,6 +19,7 @@
  */
 #include "objstore.h"
 #include "rdmaconn.h"
+#include "rdma/streamproto.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -199,13 +200,13 @@ static void testReplyTypes(ObjRdmaConn *c)
     char *big = malloc(bigValue);
     fillPattern(big, bigValue, 7);
     r = objRdmaCommand(c, "SET %s:big %b", tag, big, (size_t)bigValue);
-    check(isReply(r, REDIS_REPLY_STATUS, "OK"), c, "SET of %zu bytes (a request over many slots)",
-          bigValue);
+    check(isReply(r, REDIS_REPLY_STATUS, "OK"), c,
+          "SET of %zu bytes (a request larger than the receive buffer)", bigValue);
     freeReplyObject(r);
     r = objRdmaCommand(c, "GET %s:big", tag);
     check(r && r->type == REDIS_REPLY_STRING && r->len == bigValue &&
               !memcmp(r->str, big, bigValue),
-          c, "GET of %zu bytes (a reply over many slots) is intact", bigValue);
+          c, "GET of %zu bytes (a reply larger than the receive buffer) is intact", bigValue);
     freeReplyObject(r);
     r = objRdmaCommand(c, "DEL %s:big", tag);
     freeReplyObject(r);
@@ -237,6 +238,53 @@ static void testPipeline(ObjRdmaConn *c)
     check(good == pipelineDepth, c, "%d pipelined INCRs answered in order (%lld ms)", pipelineDepth,
           nowMs() - t0);
     check(objRdmaPendingWrite(c) == 0, c, "the send queue is empty afterwards");
+}
+
+/* Whether objRdmaFd is readable right now. */
+static int fdReadable(const ObjRdmaConn *c)
+{
+    struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
+    return poll(&pfd, 1, 0) == 1;
+}
+
+/* objRdmaFd stays readable while a reader has left arrived bytes unread, and
+ * goes quiet once it has taken them all: an event loop neither misses the
+ * rest of a reply nor spins. */
+static void testLeftoverWakes(void)
+{
+    ObjRdmaConn *c = connectOk("leftover");
+    size_t vlen = 5000, got = 0, want;
+    char *val = malloc(vlen), *cmd, buf[6000];
+    int cl;
+
+    fillPattern(val, vlen, 5);
+    cl = redisFormatCommand(&cmd, "ECHO %b", val, vlen);
+    want = (size_t)snprintf(buf, sizeof(buf), "$%zu\r\n", vlen) + vlen + 2;
+    check(objRdmaWrite(c, cmd, (size_t)cl) == cl, c, "ECHO of %zu bytes written at once", vlen);
+    redisFreeCommand(cmd);
+    long long deadline = nowMs() + REPLY_TIMEOUT_MS;
+    while (got == 0 && nowMs() < deadline) {
+        struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
+        poll(&pfd, 1, 100);
+        objRdmaProcess(c);
+        ssize_t n = objRdmaRead(c, buf, 10);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    check(got == 10, c, "the first 10 bytes of the reply read");
+    check(fdReadable(c), c, "objRdmaFd is readable while the rest waits unread");
+    while (got < want && nowMs() < deadline) {
+        ssize_t n = objRdmaRead(c, buf, sizeof(buf));
+        if (n > 0)
+            got += (size_t)n;
+        else
+            objRdmaProcess(c);
+    }
+    check(got == want, c, "the rest read (%zu of %zu bytes)", got, want);
+    objRdmaProcess(c);
+    check(!fdReadable(c), c, "objRdmaFd is quiet once everything was read");
+    free(val);
+    objRdmaFree(c);
 }
 
 /* The event-loop layer: objRdmaWrite/objRdmaRead/objRdmaProcess around poll(objRdmaFd). */
@@ -303,7 +351,7 @@ static void testNonBlocking(void)
           eagain, loops);
     free(cmds);
 
-    /* One big command written in pieces as credits allow. */
+    /* One big command written in pieces as the server's receive buffer frees up. */
     size_t bigLen = bigWrite;
     char *val = malloc(bigLen), *cmd;
     fillPattern(val, bigLen, 11);
@@ -323,13 +371,13 @@ static void testNonBlocking(void)
         struct pollfd pfd = {.fd = objRdmaFd(c), .events = POLLIN};
         poll(&pfd, 1, 1000);
         objRdmaProcess(c);
-        /* Drain replies meanwhile (there are none yet, but the credits come back). */
+        /* Drain replies meanwhile (there are none yet, but the buffer comes back). */
         ssize_t rn = objRdmaRead(c, buf, sizeof(buf));
         if (rn > 0)
             redisReaderFeed(rd, buf, (size_t)rn);
     }
-    /* One write can take at most 16 send buffers of 64 KiB. */
-    check(off == (size_t)cl && (writes > 1 || (size_t)cl <= 16 * 65536), c,
+    /* The server's receive buffer is at most 16 MiB: a bigger command needs several writes. */
+    check(off == (size_t)cl && (writes > 1 || (size_t)cl <= SP_RX_MAX), c,
           "a %zu-byte command accepted in %d partial writes", (size_t)cl, writes);
     redisFreeCommand(cmd);
     void *rep = NULL;
@@ -792,6 +840,7 @@ int main(int argc, char **argv)
     testReplyTypes(c);
     testPipeline(c);
     testNonBlocking();
+    testLeftoverWakes();
     if (moduleMode)
         testModule(c);
     testConcurrent();
