@@ -116,6 +116,8 @@ static double now(void)
 
 static void bufAppend(Buf *b, const void *p, size_t n)
 {
+    if (!n)
+        return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
@@ -588,7 +590,8 @@ static int hRxGrow(double deadline)
         die("%s", "cannot register the request buffer");
     if (g.req.len + 64 > n)
         die("%s", "the script is too long for the server's RX buffer");
-    memcpy(buf, g.req.p, g.req.len);
+    if (g.req.len)
+        memcpy(buf, g.req.p, g.req.len);
     /* *2 $4 ECHO $<len> <bytes>: header lengths depend on len's digits. */
     size_t room = n - g.req.len, len = room;
     int hdr = 0;
