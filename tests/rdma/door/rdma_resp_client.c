@@ -488,7 +488,7 @@ static struct {
 
 #define H_RX     (64u * 1024)
 #define H_RECVS  16
-#define H_CMDBUF ((H_RECVS + 4) * 64)
+#define H_CMDBUF 4096 /* receive slots of 64 bytes, then the send area; one page */
 
 /* Wait for one rdma_cm event of type want (exit 1 on another or timeout). */
 static void hWaitCm(enum rdma_cm_event_type want)
