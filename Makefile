@@ -108,7 +108,7 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 # distribution's patches applied: they move fields of struct redisServer).
 REDIS_SERVER_SRC := build/redis-server-src
 $(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
-	tests/fetch-redis-server-src.sh build
+	tests/fetch-redis-server-src.sh build $(REDIS_SRC)
 $(BUILD)/module/redis/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
     -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
 $(BUILD)/module/redis/conntype.o: | $(REDIS_SERVER_SRC)/.patched
