@@ -103,6 +103,16 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
+# The RDMA connection type (module/redis/conntype.c) is compiled against the
+# server.h of the source the installed redis-server was built from (the
+# distribution's patches applied: they move fields of struct redisServer).
+REDIS_SERVER_SRC := build/redis-server-src
+$(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
+	tests/fetch-redis-server-src.sh build
+$(BUILD)/module/redis/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
+    -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
+$(BUILD)/module/redis/conntype.o: | $(REDIS_SERVER_SRC)/.patched
+
 # Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
 # (or be bound to) a symbol of redis-server.
 $(MODULE_OBJ): CFLAGS += -fvisibility=hidden
@@ -143,7 +153,6 @@ UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_ring     := rdma common
 UNIT_LIBS_test_streamproto := rdma common
-UNIT_LIBS_test_resp     := redis
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
 .SECONDEXPANSION:
@@ -171,7 +180,7 @@ $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/li
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lhiredis
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
 # A misbehaving node on the transfer transport: the project's own wire encoder
 # and ring arithmetic, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
@@ -210,14 +219,6 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-# The RESP request parser's target: the same requests however the stream is cut.
-FUZZ_RESP := build/fuzz/fuzz_resp_standalone
-$(FUZZ_RESP): tests/fuzz/fuzz_resp.c tests/fuzz/fuzz_gen.h module/redis/resp.c module/redis/resp.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_resp.c \
-	    module/redis/resp.c -o $@
-
 # The RDMA transport's private data, immediates and two-ring receive rules.
 FUZZ_RDMAPROTO := build/fuzz/fuzz_rdmaproto_standalone
 $(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/transfer/rdmaproto.c \
@@ -237,15 +238,6 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
 
-# The RDMA door's ring checks: private data, immediates, headers, credits.
-FUZZ_RESPRING := build/fuzz/fuzz_respring_standalone
-$(FUZZ_RESPRING): tests/fuzz/fuzz_respring.c tests/fuzz/fuzz_gen.h module/rdma/respring.c \
-    module/rdma/respring.h module/rdma/ring.c module/rdma/ring.h module/rdma/resprdma.h
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
-	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_respring.c module/rdma/respring.c module/rdma/ring.c -o $@
-
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
 $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/rdma/streamproto.c \
@@ -255,13 +247,10 @@ $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
 	    module/rdma/streamproto.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RESP) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_RESPRING) \
-    $(FUZZ_STREAMPROTO)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
-	$(FUZZ_RESP)
 	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
-	$(FUZZ_RESPRING)
 	$(FUZZ_STREAMPROTO)
 
 # PYTEST_ARGS: what pytest runs (default the whole suite), e.g.

@@ -168,6 +168,11 @@ int rdmaStreamResizeRx(RdmaStream *s, uint32_t rxSize);
  * cfg.onWc. wr_id low bits must be 0. Returns 0, or -1 (logged reason in
  * rdmaStreamError; nothing of the chain that failed is counted). */
 int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
+/* Work requests of the stream's own (data writes, control messages) posted
+ * and not yet completed: 0 once every byte written so far has reached the
+ * peer. Lets a user close gracefully (the last reply delivered before
+ * rdmaStreamFree flushes the queue). [added by the door, for the lead] */
+unsigned rdmaStreamSendsPending(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx);
 

@@ -65,6 +65,7 @@ static ConfigDef configDefs[] = {
     STR("rdma-device", rdmaDevice, IMM, ""),
     NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
     NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
+    NUM("rdma-rx-size", rdmaRxSize, IMM | MEM, 1LL << 20, 64 * 1024, 16LL << 20, NULL),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

@@ -11,7 +11,7 @@
  *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
  *               commands.c (store OBJ.*)   cluster.c (FETCH/LOCATE/NODES)  cmdtable.c
  *               reply.c (shared replies)   waiters.c (waits for a seal)
- *               respserver.c + resp.c (Redis clients over RDMA)
+ *               door.c + conntype.c (Redis clients over RDMA: a Redis connection type)
  *   transfer/   the transfer engine thread: engine.c, fetch.c, serve.c, wire.c,
  *               transport.h with tcp.c and rdma.c
  *   directory/  the directory client thread (hiredis)
@@ -25,7 +25,7 @@
 #include "config.h"
 #include "cluster.h"
 #include "commands.h"
-#include "respserver.h"
+#include "door.h"
 #include "waiters.h"
 #include "settings.h"
 #include "stats.h"
@@ -49,7 +49,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
-    respServerStop();
+    doorStop();
     objClusterStop();
     arenaClose(&objNode.arena);
 }
@@ -78,7 +78,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     }
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
-        objStatsAdd(respServerStats) == REDISMODULE_ERR ||
+        objStatsAdd(doorStats) == REDISMODULE_ERR ||
         objStatsAdd(objClusterStatsFields) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
         RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||
@@ -89,7 +89,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         goto out_destroy_table;
     if (objClusterStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
-    respServerStart(ctx);
+    doorStart(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 

@@ -40,6 +40,7 @@ typedef struct ObjConfig {
     char rdmaDevice[64];
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
     long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
+    long long rdmaRxSize;     /* an RDMA client's RX buffer once authenticated */
 } ObjConfig;
 
 typedef struct ObjCounters {

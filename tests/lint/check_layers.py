@@ -9,6 +9,10 @@ every #include "..." in module/<component>/ and client/ under ROOT:
     component or one it may include;
   - a bare "x.h" must be a header of the file's own folder, unless it is one
     of Redis's headers (pseudo-component "redismodule");
+  - Redis's core headers (server.h, connection.h) only in module/redis/conntype.c,
+    the RDMA connection type, which in turn must not see the module API
+    (redismodule.h, directly or through a header of its folder): server.h
+    brings the REDISMODULE_CORE view of it;
   - the allowed edges themselves must not form a circle.
 Prints one line per violation (file:line: why) and exits 1 if there is any,
 0 otherwise. System headers (<...>) are not looked at.
@@ -18,6 +22,8 @@ import re
 import sys
 
 REDIS_HEADERS = {"redismodule.h", "server.h", "connection.h"}
+CORE_HEADERS = {"server.h", "connection.h"}
+CORE_FILE = os.path.join("module", "redis", "conntype.c")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -70,6 +76,14 @@ def component_dirs(root, allowed):
                 break
 
 
+def sees_module_api(header):
+    """Whether a header of the connection type's folder includes redismodule.h."""
+    if not os.path.exists(header):
+        return False
+    with open(header, errors="replace") as f:
+        return any((m := INCLUDE.match(line)) and m.group(1) == "redismodule.h" for line in f)
+
+
 def check(root):
     allowed = read_layers(os.path.join(root, "tests", "lint", "layers"))
     problems = []
@@ -99,9 +113,19 @@ def check(root):
                                 problems.append(f"{rel}:{n}: includes \"{inc}\": "
                                                 f"{comp} may not depend on {target}")
                         elif inc in REDIS_HEADERS:
-                            if "redismodule" not in allowed[comp]:
+                            if inc in CORE_HEADERS and rel != CORE_FILE:
+                                problems.append(f"{rel}:{n}: includes \"{inc}\": Redis's core "
+                                                f"headers belong to {CORE_FILE} only")
+                            elif inc == "redismodule.h" and rel == CORE_FILE:
+                                problems.append(f"{rel}:{n}: includes \"{inc}\": the connection "
+                                                f"type sees Redis's core, not the module API")
+                            elif "redismodule" not in allowed[comp]:
                                 problems.append(f"{rel}:{n}: includes \"{inc}\": only components "
                                                 f"allowed 'redismodule' may see Redis's headers")
+                        elif rel == CORE_FILE and sees_module_api(os.path.join(dirpath, inc)):
+                            problems.append(f"{rel}:{n}: includes \"{inc}\", which includes "
+                                            f"redismodule.h: the connection type must not see "
+                                            f"the module API")
                         elif not os.path.exists(os.path.join(dirpath, inc)):
                             problems.append(f"{rel}:{n}: includes \"{inc}\", which is not in "
                                             f"its own folder: name the component (\"comp/{inc}\")")

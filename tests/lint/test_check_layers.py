@@ -1,6 +1,8 @@
 """The layering check's own tests: it passes the real tree, and it catches an
 upward include, Redis's headers outside the Redis layer, a bare include of
-another folder's header, an unknown component and a circle in the rules.
+another folder's header, an unknown component, a circle in the rules, and
+Redis's core headers anywhere but the RDMA connection type (which in turn must
+not see the module API).
 
 Each case builds a small tree in a temporary folder with the real
 tests/lint/layers file and runs check_layers.py on it as `make lint` does.
@@ -106,3 +108,20 @@ def test_a_circle_in_the_rules_is_caught(tree):
     r = run_check(str(tree))
     assert r.returncode == 1
     assert "form a circle" in r.stdout
+
+
+def test_core_headers_only_in_the_connection_type(tree):
+    add(tree, "module/redis/commands.c", '#include "server.h"\n')
+    r = run_check(str(tree))
+    assert r.returncode == 1
+    assert "commands.c:1" in r.stdout and "core" in r.stdout
+
+
+def test_the_connection_type_does_not_see_the_module_api(tree):
+    add(tree, "module/redis/door.h", '#include "redismodule.h"\n')
+    add(tree, "module/redis/conntype.h", "#include <stdint.h>\n")
+    add(tree, "module/redis/conntype.c",
+        '#include "server.h"\n#include "conntype.h"\n#include "door.h"\n')
+    r = run_check(str(tree))
+    assert r.returncode == 1
+    assert "conntype.c:3" in r.stdout and "conntype.c:2" not in r.stdout
