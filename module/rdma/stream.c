@@ -1029,3 +1029,8 @@ void rdmaStreamFree(RdmaStream *s)
         close(s->epfd);
     free(s);
 }
+
+unsigned rdmaStreamSendsPending(const RdmaStream *s)
+{
+    return s->ownSends;
+}
