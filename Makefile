@@ -151,7 +151,7 @@ UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
 UNIT_LIBS_test_framer   := transfer common
-UNIT_LIBS_test_ring     := rdma common
+UNIT_LIBS_test_rdmaproto := transfer common
 UNIT_LIBS_test_streamproto := rdma common
 UNIT_LIBS_test_slots    := directory common
 libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
@@ -173,7 +173,7 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
               $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
-              $(BUILD)/tests/rdma/stream_test
+              $(BUILD)/tests/rdma/probe_mw $(BUILD)/bin/mw-cost $(BUILD)/tests/rdma/stream_test
 # The stream endpoint against itself (tests/rdma/stream/run-in-guest.sh).
 $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
@@ -181,12 +181,19 @@ $(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/li
 $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
-# A misbehaving node on the transfer transport: the project's own wire encoder
-# and ring arithmetic, linked from the component libraries.
+# A misbehaving node on the transfer transport: the project's own RDMA stream,
+# framer and wire encoder, linked from the component libraries.
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
     $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto
+# What the device does with type-2 memory windows, and what they cost per transfer.
+$(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
+$(BUILD)/bin/mw-cost: bench/mw-cost.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
 $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
@@ -219,14 +226,6 @@ test: ensure-deps
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 
-# The RDMA transport's private data, immediates and two-ring receive rules.
-FUZZ_RDMAPROTO := build/fuzz/fuzz_rdmaproto_standalone
-$(FUZZ_RDMAPROTO): tests/fuzz/fuzz_rdmaproto.c tests/fuzz/fuzz_gen.h module/transfer/rdmaproto.c \
-    module/transfer/rdmaproto.h module/transfer/wire.c module/rdma/ring.c
-	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_rdmaproto.c \
-	    module/transfer/rdmaproto.c module/transfer/wire.c module/rdma/ring.c -lcrypto -o $@
 
 # The TCP stream reassembly's target: the same frames and payload bytes however
 # the stream is cut, nothing written past a payload's destination.
@@ -236,7 +235,8 @@ $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/f
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -o $@
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -lxxhash \
+	    -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
@@ -247,9 +247,8 @@ $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
 	    module/rdma/streamproto.c -o $@
 
-test-fuzz: $(FUZZ_BIN) $(FUZZ_RDMAPROTO) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
+test-fuzz: $(FUZZ_BIN) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
-	$(FUZZ_RDMAPROTO)
 	$(FUZZ_FRAMER)
 	$(FUZZ_STREAMPROTO)
 

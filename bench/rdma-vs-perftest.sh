@@ -7,11 +7,14 @@
 #
 # Reference: perftest on $OBJ_RXE_ADDR / $OBJ_RXE_DEV (server and client on the
 # same device): ib_read_bw for the bandwidth sizes (objstore's large objects
-# travel by RDMA READ) and ib_write_lat for the latency sizes (objstore's
-# small objects ride an RDMA WRITE into the peer's ring). Measured: two
-# objstore nodes, A owning the objects and B fetching them with OBJ.FETCH VIA
-# rdma from a small Python client; B deletes its copy after every round (not
-# timed) so that every round moves the bytes again.
+# travel by RDMA READ, through a memory window bound for the transfer) and
+# ib_write_lat for the latency sizes (objstore's small objects ride one RDMA
+# WRITE_WITH_IMM into the peer's stream buffer). Measured: two objstore
+# nodes, A owning the objects and B fetching them with OBJ.FETCH VIA rdma
+# from a small Python client; B deletes its copy after every round (not
+# timed) so that every round moves the bytes again. Then bench/mw-cost
+# (build/bin/mw-cost) on the same device: what binding and invalidating the
+# window costs per transfer, written to $BENCH_OUT/rdma-mw-cost.csv.
 #
 # Prints one table and writes it as CSV to $BENCH_OUT/rdma-vs-perftest.csv
 # (default bench/results/ in the repository). Units: MiB/s (2^20 bytes per second,
@@ -25,7 +28,7 @@
 # (rdma_fetch_latency_avg_us), without the client's Redis round trip.
 #
 # Every step is bounded (timeout around each tool, rounds and seconds per size).
-# Knobs: BENCH_BW_SIZES="4096 65536 1048576 4194304 16777216" BENCH_LAT_SIZES="64 4096"
+# Knobs: BENCH_BW_SIZES="1048576 4194304 16777216" BENCH_LAT_SIZES="64 4096"
 # BENCH_ROUNDS=20 (objstore rounds per size, at most) BENCH_SIZE_SECONDS=20
 # (objstore time per size, at least 3 rounds) BENCH_REPEAT=2 (perftest runs
 # per size; the best is kept, since other load only slows runs) BENCH_PORT=7420 (Redis ports
@@ -37,7 +40,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
 ADDR=${OBJ_RXE_ADDR:-}
 ADDR=${ADDR%%/*}
 DEV=${OBJ_RXE_DEV:-}
-BW_SIZES=${BENCH_BW_SIZES:-4096 65536 1048576 4194304 16777216}
+BW_SIZES=${BENCH_BW_SIZES:-1048576 4194304 16777216}
 LAT_SIZES=${BENCH_LAT_SIZES:-64 4096}
 ROUNDS=${BENCH_ROUNDS:-20}
 SIZE_SECONDS=${BENCH_SIZE_SECONDS:-20}
@@ -405,5 +408,22 @@ rc=$?
     grep -h '<objstore>' "$WORK"/node*.log | tail -n 20 | sed 's/^/  | /' >&2
     exit 1
 }
-[ "$status" -eq 0 ] || echo "rdma-vs-perftest: some perftest runs failed (see above)" >&2
+
+# ---- the cost of a scoped read key ------------------------------------------------------
+MWCOST=$ROOT/build/bin/mw-cost
+if [ -x "$MWCOST" ]; then
+    echo "rdma-vs-perftest: window bind + invalidate per transfer (build/bin/mw-cost)"
+    {
+        echo "# command: tests/softroce/run.sh bench/rdma-vs-perftest.sh ($MODE, $DEV)"
+        timeout $((TOOL_TIMEOUT * 4)) "$MWCOST" --iters 1000 --sizes "$BW_SIZES" "$DEV"
+    } >"$OUT/rdma-mw-cost.csv" || {
+        echo "rdma-vs-perftest: mw-cost failed" >&2
+        status=1
+    }
+    sed 's/^/  /' "$OUT/rdma-mw-cost.csv"
+else
+    echo "rdma-vs-perftest: $MWCOST is missing (make test-programs): no window cost" >&2
+    status=1
+fi
+[ "$status" -eq 0 ] || echo "rdma-vs-perftest: some measurements failed (see above)" >&2
 exit "$status"

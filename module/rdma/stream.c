@@ -519,6 +519,11 @@ static struct rdma_conn_param connParam(const RdmaStream *s)
     p.responder_resources = (uint8_t)s->cfg.responderResources;
     p.initiator_depth = (uint8_t)s->cfg.initiatorDepth;
     p.retry_count = 7;
+    /* These two configure the peer's QP: how often it retries a write we
+     * cannot take yet (7: for ever, until our receives are posted again). A
+     * reference server accepts with 0, so our client then fails a write
+     * when that server has not reposted its receives (after about 1024
+     * writes it has not processed). */
     p.rnr_retry_count = 7;
     return p;
 }
@@ -954,6 +959,12 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
     }
     s->userSends += (uint32_t)n;
     return 0;
+}
+
+/* See stream.h. */
+unsigned rdmaStreamSendsPending(const RdmaStream *s)
+{
+    return s->ownSends;
 }
 
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx)

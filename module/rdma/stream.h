@@ -146,8 +146,10 @@ ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len);
  * (lkey) sent from where they are, as one WRITE_WITH_IMM with two scatter
  * entries. All or nothing: returns 1 when posted (cfg.onSent(token) follows
  * once the payload may be reused), 0 when the peer's buffer or our staging
- * has no contiguous room for it now (write it later or copy it with
- * rdmaStreamWrite), -1 when the stream has failed. */
+ * has no contiguous room for it now, -1 when the stream has failed. On 0,
+ * copy the bytes with rdmaStreamWrite: the peer frees room only once its
+ * whole buffer was filled and read, so waiting alone would not help when
+ * the tail of its buffer is too short. */
 int rdmaStreamWriteGather(RdmaStream *s, const void *hdr, size_t hdrLen, const void *payload,
                           size_t len, uint32_t lkey, uint64_t token);
 
@@ -171,7 +173,7 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
 /* Work requests of the stream's own (data writes, control messages) posted
  * and not yet completed: 0 once every byte written so far has reached the
  * peer. Lets a user close gracefully (the last reply delivered before
- * rdmaStreamFree flushes the queue). [added by the door, for the lead] */
+ * rdmaStreamFree flushes the queue). */
 unsigned rdmaStreamSendsPending(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx);

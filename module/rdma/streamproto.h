@@ -30,8 +30,8 @@
 #define SP_OP_KEEPALIVE          2
 #define SP_OP_REGISTER_XFER_MEM  3
 
-/* Bounds on an RX buffer, ours or the peer's (the reference server uses
- * the same: 64 KiB to 16 MiB, 1 MiB by default). */
+/* Bounds on our own RX and TX buffers (the reference server's defaults:
+ * 64 KiB to 16 MiB, 1 MiB by default). */
 #define SP_RX_MIN     (64u * 1024)
 #define SP_RX_MAX     (16u * 1024 * 1024)
 #define SP_RX_DEFAULT (1024u * 1024)
@@ -51,9 +51,11 @@ void spEncode(const SpCmd *c, uint8_t out[SP_CMD_SIZE]);
 
 /* Decode a received control message of len bytes. Returns 0 and fills
  * *c, or -1 with a reason in err: wrong size, unknown opcode, a
- * RegisterXferMemory whose length is outside [SP_RX_MIN, SP_RX_MAX] or
- * whose address range wraps, a SetClientFeature asking for features we do
- * not have. Reserved bytes are ignored (the reference peer does too). */
+ * RegisterXferMemory of 0 bytes or whose address range wraps, a
+ * SetClientFeature asking for features we do not have. A peer's buffer may
+ * have any other size (the reference server accepts any rx-size; our own
+ * stay within SP_RX_MIN..SP_RX_MAX). Reserved bytes are ignored (the
+ * reference peer does too). */
 int spDecode(const uint8_t *buf, size_t len, SpCmd *c, char *err, size_t errLen);
 
 /* Our RX buffer: the peer writes at `written`, we read at `read`. */

@@ -59,15 +59,15 @@ unsigned long getClusterConnectionsCount(void);
 
 /* ---- tunables ---------------------------------------------------------------------------- */
 
-#define DOOR_RX_UNAUTH     SP_RX_MIN /* RX buffer until the client is authenticated */
-#define DOOR_HANDSHAKE_MAX 64        /* accepted streams not yet Redis clients */
-#define DOOR_HANDSHAKE_MS  10000     /* connect request to a Redis client */
-#define DOOR_LINGER_MS     2000      /* a closed connection's last bytes */
-#define DOOR_SWEEP_MS      1000      /* keepalives, deadlines */
-#define DOOR_CM_BATCH      64        /* rdma_cm events per loop iteration */
-#define DOOR_BACKLOG       128
-#define DOOR_WRITEV_MAX    (256u * 1024) /* gathered per connWritev */
-#define DOOR_CONN_TYPE     3             /* connGetType: neither socket (1) nor TLS (2) */
+#define DOOR_RX_UNAUTH SP_RX_MIN /* RX buffer until the client is authenticated */
+#define DOOR_HANDSHAKE_MIN                                                                         \
+    64 /* accepted streams not yet Redis clients: tcp-backlog, at least this */
+#define DOOR_HANDSHAKE_MS 10000         /* connect request to a Redis client */
+#define DOOR_LINGER_MS    2000          /* a closed connection's last bytes */
+#define DOOR_SWEEP_MS     1000          /* keepalives, deadlines */
+#define DOOR_CM_BATCH     64            /* rdma_cm events per loop iteration */
+#define DOOR_WRITEV_MAX   (256u * 1024) /* gathered per connWritev */
+#define DOOR_CONN_TYPE    3             /* connGetType: neither socket (1) nor TLS (2) */
 
 /* ---- context ---------------------------------------------------------------------------- */
 
@@ -763,20 +763,28 @@ static int doorSweep(struct aeEventLoop *el, long long id, void *data)
 
 /* ---- the listener ------------------------------------------------------------------------ */
 
+/* doorHandshakeMax: how many accepted streams may wait for their
+ * handshake (an RX buffer each): Redis's tcp-backlog, the same bound a TCP
+ * client burst meets, and at least DOOR_HANDSHAKE_MIN. */
+static int doorHandshakeMax(void)
+{
+    return server.tcp_backlog > DOOR_HANDSHAKE_MIN ? server.tcp_backlog : DOOR_HANDSHAKE_MIN;
+}
+
 /* doorOnConnectRequest: a client asks to connect: accept the stream (small
  * RX buffer until authenticated) unless too many are in their handshake. */
 static void doorOnConnectRequest(struct rdma_cm_id *id)
 {
     char addr[64], err[256];
     doorFormatAddr(rdma_get_peer_addr(id), addr, sizeof(addr));
-    if (door.handshakes >= DOOR_HANDSHAKE_MAX) {
+    if (door.handshakes >= (unsigned)doorHandshakeMax()) {
         if (rdma_reject(id, NULL, 0))
             serverLog(LL_VERBOSE, "RDMA clients: rdma_reject: %s", strerror(errno));
         rdma_destroy_id(id);
         door.st.rejected++;
         server.stat_rejected_conn++;
         serverLog(LL_WARNING, "RDMA clients: %s: refused, %d connections in their handshake", addr,
-                  DOOR_HANDSHAKE_MAX);
+                  doorHandshakeMax());
         return;
     }
     RdmaStreamConfig cfg = {.rxSize = DOOR_RX_UNAUTH, .txSize = door.rxSize};
@@ -978,7 +986,7 @@ static int doorOpen(const RdmaDoorConfig *cfg, char *err, size_t errLen)
         snprintf(err, errLen, "cannot watch the rdma_cm channel: %s", strerror(errno));
         return -1;
     }
-    if (rdma_listen(door.listenId, DOOR_BACKLOG)) {
+    if (rdma_listen(door.listenId, doorHandshakeMax())) {
         snprintf(err, errLen, "rdma_listen: %s", strerror(errno));
         return -1;
     }

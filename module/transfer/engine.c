@@ -855,6 +855,9 @@ static void *engineMain(void *arg)
         if (now - lastTick >= ENGINE_TICK_MS * 1000) {
             lastTick = now;
             ENGINE_EACH_SIDE(tick);
+            for (int i = 0; i < TP_COUNT; i++)
+                if (eng.tp[i] && eng.tp[i]->tick)
+                    eng.tp[i]->tick();
             engineConnTick();
         }
         int n = epoll_wait(eng.epfd, evs, ENGINE_MAX_EVENTS, ENGINE_TICK_MS);

@@ -440,8 +440,10 @@ static int xferAllExpired(const Transfer *x)
     return x->nWaiters > 0;
 }
 
-/* The payload is in place: verify, seal as a replica, publish, answer. */
-static void xferReceived(Transfer *x)
+/* The payload is in place: verify, seal as a replica, publish, answer.
+ * landedSum: the checksum the transport took as the bytes landed, or NULL
+ * (then it is computed here, a second pass over the object). */
+static void xferReceived(Transfer *x, const uint64_t *landedSum)
 {
     ObjTable *t = engineConfig()->table;
     ObjEntry *e = x->entry;
@@ -456,7 +458,7 @@ static void xferReceived(Transfer *x)
         return;
     }
     uint64_t total = e->dataSize + e->metaSize;
-    uint64_t sum = objChecksum(engineConfig()->arenaBase, e);
+    uint64_t sum = landedSum ? *landedSum : objChecksum(engineConfig()->arenaBase, e);
 
     /* Without a directory answer (FROM) the owner's figure is all there is. */
     if ((x->dir && sum != x->dir->checksum) || sum != x->remoteChecksum) {
@@ -707,11 +709,11 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
             return 0;
         }
         memcpy(dst, payload, total);
-        xferReceived(x);
+        xferReceived(x, NULL);
         return 0;
     }
     if (total == 0) {
-        xferReceived(x);
+        xferReceived(x, NULL);
         return 0;
     }
     x->state = XFER_RECEIVING;
@@ -726,8 +728,11 @@ static void fetchOnPayloadDone(Conn *c)
                 xferDrop(x);    /* drained */
             else if (!x->entry) /* drained: the hinted answer had no room here */
                 attemptFailed(x, "OOM cannot create the object the hinted node announced");
-            else
-                xferReceived(x);
+            else {
+                uint64_t sum;
+                int landed = c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
+                xferReceived(x, landed ? &sum : NULL);
+            }
             break;
         }
     }
@@ -811,7 +816,7 @@ static void readsFinished(Conn *c, void *cookie, int ok)
         attemptFailed(x, "UNAVAILABLE RDMA read failed");
         return;
     }
-    xferReceived(x);
+    xferReceived(x, NULL);
 }
 
 static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <xxhash.h>
 
 #include "wire.h"
 
@@ -47,10 +48,16 @@ typedef struct Framer {
     size_t spaceCap;    /* what the last framerReadSpace allowed */
     int spaceOpen;      /* ... and framerWrote has not yet used it */
     const char *failed; /* after FRAMER_ERROR: the reason, returned ever after */
+    XXH3_state_t *hash; /* checksum of the payload as it lands (made at first use) */
+    int hashing;        /* the payload being received is hashed whole */
+    int hashReady;      /* lastHash is the finished payload's checksum */
+    uint64_t lastHash;
 } Framer;
 
 /* An empty framer waiting for a frame. Can't fail. */
 void framerInit(Framer *f);
+/* Release what the framer allocated (its checksum state). Can't fail. */
+void framerDestroy(Framer *f);
 
 /* Where the next bytes of the stream go: returns how many may be written
  * at *dst, and *dst, which is NULL when they are to be thrown away (read
@@ -72,8 +79,16 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why);
 /* Right after a FRAMER_FRAME: the next len bytes of the stream are that
  * frame's payload, for dst (len bytes, valid until FRAMER_PAYLOAD_DONE or
  * framerDiscardPayload), or thrown away if dst is NULL. len 0 is reported
- * done at once. Returns 0, or -1 when a payload is already due. */
+ * done at once. Returns 0, or -1 when a payload is already due.
+ * A payload with a destination is checksummed (XXH3-64, as
+ * store/checksum.h) piece by piece as it lands, while its bytes are still
+ * in the cache: framerPayloadHash gives the result at its end. */
 int framerExpectPayload(Framer *f, void *dst, size_t len);
+/* After FRAMER_PAYLOAD_DONE: the XXH3-64 of the payload's bytes as they
+ * were written to its destination. Returns 0 with *sum, or -1 when there is
+ * none (the payload was discarded or had no destination, or the hash state
+ * could not be allocated: compute it from the destination instead). */
+int framerPayloadHash(const Framer *f, uint64_t *sum);
 /* The destination of the payload being received is no longer valid: the
  * rest of it is thrown away, FRAMER_PAYLOAD_DONE still comes at its end.
  * Harmless when no payload is due. */

@@ -1,53 +1,61 @@
 /*
- * rdma.c - the RDMA transport: librdmacm for connections, libibverbs RC
- * queue pairs for data, behind the same operations table as tcp.c.
+ * rdma.c - the RDMA transport: the engine's wire frames as the bytes of one
+ * RDMA stream per connection (module/rdma/stream.h, the Valkey Over RDMA
+ * protocol), plus one-sided READs for large objects, behind the same
+ * operations table as tcp.c.
  *
- * Memory: the whole arena is registered once, at start-up, with remote
- * read access (peers RDMA_READ large objects straight out of it) and local
- * write access (our reads land straight in created objects). Each
- * connection adds a receive ring (the only memory with remote WRITE access)
- * and a few send frame buffers. Nothing is registered on the transfer path.
+ * Frames: exactly the TCP byte stream. The receiving half is the framer TCP
+ * uses (framer.c): the stream's ready bytes are copied where the framer
+ * says, i.e. a payload straight into the created object, and a payload
+ * being thrown away is consumed without a copy. A frame with a payload
+ * (a small object, inline) goes as ONE WRITE_WITH_IMM with the header and
+ * the object's bytes in the arena as two scatter entries
+ * (rdmaStreamWriteGather): the object stays pinned until the stream's
+ * onSent. When the peer's buffer has no contiguous room for it, the bytes
+ * are copied into the stream instead (rdmaStreamWrite, in as many pieces
+ * as the peer's buffer takes).
  *
- * Two rings per direction: until the peer has proved the cluster secret, it
- * may only write into a handshake ring of a few frame-sized slots (about
- * 32 KiB, described in the rdma_cm private data), and connections still in
- * that state are capped, overall and per source address. Once the engine's
- * handshake succeeds (the transport's authenticated op), each side
- * registers its full ring (inline payloads up to 256 KiB per slot) and
- * announces it in a RING message, its last write into the peer's handshake
- * ring. A write into the full ring carries RDMA_IMM_FULL in its immediate:
- * the first one tells the receiver that the peer has switched, so the
- * handshake ring is released; RC delivers in order, so nothing can land in
- * it afterwards. Between sending RING and that first write, credits of the
- * handshake ring are no longer returned: the peer is about to abandon it,
- * and a credit arriving after its switch would be counted against the new
- * ring. The handshake needs at most three writes each way, fewer than the
- * handshake ring's credits, so no credit return is ever needed before it.
+ * Large objects (rdma-read-min and more) go by rendezvous: RNDV carries an
+ * address and a key, the requester posts chunked RDMA_READs into its
+ * created object and says DONE. The key opens that object only, on that
+ * connection only, until DONE (DESIGN.md section 4): a type-2 memory window
+ * bound over the object with IBV_WR_BIND_MW on the connection's QP before
+ * the RNDV is written (same send queue, so in order), and invalidated with
+ * IBV_WR_LOCAL_INV at DONE; the pin is dropped only after the invalidation
+ * completed. A closing connection moves its QP to error, waits for the
+ * flush and frees its windows before the engine drops its pins. The
+ * window is bound over a registration of the object's own range, made on
+ * first use and cached (RDMA_REG_CACHE_MAX, least recently used goes):
+ * Soft-RoCE (Linux 6.1) checks a READ against the registration a window is
+ * bound on but not against the window's own range
+ * (tests/rdma/probe_mw.c), so a window over the arena's registration would
+ * open the whole arena there. The arena itself is registered for local
+ * access and window binding only: no key of it opens anything remotely. A
+ * device without memory windows gets the per-object registration's own key
+ * (that object only, until the registration is evicted), logged at start.
  *
- * Control ring: every message is an RDMA_WRITE_WITH_IMM into the peer's next
- * ring slot; the immediate names the slot and the length (ring.h), the
- * peer's posted receive WR tells it a message arrived, and credits come
- * back piggybacked on our next message or in a CREDIT message. A DATA
- * message writes its frame from a send buffer and its payload straight from
- * the arena (two scatter/gather entries): small objects are inline without
- * a copy on the sending side; the receiver copies them out of the ring.
- * Large objects go by rendezvous: RNDV (address, rkey, length), then this
- * side posts chunked RDMA_READs, several in flight, into the created object.
+ * Before the handshake: incoming connections that have not proved the
+ * cluster secret are capped (overall and per source address) before
+ * anything is allocated, get a small receive buffer (SP_RX_MIN, switched to
+ * RDMA_RX_SIZE after the engine's authenticated op, at the next
+ * re-registration), and their QP has no remote read access at all: the
+ * stream creates it without, and the authenticated op enables it.
  *
- * Completions: one completion channel for all CQs, non-blocking, in the
- * engine's epoll. Each event is acked at once, the CQ re-armed, then polled
- * dry: no event is lost and an idle node does not spin.
+ * Events: each stream's own descriptor is in the engine's epoll (few
+ * node-to-node connections; a connecting stream's rdma_cm events and its
+ * completions arrive on that one descriptor). Accepted streams' rdma_cm
+ * events come on the listener's channel. The stream's callbacks (onWc,
+ * onSent) only record what happened; it is handed to the engine after
+ * rdmaStreamProcess returns, so the engine may close a connection from any
+ * of its upcalls and the stream is never freed from inside its own call.
+ * The engine's tick processes every stream (keepalives of idle ones).
  *
- * Queues: what waits for the peer's credits is capped in bytes
- * (RDMA_PEND_MAX_BYTES; past it the peer is not reading and is dropped),
- * and a queue that does not move is reported to the engine, which closes
- * the connection after its send-stall limit.
- *
- * Teardown: the QP is moved to the error state and its outstanding work is
- * flushed before any memory it may touch is released or reported free.
+ * Queues: frames waiting for room in the peer's buffer are capped in bytes
+ * (RDMA_TXQ_MAX; past it the peer is not reading and is closed), and a
+ * queue that does not move is reported to the engine (txStallSinceUs),
+ * which closes the connection after its send-stall limit.
  */
 #include <arpa/inet.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -59,60 +67,54 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "framer.h"
 #include "rdma.h"
 #include "rdmaproto.h"
 #include "common/util.h"
-#include "rdma/ring.h"
+#include "rdma/stream.h"
+#include "rdma/streamproto.h"
 #include "rdma/verbs.h"
 
 /* The engine core, as given to rdmaTransportInit. */
 static const TransportHost *host;
 
-/* ---- wire: what rdma_cm private data carries ------------------------------------ */
-
-/* The private data, immediates and receive rules are in rdmaproto.h. */
-
 /* ---- tunables ---------------------------------------------------------------------- */
 
-#define RDMA_SLOTS        16
-#define RDMA_SLOT_SIZE    (256 * 1024 + RDMA_FRAME_MAX) /* inline payloads up to 256 KiB */
-#define RDMA_HS_SLOTS     8 /* handshake ring: frames only, no payloads */
-#define RDMA_HS_SLOT_SIZE RDMA_FRAME_MAX
-/* Incoming connections that have not proved the secret yet, overall and
- * from one address: more are rejected before anything is allocated. */
-#define RDMA_PREAUTH_MAX            64
-#define RDMA_PREAUTH_MAX_PER_SOURCE 8
-/* Bytes of frames waiting for the peer's credits; past it the peer is not
- * reading what we owe it (or withholds credits on purpose). */
-#define RDMA_PEND_MAX_BYTES (1u << 20)
-#define RDMA_READ_CHUNK     (1u << 20)
-#define RDMA_READ_WINDOW    16 /* chunks in flight per connection */
-#define RDMA_SEND_WR        (RDMA_SLOTS + RDMA_READ_WINDOW + 4)
-#define RDMA_CQ_DEPTH       (RDMA_SEND_WR + RDMA_SLOTS + 8)
-#define RDMA_RESOLVE_MS     2000
-#define RDMA_FLUSH_MAX_MS   2000
-#define RDMA_WR_SEND        1u
-#define RDMA_WR_READ        2u
-#define RDMA_WR_RECV        3u
-_Static_assert(RDMA_SLOT_SIZE <= RING_MAX_LEN, "slot length must fit the immediate");
-_Static_assert(RDMA_SLOTS <= RDMA_PEER_SLOTS_MAX && RDMA_HS_SLOTS >= 4,
-               "ring sizes must fit the immediate and the credit rules");
+#define RDMA_RX_SIZE     (4u << 20) /* our receive buffer once the peer is authenticated */
+#define RDMA_TX_SIZE     SP_RX_DEFAULT
+#define RDMA_TX_SIZE_IN  SP_RX_MIN  /* staging of an accepted connection (headers, copies) */
+#define RDMA_TXQ_MAX     (1u << 20) /* frame bytes waiting for the peer's room */
+#define RDMA_READ_CHUNK  (1u << 20)
+#define RDMA_READ_WINDOW 16  /* READ chunks in flight per connection */
+#define RDMA_WIN_MAX     256 /* windows per connection (= the engine's pin cap) */
+/* User send WRs in flight: the READ chunks, and one bind or invalidation
+ * per window at most. */
+#define RDMA_USER_WR        (RDMA_READ_WINDOW + RDMA_WIN_MAX)
+#define RDMA_REG_CACHE_MAX  1024 /* per-object registrations kept */
+#define RDMA_REG_BUCKETS    1024
+#define RDMA_LISTEN_BACKLOG 64
+
+/* Low bits of our wr_ids (the stream's own have bit 0 set). */
+#define RDMA_WR_READ  2u
+#define RDMA_WR_BIND  4u
+#define RDMA_WR_INV   6u
+#define RDMA_WR_KINDS 7u
+
+_Static_assert(RDMA_TX_SIZE_IN >= SP_RX_MIN && RDMA_RX_SIZE <= SP_RX_MAX, "stream buffer sizes");
 
 /* ---- context -------------------------------------------------------------------------- */
 
-typedef struct PendingMsg {
-    uint32_t frameLen;
-    int creditOnly;
-    int isRing; /* our RING announcement */
+/* One queued frame and the payload that follows it. */
+typedef struct TxItem {
+    size_t frameLen, frameOff;
     const uint8_t *payload;
-    uint32_t payloadLen;
+    size_t payloadLen, payloadOff;
     void *cookie;
-    struct PendingMsg *next;
+    struct TxItem *next;
     uint8_t frame[]; /* frameLen bytes */
-} PendingMsg;
+} TxItem;
 
 typedef struct ReadOp {
-    struct RdmaConn *c;
     void *cookie;
     uint8_t *dst;
     uint64_t raddr, len, posted;
@@ -121,324 +123,501 @@ typedef struct ReadOp {
     struct ReadOp *next;
 } ReadOp;
 
+/* A registration of one object's range, that windows are bound over. */
+typedef struct RegEntry {
+    const uint8_t *addr;
+    uint64_t len;
+    struct ibv_mr *mr;
+    int refs; /* windows bound (or binding) over it */
+    uint64_t lastUse;
+    struct RegEntry *next; /* hash chain */
+} RegEntry;
+
+/* A window's life: FREE -> BINDING -> BOUND -> INVALIDATING -> DONE (its
+ * cookie waits to be handed back) -> FREE. */
+typedef enum WinState { WIN_FREE = 0, WIN_BINDING, WIN_BOUND, WIN_INVALIDATING, WIN_DONE } WinState;
+
+/* A type-2 memory window of a connection; its pointer is the grant handle. */
+typedef struct Window {
+    struct ibv_mw *mw; /* NULL in registration-key mode */
+    uint32_t rkey;
+    WinState state;
+    RegEntry *reg;
+    void *cookie;             /* released once invalidated */
+    struct Window *next;      /* the connection's list of all windows */
+    struct Window *nextReady; /* invalidated, cookie not yet handed back */
+} Window;
+
+/* A gather write in flight: its cookie comes back through onSent. */
+typedef struct Sent {
+    uint64_t token;
+    int ok;
+} Sent;
+
 typedef struct RdmaConn {
     Conn base; /* must be first */
-    struct rdma_cm_id *id;
-    struct ibv_cq *cq;
-    uint8_t *rxRing; /* the ring the peer writes now: handshake, then full */
-    struct ibv_mr *rxMr;
-    uint8_t *fullRing; /* announced in our RING, not yet written by the peer */
-    struct ibv_mr *fullMr;
-    int authed;   /* the engine's handshake succeeded */
-    int peerFull; /* the peer's RING arrived: we write into its full ring */
-    size_t pendBytes;
-    uint8_t *txBuf; /* RDMA_SLOTS frame buffers */
-    struct ibv_mr *txMr;
-    void *txCookie[RDMA_SLOTS];
-    uint32_t txBusy; /* bitmap of frame buffers in flight */
-    RingTx tx;
-    RdmaRx rx; /* which of our rings the peer writes, slot order, credits owed */
-    uint64_t peerAddr;
-    uint32_t peerRkey, peerSlotSize, peerSlots;
-    PendingMsg *pendHead, *pendTail;
+    RdmaStream *s;
+    int fd; /* the stream's descriptor in the engine's epoll, -1 when none */
+    Framer rx;
+    TxItem *txHead, *txTail;
+    size_t txBytes;
     ReadOp *reads; /* in order; the head is the one being posted */
     int readsInflight;
-    int outstanding; /* send-queue WRs posted and not completed */
-    /* The completions rdmaPollCq took off the CQ and has not handled yet: a
-     * close in the middle of a batch accounts for them before it waits for
-     * the rest (they will never be polled again). */
-    struct ibv_wc *batch;
-    int batchNext, batchLen;
-    int established, closing, inHandler, qpUp;
+    int userPosted; /* our WRs on the QP not yet completed */
+    Window *windows;
+    int nWindows;
+    Window *ready; /* invalidated windows whose cookies wait to be handed back */
+    Sent *sent;    /* onSent reports waiting to be handed on */
+    int nSent, capSent;
+    char failWhy[128]; /* a completion failed: close with this after processing */
+    int up, authed, closing, inHandler;
     struct RdmaConn *nextAll;
 } RdmaConn;
+
+typedef enum RdmaKeyMode {
+    RDMA_KEYS_WINDOW = 0, /* a window over the object's registration, per transfer */
+    RDMA_KEYS_OBJREG      /* the object registration's own key (no windows on the device) */
+} RdmaKeyMode;
 
 static struct {
     struct rdma_event_channel *ec;
     struct rdma_cm_id *listenId;
     struct ibv_context *verbs;
     struct ibv_pd *pd;
-    struct ibv_comp_channel *comp;
     struct ibv_mr *arenaMr;
     uint8_t *arenaBase;
     uint64_t arenaSize;
     int rdAtomic;
+    RdmaKeyMode keys;
+    RegEntry *regs[RDMA_REG_BUCKETS];
+    int nRegs;
+    uint64_t regClock;
     RdmaConn *all;
 } rd;
 
 extern const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
-static void rdmaReapReads(struct RdmaConn *c);
+static void rdmaAfterProcess(RdmaConn *c);
 
-/* ---- verbs helpers ----------------------------------------------------------------- */
+/* ---- per-object registrations ---------------------------------------------------------- */
 
-static int setNonBlocking(int fd)
+static size_t regBucket(const uint8_t *addr, uint64_t len)
 {
-    int fl = fcntl(fd, F_GETFL);
-    return fl == -1 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    uint64_t h = (uint64_t)(uintptr_t)addr * 0x9E3779B97F4A7C15ull ^ len;
+    return (size_t)(h >> 32) % RDMA_REG_BUCKETS;
 }
 
-static void rdmaFillPriv(RdmaConn *c, uint8_t priv[RDMA_PRIV_LEN])
+static void regFree(RegEntry *r)
 {
-    RdmaRingDesc r = {.addr = (uint64_t)(uintptr_t)c->rxRing,
-                      .rkey = c->rxMr->rkey,
-                      .slots = RDMA_HS_SLOTS,
-                      .slotSize = RDMA_HS_SLOT_SIZE};
-    rdmaPrivEncode(&r, priv);
-}
-
-/* Take the peer's handshake ring from its private data. Returns 0, or -1
- * with a reason. */
-static int rdmaParsePriv(RdmaConn *c, const void *data, size_t len, const char **why)
-{
-    RdmaRingDesc r;
-
-    if (rdmaPrivDecode(data, len, &r, why) == -1)
-        return -1;
-    c->peerSlots = r.slots;
-    c->peerSlotSize = r.slotSize;
-    c->peerRkey = r.rkey;
-    c->peerAddr = r.addr;
-    ringTxInit(&c->tx, c->peerSlots);
-    return 0;
-}
-
-static int rdmaPostRecv(RdmaConn *c)
-{
-    struct ibv_recv_wr wr = {.wr_id = RDMA_WR_RECV, .sg_list = NULL, .num_sge = 0}, *bad;
-    int rc = ibv_post_recv(c->id->qp, &wr, &bad);
-
+    int rc = ibv_dereg_mr(r->mr);
     if (rc)
-        host->log("warning", "%s: ibv_post_recv: %s", c->base.desc, strerror(rc));
-    return rc ? -1 : 0;
+        host->log("warning", "rdma: ibv_dereg_mr (object): %s", strerror(rc));
+    free(r);
 }
 
-/* Allocate and register a receive ring of len bytes the peer may write.
- * Returns 0, or -1 with a reason. */
-static int rdmaRingAlloc(size_t len, uint8_t **ring, struct ibv_mr **mr, char *err, size_t errLen)
+/* Drop the least recently used registration no window is bound over.
+ * Returns 0, or -1 when every one is in use. */
+static int regEvictOne(void)
 {
-    /* Page-aligned so that MADV_DONTFORK (ibv_fork_init) covers whole pages. */
-    if (posix_memalign((void **)ring, 4096, len)) {
-        *ring = NULL;
-        snprintf(err, errLen, "out of memory for a %zu-byte ring", len);
+    RegEntry **victim = NULL;
+
+    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++)
+        for (RegEntry **pp = &rd.regs[b]; *pp; pp = &(*pp)->next)
+            if ((*pp)->refs == 0 && (!victim || (*pp)->lastUse < (*victim)->lastUse))
+                victim = pp;
+    if (!victim)
         return -1;
-    }
-    *mr = ibv_reg_mr(rd.pd, *ring, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!*mr) {
-        snprintf(err, errLen, "ibv_reg_mr (ring): %s", strerror(errno));
-        free(*ring);
-        *ring = NULL;
-        return -1;
-    }
+    RegEntry *r = *victim;
+    *victim = r->next;
+    rd.nRegs--;
+    regFree(r);
     return 0;
 }
 
-static void rdmaRingFree(RdmaConn *c, uint8_t **ring, struct ibv_mr **mr)
+/* The registration of exactly [addr, addr+len), made now if not cached.
+ * In window mode it allows binding only (no key of it reads anything);
+ * without windows its own key is the one sent, so it allows remote read.
+ * Returns it with a reference taken, or NULL (logged). */
+static RegEntry *regGet(const uint8_t *addr, uint64_t len)
 {
-    if (*mr) {
-        int rc = ibv_dereg_mr(*mr);
+    size_t b = regBucket(addr, len);
+
+    for (RegEntry *r = rd.regs[b]; r; r = r->next) {
+        if (r->addr == addr && r->len == len) {
+            r->refs++;
+            r->lastUse = ++rd.regClock;
+            return r;
+        }
+    }
+    if (rd.nRegs >= RDMA_REG_CACHE_MAX)
+        regEvictOne(); /* all in use: the cache grows past its bound for a while */
+    RegEntry *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    int access = rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ;
+    r->mr = ibv_reg_mr(rd.pd, (void *)addr, len, access);
+    if (!r->mr) {
+        host->log("warning", "rdma: ibv_reg_mr (object of %llu bytes): %s", (unsigned long long)len,
+                  strerror(errno));
+        free(r);
+        return NULL;
+    }
+    r->addr = addr;
+    r->len = len;
+    r->refs = 1;
+    r->lastUse = ++rd.regClock;
+    r->next = rd.regs[b];
+    rd.regs[b] = r;
+    rd.nRegs++;
+    return r;
+}
+
+static void regPut(RegEntry *r)
+{
+    if (r->refs > 0)
+        r->refs--;
+}
+
+static void regClearAll(void)
+{
+    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++) {
+        while (rd.regs[b]) {
+            RegEntry *r = rd.regs[b];
+            rd.regs[b] = r->next;
+            regFree(r);
+        }
+    }
+    rd.nRegs = 0;
+}
+
+/* ---- the stream's callbacks: record only -------------------------------------------- */
+
+static void rdmaFail(RdmaConn *c, const char *fmt, const char *what)
+{
+    if (!c->failWhy[0])
+        snprintf(c->failWhy, sizeof(c->failWhy), fmt, what);
+}
+
+/* A completion of one of our WRs (READ chunk, bind, invalidation), or its
+ * flush at teardown. Bookkeeping only; the engine hears of it after the
+ * stream's processing returns (rdmaAfterProcess). */
+static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
+{
+    RdmaConn *c = ctx;
+    uint32_t kind = (uint32_t)(wc->wr_id & RDMA_WR_KINDS);
+    void *p = (void *)(uintptr_t)(wc->wr_id & ~(uint64_t)RDMA_WR_KINDS);
+    int ok = wc->status == IBV_WC_SUCCESS;
+
+    c->userPosted--;
+    if (kind == RDMA_WR_READ) {
+        ReadOp *op = p;
+        op->inflight--;
+        c->readsInflight--;
+        if (!ok) {
+            op->failed = 1;
+            if (!c->closing)
+                host->log("warning", "%s: RDMA read failed: %s", c->base.desc,
+                          ibv_wc_status_str(wc->status));
+            rdmaFail(c, "RDMA read failed: %s", ibv_wc_status_str(wc->status));
+        }
+        return;
+    }
+    Window *w = p;
+    if (kind == RDMA_WR_BIND) {
+        if (!ok) {
+            rdmaFail(c, "binding a memory window failed: %s", ibv_wc_status_str(wc->status));
+            return; /* the window stays unusable; close frees it */
+        }
+        w->state = WIN_BOUND;
+        return;
+    }
+    if (!ok) {
+        rdmaFail(c, "invalidating a memory window failed: %s", ibv_wc_status_str(wc->status));
+        return; /* close kills the window (QP in error, deallocated) before the pin goes */
+    }
+    w->state = WIN_DONE;
+    regPut(w->reg);
+    w->reg = NULL;
+    w->nextReady = c->ready;
+    c->ready = w;
+}
+
+/* A gather write completed (ok) or was flushed: its payload may be reused. */
+static void rdmaOnSent(void *ctx, uint64_t token, int ok)
+{
+    RdmaConn *c = ctx;
+
+    if (c->nSent == c->capSent) {
+        int cap = c->capSent ? c->capSent * 2 : 64;
+        Sent *n = realloc(c->sent, (size_t)cap * sizeof(*n));
+        if (!n) {
+            rdmaFail(c, "%s", "out of memory for send completions");
+            return; /* the pin is released by the close */
+        }
+        c->sent = n;
+        c->capSent = cap;
+    }
+    c->sent[c->nSent++] = (Sent){.token = token, .ok = ok};
+    if (!ok)
+        rdmaFail(c, "%s", "a stream write failed");
+}
+
+/* ---- windows ----------------------------------------------------------------------- */
+
+/* Post one of our work requests on the stream's QP. Returns 0 or -1. */
+static int rdmaPostUser(RdmaConn *c, struct ibv_send_wr *wr)
+{
+    if (rdmaStreamPostSend(c->s, wr) == -1) {
+        host->log("warning", "%s: posting %s: %s", c->base.desc,
+                  wr->opcode == IBV_WR_RDMA_READ ? "an RDMA read"
+                  : wr->opcode == IBV_WR_BIND_MW ? "a window bind"
+                                                 : "a window invalidation",
+                  rdmaStreamError(c->s));
+        return -1;
+    }
+    c->userPosted++;
+    return 0;
+}
+
+/* A free window of c, allocating one while under RDMA_WIN_MAX. NULL when
+ * none (logged when the allocation failed). */
+static Window *rdmaWindowTake(RdmaConn *c)
+{
+    for (Window *w = c->windows; w; w = w->next)
+        if (w->state == WIN_FREE)
+            return w;
+    if (c->nWindows >= RDMA_WIN_MAX)
+        return NULL;
+    Window *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    if (rd.keys == RDMA_KEYS_WINDOW) {
+        w->mw = ibv_alloc_mw(rd.pd, IBV_MW_TYPE_2);
+        if (!w->mw) {
+            host->log("warning", "%s: ibv_alloc_mw: %s", c->base.desc, strerror(errno));
+            free(w);
+            return NULL;
+        }
+        w->rkey = w->mw->rkey;
+    }
+    w->next = c->windows;
+    c->windows = w;
+    c->nWindows++;
+    return w;
+}
+
+/* Open len bytes at addr to remote reads by c's peer: bind a window over
+ * the object's registration (posted now; the RNDV the caller sends next is
+ * written after it on the same send queue). Returns the grant and *rkey,
+ * or NULL: no window free (the caller answers BUSY) or a verbs error. */
+static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t *rkey)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    const uint8_t *a = addr;
+
+    if (c->closing || !c->authed || a < rd.arenaBase || a + len > rd.arenaBase + rd.arenaSize)
+        return NULL;
+    Window *w = rdmaWindowTake(c);
+    if (!w)
+        return NULL;
+    if (len == 0) { /* nothing to read: no key at all */
+        w->state = WIN_BOUND;
+        *rkey = 0;
+        return w;
+    }
+    RegEntry *r = regGet(a, len);
+    if (!r)
+        return NULL;
+    if (rd.keys == RDMA_KEYS_OBJREG) {
+        w->reg = r;
+        w->state = WIN_BOUND;
+        w->rkey = r->mr->rkey;
+        *rkey = w->rkey;
+        return w;
+    }
+    uint32_t key = ibv_inc_rkey(w->rkey);
+    struct ibv_send_wr wr = {.wr_id = (uint64_t)(uintptr_t)w | RDMA_WR_BIND,
+                             .opcode = IBV_WR_BIND_MW,
+                             .send_flags = IBV_SEND_SIGNALED};
+    wr.bind_mw.mw = w->mw;
+    wr.bind_mw.rkey = key;
+    wr.bind_mw.bind_info.mr = r->mr;
+    wr.bind_mw.bind_info.addr = (uint64_t)(uintptr_t)a;
+    wr.bind_mw.bind_info.length = len;
+    wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+    if (rdmaPostUser(c, &wr) == -1) {
+        regPut(r);
+        return NULL;
+    }
+    /* The provider names the window by mw->rkey, its current key (rxe
+     * checks it): after this bind that is the new one. */
+    w->mw->rkey = key;
+    w->rkey = key;
+    w->reg = r;
+    w->state = WIN_BINDING;
+    *rkey = key;
+    return w;
+}
+
+/* Post the invalidation of a bound window. Returns 0 or -1. */
+static int rdmaWindowInvalidate(RdmaConn *c, Window *w)
+{
+    struct ibv_send_wr wr = {.wr_id = (uint64_t)(uintptr_t)w | RDMA_WR_INV,
+                             .opcode = IBV_WR_LOCAL_INV,
+                             .send_flags = IBV_SEND_SIGNALED};
+    wr.invalidate_rkey = w->rkey;
+    if (rdmaPostUser(c, &wr) == -1)
+        return -1;
+    w->state = WIN_INVALIDATING;
+    return 0;
+}
+
+/* The grant's transfer is over (DONE): invalidate its window; the cookie
+ * comes back through host->onSendDone once the peer can no longer read
+ * with the key. A closing connection ends every grant itself. */
+static void rdmaRevokeRead(Conn *base, void *grant, void *cookie)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    Window *w = grant;
+
+    if (c->closing || !w)
+        return;
+    w->cookie = cookie;
+    if (rd.keys == RDMA_KEYS_OBJREG || !w->reg) { /* no window bound (the key stays the
+                                                   * object's, or there was none) */
+        if (w->reg)
+            regPut(w->reg);
+        w->reg = NULL;
+        w->state = WIN_FREE;
+        host->onSendDone(base, cookie);
+        return;
+    }
+    /* A bind still in flight is before the invalidation on the same send
+     * queue: posting it now is in order. */
+    if (rdmaWindowInvalidate(c, w) == -1)
+        rdmaCloseConn(base, "cannot invalidate a memory window");
+}
+
+/* Kill every window of a closing connection: its QP is moved to the error
+ * state first (nothing more is answered or executed on it), then each
+ * window is deallocated, which invalidates it at once. Before the QP is
+ * destroyed: a bound type-2 window holds a reference on its QP (rxe waits
+ * for it). The Window records stay until the flush has passed their
+ * completions on (rdmaWindowsFree). */
+static void rdmaWindowsKill(RdmaConn *c)
+{
+    struct ibv_qp *qp = c->s ? rdmaStreamQp(c->s) : NULL;
+
+    if (qp && c->windows) {
+        struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+        int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
         if (rc)
-            host->log("warning", "%s: ibv_dereg_mr (ring): %s", c->base.desc, strerror(rc));
+            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
     }
-    free(*ring);
-    *ring = NULL;
-    *mr = NULL;
-}
-
-/* Allocate the CQ, QP, handshake ring and send buffers of a connection, and
- * post its receives. Returns 0, or -1 with a reason (what was set up is
- * undone by rdmaCloseConn, which checks each resource). */
-static int rdmaSetupConn(RdmaConn *c, char *err, size_t errLen)
-{
-    if (c->id->verbs != rd.verbs) {
-        snprintf(err, errLen, "connection on another RDMA device than the arena's");
-        return -1;
-    }
-    if (verbsCreateRcQp(c->id, rd.pd, rd.comp, c, RDMA_CQ_DEPTH, RDMA_SEND_WR, RDMA_SLOTS, 2,
-                        &c->cq, err, errLen) == -1)
-        return -1;
-    c->qpUp = 1;
-    if (rdmaRingAlloc((size_t)RDMA_HS_SLOTS * RDMA_HS_SLOT_SIZE, &c->rxRing, &c->rxMr, err,
-                      errLen) == -1)
-        return -1;
-    size_t txLen = (size_t)RDMA_SLOTS * RDMA_FRAME_MAX;
-    if (posix_memalign((void **)&c->txBuf, 4096, txLen)) {
-        c->txBuf = NULL;
-        snprintf(err, errLen, "out of memory for the send buffers");
-        return -1;
-    }
-    c->txMr = ibv_reg_mr(rd.pd, c->txBuf, txLen, IBV_ACCESS_LOCAL_WRITE);
-    if (!c->txMr) {
-        snprintf(err, errLen, "ibv_reg_mr (send buffers): %s", strerror(errno));
-        return -1;
-    }
-    rdmaRxInit(&c->rx, RDMA_HS_SLOTS, RDMA_HS_SLOT_SIZE, RDMA_SLOTS, RDMA_SLOT_SIZE);
-    /* Receive WRs carry no buffer: one per slot of the larger ring, so the
-     * count never has to change when the rings do. */
-    for (int i = 0; i < RDMA_SLOTS; i++) {
-        if (rdmaPostRecv(c) == -1) {
-            snprintf(err, errLen, "cannot post receives");
-            return -1;
+    for (Window *w = c->windows; w; w = w->next) {
+        if (w->mw) {
+            int rc = ibv_dealloc_mw(w->mw);
+            if (rc)
+                host->log("warning", "%s: ibv_dealloc_mw: %s", c->base.desc, strerror(rc));
+            w->mw = NULL;
         }
     }
-    return 0;
 }
 
-static void rdmaConnParam(struct rdma_conn_param *cp, const uint8_t priv[RDMA_PRIV_LEN])
+/* Free the window records of a closed connection (after the stream's
+ * flush), dropping their registrations' references. */
+static void rdmaWindowsFree(RdmaConn *c)
 {
-    memset(cp, 0, sizeof(*cp));
-    cp->private_data = priv;
-    cp->private_data_len = RDMA_PRIV_LEN;
-    cp->initiator_depth = (uint8_t)rd.rdAtomic;
-    cp->responder_resources = (uint8_t)rd.rdAtomic;
-    cp->retry_count = 7;
-    cp->rnr_retry_count = 7; /* infinite: receives are always reposted */
-}
-
-/* ---- sending ---------------------------------------------------------------------- */
-
-/* Post one message into the peer's next slot. Returns 0, 1 when resources
- * (credits, frame buffers) are short (try later), or -1 on a verbs error. */
-static int rdmaPostMsg(RdmaConn *c, PendingMsg *pm)
-{
-    int buf = __builtin_ffs((int)~c->txBusy) - 1;
-
-    if (buf < 0 || buf >= RDMA_SLOTS)
-        return 1;
-    int slot = ringTxTake(&c->tx, pm->creditOnly);
-    if (slot < 0)
-        return 1;
-    uint8_t *frame = c->txBuf + (size_t)buf * RDMA_FRAME_MAX;
-    memcpy(frame, pm->frame, pm->frameLen);
-    /* Piggyback every credit we owe (header bytes 2..3, little-endian), but
-     * none of a handshake ring we have told the peer to leave. */
-    uint32_t cr = rdmaRxTakeCredits(&c->rx, 0xFFFF);
-    frame[2] = (uint8_t)(cr & 0xFF);
-    frame[3] = (uint8_t)(cr >> 8);
-
-    struct ibv_sge sge[2] = {
-        {.addr = (uintptr_t)frame, .length = pm->frameLen, .lkey = c->txMr->lkey},
-        {.addr = (uintptr_t)pm->payload, .length = pm->payloadLen, .lkey = rd.arenaMr->lkey},
-    };
-    struct ibv_send_wr wr = {0}, *bad;
-    wr.wr_id = ((uint64_t)buf << 3) | RDMA_WR_SEND;
-    wr.sg_list = sge;
-    wr.num_sge = pm->payloadLen ? 2 : 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(rdmaImmEncode((uint32_t)slot, pm->frameLen + pm->payloadLen, c->peerFull));
-    wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
-    wr.wr.rdma.rkey = c->peerRkey;
-    int rc = ibv_post_send(c->id->qp, &wr, &bad);
-    if (rc) {
-        host->log("warning", "%s: ibv_post_send (ring write): %s", c->base.desc, strerror(rc));
-        return -1;
+    while (c->windows) {
+        Window *w = c->windows;
+        c->windows = w->next;
+        if (w->reg)
+            regPut(w->reg);
+        free(w);
     }
-    c->txBusy |= 1u << buf;
-    c->txCookie[buf] = pm->cookie;
-    c->outstanding++;
-    if (pm->isRing)
-        c->rx.announced = 1;
-    return 0;
+    c->ready = NULL;
+    c->nWindows = 0;
 }
 
-/* Queue a CREDIT message if we owe many credits and have nothing else to
- * carry them. */
-static void rdmaMaybeCredit(RdmaConn *c)
-{
-    if (c->pendHead || (c->rx.announced && !c->rx.full) || !ringRxWantsCreditMsg(&c->rx.ring))
-        return;
-    PendingMsg *pm = calloc(1, sizeof(*pm) + RDMA_FRAME_MAX);
-    if (!pm)
-        return;
-    WireMsg m = {.h = {.type = WIRE_CREDIT}};
-    m.u.credit.credits = 0; /* the header's piggyback field carries them */
-    int len = wireEncode(&m, pm->frame, RDMA_FRAME_MAX);
-    pm->frameLen = (uint32_t)len;
-    pm->creditOnly = 1;
-    c->pendHead = c->pendTail = pm;
-    c->pendBytes += sizeof(*pm) + pm->frameLen;
-}
+/* ---- sending ----------------------------------------------------------------------- */
 
-/* Post queued messages while credits and buffers last. Returns 0 or -1
- * (the conn was closed). */
-static int rdmaPump(RdmaConn *c)
+/* Write queued frames while the peer's buffer has room: a frame with a
+ * payload as one gather write when it fits contiguously, else copied.
+ * Returns 0, or -1 when c was closed. */
+static int rdmaFlush(RdmaConn *c)
 {
-    if (!c->established || c->closing)
-        return 0;
-    rdmaMaybeCredit(c);
     int moved = 0;
-    while (c->pendHead) {
-        int rc = rdmaPostMsg(c, c->pendHead);
-        if (rc == 1)
-            break;
-        if (rc == -1) {
-            rdmaCloseConn(&c->base, "cannot post a ring write");
-            return -1;
+
+    while (c->txHead && !c->closing) {
+        TxItem *it = c->txHead;
+        if (it->payloadLen && it->frameOff == 0 && it->payloadOff == 0) {
+            int rc =
+                rdmaStreamWriteGather(c->s, it->frame, it->frameLen, it->payload, it->payloadLen,
+                                      rd.arenaMr->lkey, (uint64_t)(uintptr_t)it->cookie);
+            if (rc == -1)
+                goto out_failed;
+            if (rc == 1) {
+                it->frameOff = it->frameLen;
+                it->payloadOff = it->payloadLen;
+                it->cookie = NULL; /* it comes back through onSent */
+            } else if (rdmaStreamWritable(c->s) == 0) {
+                break; /* a fresh buffer of the peer may take it whole */
+            }
         }
-        PendingMsg *pm = c->pendHead;
-        c->pendHead = pm->next;
-        if (!c->pendHead)
-            c->pendTail = NULL;
-        c->pendBytes -= sizeof(*pm) + pm->frameLen;
-        free(pm);
+        while (it->frameOff < it->frameLen) {
+            ssize_t n =
+                rdmaStreamWrite(c->s, it->frame + it->frameOff, it->frameLen - it->frameOff);
+            if (n < 0)
+                goto out_failed;
+            if (n == 0)
+                break;
+            it->frameOff += (size_t)n;
+            moved = 1;
+        }
+        while (it->frameOff == it->frameLen && it->payloadOff < it->payloadLen) {
+            ssize_t n = rdmaStreamWrite(c->s, it->payload + it->payloadOff,
+                                        it->payloadLen - it->payloadOff);
+            if (n < 0)
+                goto out_failed;
+            if (n == 0)
+                break;
+            it->payloadOff += (size_t)n;
+            moved = 1;
+        }
+        if (it->frameOff < it->frameLen || it->payloadOff < it->payloadLen)
+            break;
         moved = 1;
+        c->txHead = it->next;
+        if (!c->txHead)
+            c->txTail = NULL;
+        c->txBytes -= sizeof(*it) + it->frameLen;
+        void *cookie = it->cookie;
+        free(it);
+        if (cookie) /* copied: the payload is free to go */
+            host->onSendDone(&c->base, cookie);
     }
+    if (c->closing)
+        return -1;
     /* The engine closes a connection whose queue stops moving. */
-    if (!c->pendHead)
+    if (!c->txHead)
         c->base.txStallSinceUs = 0;
     else if (moved || !c->base.txStallSinceUs)
         c->base.txStallSinceUs = utilMonoUs();
     return 0;
+
+out_failed : {
+    char why[160];
+    snprintf(why, sizeof(why), "stream write: %s", rdmaStreamError(c->s));
+    rdmaCloseConn(&c->base, why);
+    return -1;
 }
-
-/* Queue a frame (and its inline payload) for the peer; rdmaPump posts it
- * when credits allow. Returns 0, or -1 when c was closed (out of memory, a
- * frame that cannot fit, or a peer that lets too much pile up). */
-static int rdmaQueue(RdmaConn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie,
-                     int isRing)
-{
-    uint8_t frame[RDMA_FRAME_MAX];
-
-    m->h.credits = 0;
-    int len = wireEncode(m, frame, sizeof(frame));
-    if (len < 0 ||
-        (uint64_t)len + payloadLen > (c->peerSlotSize ? c->peerSlotSize : RDMA_HS_SLOT_SIZE)) {
-        rdmaCloseConn(&c->base, "message does not fit a ring slot");
-        return -1;
-    }
-    if (c->pendBytes + sizeof(PendingMsg) + (size_t)len > RDMA_PEND_MAX_BYTES) {
-        char why[128];
-        snprintf(why, sizeof(why), "over %u bytes wait for credits the peer does not return",
-                 RDMA_PEND_MAX_BYTES);
-        host->log("warning", "%s: %s", c->base.desc, why);
-        rdmaCloseConn(&c->base, why);
-        return -1;
-    }
-    PendingMsg *pm = calloc(1, sizeof(*pm) + (size_t)len);
-    if (!pm) {
-        rdmaCloseConn(&c->base, "out of memory for the send queue");
-        return -1;
-    }
-    memcpy(pm->frame, frame, (size_t)len);
-    pm->frameLen = (uint32_t)len;
-    pm->isRing = isRing;
-    pm->payload = payload;
-    pm->payloadLen = (uint32_t)payloadLen;
-    pm->cookie = cookie;
-    c->pendBytes += sizeof(*pm) + pm->frameLen;
-    if (c->pendTail)
-        c->pendTail->next = pm;
-    else
-        c->pendHead = pm;
-    c->pendTail = pm;
-    return rdmaPump(c);
 }
 
 static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLen, void *cookie)
 {
     RdmaConn *c = (RdmaConn *)base;
+    uint8_t frame[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
 
     if (c->closing)
         return -1;
@@ -447,43 +626,38 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
         rdmaCloseConn(base, "inline payload outside the registered arena");
         return -1;
     }
-    return rdmaQueue(c, m, payload, payloadLen, cookie, 0);
-}
-
-/* The engine's handshake succeeded: register the full ring and announce it
- * (RING, queued before any request the sides send next). Returns 0 or -1. */
-static int rdmaAuthenticated(Conn *base)
-{
-    RdmaConn *c = (RdmaConn *)base;
-    char err[128];
-
-    if (c->closing || c->authed)
-        return c->closing ? -1 : 0;
-    c->authed = 1;
-    if (rdmaRingAlloc((size_t)RDMA_SLOTS * RDMA_SLOT_SIZE, &c->fullRing, &c->fullMr, err,
-                      sizeof(err)) == -1) {
-        host->log("warning", "%s: %s", c->base.desc, err);
+    int len = wireEncode(m, frame, sizeof(frame));
+    if (len < 0) {
+        host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
         return -1;
     }
-    WireMsg m = {.h = {.type = WIRE_RING}};
-    m.u.ring.addr = (uint64_t)(uintptr_t)c->fullRing;
-    m.u.ring.rkey = c->fullMr->rkey;
-    m.u.ring.slots = RDMA_SLOTS;
-    m.u.ring.slotSize = RDMA_SLOT_SIZE;
-    return rdmaQueue(c, &m, NULL, 0, NULL, 1);
-}
-
-static size_t rdmaMaxInline(Conn *base)
-{
-    RdmaConn *c = (RdmaConn *)base;
-    /* Nothing inline until the peer's full ring is known: a handshake ring
-     * holds frames only. */
-    return c->peerFull ? c->peerSlotSize - RDMA_FRAME_MAX : 0;
-}
-
-static uint32_t rdmaArenaRkey(Conn *base)
-{
-    return rd.arenaMr->rkey;
+    if (c->txBytes + sizeof(TxItem) + (size_t)len > RDMA_TXQ_MAX) {
+        char why[128];
+        snprintf(why, sizeof(why), "over %u bytes of frames wait for a peer that does not read",
+                 RDMA_TXQ_MAX);
+        host->log("warning", "%s: %s", base->desc, why);
+        rdmaCloseConn(base, why);
+        return -1;
+    }
+    TxItem *it = calloc(1, sizeof(*it) + (size_t)len);
+    if (!it) {
+        rdmaCloseConn(base, "out of memory for the send queue");
+        return -1;
+    }
+    memcpy(it->frame, frame, (size_t)len);
+    it->frameLen = (size_t)len;
+    it->payload = payload;
+    it->payloadLen = payload ? payloadLen : 0;
+    it->cookie = cookie;
+    c->txBytes += sizeof(*it) + it->frameLen;
+    if (c->txTail)
+        c->txTail->next = it;
+    else
+        c->txHead = it;
+    c->txTail = it;
+    if (!c->up)
+        return 0; /* written once the stream is open */
+    return rdmaFlush(c);
 }
 
 /* ---- one-sided reads ------------------------------------------------------------------ */
@@ -492,14 +666,14 @@ static uint32_t rdmaArenaRkey(Conn *base)
 static int rdmaPumpReads(RdmaConn *c)
 {
     for (ReadOp *op = c->reads; op && c->readsInflight < RDMA_READ_WINDOW; op = op->next) {
-        while (op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
+        while (!op->failed && op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
             uint64_t n = op->len - op->posted;
             if (n > RDMA_READ_CHUNK)
                 n = RDMA_READ_CHUNK;
             struct ibv_sge sge = {.addr = (uintptr_t)(op->dst + op->posted),
                                   .length = (uint32_t)n,
                                   .lkey = rd.arenaMr->lkey};
-            struct ibv_send_wr wr = {0}, *bad;
+            struct ibv_send_wr wr = {0};
             wr.wr_id = (uint64_t)(uintptr_t)op | RDMA_WR_READ;
             wr.sg_list = &sge;
             wr.num_sge = 1;
@@ -507,43 +681,13 @@ static int rdmaPumpReads(RdmaConn *c)
             wr.send_flags = IBV_SEND_SIGNALED;
             wr.wr.rdma.remote_addr = op->raddr + op->posted;
             wr.wr.rdma.rkey = op->rkey;
-            int rc = ibv_post_send(c->id->qp, &wr, &bad);
-            if (rc) {
-                host->log("warning", "%s: ibv_post_send (read): %s", c->base.desc, strerror(rc));
+            if (rdmaPostUser(c, &wr) == -1)
                 return -1;
-            }
             op->posted += n;
             op->inflight++;
             c->readsInflight++;
-            c->outstanding++;
         }
     }
-    return 0;
-}
-
-static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
-                          void *cookie)
-{
-    RdmaConn *c = (RdmaConn *)base;
-    uint8_t *d = dst;
-
-    if (c->closing || d < rd.arenaBase || d + len > rd.arenaBase + rd.arenaSize)
-        return -1;
-    ReadOp *op = calloc(1, sizeof(*op));
-    if (!op)
-        return -1;
-    *op = (ReadOp){.c = c, .cookie = cookie, .dst = d, .raddr = raddr, .len = len, .rkey = rkey};
-    op->failed = 0;
-    ReadOp **pp = &c->reads;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = op;
-    if (rdmaPumpReads(c) == -1) {
-        rdmaCloseConn(base, "cannot post RDMA reads");
-        return 0; /* the close reported the read as failed */
-    }
-    if (len == 0)
-        rdmaReapReads(c);
     return 0;
 }
 
@@ -564,198 +708,188 @@ static void rdmaReapReads(RdmaConn *c)
     }
 }
 
+static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
+                          void *cookie)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    uint8_t *d = dst;
+
+    if (c->closing || d < rd.arenaBase || d + len > rd.arenaBase + rd.arenaSize)
+        return -1;
+    ReadOp *op = calloc(1, sizeof(*op));
+    if (!op)
+        return -1;
+    *op = (ReadOp){.cookie = cookie, .dst = d, .raddr = raddr, .len = len, .rkey = rkey};
+    ReadOp **pp = &c->reads;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = op;
+    if (rdmaPumpReads(c) == -1) {
+        rdmaCloseConn(base, "cannot post RDMA reads");
+        return 0; /* the close reported the read as failed */
+    }
+    if (len == 0)
+        rdmaReapReads(c);
+    return 0;
+}
+
 /* ---- receiving --------------------------------------------------------------------- */
 
-/* The peer wrote into our full ring for the first time: it has left the
- * handshake ring, and nothing can land there any more (RC is in order). */
-static void rdmaRxSwitch(RdmaConn *c)
+static int rdmaRecvPayload(Conn *base, void *dst, size_t len)
 {
-    rdmaRingFree(c, &c->rxRing, &c->rxMr);
-    c->rxRing = c->fullRing;
-    c->rxMr = c->fullMr;
-    c->fullRing = NULL;
-    c->fullMr = NULL;
+    return framerExpectPayload(&((RdmaConn *)base)->rx, dst, len);
 }
 
-/* The peer announced its full ring: our next writes go there, with the
- * credits of a ring nobody has written yet. Returns 0, or -1 with a reason. */
-static int rdmaTxSwitch(RdmaConn *c, const WireMsg *m, const char **why)
+static void rdmaDiscardPayload(Conn *base)
 {
-    if (!c->authed || c->peerFull) {
-        *why = c->peerFull ? "a second RING" : "RING before the handshake succeeded";
-        return -1;
-    }
-    if (!rdmaRingGeometryOk(m->u.ring.slots, m->u.ring.slotSize)) {
-        *why = "RING geometry out of range";
-        return -1;
-    }
-    c->peerAddr = m->u.ring.addr;
-    c->peerRkey = m->u.ring.rkey;
-    c->peerSlots = m->u.ring.slots;
-    c->peerSlotSize = m->u.ring.slotSize;
-    ringTxInit(&c->tx, c->peerSlots);
-    c->peerFull = 1;
-    return 0;
+    framerDiscardPayload(&((RdmaConn *)base)->rx);
 }
 
-/* A ring write arrived. Returns 0, or -1 on a protocol violation. */
-static int rdmaOnRingMsg(RdmaConn *c, uint32_t imm)
+static int rdmaPayloadHash(Conn *base, uint64_t *sum)
 {
-    uint32_t slot, len;
+    return framerPayloadHash(&((RdmaConn *)base)->rx, sum);
+}
+
+/* Deliver every event the framer has. Returns 0, or -1 after closing. */
+static int rdmaParseFrames(RdmaConn *c)
+{
     const char *why = "";
-    int switched;
-    size_t payLen;
-    WireMsg m;
 
-    if (rdmaRxAccept(&c->rx, imm, &slot, &len, &switched, &why) == -1)
-        goto out_bad;
-    if (switched)
-        rdmaRxSwitch(c);
-    const uint8_t *p = c->rxRing + (size_t)slot * c->rx.slotSize;
-    if (rdmaCheckMsg(p, len, &m, &payLen, &why) == -1)
-        goto out_bad;
-    if (ringTxGrant(&c->tx, m.h.credits) == -1) {
-        why = "peer returned more credits than it owes";
-        goto out_bad;
+    for (;;) {
+        WireMsg m;
+        switch (framerNext(&c->rx, &m, &why)) {
+            case FRAMER_MORE:
+                return 0;
+            case FRAMER_ERROR:
+                goto out_bad_frame;
+            case FRAMER_PAYLOAD_DONE:
+                host->onPayloadDone(&c->base);
+                break;
+            case FRAMER_FRAME:
+                if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
+                    if (!c->closing)
+                        rdmaCloseConn(&c->base, "protocol error (see the previous log line)");
+                    return -1;
+                }
+                break;
+        }
+        if (c->closing)
+            return -1;
     }
-    if (m.h.type == WIRE_RING && rdmaTxSwitch(c, &m, &why) == -1)
-        goto out_bad;
-    if (rdmaPostRecv(c) == -1)
-        return -1;
-    if (m.h.type == WIRE_CREDIT || m.h.type == WIRE_RING)
-        return 0;
-    if (host->onFrame(&c->base, &m, p + OBJ_WIRE_HDR_LEN + m.h.bodyLen, payLen) == -1) {
-        if (!c->closing)
-            rdmaCloseConn(&c->base, "protocol error (see the previous log line)");
-        return -1;
-    }
-    return 0;
 
-out_bad:
+out_bad_frame : {
+    char reason[128];
+    snprintf(reason, sizeof(reason), "bad frame: %s", why);
     host->countBadFrame();
-    host->log("warning", "%s: bad ring message: %s", c->base.desc, why);
-    rdmaCloseConn(&c->base, why);
+    host->log("warning", "%s: %s", c->base.desc, reason);
+    rdmaCloseConn(&c->base, reason);
     return -1;
 }
-
-/* Handle one work completion. Returns 0, or -1 when the conn was closed. */
-static int rdmaOnWc(RdmaConn *c, const struct ibv_wc *wc)
-{
-    uint32_t kind = (uint32_t)(wc->wr_id & 7);
-
-    if (kind == RDMA_WR_READ) {
-        ReadOp *op = (ReadOp *)(uintptr_t)(wc->wr_id & ~7ULL);
-        op->inflight--;
-        c->readsInflight--;
-        c->outstanding--;
-        if (wc->status != IBV_WC_SUCCESS) {
-            op->failed = 1;
-            if (!c->closing)
-                host->log("warning", "%s: RDMA read failed: %s", c->base.desc,
-                          ibv_wc_status_str(wc->status));
-        }
-        if (c->closing)
-            return 0;
-        if (wc->status != IBV_WC_SUCCESS) {
-            rdmaCloseConn(&c->base, "RDMA read failed (QP in error)");
-            return -1;
-        }
-        rdmaReapReads(c);
-        if (!c->closing && rdmaPumpReads(c) == -1) {
-            rdmaCloseConn(&c->base, "cannot post RDMA reads");
-            return -1;
-        }
-        return c->closing ? -1 : 0;
-    }
-    if (kind == RDMA_WR_SEND) {
-        int buf = (int)(wc->wr_id >> 3);
-        void *cookie = c->txCookie[buf];
-        c->txBusy &= ~(1u << buf);
-        c->txCookie[buf] = NULL;
-        c->outstanding--;
-        if (c->closing)
-            return 0;
-        if (wc->status != IBV_WC_SUCCESS) {
-            char why[128];
-            snprintf(why, sizeof(why), "ring write failed: %s", ibv_wc_status_str(wc->status));
-            rdmaCloseConn(&c->base, why);
-            return -1;
-        }
-        if (cookie)
-            host->onSendDone(&c->base, cookie);
-        return c->closing ? -1 : rdmaPump(c);
-    }
-    /* a receive */
-    if (c->closing)
-        return 0;
-    if (wc->status != IBV_WC_SUCCESS) {
-        char why[128];
-        snprintf(why, sizeof(why), "receive failed: %s", ibv_wc_status_str(wc->status));
-        rdmaCloseConn(&c->base, why);
-        return -1;
-    }
-    if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM)) {
-        rdmaCloseConn(&c->base, "a receive without an immediate");
-        return -1;
-    }
-    /* The connector may write its first message before our ESTABLISHED event
-     * is delivered: its arrival proves the connection is up. */
-    if (!c->established && !c->base.outgoing) {
-        c->established = 1;
-        host->onUp(&c->base);
-        if (c->closing)
-            return -1;
-    }
-    if (rdmaOnRingMsg(c, ntohl(wc->imm_data)) == -1)
-        return -1;
-    return c->closing ? -1 : rdmaPump(c);
 }
 
-static void rdmaPollCq(RdmaConn *c)
+/* Take every ready byte of the stream: into wherever the framer says (a
+ * payload's destination or its own buffer), or consumed without a copy
+ * when a payload is being thrown away; deliver the events as they come.
+ * Consuming lets the stream give its buffer back to the peer. */
+static void rdmaRead(RdmaConn *c)
 {
-    struct ibv_wc wcs[32];
-    int n;
-
-    while ((n = ibv_poll_cq(c->cq, 32, wcs)) > 0) {
-        c->batch = wcs;
-        c->batchLen = n;
-        for (c->batchNext = 0; c->batchNext < c->batchLen;) {
-            if (rdmaOnWc(c, &wcs[c->batchNext++]) == -1 && c->closing) {
-                /* teardown already handled the rest of the batch */
-                c->batch = NULL;
+    while (!c->closing && rdmaStreamReadable(c->s) > 0) {
+        uint8_t *dst;
+        size_t room = framerReadSpace(&c->rx, &dst);
+        if (room == 0)
+            return; /* cannot happen: frames are consumed as they are parsed */
+        size_t n;
+        if (!dst) {
+            size_t avail;
+            rdmaStreamPeek(c->s, &avail);
+            n = avail < room ? avail : room;
+            if (rdmaStreamConsume(c->s, n) == -1) {
+                rdmaCloseConn(&c->base, rdmaStreamError(c->s));
                 return;
             }
+        } else {
+            n = rdmaStreamRead(c->s, dst, room);
         }
-        c->batch = NULL;
+        if (n == 0)
+            return;
+        framerWrote(&c->rx, n); /* n <= room: can't fail */
+        if (rdmaParseFrames(c) == -1)
+            return;
     }
-    if (n < 0)
-        rdmaCloseConn(&c->base, "ibv_poll_cq failed");
 }
 
-static void rdmaFree(RdmaConn *c);
+/* ---- progress ------------------------------------------------------------------------ */
 
-static void rdmaOnComp(void *arg, uint32_t events)
+/* Everything that follows the stream's processing, outside its callbacks:
+ * the connection coming up, cookies of finished sends and invalidated
+ * windows, finished reads, failures recorded by the callbacks, queued
+ * frames and arrived bytes. */
+static void rdmaAfterProcess(RdmaConn *c)
 {
-    struct ibv_cq *cq;
-    void *ctx;
-
-    while (ibv_get_cq_event(rd.comp, &cq, &ctx) == 0) {
-        RdmaConn *c = ctx;
-        ibv_ack_cq_events(cq, 1);
+    if (c->closing)
+        return;
+    if (!c->up && rdmaStreamGetState(c->s) == RDMA_STREAM_OPEN) {
+        c->up = 1;
+        host->onUp(&c->base);
         if (c->closing)
-            continue;
-        int rc = ibv_req_notify_cq(cq, 0);
-        if (rc) {
-            host->log("warning", "%s: ibv_req_notify_cq: %s", c->base.desc, strerror(rc));
-            rdmaCloseConn(&c->base, "cannot re-arm the CQ");
-            continue;
-        }
-        c->inHandler = 1;
-        rdmaPollCq(c);
-        c->inHandler = 0;
-        if (c->closing)
-            rdmaFree(c);
+            return;
     }
+    for (int i = 0; i < c->nSent && !c->closing; i++)
+        if (c->sent[i].ok && c->sent[i].token)
+            host->onSendDone(&c->base, (void *)(uintptr_t)c->sent[i].token);
+    c->nSent = 0;
+    while (c->ready && !c->closing) {
+        Window *w = c->ready;
+        c->ready = w->nextReady;
+        w->nextReady = NULL;
+        w->state = WIN_FREE;
+        void *cookie = w->cookie;
+        w->cookie = NULL;
+        if (cookie)
+            host->onSendDone(&c->base, cookie);
+    }
+    if (c->closing)
+        return;
+    if (c->failWhy[0]) {
+        char why[128];
+        snprintf(why, sizeof(why), "%s", c->failWhy);
+        rdmaCloseConn(&c->base, why);
+        return;
+    }
+    rdmaReapReads(c);
+    if (c->closing)
+        return;
+    if (rdmaPumpReads(c) == -1) {
+        rdmaCloseConn(&c->base, "cannot post RDMA reads");
+        return;
+    }
+    if (c->up && rdmaFlush(c) == -1)
+        return;
+    if (c->up)
+        rdmaRead(c);
+}
+
+/* Process the stream and hand on what it did. */
+static void rdmaProgress(RdmaConn *c)
+{
+    c->inHandler = 1;
+    int rc = rdmaStreamProcess(c->s);
+    rdmaAfterProcess(c);
+    if (rc == -1 && !c->closing) {
+        char why[160];
+        snprintf(why, sizeof(why), "%s",
+                 rdmaStreamGetState(c->s) == RDMA_STREAM_CLOSED ? "peer disconnected"
+                                                                : rdmaStreamError(c->s));
+        rdmaCloseConn(&c->base, why[0] ? why : "stream failed");
+    }
+    c->inHandler = 0;
+    if (c->closing)
+        free(c);
+}
+
+static void rdmaOnStreamFd(void *arg, uint32_t events)
+{
+    rdmaProgress(arg);
 }
 
 /* ---- teardown ------------------------------------------------------------------------ */
@@ -770,65 +904,12 @@ static void rdmaUnlinkAll(RdmaConn *c)
     }
 }
 
-/* Move the QP to error and poll until the NIC has given back every send-side
- * WR (bounded): only then is memory they point at safe to reuse. */
-static void rdmaFlush(RdmaConn *c)
-{
-    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
-    struct timespec t0, now;
-    struct ibv_wc wcs[32];
-
-    if (!c->qpUp)
-        return;
-    int rc = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
-    if (rc)
-        host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
-    /* Completions already taken off the CQ by the batch being handled: they
-     * count as outstanding but will never be polled again. */
-    while (c->batch && c->batchNext < c->batchLen)
-        rdmaOnWc(c, &c->batch[c->batchNext++]); /* closing: only bookkeeping */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (c->outstanding > 0) {
-        int n = ibv_poll_cq(c->cq, 32, wcs);
-        for (int i = 0; i < n; i++)
-            rdmaOnWc(c, &wcs[i]); /* closing: only bookkeeping */
-        if (n > 0)
-            continue;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 >
-            RDMA_FLUSH_MAX_MS) {
-            host->log("warning", "%s: %d work requests not flushed in time", c->base.desc,
-                      c->outstanding);
-            break;
-        }
-        usleep(100);
-    }
-}
-
-static void rdmaFree(RdmaConn *c)
-{
-    if (c->qpUp)
-        rdma_destroy_qp(c->id);
-    if (c->cq) {
-        int rc = ibv_destroy_cq(c->cq);
-        if (rc)
-            host->log("warning", "%s: ibv_destroy_cq: %s", c->base.desc, strerror(rc));
-    }
-    rdmaRingFree(c, &c->rxRing, &c->rxMr);
-    rdmaRingFree(c, &c->fullRing, &c->fullMr);
-    if (c->txMr)
-        ibv_dereg_mr(c->txMr);
-    free(c->txBuf);
-    if (c->id)
-        rdma_destroy_id(c->id);
-    while (c->pendHead) {
-        PendingMsg *n = c->pendHead->next;
-        free(c->pendHead);
-        c->pendHead = n;
-    }
-    free(c);
-}
-
+/* Close: the QP goes to the error state and the windows are deallocated
+ * (no READ of the peer is answered any more); the stream disconnects and
+ * waits for every posted work request's completion or flush (our READs
+ * land nowhere after it); then reads are reported failed, and only then
+ * the engine is told (which drops the pins). The RdmaConn itself is freed
+ * at once, or when the handler unwinds. */
 static void rdmaCloseConn(Conn *base, const char *why)
 {
     RdmaConn *c = (RdmaConn *)base;
@@ -837,10 +918,14 @@ static void rdmaCloseConn(Conn *base, const char *why)
         return;
     c->closing = 1;
     rdmaUnlinkAll(c);
-    rdmaFlush(c);
-    if (c->id && c->established)
-        rdma_disconnect(c->id);
-    /* Reads the NIC has let go of: their transfers may now move on. */
+    if (c->fd != -1)
+        host->unwatch(c->fd);
+    c->fd = -1;
+    rdmaWindowsKill(c);
+    framerDestroy(&c->rx); /* no payload lands after the close */
+    rdmaStreamFree(c->s); /* onWc / onSent during the flush: bookkeeping only */
+    c->s = NULL;
+    rdmaWindowsFree(c);
     while (c->reads) {
         ReadOp *op = c->reads;
         c->reads = op->next;
@@ -848,28 +933,63 @@ static void rdmaCloseConn(Conn *base, const char *why)
         free(op);
         host->onReadDone(base, cookie, 0);
     }
+    while (c->txHead) {
+        TxItem *n = c->txHead->next;
+        free(c->txHead);
+        c->txHead = n;
+    }
+    free(c->sent);
+    c->sent = NULL;
     host->onClosed(base, why);
     if (!c->inHandler)
-        rdmaFree(c);
+        free(c);
 }
 
-/* ---- connection manager events ---------------------------------------------------------- */
+/* ---- connections ------------------------------------------------------------------- */
 
-static RdmaConn *rdmaNew(struct rdma_cm_id *id, const char *desc)
+static void rdmaStreamCfg(RdmaStreamConfig *cfg, RdmaConn *c, int incoming)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->rxSize = SP_RX_MIN; /* until the peer proved the secret */
+    cfg->txSize = incoming ? RDMA_TX_SIZE_IN : RDMA_TX_SIZE;
+    cfg->userSendWr = RDMA_USER_WR;
+    cfg->userSendSge = 2;
+    cfg->responderResources = rd.rdAtomic;
+    cfg->initiatorDepth = rd.rdAtomic;
+    cfg->pd = rd.pd;
+    cfg->onWc = rdmaOnWc;
+    cfg->onSent = rdmaOnSent;
+    cfg->userCtx = c;
+}
+
+static RdmaConn *rdmaNew(const char *desc, int outgoing)
 {
     RdmaConn *c = calloc(1, sizeof(*c));
 
     if (!c)
         return NULL;
-    c->id = id;
-    id->context = c;
+    c->fd = -1;
+    framerInit(&c->rx);
     c->base.ops = &rdmaTransport;
     c->base.id = host->nextConnId();
     c->base.state = CONN_CONNECTING;
+    c->base.outgoing = outgoing;
     snprintf(c->base.desc, sizeof(c->base.desc), "rdma %s", desc);
+    return c;
+}
+
+/* Put c's stream descriptor in the engine's epoll and c on the list.
+ * Returns 0 or -1. */
+static int rdmaAdopt(RdmaConn *c)
+{
+    int fd = rdmaStreamFd(c->s);
+
+    if (fd == -1 || host->watch(fd, EPOLLIN, rdmaOnStreamFd, c) == -1)
+        return -1;
+    c->fd = fd;
     c->nextAll = rd.all;
     rd.all = c;
-    return c;
+    return 0;
 }
 
 /* May one more connection from source start its handshake? Returns NULL,
@@ -885,166 +1005,173 @@ static const char *rdmaPreauthRoom(const char *source)
         if (!strcmp(o->base.source, source))
             same++;
     }
-    if (all >= RDMA_PREAUTH_MAX)
-        return "too many RDMA connections in handshake";
-    if (same >= RDMA_PREAUTH_MAX_PER_SOURCE)
-        return "too many RDMA connections in handshake from this address";
-    return NULL;
+    return rdmaPreauthVerdict(all, same);
 }
 
-static void rdmaOnConnectRequest(struct rdma_cm_id *id, const void *priv, size_t privLen)
+static void rdmaOnConnectRequest(struct rdma_cm_id *id)
 {
-    char err[160], desc[64], source[INET_ADDRSTRLEN];
-    const char *why;
-    struct sockaddr_in *sa = (struct sockaddr_in *)rdma_get_peer_addr(id);
-    uint8_t mine[RDMA_PRIV_LEN];
-    struct rdma_conn_param cp;
+    char err[192], desc[64], source[INET6_ADDRSTRLEN];
+    struct sockaddr *sa = rdma_get_peer_addr(id);
+    int port = 0;
 
-    if (!inet_ntop(AF_INET, &sa->sin_addr, source, sizeof(source)))
-        snprintf(source, sizeof(source), "?");
+    if (sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, source, sizeof(source));
+        port = ntohs(s6->sin6_port);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)sa;
+        if (!inet_ntop(AF_INET, &s4->sin_addr, source, sizeof(source)))
+            snprintf(source, sizeof(source), "?");
+        port = ntohs(s4->sin_port);
+    }
     const char *full = rdmaPreauthRoom(source);
     snprintf(desc, sizeof(desc), "rdma %s (in)", source);
     if (full) {
         host->refused(desc, full);
         if (rdma_reject(id, NULL, 0))
-            host->log("warning", "rdma %s: rdma_reject: %s", source, strerror(errno));
+            host->log("warning", "%s: rdma_reject: %s", desc, strerror(errno));
         rdma_destroy_id(id);
         return;
     }
-    snprintf(desc, sizeof(desc), "%s:%d (in)", source, ntohs(sa->sin_port));
-    RdmaConn *c = rdmaNew(id, desc);
+    snprintf(desc, sizeof(desc), "%s:%d (in)", source, port);
+    RdmaConn *c = rdmaNew(desc, 0);
     if (!c) {
         rdma_reject(id, NULL, 0);
         rdma_destroy_id(id);
         return;
     }
     snprintf(c->base.source, sizeof(c->base.source), "%s", source);
-    if (rdmaParsePriv(c, priv, privLen, &why) == -1) {
-        host->log("warning", "%s: refused: %s", c->base.desc, why);
-        goto out_reject;
-    }
-    if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
+    RdmaStreamConfig cfg;
+    rdmaStreamCfg(&cfg, c, 1);
+    c->s = rdmaStreamAccept(id, &cfg, err, sizeof(err)); /* destroys id on failure */
+    if (!c->s) {
         host->log("warning", "%s: refused: %s", c->base.desc, err);
-        goto out_reject;
+        free(c);
+        return;
     }
-    rdmaFillPriv(c, mine);
-    rdmaConnParam(&cp, mine);
-    if (rdma_accept(id, &cp)) {
-        host->log("warning", "%s: rdma_accept: %s", c->base.desc, strerror(errno));
-        goto out_reject;
+    if (rdmaAdopt(c) == -1) {
+        host->log("warning", "%s: cannot watch the stream", c->base.desc);
+        rdmaStreamFree(c->s);
+        free(c);
     }
-    return;
-
-out_reject:
-    rdma_reject(id, NULL, 0);
-    c->closing = 1; /* never reported up: free quietly */
-    rdmaUnlinkAll(c);
-    rdmaFree(c);
 }
 
+static RdmaConn *rdmaByStream(const RdmaStream *s)
+{
+    for (RdmaConn *c = rd.all; c; c = c->nextAll)
+        if (c->s == s)
+            return c;
+    return NULL;
+}
+
+/* The listener's rdma_cm events: new connections, and the events of the
+ * accepted ones (their id's context is the stream). */
 static void rdmaOnCmEvent(void *arg, uint32_t events)
 {
     VerbsCmEvent ev;
 
     while (verbsNextCmEvent(rd.ec, &ev) == 0) {
-        struct rdma_cm_id *id = ev.id;
-        enum rdma_cm_event_type type = ev.type;
-        int status = ev.status;
-        uint8_t *priv = ev.priv;
-        size_t privLen = ev.privLen;
-
-        if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            rdmaOnConnectRequest(id, privLen ? priv : NULL, privLen);
+        if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            rdmaOnConnectRequest(ev.id);
             continue;
         }
-        RdmaConn *c = id->context;
+        RdmaConn *c = rdmaByStream(ev.id->context);
         if (!c || c->closing)
             continue;
-        char err[192];
-        const char *why;
-        switch (type) {
-            case RDMA_CM_EVENT_ADDR_RESOLVED:
-                if (rdma_resolve_route(id, RDMA_RESOLVE_MS)) {
-                    snprintf(err, sizeof(err), "rdma_resolve_route: %s", strerror(errno));
-                    rdmaCloseConn(&c->base, err);
-                }
-                break;
-            case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-                uint8_t mine[RDMA_PRIV_LEN];
-                struct rdma_conn_param cp;
-                if (rdmaSetupConn(c, err, sizeof(err)) == -1) {
-                    rdmaCloseConn(&c->base, err);
-                    break;
-                }
-                rdmaFillPriv(c, mine);
-                rdmaConnParam(&cp, mine);
-                if (rdma_connect(id, &cp)) {
-                    snprintf(err, sizeof(err), "rdma_connect: %s", strerror(errno));
-                    rdmaCloseConn(&c->base, err);
-                }
-                break;
-            }
-            case RDMA_CM_EVENT_ESTABLISHED:
-                if (c->established)
-                    break; /* already up: its first message came first */
-                if (c->base.outgoing && rdmaParsePriv(c, privLen ? priv : NULL, privLen, &why)) {
-                    rdmaCloseConn(&c->base, why);
-                    break;
-                }
-                c->established = 1;
-                c->inHandler = 1;
-                host->onUp(&c->base);
-                if (!c->closing)
-                    rdmaPump(c);
-                c->inHandler = 0;
-                if (c->closing)
-                    rdmaFree(c);
-                break;
-            case RDMA_CM_EVENT_DISCONNECTED:
-                rdmaCloseConn(&c->base, "peer disconnected");
-                break;
-            case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-                break;
-            default:
-                snprintf(err, sizeof(err), "%s (status %d)", rdma_event_str(type), status);
-                rdmaCloseConn(&c->base, err);
+        c->inHandler = 1;
+        if (rdmaStreamCmEvent(c->s, ev.type, ev.status) == -1) {
+            char why[160];
+            snprintf(why, sizeof(why), "%s (%s)",
+                     rdmaStreamError(c->s)[0] ? rdmaStreamError(c->s) : "peer disconnected",
+                     rdma_event_str(ev.type));
+            rdmaCloseConn(&c->base, why);
+        } else {
+            rdmaAfterProcess(c);
         }
+        c->inHandler = 0;
+        if (c->closing)
+            free(c);
     }
 }
 
 static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size_t errLen)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    struct sockaddr_in src = {.sin_family = AF_INET};
-    struct rdma_cm_id *id;
-    char desc[64];
+    char desc[64], serr[192];
 
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1 || port <= 0 || port > 65535) {
+    if (port <= 0 || port > 65535) {
         snprintf(err, errLen, "UNAVAILABLE bad RDMA address %s:%d", addr, port);
         return NULL;
     }
-    if (rdma_create_id(rd.ec, &id, NULL, RDMA_PS_TCP)) {
-        snprintf(err, errLen, "UNAVAILABLE rdma_create_id: %s", strerror(errno));
-        return NULL;
-    }
     snprintf(desc, sizeof(desc), "%s:%d", addr, port);
-    RdmaConn *c = rdmaNew(id, desc);
+    RdmaConn *c = rdmaNew(desc, 1);
     if (!c) {
-        rdma_destroy_id(id);
         snprintf(err, errLen, "OOM out of memory");
         return NULL;
     }
-    /* Bind the source to our RDMA address so that rdma_cm picks our device. */
-    struct sockaddr_in *me = (struct sockaddr_in *)rdma_get_local_addr(rd.listenId);
-    src.sin_addr = me->sin_addr;
-    if (rdma_resolve_addr(id, (struct sockaddr *)&src, (struct sockaddr *)&sa, RDMA_RESOLVE_MS)) {
-        snprintf(err, errLen, "UNAVAILABLE rdma_resolve_addr %s: %s", desc, strerror(errno));
-        c->closing = 1;
-        rdmaUnlinkAll(c);
-        rdmaFree(c);
+    RdmaStreamConfig cfg;
+    rdmaStreamCfg(&cfg, c, 0);
+    c->s = rdmaStreamConnect(addr, port, &cfg, serr, sizeof(serr));
+    if (!c->s) {
+        snprintf(err, errLen, "UNAVAILABLE %s: %s", desc, serr);
+        free(c);
+        return NULL;
+    }
+    if (rdmaAdopt(c) == -1) {
+        snprintf(err, errLen, "UNAVAILABLE cannot watch the RDMA stream to %s", desc);
+        rdmaStreamFree(c->s);
+        free(c);
         return NULL;
     }
     return &c->base;
+}
+
+/* The engine's handshake succeeded: the peer may now read through the keys
+ * it is given, and gets our full-size receive buffer at the next
+ * re-registration. Returns 0 or -1 (the engine closes c). */
+static int rdmaAuthenticated(Conn *base)
+{
+    RdmaConn *c = (RdmaConn *)base;
+
+    if (c->closing)
+        return -1;
+    if (c->authed)
+        return 0;
+    if (rdmaStreamAllowRemoteRead(c->s) == -1) {
+        host->log("warning", "%s: cannot enable remote read: %s", base->desc,
+                  rdmaStreamError(c->s));
+        return -1;
+    }
+    if (rdmaStreamResizeRx(c->s, RDMA_RX_SIZE) == -1) {
+        host->log("warning", "%s: cannot grow the receive buffer", base->desc);
+        return -1;
+    }
+    c->authed = 1;
+    return 0;
+}
+
+static size_t rdmaMaxInline(Conn *base)
+{
+    return SIZE_MAX; /* a stream: any payload can follow its frame */
+}
+
+/* Every stream, every engine tick: keepalives of idle connections and the
+ * dead-peer checks of the stream. */
+static void rdmaTick(void)
+{
+    uint64_t ids[256];
+    int n = 0;
+
+    /* By id: what one connection's progress tells the engine may close others. */
+    for (RdmaConn *c = rd.all; c && n < 256; c = c->nextAll)
+        ids[n++] = c->base.id;
+    for (int i = 0; i < n; i++) {
+        for (RdmaConn *c = rd.all; c; c = c->nextAll) {
+            if (c->base.id == ids[i]) {
+                rdmaProgress(c);
+                break;
+            }
+        }
+    }
 }
 
 /* ---- start-up and shutdown ----------------------------------------------------------- */
@@ -1064,15 +1191,36 @@ static void rdmaShutdown(void)
         host->unwatch(rd.ec->fd);
         rdma_destroy_event_channel(rd.ec);
     }
-    if (rd.comp) {
-        host->unwatch(rd.comp->fd);
-        ibv_destroy_comp_channel(rd.comp);
+    regClearAll();
+    if (rd.arenaMr) {
+        int rc = ibv_dereg_mr(rd.arenaMr);
+        if (rc)
+            host->log("warning", "rdma: ibv_dereg_mr (arena): %s", strerror(rc));
     }
-    if (rd.arenaMr)
-        ibv_dereg_mr(rd.arenaMr);
-    if (rd.pd)
-        ibv_dealloc_pd(rd.pd);
+    if (rd.pd) {
+        int rc = ibv_dealloc_pd(rd.pd);
+        if (rc)
+            host->log("warning", "rdma: ibv_dealloc_pd: %s", strerror(rc));
+    }
     memset(&rd, 0, sizeof(rd));
+}
+
+/* Can this device bind type-2 windows? One allocation tells (freed again). */
+static RdmaKeyMode rdmaProbeKeys(void)
+{
+    struct ibv_mw *mw = ibv_alloc_mw(rd.pd, IBV_MW_TYPE_2);
+
+    if (!mw) {
+        host->log("warning",
+                  "rdma: no type-2 memory windows on this device (ibv_alloc_mw: %s): read keys "
+                  "are per-object registrations, valid until the registration is evicted",
+                  strerror(errno));
+        return RDMA_KEYS_OBJREG;
+    }
+    int rc = ibv_dealloc_mw(mw);
+    if (rc)
+        host->log("warning", "rdma: ibv_dealloc_mw: %s", strerror(rc));
+    return RDMA_KEYS_WINDOW;
 }
 
 const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTransportConfig *cfg,
@@ -1134,8 +1282,11 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
         snprintf(err, errLen, "ibv_alloc_pd: %s", strerror(errno));
         goto out_shutdown;
     }
-    rd.arenaMr = ibv_reg_mr(rd.pd, rd.arenaBase, rd.arenaSize,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    rd.keys = rdmaProbeKeys();
+    /* Local access (our READs land in it, gather writes send from it) and
+     * window binding: no key of the arena opens it to a peer. */
+    int access = IBV_ACCESS_LOCAL_WRITE | (rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : 0);
+    rd.arenaMr = ibv_reg_mr(rd.pd, rd.arenaBase, rd.arenaSize, access);
     if (!rd.arenaMr) {
         snprintf(err, errLen,
                  "cannot register the %llu-byte arena with %s: %s (raise the memlock limit: "
@@ -1143,23 +1294,22 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
                  (unsigned long long)rd.arenaSize, dev, strerror(errno));
         goto out_shutdown;
     }
-    rd.comp = ibv_create_comp_channel(rd.verbs);
-    if (!rd.comp) {
-        snprintf(err, errLen, "ibv_create_comp_channel: %s", strerror(errno));
+    int fl = fcntl(rd.ec->fd, F_GETFL);
+    if (fl == -1 || fcntl(rd.ec->fd, F_SETFL, fl | O_NONBLOCK) == -1 ||
+        host->watch(rd.ec->fd, EPOLLIN, rdmaOnCmEvent, NULL) == -1) {
+        snprintf(err, errLen, "cannot watch the rdma_cm event channel");
         goto out_shutdown;
     }
-    if (setNonBlocking(rd.ec->fd) == -1 || setNonBlocking(rd.comp->fd) == -1 ||
-        host->watch(rd.ec->fd, EPOLLIN, rdmaOnCmEvent, NULL) == -1 ||
-        host->watch(rd.comp->fd, EPOLLIN, rdmaOnComp, NULL) == -1) {
-        snprintf(err, errLen, "cannot watch the RDMA event channels");
-        goto out_shutdown;
-    }
-    if (rdma_listen(rd.listenId, 64)) {
+    if (rdma_listen(rd.listenId, RDMA_LISTEN_BACKLOG)) {
         snprintf(err, errLen, "rdma_listen: %s", strerror(errno));
         goto out_shutdown;
     }
-    host->log("notice", "RDMA on %s (%s:%d), arena of %llu bytes registered, %d reads in flight",
-              dev, cfg->rdmaBind, cfg->rdmaPort, (unsigned long long)rd.arenaSize, rd.rdAtomic);
+    host->log("notice",
+              "RDMA on %s (%s:%d), arena of %llu bytes registered, %d reads in flight, read keys: "
+              "%s",
+              dev, cfg->rdmaBind, cfg->rdmaPort, (unsigned long long)rd.arenaSize, rd.rdAtomic,
+              rd.keys == RDMA_KEYS_WINDOW ? "a memory window per transfer"
+                                          : "a registration per object");
     return &rdmaTransport;
 
 out_shutdown:
@@ -1174,10 +1324,14 @@ const TransportOps rdmaTransport = {
     .shutdown = rdmaShutdown,
     .connect = rdmaConnect,
     .send = rdmaSend,
-    .recvPayload = NULL,
+    .recvPayload = rdmaRecvPayload,
+    .discardPayload = rdmaDiscardPayload,
+    .payloadHash = rdmaPayloadHash,
     .readRemote = rdmaReadRemote,
     .maxInline = rdmaMaxInline,
-    .arenaRkey = rdmaArenaRkey,
+    .grantRead = rdmaGrantRead,
+    .revokeRead = rdmaRevokeRead,
     .authenticated = rdmaAuthenticated,
+    .tick = rdmaTick,
     .close = rdmaCloseConn,
 };

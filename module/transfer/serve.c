@@ -1,12 +1,14 @@
 /*
  * serve.c - the answering side: another node asked for one of our objects.
  *
- * The object is pinned for as long as its bytes may still be read: on a
- * stream until the transport has sent them (engineOnSendDone), inline on a
- * ring until the message is written, and for an RDMA read rendezvous until
- * the requester says DONE or its connection goes away. Pins are held in the
- * connection's name (ENGINE_HOLDER_CONN), so a vanished peer releases all
- * of them at once and memory is never freed under the NIC or a send.
+ * The object is pinned for as long as its bytes may still be read: inline
+ * until the transport has sent them (engineOnSendDone), and for an RDMA
+ * read rendezvous until the requester says DONE and the transport has
+ * closed the key it was given (grantRead / revokeRead: the key opens that
+ * object only, on that connection only), or its connection goes away. Pins
+ * are held in the connection's name (ENGINE_HOLDER_CONN), so a vanished
+ * peer releases all of them at once and memory is never freed under the
+ * NIC or a send.
  */
 #include <stdlib.h>
 
@@ -23,6 +25,7 @@ typedef struct Rndv {
     Conn *conn;
     uint64_t reqId;
     ObjEntry *e;
+    void *grant; /* the transport's key for it (revokeRead at DONE) */
     int64_t sinceUs;
     struct Rndv *next;
 } Rndv;
@@ -75,15 +78,15 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
-    int inlineOk = c->ops->recvPayload != NULL ||
+    int inlineOk = !c->ops->grantRead ||
                    (total < engineConfig()->rdmaReadMin && total <= c->ops->maxInline(c));
     engineStatsBegin();
-    if (inlineOk || !c->ops->readRemote)
+    if (inlineOk)
         engineTpStats(tp)->servedInline++;
     else
         engineTpStats(tp)->servedRndv++;
     engineStatsEnd();
-    if (inlineOk || !c->ops->readRemote) {
+    if (inlineOk) {
         r.h.type = WIRE_DATA;
         if (engineSend(c, &r, bytes, total, e) == -1)
             return -1; /* the conn is closing: its pins go with it */
@@ -95,11 +98,24 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
         engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
         return 0;
     }
-    *rv = (Rndv){.conn = c, .reqId = m->h.reqId, .e = e, .sinceUs = utilMonoUs(), .next = rndvs};
+    uint32_t rkey = 0;
+    void *grant = c->ops->grantRead(c, bytes, total, &rkey);
+    if (!grant) { /* every key of the connection is out, or the device failed */
+        free(rv);
+        unpin(c, e);
+        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "no read key free on this connection");
+        return 0;
+    }
+    *rv = (Rndv){.conn = c,
+                 .reqId = m->h.reqId,
+                 .e = e,
+                 .grant = grant,
+                 .sinceUs = utilMonoUs(),
+                 .next = rndvs};
     rndvs = rv;
     r.h.type = WIRE_RNDV;
     r.u.data.addr = (uint64_t)(uintptr_t)bytes;
-    r.u.data.rkey = c->ops->arenaRkey(c);
+    r.u.data.rkey = rkey;
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
@@ -109,7 +125,9 @@ static int serveOnDone(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
         Rndv *rv = *pp;
         if (rv->conn == c && rv->reqId == m->h.reqId) {
             *pp = rv->next;
-            unpin(c, rv->e);
+            /* The pin goes once the key no longer opens the object
+             * (serveOnSendDone with the entry as the cookie). */
+            c->ops->revokeRead(c, rv->grant, rv->e);
             free(rv);
             return 0;
         }

@@ -112,6 +112,7 @@ static void tcpFree(TcpConn *c)
         c->txHead = n;
     }
     linkDel(c);
+    framerDestroy(&c->rx);
     free(c);
 }
 
@@ -287,6 +288,11 @@ static int tcpRecvPayload(Conn *base, void *dst, size_t len)
 static void tcpDiscardPayload(Conn *base)
 {
     framerDiscardPayload(&((TcpConn *)base)->rx);
+}
+
+static int tcpPayloadHash(Conn *base, uint64_t *sum)
+{
+    return framerPayloadHash(&((TcpConn *)base)->rx, sum);
 }
 
 /* Deliver every event the framer has: whole frames to the engine (which
@@ -522,11 +528,6 @@ static size_t tcpMaxInline(Conn *c)
     return SIZE_MAX;
 }
 
-static uint32_t tcpArenaRkey(Conn *c)
-{
-    return 0;
-}
-
 static const TransportOps tcpTransport = {
     .name = "tcp",
     .feature = OBJ_FEAT_TCP,
@@ -536,9 +537,11 @@ static const TransportOps tcpTransport = {
     .send = tcpSend,
     .recvPayload = tcpRecvPayload,
     .discardPayload = tcpDiscardPayload,
+    .payloadHash = tcpPayloadHash,
     .readRemote = NULL,
     .maxInline = tcpMaxInline,
-    .arenaRkey = tcpArenaRkey,
+    .grantRead = NULL,
+    .revokeRead = NULL,
     .close = tcpCloseConn,
 };
 

@@ -32,19 +32,23 @@ typedef struct TransportOps {
     /* Begin connecting to addr:port for peer; the Conn is CONN_CONNECTING
      * until host->onUp(). Returns NULL with a reason in err. */
     Conn *(*connect)(Peer *peer, const char *addr, int port, char *err, size_t errLen);
-    /* Queue a frame. With payload: the bytes follow the frame (streams) or
-     * ride inline in the same message (rings; payloadLen <= maxInline). The
-     * caller keeps the payload memory valid (pinned) until
-     * host->onSendDone(cookie). Returns 0, or -1 (the conn is being closed). */
+    /* Queue a frame. With payload: the bytes follow the frame in the stream
+     * (payloadLen <= maxInline). The caller keeps the payload memory valid
+     * (pinned) until host->onSendDone(cookie). Returns 0, or -1 (the conn is
+     * being closed). */
     int (*send)(Conn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie);
-    /* Streams only: the next len bytes of the stream go to dst (dst NULL:
-     * they are read and thrown away); then host->onPayloadDone(). NULL on
-     * message transports. */
+    /* The next len bytes of the stream go to dst (dst NULL: they are read
+     * and thrown away); then host->onPayloadDone(). */
     int (*recvPayload)(Conn *c, void *dst, size_t len);
-    /* Streams only: the rest of the payload being received is thrown away,
+    /* The rest of the payload being received is thrown away,
      * its destination is no longer valid (a cancelled fetch); the stream
      * stays in step and host->onPayloadDone() still comes at its end. */
     void (*discardPayload)(Conn *c);
+    /* Inside host->onPayloadDone() of a payload received whole: its
+     * XXH3-64 (store/checksum.h), taken as the bytes landed, so that the
+     * fetch needs no second pass. Returns 0, or -1 when there is none.
+     * NULL on transports that take none. */
+    int (*payloadHash)(Conn *c, uint64_t *sum);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
      * lies in the registered arena); host->onReadDone(cookie, status) when
      * done. NULL on transports without one-sided reads. */
@@ -52,13 +56,25 @@ typedef struct TransportOps {
                       void *cookie);
     /* Largest payload send() may carry inline (SIZE_MAX on streams). */
     size_t (*maxInline)(Conn *c);
-    /* rkey under which the whole local arena can be read (RDMA), else 0. */
-    uint32_t (*arenaRkey)(Conn *c);
+    /* RDMA only (NULL elsewhere): let c's peer read len bytes at addr (in
+     * the arena), on c only, until revokeRead. Returns a grant and *rkey,
+     * the key for RNDV: any frame sent on c afterwards reaches the peer
+     * after the key works. NULL when no key can be had now (as many grants
+     * as the transport allows per connection: answer BUSY; or a verbs
+     * error, logged). */
+    void *(*grantRead)(Conn *c, const void *addr, uint64_t len, uint32_t *rkey);
+    /* End a grant (the requester said DONE): once the key no longer opens
+     * anything, host->onSendDone(c, cookie). Grants of a connection that
+     * closes end with it, before host->onClosed. */
+    void (*revokeRead)(Conn *c, void *grant, void *cookie);
     /* Optional: the handshake just succeeded (the peer proved the secret).
-     * Whatever a transport allocates in bulk for a connection waits for
-     * this (the RDMA transport's full receive ring). Called before any
-     * request is sent on c. Returns 0, or -1 (the core closes c). */
+     * Whatever a transport allows or allocates in bulk for a connection
+     * waits for this (the RDMA transport's remote read access and full
+     * receive buffer). Called before any request is sent on c. Returns 0,
+     * or -1 (the core closes c). */
     int (*authenticated)(Conn *c);
+    /* Optional: called every engine tick (keepalives, dead-peer checks). */
+    void (*tick)(void);
     /* Close now: no further upcalls except host->onClosed(). */
     void (*close)(Conn *c, const char *why);
 } TransportOps;
@@ -113,8 +129,8 @@ typedef struct TransportHost {
     /* The transport is up (connected or accepted): the core starts the
      * handshake. */
     void (*onUp)(Conn *c);
-    /* A frame arrived; payload is non-NULL for an inline DATA on a ring
-     * transport. Returns 0, or -1 when the core wants the conn closed (the
+    /* A frame arrived (payload: NULL, the stream carries it after the
+     * frame). Returns 0, or -1 when the core wants the conn closed (the
      * transport then closes it with the logged reason). */
     int (*onFrame)(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
     void (*onPayloadDone)(Conn *c);

@@ -14,7 +14,8 @@
  * way (as a cancelled fetch does), all decided by the frame alone. The three
  * runs must report the same frames (canonical encodings), the same payload
  * bytes, and end the same way (the same error, or waiting for more). A
- * payload given up must not change after framerDiscardPayload, and
+ * payload given up must not change after framerDiscardPayload, a payload
+ * received whole has the checksum of its bytes (and no other has one), and
  * AddressSanitizer catches any byte written past a destination. Aborts on a
  * violation.
  *
@@ -103,8 +104,15 @@ static void fuzzMaybeGiveUp(Framer *f, FuzzPay *pay)
 
 /* The payload is complete: digest what is sure to be there whatever the
  * cuts (all of it, or the first half of one given up), then free it. */
-static void fuzzOnPayloadDone(FuzzPay *pay, FuzzRun *run)
+static void fuzzOnPayloadDone(const Framer *f, FuzzPay *pay, FuzzRun *run)
 {
+    uint64_t sum;
+    int have = framerPayloadHash(f, &sum) == 0;
+    fuzzCheck(have == (pay->dst != NULL && !pay->givenUp),
+              "a checksum exactly for payloads received whole");
+    if (have)
+        fuzzCheck(sum == XXH3_64bits(pay->dst, pay->len),
+                  "the checksum taken as bytes landed differs from a second pass");
     size_t sure = pay->dst == NULL ? 0 : pay->giveUpHalf ? pay->len / 2 + 1 : pay->len;
 
     if (sure > pay->len)
@@ -157,7 +165,7 @@ static void fuzzFeed(const uint8_t *stream, size_t len, const uint8_t *cuts, siz
                 goto out;
             }
             if (e == FRAMER_PAYLOAD_DONE) {
-                fuzzOnPayloadDone(&pay, run);
+                fuzzOnPayloadDone(f, &pay, run);
                 continue;
             }
             fuzzCheck(e == FRAMER_FRAME, "an unknown event");
@@ -195,6 +203,7 @@ static void fuzzFeed(const uint8_t *stream, size_t len, const uint8_t *cuts, siz
 out:
     free(pay.atGiveUp);
     free(pay.dst);
+    framerDestroy(f);
     free(f);
 }
 

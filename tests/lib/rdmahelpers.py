@@ -3,9 +3,9 @@
 through the arena a fraction of one), byte-exact checks, path counters.
 
 Which path served a fetch is told by the owner's counters: `rdma_served_inline`
-(the payload rode in a ring message) and `rdma_served_rndv` (the requester pulled it
-with RDMA READs). Objects whose data plus metadata is below the owner's
-`rdma-read-min`, and at most 256 KiB (one ring slot), go inline.
+(the payload followed its frame in the RDMA stream) and `rdma_served_rndv` (the
+requester pulled it with RDMA READs). Objects whose data plus metadata is below the
+owner's `rdma-read-min` go inline, whatever their size.
 """
 
 import time
@@ -24,7 +24,6 @@ from objhelpers import (  # noqa: F401 (delete_everywhere: re-exported for the s
 )
 
 KIB, MIB = 1 << 10, 1 << 20
-INLINE_MAX = 256 * KIB  # the largest payload a ring slot carries
 DEFAULT_READ_MIN = 32 * KIB
 BIG_WRITE = 1 * MIB  # objects above this are written through the arena file
 FAIL_CODES = {"UNAVAILABLE", "TIMEOUT", "CHECKSUM", "NOTFOUND"}
@@ -95,7 +94,7 @@ def assert_same_object(node, client, oid, data, meta):
 
 def expected_path(total, read_min):
     """'inline' or 'rndv' for an object of total bytes (data + metadata)."""
-    return "inline" if total < read_min and total <= INLINE_MAX else "rndv"
+    return "inline" if total < read_min else "rndv"
 
 
 def path_delta(before, after):

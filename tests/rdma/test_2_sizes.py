@@ -1,7 +1,7 @@
 """OBJ.FETCH VIA rdma moves every size class byte for byte, metadata included, and
-takes the path the owner's rdma-read-min and the ring slot size prescribe: data +
-metadata below rdma-read-min (and at most 256 KiB) inline in a ring message, the
-rest by RDMA READ rendezvous. The owner's rdma_served_inline / rdma_served_rndv
+takes the path the owner's rdma-read-min prescribes: data + metadata below
+rdma-read-min inline in the RDMA stream (one gather write when the peer's buffer has
+room for it, copied in pieces when not), the rest by RDMA READ rendezvous. The owner's rdma_served_inline / rdma_served_rndv
 counters tell which path served each fetch; its pins are gone once the fetch is over.
 """
 
@@ -10,7 +10,6 @@ import pytest
 from objhelpers import info, locate, payload, stat_delta, stats, to_int, to_str, wait_locations
 from rdmahelpers import (
     DEFAULT_READ_MIN,
-    INLINE_MAX,
     KIB,
     MIB,
     assert_same_object,
@@ -106,12 +105,14 @@ def test_threshold_boundary_picks_the_path(ab, uid, read_min, threshold):
         delete_everywhere([a, b], oid)
 
 
-def test_inline_is_capped_by_the_ring_slot(ab, uid, read_min):
-    """With rdma-read-min out of the way, 256 KiB still go inline, one byte more cannot."""
+def test_inline_has_no_size_cap_on_the_stream(ab, uid, read_min):
+    """With rdma-read-min out of the way, every size goes inline: 256 KiB + 1 (past the
+    old ring slot), and 6 MiB, more than the peer's whole receive buffer (4 MiB), which
+    the stream carries in pieces across re-registrations."""
     na, a, nb, b = ab
     read_min(1 << 30)
     meta = b"cap"
-    for total, want in ((INLINE_MAX, "inline"), (INLINE_MAX + 1, "rndv")):
+    for total, want in ((256 * KIB + 1, "inline"), (6 * MIB, "inline")):
         oid = uid(b"%d" % total)
         fetch_and_check(ab, oid, payload(total - len(meta), seed=total), meta, want)
         delete_everywhere([a, b], oid)

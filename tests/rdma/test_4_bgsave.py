@@ -1,4 +1,4 @@
-"""BGSAVE forks redis-server; the arena and the rings are registered with the RDMA
+"""BGSAVE forks redis-server; the arena and the stream buffers are registered with the RDMA
 device. The fork must neither fail nor break RDMA: a save started on both the owner
 and the requester while an RDMA READ is moving data between them completes with
 status ok, the fetch in flight completes byte-exact, and fetches in both directions

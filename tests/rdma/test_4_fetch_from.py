@@ -11,7 +11,6 @@ import pytest
 from objhelpers import payload, stat_delta, stats, to_int, wait_locations
 from rdmahelpers import (
     DEFAULT_READ_MIN,
-    INLINE_MAX,
     KIB,
     MIB,
     assert_same_object,
@@ -29,7 +28,7 @@ SIZES = [
     (4 * KIB, b"shape=64x64"),
     (DEFAULT_READ_MIN - 6, b"inline"),
     (DEFAULT_READ_MIN, b"rndv"),
-    (INLINE_MAX, b""),
+    (256 * KIB, b""),
     (8 * MIB, b"large"),
 ]
 

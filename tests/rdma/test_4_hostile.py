@@ -1,15 +1,19 @@
-"""A hostile node on the RDMA transfer transport (tests/rdma/hostile/rdma_hostile.c, the
-project's own ring and wire code breaking one rule at a time). Each test fails on a node
-without the matching defence:
+"""A hostile node on the RDMA transfer transport (tests/rdma/hostile/rdma_hostile.c: the
+project's own stream, framer and wire code breaking one rule at a time). Each test fails
+on a node without the matching defence:
 
 - an ERROR for a request whose RDMA READs are in flight frees nothing until the NIC has
   let go of the object (the next allocation would otherwise be overwritten);
 - connections that have not proved the cluster secret are capped per source, closed at
-  the handshake deadline, and cost a handshake ring, not the full 4 MiB ring;
-- a peer that returns too few credits cannot grow the node's send queue without bound,
-  and one that returns none is closed when the queue stops moving;
+  the handshake deadline, and cost a small receive buffer, not the full 4 MiB one;
+- a peer that does not read cannot grow the node's send queue without bound, and one
+  whose queue stops moving is closed;
 - a peer that never says DONE holds at most the per-connection pin cap; the rest of its
-  FETCHes are answered BUSY.
+  FETCHes are answered BUSY;
+- the read key of a rendezvous opens that object only, on that connection only, until
+  DONE: a READ after DONE or past the object's end fails with a remote access error, a
+  connection that has not done the handshake cannot READ at all, and the node stays
+  healthy throughout.
 
 Runs before test_5_kill (which leaves nodes dead).
 """
@@ -22,10 +26,10 @@ import redis
 
 from objhelpers import info, payload, stats, to_int, wait_until, xxh3_64
 from objnodes import free_port, registry_key, rxe_addr
-from rdmahelpers import MIB, put, put_published, read_object, wait_unpinned
+from rdmahelpers import MIB, put, put_published, read_object, timed_fetch, wait_unpinned
 
 SECRET = "rdma-suite-secret"  # conftest.SECRET
-PREAUTH_PER_SOURCE = 8  # module/transfer/rdma.c RDMA_PREAUTH_MAX_PER_SOURCE
+PREAUTH_PER_SOURCE = 8  # module/transfer/rdmaproto.h RDMA_PREAUTH_MAX_PER_SOURCE
 PINS_MAX = 256  # module/transfer/engineint.h ENGINE_CONN_PINS_MAX
 
 
@@ -127,7 +131,7 @@ def test_error_during_rdma_reads_frees_nothing_under_the_nic(cluster, uid):
         dirc.execute_command("SREM", registry_key(b"M1"), b"M1")
 
 
-def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluster):
+def test_unauthenticated_rdma_connections_are_capped_and_get_small_buffers(cluster):
     a = cluster["A"]
     refused0 = stats(a.client())["transfer_refused_connections"]
     pinned0 = vm_pinned_kb(a)
@@ -140,7 +144,7 @@ def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluste
     got, out = summary(peer, 60)
     assert got["accepted"] <= PREAUTH_PER_SOURCE and got["rejected"] >= count - PREAUTH_PER_SOURCE, out
     assert got["accepted"] >= 1, out
-    # Each silent connection costs a handshake ring, not a 4 MiB full ring.
+    # Each silent connection costs a 64 KiB receive buffer, not the 4 MiB one.
     assert pinned - pinned0 < 2048, (
         f"{got['accepted']} unauthenticated connections pinned {pinned - pinned0} KiB")
     # None of them lives past the handshake deadline (5 s).
@@ -151,20 +155,23 @@ def test_unauthenticated_rdma_connections_are_capped_and_get_no_full_ring(cluste
     assert a.client().execute_command("PING") in (True, b"PONG")
 
 
-def test_peer_returning_one_credit_per_round_cannot_grow_the_send_queue(cluster):
+def test_peer_that_does_not_read_cannot_grow_the_send_queue(cluster):
     a = cluster["A"]
-    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "ping-credit", "--credits", 1,
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "no-read", "--count", 0,
                          "--secret", SECRET, "--name", "M2", "--dial", "A", "--seconds", 90)
     got, out = summary(peer, 120)
     assert "authenticated=1" in out, out
     assert got["disconnected"] == 1, f"the node kept queueing for a peer that does not read:\n{out}"
-    assert "wait for credits the peer does not return" in a.log()
+    assert "wait for a peer that does not read" in a.log()
     assert a.client().execute_command("PING") in (True, b"PONG")
 
 
-def test_peer_returning_no_credits_is_closed_when_its_queue_stops(cluster):
+def test_peer_whose_queue_stops_moving_is_closed(cluster):
     a = cluster["A"]
-    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "ping-credit", "--credits", 0,
+    # Enough PINGs to fill the peer's 64 KiB receive buffer with PONGs (16 bytes each)
+    # and queue a few thousand more, far below the queue's byte cap: only the stall
+    # check can end it.
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "no-read", "--count", 8000,
                          "--secret", SECRET, "--name", "M3", "--dial", "A", "--seconds", 60)
     got, out = summary(peer, 90)
     assert "authenticated=1" in out, out
@@ -189,4 +196,46 @@ def test_rendezvous_pins_are_capped_per_connection(cluster):
         peer.kill()
         peer.communicate()
     wait_unpinned(ac, oid, timeout=30)
+    ac.execute_command("OBJ.DEL", oid)
+
+
+def read_statuses(out):
+    """{'inside': status, ...} from the scoped mode's 'hostile: read' lines."""
+    got = {}
+    for line in out.splitlines():
+        if line.startswith("hostile: read "):
+            f = dict(w.split("=", 1) for w in line.split()[2:])
+            got[f["what"]] = f["status"]
+    return got
+
+
+def test_read_key_opens_one_object_on_one_connection_until_done(cluster):
+    a, b = cluster["A"], cluster["B"]
+    ac = a.client()
+    oid = b"hostile-scoped-%d" % os.getpid()
+    data = payload(1 * MIB, 9)
+    put_published(a, ac, oid, data)
+    peer = start_hostile(rxe_addr(), a.rdma_port, "--mode", "scoped", "--id",
+                         oid.decode("latin-1"), "--secret", SECRET, "--name", "M5", "--dial", "A",
+                         "--seconds", 60)
+    got, out = summary(peer, 90)
+    reads = read_statuses(out)
+    # The key works for the object, on the connection it was given to, while the
+    # transfer lasts (the first byte read is the object's).
+    assert reads.get("inside") == "success", out
+    assert "first=0x%02x" % data[0] in out, out
+    # After DONE the window is invalidated: the same READ is refused by the node's NIC.
+    assert reads.get("after-done") == "remote-access-error", out
+    # Past the object's end: refused, although the arena goes on behind it.
+    assert reads.get("past-end") == "remote-access-error", out
+    # A connection that has not done the handshake cannot READ, even with a live key.
+    assert reads.get("preauth") not in (None, "success", "none"), out
+    # The node is healthy: it answers, its pins are back, and a normal fetch works.
+    assert ac.execute_command("PING") in (True, b"PONG")
+    wait_unpinned(ac, oid, timeout=30)
+    bc = b.client()
+    res, _ = timed_fetch(bc, oid)
+    assert res == ["OK"], res
+    assert read_object(b, bc, oid)[0] == data
+    bc.execute_command("OBJ.DEL", oid)
     ac.execute_command("OBJ.DEL", oid)

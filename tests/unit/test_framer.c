@@ -8,7 +8,8 @@
  * past its length, a payload thrown away (from the start or half way) keeps
  * the stream in step, bad frames are errors that stay, and the space the
  * framer hands out is never overrun. Destinations are heap buffers of their
- * exact length, so a write one byte too far trips AddressSanitizer.
+ * exact length, so a write one byte too far trips AddressSanitizer. A
+ * payload's checksum, taken as it lands, equals a second pass over it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -83,6 +84,14 @@ static size_t testFeed(Framer *f, const uint8_t *bytes, size_t len, size_t chunk
             break; /* let the caller take the events */
     }
     return off;
+}
+
+/* Every test ends by releasing what the framer allocated (its checksum
+ * state), so that the sanitizer build finds no leak. */
+static int testTeardown(void **state)
+{
+    framerDestroy(&testF);
+    return 0;
 }
 
 /* ---- frames ------------------------------------------------------------------- */
@@ -290,6 +299,62 @@ static void test_discarded_payload_keeps_what_came_and_writes_nothing_more(void 
     free(dst);
 }
 
+static void test_payload_checksum_equals_a_second_pass_however_the_bytes_were_cut(void **state)
+{
+    static uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 40000;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen);
+    uint64_t sum = 0;
+    testData(s, &len, 9, payLen, 17);
+    framerInit(&testF);
+
+    size_t off = testFeed(&testF, s, OBJ_WIRE_HDR_LEN + 24 + 300, 4096); /* 300 buffered */
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    assert_int_equal(framerPayloadHash(&testF, &sum), -1); /* not before its end */
+    FramerEvent ev = FRAMER_MORE;
+    for (int guard = 0; guard < 10000 && ev != FRAMER_PAYLOAD_DONE; guard++) {
+        ev = framerNext(&testF, &m, NULL);
+        if (ev == FRAMER_MORE)
+            off += testFeed(&testF, s + off, len - off, 777);
+    }
+    assert_int_equal(ev, FRAMER_PAYLOAD_DONE);
+    assert_int_equal(framerPayloadHash(&testF, &sum), 0);
+    assert_true(sum == XXH3_64bits(dst, payLen));
+    assert_true(sum == XXH3_64bits(s + OBJ_WIRE_HDR_LEN + 24, payLen));
+    free(dst);
+}
+
+static void test_payload_given_up_or_without_destination_has_no_checksum(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 300;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen);
+    uint64_t sum;
+    testData(s, &len, 9, payLen, 5);
+    testData(s, &len, 10, payLen, 6);
+    size_t pay = OBJ_WIRE_HDR_LEN + 24;
+    framerInit(&testF);
+
+    testFeed(&testF, s, pay, pay);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    testFeed(&testF, s + pay, 100, 100);
+    framerDiscardPayload(&testF);
+    size_t off = pay + 100;
+    off += testFeed(&testF, s + off, len - off, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    assert_int_equal(framerPayloadHash(&testF, &sum), -1);
+    testFeed(&testF, s + off, len - off, len);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, NULL, payLen), 0);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_PAYLOAD_DONE);
+    assert_int_equal(framerPayloadHash(&testF, &sum), -1);
+    free(dst);
+}
+
 static void test_second_payload_before_the_first_ends_is_refused(void **state)
 {
     uint8_t one;
@@ -392,23 +457,34 @@ static void test_frame_after_a_bad_one_is_never_delivered(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frame_written_whole_comes_out_whole),
-        cmocka_unit_test(test_frame_written_byte_by_byte_comes_out_at_its_last_byte),
-        cmocka_unit_test(test_frames_written_together_come_out_one_by_one),
-        cmocka_unit_test(test_frame_waiting_needs_a_whole_header),
-        cmocka_unit_test(test_buffer_full_of_unconsumed_frames_offers_no_room),
-        cmocka_unit_test(
-            test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in),
-        cmocka_unit_test(test_payload_and_next_frame_in_one_write_give_done_then_the_frame),
-        cmocka_unit_test(test_empty_payload_is_done_at_once),
-        cmocka_unit_test(
-            test_payload_without_destination_is_thrown_away_and_the_stream_stays_in_step),
-        cmocka_unit_test(test_discarded_payload_keeps_what_came_and_writes_nothing_more),
-        cmocka_unit_test(test_second_payload_before_the_first_ends_is_refused),
-        cmocka_unit_test(test_writes_beyond_the_space_given_are_refused),
-        cmocka_unit_test(test_bad_headers_are_errors_that_stay),
-        cmocka_unit_test(test_bad_body_is_an_error),
-        cmocka_unit_test(test_frame_after_a_bad_one_is_never_delivered),
+        cmocka_unit_test_teardown(test_frame_written_whole_comes_out_whole, testTeardown),
+        cmocka_unit_test_teardown(test_frame_written_byte_by_byte_comes_out_at_its_last_byte,
+                                  testTeardown),
+        cmocka_unit_test_teardown(test_frames_written_together_come_out_one_by_one, testTeardown),
+        cmocka_unit_test_teardown(test_frame_waiting_needs_a_whole_header, testTeardown),
+        cmocka_unit_test_teardown(test_buffer_full_of_unconsumed_frames_offers_no_room,
+                                  testTeardown),
+        cmocka_unit_test_teardown(
+            test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in,
+            testTeardown),
+        cmocka_unit_test_teardown(test_payload_and_next_frame_in_one_write_give_done_then_the_frame,
+                                  testTeardown),
+        cmocka_unit_test_teardown(test_empty_payload_is_done_at_once, testTeardown),
+        cmocka_unit_test_teardown(
+            test_payload_without_destination_is_thrown_away_and_the_stream_stays_in_step,
+            testTeardown),
+        cmocka_unit_test_teardown(test_discarded_payload_keeps_what_came_and_writes_nothing_more,
+                                  testTeardown),
+        cmocka_unit_test_teardown(
+            test_payload_checksum_equals_a_second_pass_however_the_bytes_were_cut, testTeardown),
+        cmocka_unit_test_teardown(test_payload_given_up_or_without_destination_has_no_checksum,
+                                  testTeardown),
+        cmocka_unit_test_teardown(test_second_payload_before_the_first_ends_is_refused,
+                                  testTeardown),
+        cmocka_unit_test_teardown(test_writes_beyond_the_space_given_are_refused, testTeardown),
+        cmocka_unit_test_teardown(test_bad_headers_are_errors_that_stay, testTeardown),
+        cmocka_unit_test_teardown(test_bad_body_is_an_error, testTeardown),
+        cmocka_unit_test_teardown(test_frame_after_a_bad_one_is_never_delivered, testTeardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

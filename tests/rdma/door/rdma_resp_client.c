@@ -789,7 +789,7 @@ int main(int argc, char **argv)
         }
         poll(pfd, (nfds_t)g.nconns, 10);
         for (int i = 0; i < g.nconns; i++)
-            connPump(&g.conns[i], sending || !g.conns[i].open, reading || !g.conns[i].open);
+            connPump(&g.conns[i], sending, reading || !g.conns[i].open);
     }
 
     long total = 0, errors = 0;

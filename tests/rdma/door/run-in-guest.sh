@@ -7,7 +7,7 @@
 #
 #   tests/softroce/run.sh tests/rdma/door/run-in-guest.sh [CHECK...]
 #
-# (CHECK names run only those checks of server 1, e.g. checkMulti.) It
+# (CHECK names run only those checks, e.g. checkMulti checkAuth.) It
 # needs what make builds on the host (make test-rdma-resp does):
 # build/objstore.so and build/tests/rdma/rdma_resp_client (OBJSTORE_BUILD
 # names another build directory, OBJSTORE_MODULE another module,
@@ -617,9 +617,10 @@ disconnected=1" "$out"
 # it runs, then the server exits.
 checkShutdown() {
     local out i
+    # The reply to AUTH is still in the client's output buffer when the
+    # pipelined SHUTDOWN exits the server: lost, as over TCP.
     out=$(printf 'AUTH s3cret\r\nSHUTDOWN NOSAVE\r\n' | rc $d2 --raw)
-    expect "SHUTDOWN NOSAVE over RDMA stops the server" "status:OK
-disconnected=1" "$out"
+    expect "SHUTDOWN NOSAVE over RDMA stops the server" "disconnected=1" "$out"
     for i in $(seq 50); do
         grep -q 'ready to exit' "$work/rs2.log" && break
         sleep 0.2
@@ -644,16 +645,28 @@ nodesInit || {
 trap nodesStopAll EXIT
 : >"$work/client.err"
 
-checks1=${*:-checkReplyTypes checkBlpop checkFetch checkZeroCopy checkDisconnectAborts checkMulti
+# want CHECK: whether CHECK runs (every check without arguments).
+want() {
+    [ -z "$only" ] || case " $only " in *" $1 "*) return 0 ;; *) return 1 ;; esac
+}
+only="$*"
+checks1="checkReplyTypes checkBlpop checkFetch checkZeroCopy checkDisconnectAborts checkMulti
     checkPubSub checkClientKill checkPipeline checkConcurrency checkLarge checkOutputLimit checkQuit
-    checkKilledMidPipeline checkHostile checkProtectedMode checkMaxClients}
-if startServer rs1 $s1 "" --protected-mode no --enable-debug-command yes -- memory 256mb \
+    checkKilledMidPipeline checkHostile checkProtectedMode checkMaxClients"
+checks2="checkAuth checkShutdown"
+any1=""
+for check in $checks1; do
+    if want $check; then any1=1; fi
+done
+if [ -z "$any1" ]; then
+    : # no check of server 1 asked for
+elif startServer rs1 $s1 "" --protected-mode no --enable-debug-command yes -- memory 256mb \
     transfer-bind "$addr" cluster-secret door rdma-port 27301 rdma-client-port $d1 &&
     startServer rs3 $s3 "" --protected-mode no -- memory 64mb transfer-bind "$addr" \
         cluster-secret door directory 127.0.0.1:$s1; then
     pass "server 1 is up with its RDMA door on $addr:$d1 (and node 3 for fetches)"
     for check in $checks1; do
-        $check
+        if want $check; then $check; fi
     done
     if redis-cli -p $s1 ping | grep -q PONG; then
         pass "server 1 survived everything"
@@ -666,12 +679,13 @@ fi
 nodeStop rs1
 nodeStop rs3
 
-if [ $# -eq 0 ]; then
+if want checkAuth || want checkShutdown; then
     if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb transfer-bind "$addr" \
         cluster-secret door directory-password s3cret rdma-client-port -1; then
         pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
-        checkAuth
-        checkShutdown
+        for check in $checks2; do
+            if want $check; then $check; fi
+        done
     else
         fail "server 2" "did not start"
     fi

@@ -1,10 +1,10 @@
 /*
  * rdma_hostile.c - a misbehaving node on the RDMA transfer transport, for the
- * hardening tests of tests/rdma/test_6_hostile.py. It speaks the transport's
- * ring protocol (module/transfer/rdma.c: private data naming a handshake
- * ring, WRITE_WITH_IMM into ring slots with credits, RING after the
- * handshake) and the wire frames (module/transfer/wire.h) with the project's
- * own encoder and proof, and then breaks the rules a test names:
+ * hardening tests of tests/rdma/test_4_hostile.py. It speaks what
+ * module/transfer/rdma.c speaks: the RDMA stream of module/rdma/stream.h
+ * (linked from the component library) carrying the wire frames of
+ * module/transfer/wire.h, parsed with the project's framer, with the
+ * project's own proof; then it breaks the rule a test names:
  *
  *   rdma_hostile ADDR PORT --mode MODE --secret S --name N [options]
  *
@@ -15,20 +15,24 @@
  *   silent        connect --count times to the node at ADDR:PORT and send
  *                 nothing; report how many the node accepted, rejected and
  *                 later disconnected (within --seconds)
- *   ping-credit   connect as N, authenticate (dialling --dial), announce a
- *                 full ring, then send PINGs while returning at most
- *                 --credits credits per message the node writes (0: none at
- *                 all); report whether and when the node closed the session
- *   rndv-flood    connect as N, authenticate, and send --count FETCHes of
+ *   no-read       connect as N, authenticate (dialling --dial), then never
+ *                 consume another byte while sending PINGs (--count of them,
+ *                 0: until the node closes); report whether and when the
+ *                 node closed the session
+ *   rndv-flood    connect as N, authenticate, and send 400 FETCHes of
  *                 object --id without ever sending DONE; report how many
  *                 RNDV and how many BUSY errors came back
+ *   scoped        misuse the read key of object --id: on one connection
+ *                 READ inside the object (must work), say DONE, READ again;
+ *                 on a second one READ past the object's end; on a third,
+ *                 which never does the handshake, READ with the second
+ *                 one's live key. Reports each READ's completion status.
  *
  * Output: lines "hostile: key=value ..." on stdout, the last one a summary
  * the test parses. Bounded by --seconds (default 60). A test tool: one
- * thread, a busy-polled CQ per connection, no completion channel.
+ * thread, streams polled in turn.
  */
 #include <arpa/inet.h>
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -43,60 +47,41 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "rdma/ring.h"
+#include "rdma/stream.h"
+#include "rdma/streamproto.h"
 #include "rdma/verbs.h"
+#include "transfer/framer.h"
 #include "transfer/wire.h"
 
-/* What module/transfer/rdma.c puts in its private data and immediates. */
-#define H_PRIV_MAGIC   0x4F424A52u
-#define H_PRIV_VERSION 3
-#define H_FRAME_MAX    (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
-#define H_HS_SLOTS     8
-#define H_FULL_SLOTS   4
-#define H_IMM_FULL     (1u << 31)
-#define H_RECV_WR      32
-#define H_TX_BUFS      32
-#define H_MAX_CONNS    64
-
-typedef struct __attribute__((packed)) HPriv {
-    uint32_t magic;
-    uint16_t version, slots;
-    uint32_t slotSize, rkey;
-    uint64_t addr;
-} HPriv;
+#define H_MAX_CONNS 64
+#define H_FLOOD     400
+#define H_READ_LEN  4096
 
 typedef struct HConn {
-    struct rdma_cm_id *id;
-    struct ibv_cq *cq;
-    uint8_t *rx; /* our ring the node writes: handshake ring, then full */
-    struct ibv_mr *rxMr;
-    uint8_t *full; /* our full ring, once announced */
-    struct ibv_mr *fullMr;
-    int rxFull;
-    int ringSent; /* our RING is out: handshake-ring credits are no longer returned */
-    uint8_t *tx;  /* H_TX_BUFS frame buffers */
-    struct ibv_mr *txMr;
-    int txNext;
-    RingTx t;
-    RingRx r;
-    uint64_t peerAddr;
-    uint32_t peerRkey, peerSlotSize;
-    int peerFull;
-    int established, closed, authed;
+    RdmaStream *s;
+    Framer f;
+    int used, open, closed, authed, noRead, reported;
     uint8_t nonce[OBJ_WIRE_NONCE], peerNonce[OBJ_WIRE_NONCE];
     char peerName[OBJ_WIRE_NAME_MAX + 1];
     uint16_t peerFeatures;
-    uint32_t creditAllowance; /* ping-credit: credits we may still return */
+    /* the last RNDV received */
+    int haveRndv;
+    uint64_t rndvReq, rndvAddr, rndvLen;
+    uint32_t rndvKey;
+    /* scoped: one READ at a time */
+    uint8_t *buf;
+    struct ibv_mr *bufMr;
+    int readDone, readStatus;
 } HConn;
 
 static struct {
     const char *mode, *secret, *name, *dial, *id;
     uint64_t size;
     int count, seconds;
-    uint32_t creditsPerMsg;
+    double end;
     struct rdma_event_channel *ec;
-    struct ibv_pd *pd;
-    uint8_t *obj; /* rndv-error: the bytes an RNDV points at */
+    struct ibv_pd *pd; /* rndv-error: the listener's device */
+    uint8_t *obj;      /* rndv-error: the bytes an RNDV points at */
     struct ibv_mr *objMr;
     HConn conns[H_MAX_CONNS];
     int nConns;
@@ -118,135 +103,96 @@ static void die(const char *what)
     exit(2);
 }
 
-static int pdFor(struct rdma_cm_id *id)
+/* A READ's completion (the only work requests we post ourselves). */
+static void onWc(void *ctx, const struct ibv_wc *wc)
 {
-    if (!h.pd) {
-        h.pd = ibv_alloc_pd(id->verbs);
-        if (!h.pd)
-            return -1;
-        if (h.size) {
-            if (posix_memalign((void **)&h.obj, 4096, h.size))
-                return -1;
-            memset(h.obj, 0xEE, h.size);
-            h.objMr =
-                ibv_reg_mr(h.pd, h.obj, h.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-            if (!h.objMr)
-                return -1;
-        }
-    }
-    return 0;
+    HConn *c = ctx;
+    c->readDone = 1;
+    c->readStatus = (int)wc->status;
 }
 
-static struct ibv_mr *regRing(uint8_t **buf, size_t len)
+static void streamCfg(RdmaStreamConfig *cfg, HConn *c)
 {
-    if (posix_memalign((void **)buf, 4096, len))
-        return NULL;
-    memset(*buf, 0, len);
-    return ibv_reg_mr(h.pd, *buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->rxSize = SP_RX_MIN;
+    cfg->txSize = SP_RX_DEFAULT;
+    cfg->userSendWr = 4;
+    cfg->responderResources = 4;
+    cfg->initiatorDepth = 4;
+    cfg->pd = h.pd;
+    cfg->onWc = onWc;
+    cfg->userCtx = c;
 }
 
-/* QP, CQ, handshake ring, send buffers and receives of c. 0 or -1. */
-static int setup(HConn *c)
+static HConn *newConn(void)
 {
-    char err[160];
-
-    if (pdFor(c->id) == -1)
-        return -1;
-    if (verbsCreateRcQp(c->id, h.pd, NULL, c, 128, H_TX_BUFS + 8, H_RECV_WR, 2, &c->cq, err,
-                        sizeof(err)) == -1) {
-        printf("hostile: qp-error=%s\n", err);
-        return -1;
-    }
-    c->rxMr = regRing(&c->rx, (size_t)H_HS_SLOTS * H_FRAME_MAX);
-    if (!c->rxMr || posix_memalign((void **)&c->tx, 4096, (size_t)H_TX_BUFS * H_FRAME_MAX))
-        return -1;
-    c->txMr = ibv_reg_mr(h.pd, c->tx, (size_t)H_TX_BUFS * H_FRAME_MAX, IBV_ACCESS_LOCAL_WRITE);
-    if (!c->txMr)
-        return -1;
-    ringRxInit(&c->r, H_HS_SLOTS);
-    for (int i = 0; i < H_RECV_WR; i++) {
-        struct ibv_recv_wr wr = {.wr_id = 1}, *bad;
-        if (ibv_post_recv(c->id->qp, &wr, &bad))
-            return -1;
-    }
+    if (h.nConns == H_MAX_CONNS)
+        die("too many connections");
+    HConn *c = &h.conns[h.nConns++];
+    memset(c, 0, sizeof(*c));
+    c->used = 1;
+    framerInit(&c->f);
     if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
-        return -1;
-    return 0;
+        die("getrandom");
+    return c;
 }
 
-static void fillPriv(HConn *c, HPriv *p, struct rdma_conn_param *cp)
+/* Mark c gone (once) and count it. */
+static void gone(HConn *c)
 {
-    p->magic = htole32(H_PRIV_MAGIC);
-    p->version = htole16(H_PRIV_VERSION);
-    p->slots = htole16(H_HS_SLOTS);
-    p->slotSize = htole32(H_FRAME_MAX);
-    p->rkey = htole32(c->rxMr->rkey);
-    p->addr = htole64((uint64_t)(uintptr_t)c->rx);
-    memset(cp, 0, sizeof(*cp));
-    cp->private_data = p;
-    cp->private_data_len = sizeof(*p);
-    cp->initiator_depth = cp->responder_resources = 1;
-    cp->retry_count = 7;
-    cp->rnr_retry_count = 7;
+    if (c->closed)
+        return;
+    c->closed = 1;
+    if (c->open) {
+        h.disconnected++;
+        printf("hostile: disconnected-at=%.1f why=%s\n", nowSec(), rdmaStreamError(c->s));
+        fflush(stdout);
+    }
 }
 
-static int parsePriv(HConn *c, const uint8_t *data, size_t len)
+/* Write all of buf (bounded by --seconds). Returns 0 or -1. */
+static int sendBytes(HConn *c, const uint8_t *buf, size_t len)
 {
-    HPriv p;
-    if (len < sizeof(p))
-        return -1;
-    memcpy(&p, data, sizeof(p));
-    if (le32toh(p.magic) != H_PRIV_MAGIC)
-        return -1;
-    c->peerAddr = le64toh(p.addr);
-    c->peerRkey = le32toh(p.rkey);
-    c->peerSlotSize = le32toh(p.slotSize);
-    ringTxInit(&c->t, le16toh(p.slots));
-    return 0;
+    size_t off = 0;
+
+    while (off < len && !c->closed && nowSec() < h.end) {
+        ssize_t n = rdmaStreamWrite(c->s, buf + off, len - off);
+        if (n < 0) {
+            gone(c);
+            return -1;
+        }
+        off += (size_t)n;
+        if (off < len && rdmaStreamWait(c->s, 10) == -1)
+            gone(c);
+    }
+    return off == len ? 0 : -1;
 }
 
-/* Write m into the node's next slot. Returns 0, 1 without credits, -1 on error. */
 static int sendMsg(HConn *c, WireMsg *m)
 {
-    int slot = ringTxTake(&c->t, m->h.type == WIRE_CREDIT);
-    if (slot < 0)
-        return 1;
-    uint32_t give = c->ringSent && !c->rxFull ? 0 : ringRxTakeCredits(&c->r, c->creditAllowance);
-    if (c->creditAllowance != UINT32_MAX)
-        c->creditAllowance -= give;
-    m->h.credits = (uint16_t)give;
-    uint8_t *buf = c->tx + (size_t)(c->txNext++ % H_TX_BUFS) * H_FRAME_MAX;
-    int len = wireEncode(m, buf, H_FRAME_MAX);
+    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    int len = wireEncode(m, buf, sizeof(buf));
+
     if (len < 0)
-        return -1;
-    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)len, .lkey = c->txMr->lkey};
-    struct ibv_send_wr wr = {0}, *bad;
-    wr.wr_id = 2;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data =
-        htonl(ringImmEncode((uint32_t)slot, (uint32_t)len) | (c->peerFull ? H_IMM_FULL : 0));
-    wr.wr.rdma.remote_addr = c->peerAddr + (uint64_t)slot * c->peerSlotSize;
-    wr.wr.rdma.rkey = c->peerRkey;
-    return ibv_post_send(c->id->qp, &wr, &bad) ? -1 : 0;
+        die("wireEncode");
+    return sendBytes(c, buf, (size_t)len);
 }
 
-static void sendRing(HConn *c)
+/* n PINGs in one write: a peer that does not read can make the node
+ * queue fast. Returns 0 or -1. */
+static int sendPings(HConn *c, int n, uint64_t *reqId)
 {
-    size_t len = (size_t)H_FULL_SLOTS * 65536;
-    c->fullMr = regRing(&c->full, len);
-    if (!c->fullMr)
-        die("full ring");
-    WireMsg m = {.h = {.type = WIRE_RING}};
-    m.u.ring.addr = (uint64_t)(uintptr_t)c->full;
-    m.u.ring.rkey = c->fullMr->rkey;
-    m.u.ring.slots = H_FULL_SLOTS;
-    m.u.ring.slotSize = 65536;
-    if (sendMsg(c, &m) != 0)
-        die("send RING");
-    c->ringSent = 1;
+    static uint8_t buf[256 * OBJ_WIRE_HDR_LEN];
+    size_t at = 0;
+
+    for (int i = 0; i < n && i < 256; i++) {
+        WireMsg p = {.h = {.type = WIRE_PING, .reqId = (*reqId)++}};
+        int len = wireEncode(&p, buf + at, sizeof(buf) - at);
+        if (len < 0)
+            die("wireEncode");
+        at += (size_t)len;
+    }
+    return sendBytes(c, buf, at);
 }
 
 static void sendHello(HConn *c, int acceptor)
@@ -273,14 +219,6 @@ static void sendHello(HConn *c, int acceptor)
 /* A frame from the node. */
 static void onFrame(HConn *c, WireMsg *m)
 {
-    if (m->h.type == WIRE_RING) {
-        c->peerAddr = m->u.ring.addr;
-        c->peerRkey = m->u.ring.rkey;
-        c->peerSlotSize = m->u.ring.slotSize;
-        ringTxInit(&c->t, m->u.ring.slots);
-        c->peerFull = 1;
-        return;
-    }
     if (m->h.type == WIRE_HELLO && !strcmp(h.mode, "rndv-error")) {
         snprintf(c->peerName, sizeof(c->peerName), "%.*s", (int)m->u.hello.nameLen,
                  m->u.hello.name);
@@ -289,12 +227,13 @@ static void onFrame(HConn *c, WireMsg *m)
         sendHello(c, 1);
         return;
     }
-    if (m->h.type == WIRE_AUTH) { /* the connector proved itself: our full ring */
+    if (m->h.type == WIRE_AUTH) { /* the connector proved itself: it may read our object */
         c->authed = 1;
-        sendRing(c);
+        if (rdmaStreamAllowRemoteRead(c->s) == -1)
+            die("rdmaStreamAllowRemoteRead");
         return;
     }
-    if (m->h.type == WIRE_HELLO) { /* we connected: answer with AUTH, then our RING */
+    if (m->h.type == WIRE_HELLO) { /* we connected: answer with AUTH */
         memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
         WireTranscript t = {.connector = h.name,
                             .acceptor = h.dial,
@@ -307,9 +246,9 @@ static void onFrame(HConn *c, WireMsg *m)
         wireProof(h.secret, strlen(h.secret), WIRE_ROLE_CONNECTOR, &t, a.u.auth.proof);
         if (sendMsg(c, &a) != 0)
             die("send AUTH");
-        sendRing(c);
         c->authed = 1;
         printf("hostile: authenticated=1\n");
+        fflush(stdout);
         return;
     }
     if (m->h.type == WIRE_FETCH) {
@@ -328,157 +267,262 @@ static void onFrame(HConn *c, WireMsg *m)
         fflush(stdout);
         return;
     }
-    if (m->h.type == WIRE_RNDV)
+    if (m->h.type == WIRE_RNDV) {
         h.rndvs++;
-    else if (m->h.type == WIRE_ERROR && m->u.error.code == WIRE_ERR_BUSY)
+        c->haveRndv = 1;
+        c->rndvReq = m->h.reqId;
+        c->rndvAddr = m->u.data.addr;
+        c->rndvLen = m->u.data.size + m->u.data.metaSize;
+        c->rndvKey = m->u.data.rkey;
+    } else if (m->h.type == WIRE_ERROR && m->u.error.code == WIRE_ERR_BUSY) {
         h.busy++;
-    else if (m->h.type == WIRE_ERROR)
+    } else if (m->h.type == WIRE_ERROR) {
         h.errors++;
-    else if (m->h.type == WIRE_PONG)
+        printf("hostile: error=%.*s\n", (int)m->u.error.textLen, m->u.error.text);
+    } else if (m->h.type == WIRE_PONG) {
         h.pongs++;
-}
-
-static void onRecv(HConn *c, uint32_t imm)
-{
-    uint32_t slot, len;
-    int full = (imm & H_IMM_FULL) != 0;
-    if (full && !c->rxFull) {
-        c->rx = c->full;
-        c->rxFull = 1;
-        ringRxInit(&c->r, H_FULL_SLOTS);
+    } else if (m->h.type == WIRE_DATA) {
+        framerExpectPayload(&c->f, NULL, m->u.data.size + m->u.data.metaSize);
     }
-    ringImmDecode(imm & ~H_IMM_FULL, &slot, &len);
-    if (ringRxConsume(&c->r, slot) == -1)
-        die("node wrote an unexpected slot");
-    size_t slotSize = c->rxFull ? 65536 : H_FRAME_MAX;
-    const uint8_t *p = c->rx + (size_t)slot * slotSize;
-    WireMsg m;
-    const char *why;
-    if (wireDecodeHdr(p, &m.h, &why) == -1 || wireDecodeBody(p + OBJ_WIRE_HDR_LEN, &m, &why) == -1)
-        die(why);
-    ringTxGrant(&c->t, m.h.credits);
-    struct ibv_recv_wr wr = {.wr_id = 1}, *bad;
-    if (ibv_post_recv(c->id->qp, &wr, &bad))
-        die("ibv_post_recv");
-    if (!strcmp(h.mode, "ping-credit") && c->authed)
-        c->creditAllowance = h.creditsPerMsg; /* one round: this many credits back */
-    onFrame(c, &m);
 }
 
+/* Process c's stream and, unless it stopped reading, its frames. */
 static void pollConn(HConn *c)
 {
-    struct ibv_wc wc[16];
-    int n;
-    while (!c->closed && c->cq && (n = ibv_poll_cq(c->cq, 16, wc)) > 0) {
-        for (int i = 0; i < n; i++) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                if (!c->closed)
-                    printf("hostile: wc-error=%s\n", ibv_wc_status_str(wc[i].status));
-                c->closed = 1;
-                break;
-            }
-            if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
-                onRecv(c, ntohl(wc[i].imm_data));
+    if (!c->used || c->closed)
+        return;
+    if (rdmaStreamProcess(c->s) == -1) {
+        gone(c);
+        return;
+    }
+    if (!c->open && rdmaStreamGetState(c->s) == RDMA_STREAM_OPEN) {
+        c->open = 1;
+        h.accepted++;
+    }
+    while (!c->noRead && rdmaStreamReadable(c->s) > 0) {
+        uint8_t *dst;
+        size_t room = framerReadSpace(&c->f, &dst), n;
+        if (room == 0)
+            break;
+        if (!dst) {
+            size_t avail;
+            rdmaStreamPeek(c->s, &avail);
+            n = avail < room ? avail : room;
+            rdmaStreamConsume(c->s, n);
+        } else {
+            n = rdmaStreamRead(c->s, dst, room);
+        }
+        framerWrote(&c->f, n);
+        WireMsg m;
+        const char *why;
+        FramerEvent ev;
+        while ((ev = framerNext(&c->f, &m, &why)) != FRAMER_MORE) {
+            if (ev == FRAMER_ERROR)
+                die(why);
+            if (ev == FRAMER_FRAME)
+                onFrame(c, &m);
         }
     }
 }
 
-static HConn *connOf(struct rdma_cm_id *id)
+/* Poll c until cond(c) holds, c closed, or the time is up. Returns cond. */
+static int waitFor(HConn *c, int (*cond)(const HConn *), double seconds)
+{
+    double until = nowSec() + seconds;
+    while (!cond(c) && !c->closed && nowSec() < until && nowSec() < h.end) {
+        rdmaStreamWait(c->s, 5);
+        pollConn(c);
+    }
+    return cond(c);
+}
+
+static int isAuthed(const HConn *c)
+{
+    return c->authed;
+}
+static int hasRndv(const HConn *c)
+{
+    return c->haveRndv;
+}
+/* Connect as node --name to --dial and authenticate. */
+static HConn *dialAuthed(const char *addr, int port)
+{
+    char err[192];
+    RdmaStreamConfig cfg;
+    HConn *c = newConn();
+
+    streamCfg(&cfg, c);
+    c->s = rdmaStreamConnectBlocking(addr, port, &cfg, 5000, err, sizeof(err));
+    if (!c->s) {
+        printf("hostile: connect-error=%s\n", err);
+        die("connect");
+    }
+    pollConn(c);
+    sendHello(c, 0);
+    if (!waitFor(c, isAuthed, 10))
+        die("handshake");
+    return c;
+}
+
+static void sendFetch(HConn *c, uint64_t reqId)
+{
+    WireMsg f = {.h = {.type = WIRE_FETCH, .reqId = reqId}};
+    f.u.fetch.id = h.id;
+    f.u.fetch.idLen = (uint16_t)strlen(h.id);
+    if (sendMsg(c, &f) != 0)
+        die("send FETCH");
+}
+
+/* READ len bytes at raddr with key over c; returns the completion status
+ * (-1: none within 5 s). */
+static int readWith(HConn *c, uint64_t raddr, uint32_t len, uint32_t rkey)
+{
+    if (!c->buf) {
+        if (posix_memalign((void **)&c->buf, 4096, 2 * H_READ_LEN))
+            die("buffer");
+        c->bufMr = ibv_reg_mr(rdmaStreamPd(c->s), c->buf, 2 * H_READ_LEN, IBV_ACCESS_LOCAL_WRITE);
+        if (!c->bufMr)
+            die("ibv_reg_mr");
+    }
+    struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = len, .lkey = c->bufMr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &sge, .num_sge = 1};
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    c->readDone = 0;
+    if (rdmaStreamPostSend(c->s, &wr) == -1)
+        return -1;
+    double until = nowSec() + 5;
+    while (!c->readDone && nowSec() < until) {
+        rdmaStreamWait(c->s, 5);
+        if (rdmaStreamGetState(c->s) >= RDMA_STREAM_CLOSED && !c->readDone)
+            rdmaStreamProcess(c->s);
+    }
+    return c->readDone ? c->readStatus : -1;
+}
+
+static const char *statusWord(int st)
+{
+    static char out[4][64];
+    static int next;
+    char *o = out[next++ % 4];
+    snprintf(o, 64, "%s", st < 0 ? "none" : ibv_wc_status_str((enum ibv_wc_status)st));
+    for (char *p = o; *p; p++)
+        if (*p == ' ')
+            *p = '-';
+    return o;
+}
+
+/* The scoped-key misuses, one connection each (a failed READ breaks its
+ * connection). */
+static void runScoped(const char *addr, int port)
+{
+    HConn *a = dialAuthed(addr, port);
+    sendFetch(a, 1);
+    if (!waitFor(a, hasRndv, 10))
+        die("no RNDV on the first connection");
+    uint32_t len = a->rndvLen < H_READ_LEN ? (uint32_t)a->rndvLen : H_READ_LEN;
+    int inside = readWith(a, a->rndvAddr, len, a->rndvKey);
+    printf("hostile: read what=inside status=%s first=0x%02x\n", statusWord(inside), a->buf[0]);
+    WireMsg d = {.h = {.type = WIRE_DONE, .reqId = a->rndvReq}};
+    if (sendMsg(a, &d) != 0)
+        die("send DONE");
+    double until = nowSec() + 0.5; /* the node invalidates the key after DONE */
+    while (nowSec() < until) {
+        rdmaStreamWait(a->s, 5);
+        pollConn(a);
+    }
+    int afterDone = readWith(a, a->rndvAddr, len, a->rndvKey);
+    printf("hostile: read what=after-done status=%s\n", statusWord(afterDone));
+
+    HConn *b = dialAuthed(addr, port);
+    sendFetch(b, 2);
+    if (!waitFor(b, hasRndv, 10))
+        die("no RNDV on the second connection");
+    /* A third connection that never does the handshake tries b's live key. */
+    char err[192];
+    RdmaStreamConfig cfg;
+    HConn *p = newConn();
+    streamCfg(&cfg, p);
+    p->s = rdmaStreamConnectBlocking(addr, port, &cfg, 5000, err, sizeof(err));
+    int preauth = -1;
+    if (p->s)
+        preauth = readWith(p, b->rndvAddr, len, b->rndvKey);
+    printf("hostile: read what=preauth status=%s\n", statusWord(preauth));
+    /* Past the object's end: the last bytes and as many after them. */
+    uint64_t from = b->rndvAddr + b->rndvLen - len / 2;
+    int pastEnd = readWith(b, from, len, b->rndvKey);
+    printf("hostile: read what=past-end status=%s\n", statusWord(pastEnd));
+    printf("hostile: scoped inside=%s after_done=%s preauth=%s past_end=%s\n", statusWord(inside),
+           statusWord(afterDone), statusWord(preauth), statusWord(pastEnd));
+    fflush(stdout);
+}
+
+static HConn *connOfStream(const RdmaStream *s)
 {
     for (int i = 0; i < h.nConns; i++)
-        if (h.conns[i].id == id)
+        if (h.conns[i].s == s)
             return &h.conns[i];
     return NULL;
 }
 
+/* The listener's rdma_cm events (rndv-error). */
 static void onCm(void)
 {
     VerbsCmEvent ev;
+    char err[192];
+
     while (verbsNextCmEvent(h.ec, &ev) == 0) {
-        HConn *c = connOf(ev.id);
-        switch (ev.type) {
-            case RDMA_CM_EVENT_CONNECT_REQUEST: {
-                if (h.nConns == H_MAX_CONNS)
-                    die("too many connections");
-                c = &h.conns[h.nConns++];
-                memset(c, 0, sizeof(*c));
-                c->id = ev.id;
-                c->creditAllowance = UINT32_MAX;
-                HPriv mine;
-                struct rdma_conn_param cp;
-                if (parsePriv(c, ev.priv, ev.privLen) == -1 || setup(c) == -1)
-                    die("accept setup");
-                fillPriv(c, &mine, &cp);
-                if (rdma_accept(ev.id, &cp))
-                    die("rdma_accept");
-                break;
+        if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            HConn *c = newConn();
+            RdmaStreamConfig cfg;
+            streamCfg(&cfg, c);
+            c->s = rdmaStreamAccept(ev.id, &cfg, err, sizeof(err));
+            if (!c->s) {
+                printf("hostile: accept-error=%s\n", err);
+                c->used = 0;
             }
-            case RDMA_CM_EVENT_ADDR_RESOLVED:
-                if (rdma_resolve_route(ev.id, 2000))
-                    die("rdma_resolve_route");
-                break;
-            case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-                HPriv mine;
-                struct rdma_conn_param cp;
-                if (setup(c) == -1)
-                    die("connect setup");
-                fillPriv(c, &mine, &cp);
-                if (rdma_connect(ev.id, &cp))
-                    die("rdma_connect");
-                break;
-            }
-            case RDMA_CM_EVENT_ESTABLISHED:
-                if (c && !c->established) {
-                    c->established = 1;
-                    h.accepted++;
-                    if (ev.privLen)
-                        parsePriv(c, ev.priv, ev.privLen);
-                    if (strcmp(h.mode, "silent") && strcmp(h.mode, "rndv-error"))
-                        sendHello(c, 0);
-                }
-                break;
-            case RDMA_CM_EVENT_REJECTED:
-            case RDMA_CM_EVENT_UNREACHABLE:
-            case RDMA_CM_EVENT_CONNECT_ERROR:
-                h.rejected++;
-                if (c)
-                    c->closed = 1;
-                break;
-            case RDMA_CM_EVENT_DISCONNECTED:
-                if (c && !c->closed) {
-                    c->closed = 1;
-                    h.disconnected++;
-                    printf("hostile: disconnected-at=%.1f\n", nowSec());
-                }
-                break;
-            default:
-                break;
+            continue;
         }
-        fflush(stdout);
+        HConn *c = connOfStream(ev.id->context);
+        if (c && !c->closed && rdmaStreamCmEvent(c->s, ev.type, ev.status) == -1)
+            gone(c);
     }
 }
 
-static void dial(const char *addr, int port)
+static void listenOn(const char *addr, int port)
 {
+    struct rdma_cm_id *lid;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
     inet_pton(AF_INET, addr, &sa.sin_addr);
-    HConn *c = &h.conns[h.nConns++];
-    memset(c, 0, sizeof(*c));
-    c->creditAllowance = UINT32_MAX;
-    if (rdma_create_id(h.ec, &c->id, NULL, RDMA_PS_TCP))
-        die("rdma_create_id");
-    struct sockaddr_in src = sa;
-    src.sin_port = 0;
-    if (rdma_resolve_addr(c->id, (struct sockaddr *)&src, (struct sockaddr *)&sa, 2000))
-        die("rdma_resolve_addr");
+    h.ec = rdma_create_event_channel();
+    if (!h.ec)
+        die("rdma_create_event_channel");
+    int fl = fcntl(h.ec->fd, F_GETFL);
+    fcntl(h.ec->fd, F_SETFL, fl | O_NONBLOCK);
+    if (rdma_create_id(h.ec, &lid, NULL, RDMA_PS_TCP) ||
+        rdma_bind_addr(lid, (struct sockaddr *)&sa) || rdma_listen(lid, 8))
+        die("listen");
+    h.pd = ibv_alloc_pd(lid->verbs);
+    if (!h.pd || posix_memalign((void **)&h.obj, 4096, h.size ? h.size : 4096))
+        die("pd/object");
+    memset(h.obj, 0xEE, h.size);
+    h.objMr = ibv_reg_mr(h.pd, h.obj, h.size ? h.size : 4096,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!h.objMr)
+        die("object registration");
+    printf("hostile: ready\n");
+    fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"mode", 1, 0, 'm'},    {"secret", 1, 0, 's'}, {"name", 1, 0, 'n'},  {"dial", 1, 0, 'd'},
-        {"id", 1, 0, 'i'},      {"size", 1, 0, 'z'},   {"count", 1, 0, 'c'}, {"seconds", 1, 0, 't'},
-        {"credits", 1, 0, 'r'}, {0, 0, 0, 0}};
+        {"mode", 1, 0, 'm'},  {"secret", 1, 0, 's'},  {"name", 1, 0, 'n'},
+        {"dial", 1, 0, 'd'},  {"id", 1, 0, 'i'},      {"size", 1, 0, 'z'},
+        {"count", 1, 0, 'c'}, {"seconds", 1, 0, 't'}, {0, 0, 0, 0}};
     int o;
 
     h.mode = "silent";
@@ -514,91 +558,83 @@ int main(int argc, char **argv)
             case 't':
                 h.seconds = atoi(optarg);
                 break;
-            case 'r':
-                h.creditsPerMsg = (uint32_t)atoi(optarg);
-                break;
             default:
                 return 2;
         }
     }
-    if (optind + 2 != argc || h.count < 1 || h.count > H_MAX_CONNS) {
+    if (optind + 2 != argc || h.count < 0 || h.count > 1000000) {
         fprintf(stderr, "usage: rdma_hostile ADDR PORT --mode MODE [options] (see the source)\n");
         return 2;
     }
     const char *addr = argv[optind];
     int port = atoi(argv[optind + 1]);
-    h.ec = rdma_create_event_channel();
-    if (!h.ec)
-        die("rdma_create_event_channel");
-    int fl = fcntl(h.ec->fd, F_GETFL);
-    fcntl(h.ec->fd, F_SETFL, fl | O_NONBLOCK);
-    int listening = !strcmp(h.mode, "rndv-error");
-    if (listening) {
-        struct rdma_cm_id *lid;
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-        inet_pton(AF_INET, addr, &sa.sin_addr);
-        if (rdma_create_id(h.ec, &lid, NULL, RDMA_PS_TCP) ||
-            rdma_bind_addr(lid, (struct sockaddr *)&sa) || rdma_listen(lid, 8))
-            die("listen");
-        if (pdFor(lid) == -1)
-            die("pd/object registration");
-        printf("hostile: ready\n");
-    } else {
-        for (int i = 0; i < h.count; i++)
-            dial(addr, port);
-    }
-    fflush(stdout);
+    h.end = nowSec() + h.seconds;
+    int fetchesSent = 0, floodReported = 0;
 
-    double end = nowSec() + h.seconds;
-    int fetchesSent = 0;
-    uint64_t reqId = 1;
-    while (nowSec() < end) {
-        struct pollfd pfd = {.fd = h.ec->fd, .events = POLLIN};
-        poll(&pfd, 1, 1);
-        onCm();
-        for (int i = 0; i < h.nConns; i++) {
-            HConn *c = &h.conns[i];
-            pollConn(c);
-            if (c->closed || !c->authed || !c->peerFull)
-                continue;
-            /* An honest reader returns what it owes even when it has nothing to say
-             * (ping-credit is the one that does not). */
-            if (strcmp(h.mode, "ping-credit") && !(c->ringSent && !c->rxFull) &&
-                ringRxWantsCreditMsg(&c->r)) {
-                WireMsg cr = {.h = {.type = WIRE_CREDIT}};
-                sendMsg(c, &cr);
-            }
-            if (!strcmp(h.mode, "ping-credit")) {
-                WireMsg p = {.h = {.type = WIRE_PING, .reqId = reqId++}};
-                while (sendMsg(c, &p) == 0) {
-                    h.pings++;
-                    p.h.reqId = reqId++;
-                }
-            } else if (!strcmp(h.mode, "rndv-flood") && fetchesSent < 400) {
-                WireMsg f = {.h = {.type = WIRE_FETCH, .reqId = reqId}};
-                f.u.fetch.id = h.id;
-                f.u.fetch.idLen = (uint16_t)strlen(h.id);
-                while (fetchesSent < 400 && sendMsg(c, &f) == 0) {
-                    fetchesSent++;
-                    f.h.reqId = ++reqId;
-                }
-            }
-        }
-        if (!listening) {
-            int open = 0;
+    if (!strcmp(h.mode, "scoped")) {
+        runScoped(addr, port);
+    } else if (!strcmp(h.mode, "rndv-error")) {
+        listenOn(addr, port);
+        while (nowSec() < h.end) {
+            struct pollfd pfd = {.fd = h.ec->fd, .events = POLLIN};
+            poll(&pfd, 1, 1);
+            onCm();
             for (int i = 0; i < h.nConns; i++)
-                open += !h.conns[i].closed;
+                pollConn(&h.conns[i]);
+        }
+    } else if (!strcmp(h.mode, "silent")) {
+        char err[192];
+        for (int i = 0; i < h.count && i < H_MAX_CONNS; i++) {
+            RdmaStreamConfig cfg;
+            HConn *c = newConn();
+            streamCfg(&cfg, c);
+            c->s = rdmaStreamConnectBlocking(addr, port, &cfg, 3000, err, sizeof(err));
+            if (!c->s) {
+                h.rejected++;
+                c->used = 0;
+                continue;
+            }
+            c->noRead = 1;
+            pollConn(c);
+        }
+        while (nowSec() < h.end) {
+            int open = 0;
+            for (int i = 0; i < h.nConns; i++) {
+                pollConn(&h.conns[i]);
+                open += h.conns[i].used && !h.conns[i].closed;
+            }
             if (!open)
                 break;
-            static int floodReported;
-            if (!strcmp(h.mode, "rndv-flood") && fetchesSent >= 400 && h.rndvs + h.busy >= 400 &&
-                !floodReported) {
+            usleep(2000);
+        }
+    } else if (!strcmp(h.mode, "no-read") || !strcmp(h.mode, "rndv-flood")) {
+        HConn *c = dialAuthed(addr, port);
+        uint64_t reqId = 1;
+        int flood = !strcmp(h.mode, "rndv-flood");
+        if (!flood)
+            c->noRead = 1; /* from now on: the node's bytes stay where they landed */
+        while (nowSec() < h.end && !c->closed) {
+            if (flood && fetchesSent < H_FLOOD) {
+                sendFetch(c, reqId++);
+                fetchesSent++;
+            } else if (!flood && (h.count == 0 || h.pings < h.count)) {
+                int batch = h.count == 0 || h.count - h.pings > 256 ? 256 : h.count - h.pings;
+                if (sendPings(c, batch, &reqId) == 0)
+                    h.pings += batch;
+            } else {
+                rdmaStreamWait(c->s, 5);
+            }
+            pollConn(c);
+            if (flood && !floodReported && fetchesSent >= H_FLOOD && h.rndvs + h.busy >= H_FLOOD) {
                 /* answered: hold the pins until the test has looked, then --seconds ends it */
                 printf("hostile: flood-done rndvs=%d busy=%d\n", h.rndvs, h.busy);
                 fflush(stdout);
                 floodReported = 1;
             }
         }
+    } else {
+        fprintf(stderr, "rdma_hostile: unknown mode %s\n", h.mode);
+        return 2;
     }
     printf("hostile: summary accepted=%d rejected=%d disconnected=%d rndvs=%d busy=%d "
            "errors=%d pings=%d pongs=%d fetches=%d\n",
