@@ -1040,8 +1040,3 @@ void rdmaStreamFree(RdmaStream *s)
         close(s->epfd);
     free(s);
 }
-
-unsigned rdmaStreamSendsPending(const RdmaStream *s)
-{
-    return s->ownSends;
-}
