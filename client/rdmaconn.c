@@ -57,6 +57,7 @@ struct ObjRdmaConn {
 
     /* objRdmaFd: the stream's descriptor and the leftover-data eventfd */
     int epfd, kickFd, kicked;
+    int fresh; /* objRdmaProcess ran since objRdmaRead last found nothing */
 
     /* synchronous layer */
     redisReader *reader;
@@ -411,6 +412,7 @@ int objRdmaProcess(ObjRdmaConn *c)
         return -1;
     if (rdmaStep(c) == 0)
         rdmaFlushOut(c);
+    c->fresh = 1;
     rdmaKick(c, 1);
     return rdmaSettle(c);
 }
@@ -450,11 +452,13 @@ ssize_t objRdmaWrite(ObjRdmaConn *c, const void *buf, size_t len)
 
 /*
  * Copy arrived reply bytes out like read(2). With nothing there it
- * processes the stream once (cheap: catches what arrived since the last
- * event). Data left behind (cap too small) raises the eventfd so that
- * objRdmaFd stays readable. Returns the bytes copied; 0 with errno EAGAIN
- * when none; -1 with EPIPE/EIO once the connection is over and everything
- * was read.
+ * processes the stream once, to catch what arrived since the last event,
+ * unless objRdmaProcess has just done so (an event loop's handler calls
+ * Process and then reads until nothing is left: a second pass would only
+ * cost system calls; anything newer makes objRdmaFd readable). Data left
+ * behind (cap too small) raises the eventfd so that objRdmaFd stays
+ * readable. Returns the bytes copied; 0 with errno EAGAIN when none; -1
+ * with EPIPE/EIO once the connection is over and everything was read.
  */
 ssize_t objRdmaRead(ObjRdmaConn *c, void *buf, size_t cap)
 {
@@ -462,9 +466,11 @@ ssize_t objRdmaRead(ObjRdmaConn *c, void *buf, size_t cap)
         errno = EIO;
         return -1;
     }
-    if (!rdmaHasData(c))
+    if (!rdmaHasData(c) && !c->fresh)
         rdmaStep(c);
     size_t done = rdmaStreamRead(c->s, buf, cap);
+    if (done == 0)
+        c->fresh = 0;
     rdmaKick(c, 1);
     if (done > 0)
         return (ssize_t)done;

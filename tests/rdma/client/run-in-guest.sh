@@ -129,7 +129,7 @@ step "AUTH against requirepass" 60 \
 step "client vs peer with a 64 KiB receive buffer" 90 \
     "$T/test_rdmaclient" "$A" 17000 --conns 5 --depth 1000 --big 20000
 step "redis-benchmark --rdma" - benchSmoke
-step "redis-cli --rdma: the README walkthrough, RESP3, AUTH" 240 \
+step "redis-cli --rdma: the README walkthrough, RESP3, AUTH" 300 \
     env REDIS_CLI_RDMA="$RC" tests/rdma/client/cli-walkthrough.sh "$A" 16390 6390 16391 "$PASSWORD"
 
 grep -h -iE 'warning|error' "$B"/n639*.log | grep -v -i 'overcommit' | tail -n 20
