@@ -181,6 +181,7 @@ static struct {
     RdmaKeyMode keys;
     RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
     RdmaConn *all;
+    char bindAddr[64]; /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
 extern const TransportOps rdmaTransport;
@@ -1018,6 +1019,7 @@ static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size
     }
     RdmaStreamConfig cfg;
     rdmaStreamCfg(&cfg, c, 0);
+    cfg.bindAddr = rd.bindAddr; /* the arena's device, not whatever the route picks */
     c->s = rdmaStreamConnect(addr, port, &cfg, serr, sizeof(serr));
     if (!c->s) {
         snprintf(err, errLen, "UNAVAILABLE %s: %s", desc, serr);
@@ -1145,6 +1147,7 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
         snprintf(err, errLen, "rdma-bind '%s' is not an IPv4 address", cfg->rdmaBind);
         return NULL;
     }
+    snprintf(rd.bindAddr, sizeof(rd.bindAddr), "%s", cfg->rdmaBind);
     /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
      * pinned pages need nothing; older ones need MADV_DONTFORK. */
     if (ibv_is_fork_initialized() == IBV_FORK_DISABLED && ibv_fork_init())
