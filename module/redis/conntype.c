@@ -799,6 +799,7 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
     l->phase = DOOR_HANDSHAKE;
     l->deadlineMs = doorNowMs() + DOOR_HANDSHAKE_MS;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    rdmaStreamSetUserCtx(s, l); /* rdma_cm events find the link through it */
     if (l->fd < 0 ||
         aeCreateFileEvent(server.el, l->fd, AE_READABLE, doorOnStreamEvent, l) == AE_ERR) {
         serverLog(LL_WARNING, "RDMA clients: %s: refused, cannot watch its descriptor: %s", addr,
@@ -814,16 +815,6 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
     door.links = l;
     door.handshakes++;
     serverLog(LL_VERBOSE, "Accepted RDMA %s", addr);
-}
-
-/* doorFindLink: the link of stream s (rdma_cm events carry the id, whose
- * context is the stream), or NULL. */
-static DoorLink *doorFindLink(const RdmaStream *s)
-{
-    for (DoorLink *l = door.links; l; l = l->next)
-        if (l->s == s)
-            return l;
-    return NULL;
 }
 
 /* The listener's rdma_cm channel is readable: connect requests and the
@@ -852,7 +843,7 @@ static void doorOnCm(struct aeEventLoop *el, int fd, void *data, int mask)
                       status);
             continue;
         }
-        DoorLink *l = id->context ? doorFindLink(id->context) : NULL;
+        DoorLink *l = id->context ? rdmaStreamUserCtx(id->context) : NULL;
         if (!l)
             continue;
         rdmaStreamCmEvent(l->s, type, status);
