@@ -108,7 +108,7 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 # distribution's patches applied: they move fields of struct redisServer).
 REDIS_SERVER_SRC := build/redis-server-src
 $(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
-	tests/fetch-redis-server-src.sh build
+	tests/fetch-redis-server-src.sh build $(REDIS_SRC)
 $(BUILD)/module/redis/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
     -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
 $(BUILD)/module/redis/conntype.o: | $(REDIS_SERVER_SRC)/.patched
@@ -186,7 +186,7 @@ $(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD
 $(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
     $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto -lxxhash
 # What the device does with type-2 memory windows, and what they cost per transfer.
 $(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
 	@mkdir -p $(dir $@)

@@ -1,16 +1,25 @@
 #!/bin/sh
-# fetch-redis-server-src.sh BUILD - the source the installed redis-server was
+# fetch-redis-server-src.sh BUILD [REDIS_SRC] - the source the installed redis-server was
 # built from, in BUILD/redis-server-src: the upstream tarball that
 # tests/fetch-redismodule-h.sh downloads (BUILD/pkg) with the distribution's
 # own patches applied in their series order. The RDMA connection type
 # (module/redis/conntype.c) compiles against its server.h: a distribution
 # patch that adds a field to struct redisServer moves every field after it,
 # so the pristine headers would not describe the running binary. BUILD/redis-src
-# stays pristine for the other users (redis-benchmark's patch). Never committed.
+# stays pristine for the other users (redis-benchmark's patch). With
+# REDIS_SRC (make REDIS_SRC=/path), that tree is taken as it is: it must be
+# the source of the running server. Never committed.
 set -eu
 BUILD=$1
 out=$BUILD/redis-server-src
 [ -f "$out/.patched" ] && exit 0
+if [ -n "${2:-}" ]; then
+    rm -rf "$out" && mkdir -p "$out"
+    cp -R "$2/src" "$2/deps" "$out/"
+    touch "$out/.patched"
+    echo "fetch-redis-server-src: redis-server's source from $2 in $out"
+    exit 0
+fi
 [ -f "$BUILD/redis-src/src/server.h" ] || tests/fetch-redismodule-h.sh "$BUILD"
 rm -rf "$out" && mkdir -p "$out"
 tar -xzf "$(ls "$BUILD"/pkg/redis_*.orig.tar.gz | head -1)" -C "$out" --strip-components=1

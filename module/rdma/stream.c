@@ -626,7 +626,20 @@ RdmaStream *rdmaStreamConnect(const char *host, int port, const RdmaStreamConfig
         snprintf(err, errLen, "rdma_create_id: %s", strerror(errno));
         goto out_free_ai;
     }
-    if (rdma_resolve_addr(s->id, NULL, ai->ai_addr, SP_RESOLVE_MS)) {
+    struct sockaddr_storage src;
+    int haveSrc = 0;
+    if (s->cfg.bindAddr && s->cfg.bindAddr[0]) {
+        struct addrinfo sh = {.ai_family = ai->ai_family, .ai_flags = AI_NUMERICHOST}, *sai;
+        if (getaddrinfo(s->cfg.bindAddr, NULL, &sh, &sai)) {
+            snprintf(err, errLen, "bad source address %s for %s", s->cfg.bindAddr, host);
+            goto out_free_ai;
+        }
+        memcpy(&src, sai->ai_addr, sai->ai_addrlen);
+        freeaddrinfo(sai);
+        haveSrc = 1;
+    }
+    if (rdma_resolve_addr(s->id, haveSrc ? (struct sockaddr *)&src : NULL, ai->ai_addr,
+                          SP_RESOLVE_MS)) {
         snprintf(err, errLen, "rdma_resolve_addr %s:%d: %s", host, port, strerror(errno));
         goto out_free_ai;
     }
@@ -965,6 +978,11 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
 unsigned rdmaStreamSendsPending(const RdmaStream *s)
 {
     return s->ownSends;
+}
+
+void *rdmaStreamUserCtx(const RdmaStream *s)
+{
+    return s->cfg.userCtx;
 }
 
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx)

@@ -58,6 +58,9 @@ typedef struct RdmaStreamConfig {
     int responderResources; /* RDMA READs the peer may have in flight on us (0: none) */
     int initiatorDepth;     /* RDMA READs we may have in flight (0: none) */
     struct ibv_pd *pd;      /* NULL: the stream allocates its own protection domain */
+    /* Connecting streams: the local address to connect from (an IP literal,
+     * selecting the device), or NULL / "" for the route's choice. */
+    const char *bindAddr;
     /* NULL: the stream has its own completion channel (rdmaStreamFd). Else
      * its CQ reports on this shared channel with cq_context = the stream;
      * the owner gets and acks the event, then calls rdmaStreamProcess. */
@@ -175,6 +178,8 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
  * peer. Lets a user close gracefully (the last reply delivered before
  * rdmaStreamFree flushes the queue). */
 unsigned rdmaStreamSendsPending(const RdmaStream *s);
+/* The context given to onWc / onSent. */
+void *rdmaStreamUserCtx(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
 void rdmaStreamSetUserCtx(RdmaStream *s, void *userCtx);
 

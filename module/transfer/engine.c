@@ -758,7 +758,6 @@ int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payl
                 break;
             }
             case WIRE_PONG:
-            case WIRE_CREDIT:
                 rc = 0;
                 break;
             default:

@@ -70,6 +70,7 @@
 #include "framer.h"
 #include "rdma.h"
 #include "rdmaproto.h"
+#include "rdmareg.h"
 #include "common/util.h"
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
@@ -91,7 +92,6 @@ static const TransportHost *host;
  * per window at most. */
 #define RDMA_USER_WR        (RDMA_READ_WINDOW + RDMA_WIN_MAX)
 #define RDMA_REG_CACHE_MAX  1024 /* per-object registrations kept */
-#define RDMA_REG_BUCKETS    1024
 #define RDMA_LISTEN_BACKLOG 64
 
 /* Low bits of our wr_ids (the stream's own have bit 0 set). */
@@ -123,16 +123,6 @@ typedef struct ReadOp {
     struct ReadOp *next;
 } ReadOp;
 
-/* A registration of one object's range, that windows are bound over. */
-typedef struct RegEntry {
-    const uint8_t *addr;
-    uint64_t len;
-    struct ibv_mr *mr;
-    int refs; /* windows bound (or binding) over it */
-    uint64_t lastUse;
-    struct RegEntry *next; /* hash chain */
-} RegEntry;
-
 /* A window's life: FREE -> BINDING -> BOUND -> INVALIDATING -> DONE (its
  * cookie waits to be handed back) -> FREE. */
 typedef enum WinState { WIN_FREE = 0, WIN_BINDING, WIN_BOUND, WIN_INVALIDATING, WIN_DONE } WinState;
@@ -142,7 +132,7 @@ typedef struct Window {
     struct ibv_mw *mw; /* NULL in registration-key mode */
     uint32_t rkey;
     WinState state;
-    RegEntry *reg;
+    RdmaReg *reg;
     void *cookie;             /* released once invalidated */
     struct Window *next;      /* the connection's list of all windows */
     struct Window *nextReady; /* invalidated, cookie not yet handed back */
@@ -189,107 +179,15 @@ static struct {
     uint64_t arenaSize;
     int rdAtomic;
     RdmaKeyMode keys;
-    RegEntry *regs[RDMA_REG_BUCKETS];
-    int nRegs;
-    uint64_t regClock;
+    RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
     RdmaConn *all;
+    char bindAddr[64]; /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
 extern const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
 static void rdmaAfterProcess(RdmaConn *c);
-
-/* ---- per-object registrations ---------------------------------------------------------- */
-
-static size_t regBucket(const uint8_t *addr, uint64_t len)
-{
-    uint64_t h = (uint64_t)(uintptr_t)addr * 0x9E3779B97F4A7C15ull ^ len;
-    return (size_t)(h >> 32) % RDMA_REG_BUCKETS;
-}
-
-static void regFree(RegEntry *r)
-{
-    int rc = ibv_dereg_mr(r->mr);
-    if (rc)
-        host->log("warning", "rdma: ibv_dereg_mr (object): %s", strerror(rc));
-    free(r);
-}
-
-/* Drop the least recently used registration no window is bound over.
- * Returns 0, or -1 when every one is in use. */
-static int regEvictOne(void)
-{
-    RegEntry **victim = NULL;
-
-    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++)
-        for (RegEntry **pp = &rd.regs[b]; *pp; pp = &(*pp)->next)
-            if ((*pp)->refs == 0 && (!victim || (*pp)->lastUse < (*victim)->lastUse))
-                victim = pp;
-    if (!victim)
-        return -1;
-    RegEntry *r = *victim;
-    *victim = r->next;
-    rd.nRegs--;
-    regFree(r);
-    return 0;
-}
-
-/* The registration of exactly [addr, addr+len), made now if not cached.
- * In window mode it allows binding only (no key of it reads anything);
- * without windows its own key is the one sent, so it allows remote read.
- * Returns it with a reference taken, or NULL (logged). */
-static RegEntry *regGet(const uint8_t *addr, uint64_t len)
-{
-    size_t b = regBucket(addr, len);
-
-    for (RegEntry *r = rd.regs[b]; r; r = r->next) {
-        if (r->addr == addr && r->len == len) {
-            r->refs++;
-            r->lastUse = ++rd.regClock;
-            return r;
-        }
-    }
-    if (rd.nRegs >= RDMA_REG_CACHE_MAX)
-        regEvictOne(); /* all in use: the cache grows past its bound for a while */
-    RegEntry *r = calloc(1, sizeof(*r));
-    if (!r)
-        return NULL;
-    int access = rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ;
-    r->mr = ibv_reg_mr(rd.pd, (void *)addr, len, access);
-    if (!r->mr) {
-        host->log("warning", "rdma: ibv_reg_mr (object of %llu bytes): %s", (unsigned long long)len,
-                  strerror(errno));
-        free(r);
-        return NULL;
-    }
-    r->addr = addr;
-    r->len = len;
-    r->refs = 1;
-    r->lastUse = ++rd.regClock;
-    r->next = rd.regs[b];
-    rd.regs[b] = r;
-    rd.nRegs++;
-    return r;
-}
-
-static void regPut(RegEntry *r)
-{
-    if (r->refs > 0)
-        r->refs--;
-}
-
-static void regClearAll(void)
-{
-    for (size_t b = 0; b < RDMA_REG_BUCKETS; b++) {
-        while (rd.regs[b]) {
-            RegEntry *r = rd.regs[b];
-            rd.regs[b] = r->next;
-            regFree(r);
-        }
-    }
-    rd.nRegs = 0;
-}
 
 /* ---- the stream's callbacks: record only -------------------------------------------- */
 
@@ -337,7 +235,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         return; /* close kills the window (QP in error, deallocated) before the pin goes */
     }
     w->state = WIN_DONE;
-    regPut(w->reg);
+    rdmaRegPut(w->reg);
     w->reg = NULL;
     w->nextReady = c->ready;
     c->ready = w;
@@ -426,9 +324,12 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
         *rkey = 0;
         return w;
     }
-    RegEntry *r = regGet(a, len);
-    if (!r)
+    char err[160];
+    RdmaReg *r = rdmaRegGet(rd.regs, a, len, err, sizeof(err));
+    if (!r) {
+        host->log("warning", "%s: %s", c->base.desc, err);
         return NULL;
+    }
     if (rd.keys == RDMA_KEYS_OBJREG) {
         w->reg = r;
         w->state = WIN_BOUND;
@@ -447,7 +348,7 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
     wr.bind_mw.bind_info.length = len;
     wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
     if (rdmaPostUser(c, &wr) == -1) {
-        regPut(r);
+        rdmaRegPut(r);
         return NULL;
     }
     /* The provider names the window by mw->rkey, its current key (rxe
@@ -487,7 +388,7 @@ static void rdmaRevokeRead(Conn *base, void *grant, void *cookie)
     if (rd.keys == RDMA_KEYS_OBJREG || !w->reg) { /* no window bound (the key stays the
                                                    * object's, or there was none) */
         if (w->reg)
-            regPut(w->reg);
+            rdmaRegPut(w->reg);
         w->reg = NULL;
         w->state = WIN_FREE;
         host->onSendDone(base, cookie);
@@ -533,7 +434,7 @@ static void rdmaWindowsFree(RdmaConn *c)
         Window *w = c->windows;
         c->windows = w->next;
         if (w->reg)
-            regPut(w->reg);
+            rdmaRegPut(w->reg);
         free(w);
     }
     c->ready = NULL;
@@ -923,7 +824,7 @@ static void rdmaCloseConn(Conn *base, const char *why)
     c->fd = -1;
     rdmaWindowsKill(c);
     framerDestroy(&c->rx); /* no payload lands after the close */
-    rdmaStreamFree(c->s); /* onWc / onSent during the flush: bookkeeping only */
+    rdmaStreamFree(c->s);  /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
     while (c->reads) {
@@ -1008,6 +909,16 @@ static const char *rdmaPreauthRoom(const char *source)
     return rdmaPreauthVerdict(all, same);
 }
 
+/* Reject a connection request and destroy its id (logged when either
+ * fails). */
+static void rdmaRefuse(struct rdma_cm_id *id, const char *desc)
+{
+    if (rdma_reject(id, NULL, 0))
+        host->log("warning", "%s: rdma_reject: %s", desc, strerror(errno));
+    if (rdma_destroy_id(id))
+        host->log("warning", "%s: rdma_destroy_id: %s", desc, strerror(errno));
+}
+
 static void rdmaOnConnectRequest(struct rdma_cm_id *id)
 {
     char err[192], desc[64], source[INET6_ADDRSTRLEN];
@@ -1028,16 +939,14 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
     snprintf(desc, sizeof(desc), "rdma %s (in)", source);
     if (full) {
         host->refused(desc, full);
-        if (rdma_reject(id, NULL, 0))
-            host->log("warning", "%s: rdma_reject: %s", desc, strerror(errno));
-        rdma_destroy_id(id);
+        rdmaRefuse(id, desc);
         return;
     }
     snprintf(desc, sizeof(desc), "%s:%d (in)", source, port);
     RdmaConn *c = rdmaNew(desc, 0);
     if (!c) {
-        rdma_reject(id, NULL, 0);
-        rdma_destroy_id(id);
+        host->log("warning", "%s: refused: out of memory", desc);
+        rdmaRefuse(id, desc);
         return;
     }
     snprintf(c->base.source, sizeof(c->base.source), "%s", source);
@@ -1110,6 +1019,7 @@ static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size
     }
     RdmaStreamConfig cfg;
     rdmaStreamCfg(&cfg, c, 0);
+    cfg.bindAddr = rd.bindAddr; /* the arena's device, not whatever the route picks */
     c->s = rdmaStreamConnect(addr, port, &cfg, serr, sizeof(serr));
     if (!c->s) {
         snprintf(err, errLen, "UNAVAILABLE %s: %s", desc, serr);
@@ -1185,13 +1095,13 @@ static void rdmaShutdown(void)
 {
     while (rd.all)
         rdmaCloseConn(&rd.all->base, "node shutting down");
-    if (rd.listenId)
-        rdma_destroy_id(rd.listenId);
+    if (rd.listenId && rdma_destroy_id(rd.listenId))
+        host->log("warning", "rdma: rdma_destroy_id (listener): %s", strerror(errno));
     if (rd.ec) {
         host->unwatch(rd.ec->fd);
         rdma_destroy_event_channel(rd.ec);
     }
-    regClearAll();
+    rdmaRegCacheFree(rd.regs);
     if (rd.arenaMr) {
         int rc = ibv_dereg_mr(rd.arenaMr);
         if (rc)
@@ -1237,6 +1147,7 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
         snprintf(err, errLen, "rdma-bind '%s' is not an IPv4 address", cfg->rdmaBind);
         return NULL;
     }
+    snprintf(rd.bindAddr, sizeof(rd.bindAddr), "%s", cfg->rdmaBind);
     /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
      * pinned pages need nothing; older ones need MADV_DONTFORK. */
     if (ibv_is_fork_initialized() == IBV_FORK_DISABLED && ibv_fork_init())
@@ -1283,6 +1194,13 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
         goto out_shutdown;
     }
     rd.keys = rdmaProbeKeys();
+    rd.regs = rdmaRegCacheNew(
+        rd.pd, rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ,
+        RDMA_REG_CACHE_MAX, host->log);
+    if (!rd.regs) {
+        snprintf(err, errLen, "out of memory for the registration cache");
+        goto out_shutdown;
+    }
     /* Local access (our READs land in it, gather writes send from it) and
      * window binding: no key of the arena opens it to a peer. */
     int access = IBV_ACCESS_LOCAL_WRITE | (rd.keys == RDMA_KEYS_WINDOW ? IBV_ACCESS_MW_BIND : 0);

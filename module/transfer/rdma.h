@@ -1,7 +1,7 @@
 /*
- * rdma.h - the RDMA transport (rdma.c): rdma_cm connections, rings written
- * with RDMA_WRITE_WITH_IMM, and the RDMA READ rendezvous over the arena
- * registered once.
+ * rdma.h - the RDMA transport (rdma.c): the engine's frames over one RDMA
+ * stream per connection (module/rdma/stream.h), and the RDMA READ
+ * rendezvous through a memory window bound per transfer.
  */
 #ifndef OBJSTORE_TRANSFER_RDMA_H
 #define OBJSTORE_TRANSFER_RDMA_H
@@ -11,7 +11,7 @@
 #include "transport.h"
 
 typedef struct RdmaTransportConfig {
-    uint8_t *arenaBase; /* registered once, for remote reads */
+    uint8_t *arenaBase; /* registered once (local access, window binding) */
     uint64_t arenaSize;
     char rdmaBind[64]; /* IPv4 address of the device to use */
     int rdmaPort;

@@ -100,10 +100,11 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     }
     uint32_t rkey = 0;
     void *grant = c->ops->grantRead(c, bytes, total, &rkey);
-    if (!grant) { /* every key of the connection is out, or the device failed */
+    if (!grant) { /* the device failed (logged): the pin cap above keeps keys from running out */
         free(rv);
         unpin(c, e);
-        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "no read key free on this connection");
+        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL,
+                        "cannot open the object to RDMA reads (see the owner's log)");
         return 0;
     }
     *rv = (Rndv){.conn = c,

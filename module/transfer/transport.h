@@ -59,9 +59,9 @@ typedef struct TransportOps {
     /* RDMA only (NULL elsewhere): let c's peer read len bytes at addr (in
      * the arena), on c only, until revokeRead. Returns a grant and *rkey,
      * the key for RNDV: any frame sent on c afterwards reaches the peer
-     * after the key works. NULL when no key can be had now (as many grants
-     * as the transport allows per connection: answer BUSY; or a verbs
-     * error, logged). */
+     * after the key works. NULL when no key can be had (a verbs error,
+     * logged; the transport allows as many grants per connection as the
+     * engine allows pins, so the pin cap answers BUSY first). */
     void *(*grantRead)(Conn *c, const void *addr, uint64_t len, uint32_t *rkey);
     /* End a grant (the requester said DONE): once the key no longer opens
      * anything, host->onSendDone(c, cookie). Grants of a connection that

@@ -15,7 +15,7 @@
  *   off  size  field
  *     0     1  type      WireType, 1..WIRE_TYPE_MAX
  *     1     1  flags     0 in version 1
- *     2     2  credits   piggybacked ring credits
+ *     2     2  reserved  0 when sent, not checked
  *     4     4  bodyLen   0..OBJ_WIRE_MAX_BODY, and per type as below
  *     8     8  reqId
  *
@@ -42,13 +42,10 @@
  *   ERROR     0     2  code       1..WIRE_ERR_MAX              4 + textLen
  *             2     2  textLen    0..OBJ_WIRE_TEXT_MAX         (4..260)
  *             4     N  text       not NUL-terminated
- *   CREDIT    0     4  credits                                 4
  *   PING      -     -  (empty)                                 0
  *   PONG      -     -  (empty)                                 0
- *   RING      0     8  addr                                    20
- *             8     4  rkey
- *            12     4  slots
- *            16     4  slotSize   (judged by the RDMA transport)
+ *
+ * Types 8 and 11 (the RDMA slot ring's CREDIT and RING) are no longer valid.
  *
  * FETCH, DATA, RNDV and DONE name a request, so their reqId must not be 0.
  * A HELLO is checked for magic and version before its length, so that a peer
@@ -74,8 +71,6 @@
 #define WIRE_DATA_LEN    24
 #define WIRE_RNDV_LEN    36
 #define WIRE_ERROR_FIXED 4
-#define WIRE_CREDIT_LEN  4
-#define WIRE_RING_LEN    20
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
@@ -105,10 +100,8 @@ static const struct {
     [WIRE_RNDV] = {"RNDV", WIRE_RNDV_LEN, WIRE_RNDV_LEN},
     [WIRE_DONE] = {"DONE", 0, 0},
     [WIRE_ERROR] = {"ERROR", WIRE_ERROR_FIXED, WIRE_ERROR_FIXED + OBJ_WIRE_TEXT_MAX},
-    [WIRE_CREDIT] = {"CREDIT", WIRE_CREDIT_LEN, WIRE_CREDIT_LEN},
     [WIRE_PING] = {"PING", 0, 0},
     [WIRE_PONG] = {"PONG", 0, 0},
-    [WIRE_RING] = {"RING", WIRE_RING_LEN, WIRE_RING_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
@@ -176,11 +169,11 @@ int wireDecodeHdr(const uint8_t *buf, WireHdr *h, const char **why)
 
     h->type = buf[0];
     h->flags = buf[1];
-    h->credits = wireGet16(buf + 2);
+    h->reserved = wireGet16(buf + 2);
     h->bodyLen = wireGet32(buf + 4);
     h->reqId = wireGet64(buf + 8);
 
-    if (h->type == 0 || h->type > WIRE_TYPE_MAX) {
+    if (h->type == 0 || h->type > WIRE_TYPE_MAX || !wireTypes[h->type].name) {
         *why = "unknown frame type";
         return -1;
     }
@@ -323,7 +316,7 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
     /* m->h normally comes from wireDecodeHdr, but the checks are cheap and
      * keep this function safe on a header built by hand. */
     uint32_t len = m->h.bodyLen;
-    if (m->h.type == 0 || m->h.type > WIRE_TYPE_MAX) {
+    if (m->h.type == 0 || m->h.type > WIRE_TYPE_MAX || !wireTypes[m->h.type].name) {
         *why = "unknown frame type";
         return -1;
     }
@@ -362,23 +355,6 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
             return wireDecodeData(body, len, 1, m, why);
         case WIRE_ERROR:
             return wireDecodeError(body, len, m, why);
-        case WIRE_CREDIT:
-            if (len != WIRE_CREDIT_LEN) {
-                *why = "CREDIT body length is not 4";
-                return -1;
-            }
-            m->u.credit.credits = wireGet32(body);
-            return 0;
-        case WIRE_RING:
-            if (len != WIRE_RING_LEN) {
-                *why = "RING body length is not 20";
-                return -1;
-            }
-            m->u.ring.addr = wireGet64(body);
-            m->u.ring.rkey = wireGet32(body + 8);
-            m->u.ring.slots = wireGet32(body + 12);
-            m->u.ring.slotSize = wireGet32(body + 16);
-            return 0;
         default: /* DONE, PING, PONG */
             if (len != 0) {
                 *why = "DONE/PING/PONG body is not empty";
@@ -396,7 +372,8 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
  * decodes (the fuzz target checks both directions). */
 static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
 {
-    if (m->h.type == 0 || m->h.type > WIRE_TYPE_MAX || m->h.flags != 0)
+    if (m->h.type == 0 || m->h.type > WIRE_TYPE_MAX || !wireTypes[m->h.type].name ||
+        m->h.flags != 0)
         return -1;
     if (m->h.reqId == 0 && wireNeedsReqId(m->h.type))
         return -1;
@@ -434,12 +411,6 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
                 return -1;
             *bodyLen = WIRE_ERROR_FIXED + m->u.error.textLen;
             return 0;
-        case WIRE_CREDIT:
-            *bodyLen = WIRE_CREDIT_LEN;
-            return 0;
-        case WIRE_RING:
-            *bodyLen = WIRE_RING_LEN;
-            return 0;
         default: /* DONE, PING, PONG */
             *bodyLen = 0;
             return 0;
@@ -458,7 +429,7 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
 
     buf[0] = m->h.type;
     buf[1] = m->h.flags;
-    wirePut16(buf + 2, m->h.credits);
+    wirePut16(buf + 2, m->h.reserved);
     wirePut32(buf + 4, m->h.bodyLen);
     wirePut64(buf + 8, m->h.reqId);
 
@@ -497,15 +468,6 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
             wirePut16(b + 2, m->u.error.textLen);
             if (m->u.error.textLen > 0)
                 memmove(b + WIRE_ERROR_FIXED, m->u.error.text, m->u.error.textLen);
-            break;
-        case WIRE_CREDIT:
-            wirePut32(b, m->u.credit.credits);
-            break;
-        case WIRE_RING:
-            wirePut64(b, m->u.ring.addr);
-            wirePut32(b + 8, m->u.ring.rkey);
-            wirePut32(b + 12, m->u.ring.slots);
-            wirePut32(b + 16, m->u.ring.slotSize);
             break;
         default:
             break;
@@ -598,7 +560,7 @@ int wireProofEqual(const uint8_t a[OBJ_WIRE_PROOF], const uint8_t b[OBJ_WIRE_PRO
 
 const char *wireTypeName(int type)
 {
-    if (type <= 0 || type > WIRE_TYPE_MAX)
+    if (type <= 0 || type > WIRE_TYPE_MAX || !wireTypes[type].name)
         return "UNKNOWN";
     return wireTypes[type].name;
 }

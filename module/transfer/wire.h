@@ -43,18 +43,17 @@
 #define OBJ_FEAT_RDMA (1u << 1)
 
 typedef enum WireType {
-    WIRE_HELLO = 1,  /* magic, version, features, nonce, proof (acceptor only), name */
-    WIRE_AUTH = 2,   /* proof */
-    WIRE_FETCH = 3,  /* id; reqId (non-zero) names the request */
-    WIRE_DATA = 4,   /* size, metaSize, checksum; payload follows (inline) */
-    WIRE_RNDV = 5,   /* size, metaSize, checksum, addr, rkey: read it yourself */
-    WIRE_DONE = 6,   /* requester finished reading reqId: release the pin */
-    WIRE_ERROR = 7,  /* code, text: reqId failed (or the session, if reqId is 0) */
-    WIRE_CREDIT = 8, /* credits: ring slots the sender may use again */
+    WIRE_HELLO = 1, /* magic, version, features, nonce, proof (acceptor only), name */
+    WIRE_AUTH = 2,  /* proof */
+    WIRE_FETCH = 3, /* id; reqId (non-zero) names the request */
+    WIRE_DATA = 4,  /* size, metaSize, checksum; payload follows (inline) */
+    WIRE_RNDV = 5,  /* size, metaSize, checksum, addr, rkey: read it yourself */
+    WIRE_DONE = 6,  /* requester finished reading reqId: release the pin */
+    WIRE_ERROR = 7, /* code, text: reqId failed (or the session, if reqId is 0) */
+    /* 8 and 11 were the RDMA slot ring's CREDIT and RING: no longer valid */
     WIRE_PING = 9,
     WIRE_PONG = 10,
-    WIRE_RING = 11, /* addr, rkey, slots, slotSize: the sender's ring after the handshake (RDMA) */
-    WIRE_TYPE_MAX = 11
+    WIRE_TYPE_MAX = 10
 } WireType;
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
@@ -70,10 +69,10 @@ typedef enum WireErr {
 } WireErr;
 
 typedef struct WireHdr {
-    uint8_t type;     /* WireType */
-    uint8_t flags;    /* must be 0 in version 1 */
-    uint16_t credits; /* piggybacked ring credits (RDMA), 0 on TCP */
-    uint32_t bodyLen; /* <= OBJ_WIRE_MAX_BODY */
+    uint8_t type;      /* WireType */
+    uint8_t flags;     /* must be 0 in version 1 */
+    uint16_t reserved; /* 0 when sent (was the slot ring's credits); not checked */
+    uint32_t bodyLen;  /* <= OBJ_WIRE_MAX_BODY */
     uint64_t reqId;
 } WireHdr;
 
@@ -107,13 +106,6 @@ typedef struct WireMsg {
             const char *text;
             uint16_t textLen; /* 0..OBJ_WIRE_TEXT_MAX */
         } error;
-        struct {
-            uint32_t credits;
-        } credit;
-        struct {
-            uint64_t addr;
-            uint32_t rkey, slots, slotSize;
-        } ring;
     } u;
 } WireMsg;
 

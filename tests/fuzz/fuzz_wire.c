@@ -53,7 +53,7 @@ static uint8_t *fuzzCopy(const uint8_t *p, size_t n)
 static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
 {
     FUZZ_CHECK(a->h.type == b->h.type && a->h.flags == b->h.flags);
-    FUZZ_CHECK(a->h.credits == b->h.credits && a->h.bodyLen == b->h.bodyLen);
+    FUZZ_CHECK(a->h.reserved == b->h.reserved && a->h.bodyLen == b->h.bodyLen);
     FUZZ_CHECK(a->h.reqId == b->h.reqId);
     switch (a->h.type) {
         case WIRE_HELLO:
@@ -85,14 +85,6 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             FUZZ_CHECK(a->u.error.textLen == b->u.error.textLen);
             if (a->u.error.textLen > 0)
                 FUZZ_CHECK(memcmp(a->u.error.text, b->u.error.text, a->u.error.textLen) == 0);
-            break;
-        case WIRE_CREDIT:
-            FUZZ_CHECK(a->u.credit.credits == b->u.credit.credits);
-            break;
-        case WIRE_RING:
-            FUZZ_CHECK(a->u.ring.addr == b->u.ring.addr && a->u.ring.rkey == b->u.ring.rkey &&
-                       a->u.ring.slots == b->u.ring.slots &&
-                       a->u.ring.slotSize == b->u.ring.slotSize);
             break;
         default:
             break;
@@ -212,7 +204,7 @@ static void fuzzRawBody(const uint8_t *data, size_t size)
     memset(&m, 0, sizeof(m));
     m.h.type = data[0];
     m.h.flags = data[1];
-    m.h.credits = (uint16_t)(data[2] | data[3] << 8);
+    m.h.reserved = (uint16_t)(data[2] | data[3] << 8);
     for (int i = 7; i >= 0; i--)
         m.h.reqId = (m.h.reqId << 8) | data[8 + i];
     size_t bodyLen = size - OBJ_WIRE_HDR_LEN;
@@ -281,7 +273,7 @@ static void fuzzEncode(const uint8_t *data, size_t size)
 
     m.h.type = (uint8_t)fuzzTake(&r, 1);
     m.h.flags = (uint8_t)fuzzTake(&r, 1);
-    m.h.credits = (uint16_t)fuzzTake(&r, 2);
+    m.h.reserved = (uint16_t)fuzzTake(&r, 2);
     m.h.bodyLen = (uint32_t)fuzzTake(&r, 4); /* wireEncode must overwrite it */
     m.h.reqId = fuzzTake(&r, 8);
     switch (m.h.type) {
@@ -316,15 +308,6 @@ static void fuzzEncode(const uint8_t *data, size_t size)
             m.u.error.code = (uint16_t)fuzzTake(&r, 2);
             m.u.error.textLen = (uint16_t)fuzzTake(&r, 2);
             m.u.error.text = fuzzTakeBytes(&r, m.u.error.textLen);
-            break;
-        case WIRE_CREDIT:
-            m.u.credit.credits = (uint32_t)fuzzTake(&r, 4);
-            break;
-        case WIRE_RING:
-            m.u.ring.addr = fuzzTake(&r, 8);
-            m.u.ring.rkey = (uint32_t)fuzzTake(&r, 4);
-            m.u.ring.slots = (uint32_t)fuzzTake(&r, 4);
-            m.u.ring.slotSize = (uint32_t)fuzzTake(&r, 4);
             break;
         default:
             break;

@@ -34,7 +34,7 @@ STATS_FIELDS = (
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
     "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
-    "rdma_client_commands rdma_client_protocol_errors"
+    "rdma_clients_rejected rdma_client_stream_errors"
 ).split() + [
     f"{tp}_{k}"
     for tp in ("tcp", "rdma")

@@ -116,7 +116,7 @@ static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
 {
     assert_int_equal(a->h.type, b->h.type);
     assert_int_equal(a->h.flags, b->h.flags);
-    assert_int_equal(a->h.credits, b->h.credits);
+    assert_int_equal(a->h.reserved, b->h.reserved);
     assert_int_equal(a->h.bodyLen, b->h.bodyLen);
     assert_true(a->h.reqId == b->h.reqId);
     switch (a->h.type) {
@@ -151,15 +151,6 @@ static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
             assert_int_equal(a->u.error.textLen, b->u.error.textLen);
             if (a->u.error.textLen > 0)
                 assert_memory_equal(a->u.error.text, b->u.error.text, a->u.error.textLen);
-            break;
-        case WIRE_CREDIT:
-            assert_int_equal(a->u.credit.credits, b->u.credit.credits);
-            break;
-        case WIRE_RING:
-            assert_true(a->u.ring.addr == b->u.ring.addr);
-            assert_int_equal(a->u.ring.rkey, b->u.ring.rkey);
-            assert_int_equal(a->u.ring.slots, b->u.ring.slots);
-            assert_int_equal(a->u.ring.slotSize, b->u.ring.slotSize);
             break;
         default:
             break;
@@ -216,7 +207,7 @@ static void test_header_is_little_endian(void **state)
 {
     (void)state;
     WireMsg m = testMsg(WIRE_PING, 0x0807060504030201ULL);
-    m.h.credits = 0xBEEF;
+    m.h.reserved = 0xBEEF;
     uint8_t buf[OBJ_WIRE_HDR_LEN];
     const uint8_t want[OBJ_WIRE_HDR_LEN] = {WIRE_PING, 0,    0xEF, 0xBE, 0,    0,    0,    0,
                                             0x01,      0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
@@ -279,21 +270,11 @@ static void test_fixed_body_layouts(void **state)
     assert_int_equal(wireEncode(&e, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 6);
     assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, err, sizeof(err));
 
-    WireMsg c = testMsg(WIRE_CREDIT, 0);
-    c.u.credit.credits = 0x01020304;
-    const uint8_t credit[4] = {4, 3, 2, 1};
-    assert_int_equal(wireEncode(&c, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 4);
-    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, credit, sizeof(credit));
-
-    WireMsg g = testMsg(WIRE_RING, 0);
-    g.u.ring.addr = 0x0102030405060708ULL;
-    g.u.ring.rkey = 0x11223344;
-    g.u.ring.slots = 16;
-    g.u.ring.slotSize = 0x00041010;
-    const uint8_t ring[20] = {8,    7,    6,  5, 4, 3, 2,    1,    0x44, 0x33,
-                              0x22, 0x11, 16, 0, 0, 0, 0x10, 0x10, 4,    0};
-    assert_int_equal(wireEncode(&g, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 20);
-    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, ring, sizeof(ring));
+    /* The slot ring's CREDIT (8) and RING (11) are gone: neither encodes. */
+    WireMsg c = testMsg(8, 0);
+    assert_int_equal(wireEncode(&c, buf, sizeof(buf)), -1);
+    c.h.type = 11;
+    assert_int_equal(wireEncode(&c, buf, sizeof(buf)), -1);
 }
 
 /* ---- round trips ----------------------------------------------------------------- */
@@ -305,7 +286,7 @@ static void test_roundtrip_hello(void **state)
     testRoundTrip(&m);
     m = testHello(testName128, OBJ_WIRE_NAME_MAX);
     m.u.hello.features = 0xFFFF; /* unknown feature bits pass through */
-    m.h.credits = UINT16_MAX;
+    m.h.reserved = UINT16_MAX;
     m.h.reqId = UINT64_MAX;
     testRoundTrip(&m);
     m = testHello("node", 4);
@@ -396,7 +377,7 @@ static void test_roundtrip_empty_bodies(void **state)
         WireMsg m = testMsg(types[i], 1);
         testRoundTrip(&m);
         m.h.reqId = UINT64_MAX;
-        m.h.credits = UINT16_MAX;
+        m.h.reserved = UINT16_MAX;
         testRoundTrip(&m);
         assert_int_equal(m.h.bodyLen, 0);
     }
@@ -417,14 +398,13 @@ static void test_roundtrip_error(void **state)
     }
 }
 
-static void test_roundtrip_credit(void **state)
+static void test_roundtrip_reserved(void **state)
 {
     (void)state;
-    const uint32_t values[] = {0, 1, UINT32_MAX};
+    const uint16_t values[] = {0, 1, UINT16_MAX};
     for (size_t i = 0; i < 3; i++) {
-        WireMsg m = testMsg(WIRE_CREDIT, 0);
-        m.u.credit.credits = values[i];
-        m.h.credits = (uint16_t)values[i];
+        WireMsg m = testMsg(WIRE_PING, 0);
+        m.h.reserved = values[i];
         testRoundTrip(&m);
     }
 }
@@ -517,7 +497,6 @@ enum {
     BASE_DONE,
     BASE_ERROR,
     BASE_ERROR_MAX,
-    BASE_CREDIT,
     BASE_PING,
     BASE_PONG,
     BASE_COUNT
@@ -567,10 +546,6 @@ static WireMsg testBase(int which)
             m.u.error.code = WIRE_ERR_PROTO;
             m.u.error.text = testText256;
             m.u.error.textLen = OBJ_WIRE_TEXT_MAX;
-            return m;
-        case BASE_CREDIT:
-            m = testMsg(WIRE_CREDIT, 0);
-            m.u.credit.credits = 8;
             return m;
         case BASE_PING:
             return testMsg(WIRE_PING, 0);
@@ -674,10 +649,6 @@ static const TestBad testBadFrames[] = {
     {"ERROR text longer than textLen", BASE_ERROR, {{OP_SET16, H + 2, 3}}, 0},
     {"ERROR trailing byte", BASE_ERROR, {{OP_GROW, 0, 1}}, 0},
     {"ERROR 3-byte body", BASE_ERROR, {{OP_SHRINK, 0, 5}}, 0},
-    /* CREDIT */
-    {"CREDIT 3 bytes", BASE_CREDIT, {{OP_SHRINK, 0, 1}}, 0},
-    {"CREDIT 5 bytes", BASE_CREDIT, {{OP_GROW, 0, 1}}, 0},
-    {"CREDIT empty", BASE_CREDIT, {{OP_SHRINK, 0, 4}}, 0},
 };
 
 #undef H
@@ -782,9 +753,9 @@ static void test_header_rejects_impossible_frames(void **state)
         {"DONE reqId 0", WIRE_DONE, 0, 0, 0},
         {"ERROR 3", WIRE_ERROR, 0, 3, 0},
         {"ERROR 261", WIRE_ERROR, 0, 261, 0},
-        {"CREDIT 8", WIRE_CREDIT, 0, 8, 0},
-        {"RING 19", WIRE_RING, 0, 19, 0},
-        {"RING 21", WIRE_RING, 0, 21, 0},
+        {"old CREDIT 4", 8, 0, 4, 0},
+        {"old RING 20", 11, 0, 20, 0},
+        {"old CREDIT empty", 8, 0, 0, 0},
         {"PING 1", WIRE_PING, 0, 1, 0},
         {"PONG 16", WIRE_PONG, 0, 16, 0},
     };
@@ -881,11 +852,11 @@ static void test_decode_body_checks_its_header(void **state)
     (void)state;
     WireMsg m;
     const char *why;
-    uint8_t body[8] = {0};
+    uint8_t body[OBJ_WIRE_PROOF] = {0};
 
     memset(&m, 0, sizeof(m));
-    m.h.type = WIRE_CREDIT;
-    m.h.bodyLen = 4;
+    m.h.type = WIRE_AUTH;
+    m.h.bodyLen = OBJ_WIRE_PROOF;
     assert_int_equal(wireDecodeBody(NULL, &m, &why), -1); /* no buffer */
     assert_non_null(why);
     assert_int_equal(wireDecodeBody(body, &m, &why), 0);
@@ -1116,8 +1087,8 @@ static void test_proof_equal_compares_every_byte(void **state)
 static void test_type_and_error_names(void **state)
 {
     (void)state;
-    const char *types[] = {"UNKNOWN", "HELLO", "AUTH",   "FETCH", "DATA", "RNDV",
-                           "DONE",    "ERROR", "CREDIT", "PING",  "PONG", "RING"};
+    const char *types[] = {"UNKNOWN", "HELLO", "AUTH",    "FETCH", "DATA", "RNDV",
+                           "DONE",    "ERROR", "UNKNOWN", "PING",  "PONG"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
@@ -1146,7 +1117,7 @@ int main(void)
         cmocka_unit_test(test_data_decodes_zero_rndv_fields),
         cmocka_unit_test(test_roundtrip_empty_bodies),
         cmocka_unit_test(test_roundtrip_error),
-        cmocka_unit_test(test_roundtrip_credit),
+        cmocka_unit_test(test_roundtrip_reserved),
         cmocka_unit_test(test_encode_in_place_over_decoded_buffer),
         cmocka_unit_test(test_encode_rejects_out_of_range_fields),
         cmocka_unit_test(test_encode_rejects_short_buffer),

@@ -42,7 +42,10 @@
  *                   bad-length (an RX buffer of 100 bytes), overrun-imm (an
  *                   immediate claiming more than the server's buffer holds),
  *                   overrun-mr (a write past the end of the server's buffer),
- *                   silent (never registers a buffer: the handshake deadline)
+ *                   silent (never registers a buffer: the handshake deadline);
+ *                   or rx-grow (not hostile: sends the script, then fills the
+ *                   server's RX buffer exactly; prints its size before and
+ *                   after the server registers it again)
  *
  * Exit status: 0 when every expected reply arrived (with --raw and no -r,
  * or --hostile: when the server closed the connection), 1 otherwise, 2 for
@@ -113,6 +116,8 @@ static double now(void)
 
 static void bufAppend(Buf *b, const void *p, size_t n)
 {
+    if (!n)
+        return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
@@ -478,12 +483,12 @@ static struct {
     uint8_t *rx, *cmd;
     struct ibv_mr *rxMr, *cmdMr;
     SpCmd peer; /* the server's RegisterXferMemory */
-    int havePeer;
+    int havePeer, registrations;
 } h;
 
 #define H_RX     (64u * 1024)
 #define H_RECVS  16
-#define H_CMDBUF ((H_RECVS + 4) * 64)
+#define H_CMDBUF 4096 /* receive slots of 64 bytes, then the send area; one page */
 
 /* Wait for one rdma_cm event of type want (exit 1 on another or timeout). */
 static void hWaitCm(enum rdma_cm_event_type want)
@@ -549,9 +554,11 @@ static int hPoll(double deadline, int untilPeer)
                     c.opcode == SP_OP_REGISTER_XFER_MEM) {
                     h.peer = c;
                     h.havePeer = 1;
+                    h.registrations++;
                 }
-                hPostRecv((int)wc[i].wr_id);
             }
+            if (wc[i].opcode == IBV_WC_RECV || wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+                hPostRecv((int)wc[i].wr_id);
         }
         if (untilPeer && h.havePeer)
             return 0;
@@ -567,6 +574,52 @@ static int hPoll(double deadline, int untilPeer)
         }
     }
     return 0;
+}
+
+/* rx-grow: print the size of the server's RX buffer, then send the
+ * script's requests (AUTH) followed by an ECHO that fills the buffer
+ * exactly, so that the server consumes it whole and registers its buffer
+ * again, and print the new size: "rx=<before> rx=<after>". Returns 0 when
+ * the second registration came, else 1. */
+static int hRxGrow(double deadline)
+{
+    uint32_t first = h.peer.length, n = first;
+    char *buf = malloc(n);
+    struct ibv_mr *mr = buf ? ibv_reg_mr(h.pd, buf, n, IBV_ACCESS_LOCAL_WRITE) : NULL;
+    if (!mr)
+        die("%s", "cannot register the request buffer");
+    if (g.req.len + 64 > n)
+        die("%s", "the script is too long for the server's RX buffer");
+    if (g.req.len)
+        memcpy(buf, g.req.p, g.req.len);
+    /* *2 $4 ECHO $<len> <bytes>: header lengths depend on len's digits. */
+    size_t room = n - g.req.len, len = room;
+    int hdr = 0;
+    for (int i = 0; i < 3; i++) {
+        hdr = snprintf(NULL, 0, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", len);
+        len = room - (size_t)hdr - 2;
+    }
+    snprintf(buf + g.req.len, (size_t)hdr + 1, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", len);
+    memset(buf + g.req.len + hdr, 'g', len);
+    memcpy(buf + n - 2, "\r\n", 2);
+    struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = mr->lkey};
+    struct ibv_send_wr wr = {.wr_id = 1000,
+                             .sg_list = &sge,
+                             .num_sge = 1,
+                             .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    wr.imm_data = htonl(n);
+    wr.wr.rdma.remote_addr = h.peer.addr;
+    wr.wr.rdma.rkey = h.peer.key;
+    if (ibv_post_send(h.id->qp, &wr, &bad))
+        die("%s", "ibv_post_send failed");
+    int before = h.registrations;
+    while (h.registrations == before && now() < deadline)
+        if (hPoll(now() + 0.1, 0))
+            break;
+    printf("rx=%u rx=%u\n", first, h.registrations > before ? h.peer.length : 0);
+    return h.registrations > before ? 0 : 1;
 }
 
 static int runHostile(const char *kind)
@@ -636,6 +689,8 @@ static int runHostile(const char *kind)
     } else if (!strcmp(kind, "overrun-imm")) {
         memcpy(h.cmd + H_RECVS * 64, "*1\r\n$4\r\nPING\r\n", 14);
         hPost(IBV_WR_RDMA_WRITE_WITH_IMM, 14, h.peer.addr, h.peer.key, h.peer.length + 1);
+    } else if (!strcmp(kind, "rx-grow")) {
+        return hRxGrow(deadline);
     } else if (!strcmp(kind, "overrun-mr")) {
         memset(h.cmd + H_RECVS * 64, 'x', 64);
         hPost(IBV_WR_RDMA_WRITE_WITH_IMM, 64, h.peer.addr + h.peer.length - 16, h.peer.key, 64);
@@ -736,8 +791,11 @@ int main(int argc, char **argv)
     if (!g.addr || g.port <= 0 || g.nconns < 1 || g.repeat < 1 || g.timeoutS < 1 ||
         g.rxSize < SP_RX_MIN || g.rxSize > SP_RX_MAX)
         usage();
-    if (g.hostile)
+    if (g.hostile) {
+        if (!strcmp(g.hostile, "rx-grow"))
+            readScript();
         return runHostile(g.hostile);
+    }
 
     long cmds = readScript();
     if (g.repeat > 1) {

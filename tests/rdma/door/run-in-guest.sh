@@ -479,9 +479,15 @@ disconnected=1" "$out"
 
 # Clients killed or vanishing in the middle of pipelines: the server stays
 # healthy and nothing leaks (Redis's own client count returns).
+# fds PORT: the number of descriptors the server on PORT holds.
+fds() {
+    ls "/proc/$(info "$1" process_id)/fd" 2>/dev/null | wc -l
+}
+
 checkKilledMidPipeline() {
-    local base pid round
+    local base pid round baseFds
     base=$(info $s1 connected_clients)
+    baseFds=$(fds $s1)
     (echo 'SET kill @rep:k:20000'; echo 'GET kill') >"$work/kill.script"
     for round in 1 2 3; do
         echo 'INCR vanish' | rc $d1 -q -n 20000 --vanish-after $((round * 500)) >/dev/null
@@ -497,6 +503,11 @@ checkKilledMidPipeline() {
         pass "clients killed mid-pipeline are all freed (connected_clients back to $base)"
     else
         fail "killed mid-pipeline" "rdma_clients_connected=$(stat $s1 rdma_clients_connected) connected_clients=$(info $s1 connected_clients) (was $base)"
+    fi
+    if waitFor closed sh -c "[ \$(ls /proc/$(info $s1 process_id)/fd | wc -l) -le $baseFds ]"; then
+        pass "no descriptor leaks ($baseFds before, $(fds $s1) after)"
+    else
+        fail "descriptors" "$baseFds before, $(fds $s1) after"
     fi
     expect "the server still serves RDMA clients afterwards" "status:PONG" "$(echo PING | rc $d1)"
 }
@@ -607,6 +618,9 @@ err:NOPERM this user has no permissions to run the 'incr' command" "$out"
     expect "HELLO 3 AUTH authenticates and switches to RESP3 over RDMA" "map:7
 bulk:2:v2
 err:NOPERM this user has no permissions to run the 'incr' command" "$out"
+    out=$(echo 'AUTH s3cret' | rc $d2 --hostile rx-grow -t 40)
+    expect "the server's RX buffer is 64 KiB before AUTH, rdma-rx-size (1 MiB) once filled after" \
+        "rx=65536 rx=1048576" "$out"
     out=$(printf '*11\r\n' | rc $d2 --raw)
     expect "before AUTH, Redis's limits apply (more than 10 arguments: protocol error)" \
         "err:ERR Protocol error: unauthenticated multibulk length

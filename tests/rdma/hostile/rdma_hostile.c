@@ -14,7 +14,7 @@
  *                 its READs are landing in)
  *   silent        connect --count times to the node at ADDR:PORT and send
  *                 nothing; report how many the node accepted, rejected and
- *                 later disconnected (within --seconds)
+ *                 later disconnected (within --seconds of the last one)
  *   no-read       connect as N, authenticate (dialling --dial), then never
  *                 consume another byte while sending PINGs (--count of them,
  *                 0: until the node closes); report whether and when the
@@ -597,6 +597,7 @@ int main(int argc, char **argv)
             c->noRead = 1;
             pollConn(c);
         }
+        h.end = nowSec() + h.seconds; /* --seconds from the last connection on */
         while (nowSec() < h.end) {
             int open = 0;
             for (int i = 0; i < h.nConns; i++) {
