@@ -9,6 +9,9 @@
 #   make all build/redis-benchmark-rdma &&
 #   tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh     (needs an RDMA device)
 #
+# (The guest sees only OBJ_* variables of the caller: pass the BENCH_*
+# settings with OBJ_VM_ENV="BENCH_N BENCH_N_BIG ...".)
+#
 # Prints a table and writes bench/results/resp-rdma-vs-tcp.csv (BENCH_OUT:
 # another directory); its first lines (starting with #) name the command and
 # the settings that made it. Environment: OBJ_RXE_ADDR (the RDMA address; set
@@ -103,8 +106,9 @@ runOne() {
 }
 
 {
-    echo "# command: tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh" \
-        "(BENCH_N=$N BENCH_N_BIG=$NBIG BENCH_CLIENTS=\"$CLIENTS\" BENCH_P=$P BENCH_ABBA=$ABBA)"
+    echo "# command: OBJ_VM_ENV=\"BENCH_N BENCH_N_BIG BENCH_CLIENTS BENCH_P BENCH_ABBA\"" \
+        "BENCH_N=$N BENCH_N_BIG=$NBIG BENCH_CLIENTS=\"$CLIENTS\" BENCH_P=$P BENCH_ABBA=$ABBA" \
+        "tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh"
     echo "# run: $(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), ${OBJ_RXE_DEV:-rdma}" \
         "at $A, $(nproc) CPUs${OBJ_SOFTROCE_GUEST:+, Soft-RoCE in a QEMU guest}"
     echo "workload,clients,tcp_qps,rdma_qps,qps_ratio,tcp_p50_ms,rdma_p50_ms,p50_ratio," \
