@@ -85,6 +85,8 @@ struct RdmaStream {
     int ownCc;
     struct ibv_cq *cq;
     int qpReady;    /* QP created */
+    struct ibv_qp *qp;
+    int ownQp; /* connecting side: made with ibv_create_qp, moved through its states here */
     int remoteRead; /* remote READ access granted */
 
     /* control buffers */
@@ -204,7 +206,7 @@ static int postRecv(RdmaStream *s, uint32_t i)
     struct ibv_recv_wr wr = {
         .wr_id = ((uint64_t)i << 3) | WRID_RECV, .sg_list = &sge, .num_sge = 1};
     struct ibv_recv_wr *bad;
-    int rc = ibv_post_recv(s->id->qp, &wr, &bad);
+    int rc = ibv_post_recv(s->qp, &wr, &bad);
     if (rc)
         return streamFail(s, "ibv_post_recv: %s", strerror(rc));
     s->recvPosted++;
@@ -230,7 +232,7 @@ static int sendCmd(RdmaStream *s, const SpCmd *c)
         .send_flags = IBV_SEND_SIGNALED,
     };
     struct ibv_send_wr *bad;
-    int rc = ibv_post_send(s->id->qp, &wr, &bad);
+    int rc = ibv_post_send(s->qp, &wr, &bad);
     if (rc)
         return streamFail(s, "ibv_post_send (control %u): %s", c->opcode, strerror(rc));
     s->sendSlotFree &= ~(1u << slot);
@@ -273,7 +275,7 @@ static int setQpAccess(RdmaStream *s)
 {
     struct ibv_qp_attr a = {0};
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | (s->remoteRead ? IBV_ACCESS_REMOTE_READ : 0);
-    int rc = ibv_modify_qp(s->id->qp, &a, IBV_QP_ACCESS_FLAGS);
+    int rc = ibv_modify_qp(s->qp, &a, IBV_QP_ACCESS_FLAGS);
     if (rc)
         return streamFail(s, "ibv_modify_qp (access flags): %s", strerror(rc));
     return 0;
@@ -492,11 +494,31 @@ static int createResources(RdmaStream *s)
     qa.cap.max_recv_wr = s->cfg.recvWr;
     qa.cap.max_send_sge = s->cfg.userSendSge > 2 ? s->cfg.userSendSge : 2;
     qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(s->id, s->pd, &qa))
-        return streamFail(s, "rdma_create_qp: %s", strerror(errno));
+    if (s->accepted) {
+        if (rdma_create_qp(s->id, s->pd, &qa))
+            return streamFail(s, "rdma_create_qp: %s", strerror(errno));
+        s->qp = s->id->qp;
+    } else {
+        /* Our own QP, moved to RTR/RTS on CONNECT_RESPONSE (qpToRts): the
+         * RTS step is where we set how often it retries a write the peer
+         * has no receive posted for, which rdma_cm would otherwise take
+         * from the peer's accept (0 from the reference server). */
+        s->qp = ibv_create_qp(s->pd, &qa);
+        if (!s->qp)
+            return streamFail(s, "ibv_create_qp: %s", strerror(errno));
+        s->ownQp = 1;
+        struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT};
+        int mask;
+        if (rdma_init_qp_attr(s->id, &a, &mask))
+            return streamFail(s, "rdma_init_qp_attr (INIT): %s", strerror(errno));
+        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+        rc = ibv_modify_qp(s->qp, &a, mask);
+        if (rc)
+            return streamFail(s, "ibv_modify_qp (INIT): %s", strerror(rc));
+    }
     s->qpReady = 1;
-    /* In INIT now: no remote READ until granted (the RTR/RTS steps of
-     * rdma_accept / rdma_connect keep these flags). */
+    /* In INIT now: no remote READ until granted (the RTR/RTS steps keep
+     * these flags). */
     if (setQpAccess(s) < 0)
         return -1;
     s->cmdLen = (size_t)(s->cfg.recvWr + SP_SEND_SLOTS) * SP_CMD_SIZE;
@@ -526,6 +548,29 @@ static struct rdma_conn_param connParam(const RdmaStream *s)
      * writes it has not processed). */
     p.rnr_retry_count = 7;
     return p;
+}
+
+/* qpToRts: the connecting side's own QP through RTR to RTS with the
+ * attributes rdma_cm negotiated, except the RNR retry count: 7 (for ever),
+ * so a write waits for the peer to post receives instead of failing the
+ * connection. Returns 0 or -1 (stream failed). */
+static int qpToRts(RdmaStream *s)
+{
+    static const enum ibv_qp_state steps[] = {IBV_QPS_RTR, IBV_QPS_RTS};
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        struct ibv_qp_attr a = {.qp_state = steps[i]};
+        int mask;
+        if (rdma_init_qp_attr(s->id, &a, &mask))
+            return streamFail(s, "rdma_init_qp_attr (%s): %s", i ? "RTS" : "RTR", strerror(errno));
+        if (steps[i] == IBV_QPS_RTS) {
+            a.rnr_retry = 7;
+            mask |= IBV_QP_RNR_RETRY;
+        }
+        int rc = ibv_modify_qp(s->qp, &a, mask);
+        if (rc)
+            return streamFail(s, "ibv_modify_qp (%s): %s", i ? "RTS" : "RTR", strerror(rc));
+    }
+    return 0;
 }
 
 /* onEstablished: the connection is up: make sure the QP's access flags are
@@ -561,10 +606,19 @@ int rdmaStreamCmEvent(RdmaStream *s, enum rdma_cm_event_type type, int status)
                     return streamFail(s, "epoll_ctl: %s", strerror(errno));
             }
             struct rdma_conn_param p = connParam(s);
+            p.qp_num = s->qp->qp_num;
             if (rdma_connect(s->id, &p))
                 return streamFail(s, "rdma_connect: %s", strerror(errno));
             return 0;
         }
+        case RDMA_CM_EVENT_CONNECT_RESPONSE:
+            if (s->state != RDMA_STREAM_CONNECTING || !s->ownQp)
+                return 0;
+            if (qpToRts(s) < 0)
+                return -1;
+            if (rdma_establish(s->id))
+                return streamFail(s, "rdma_establish: %s", strerror(errno));
+            return onEstablished(s);
         case RDMA_CM_EVENT_ESTABLISHED:
             if (s->state != RDMA_STREAM_CONNECTING)
                 return 0;
@@ -863,7 +917,7 @@ static int postWrite(RdmaStream *s, uint32_t at, uint32_t stageLen, const void *
     wr.wr.rdma.rkey = s->tx.key;
     wr.wr.rdma.remote_addr = s->tx.addr + s->tx.offset;
     struct ibv_send_wr *bad;
-    int rc = ibv_post_send(s->id->qp, &wr, &bad);
+    int rc = ibv_post_send(s->qp, &wr, &bad);
     if (rc)
         return streamFail(s, "ibv_post_send (stream write of %u bytes): %s", total, strerror(rc));
     spTxTake(&s->tx, total);
@@ -927,7 +981,7 @@ int rdmaStreamWriteGather(RdmaStream *s, const void *hdr, size_t hdrLen, const v
 
 struct ibv_qp *rdmaStreamQp(const RdmaStream *s)
 {
-    return s->qpReady ? s->id->qp : NULL;
+    return s->qpReady ? s->qp : NULL;
 }
 
 struct ibv_pd *rdmaStreamPd(const RdmaStream *s)
@@ -962,7 +1016,7 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
     for (struct ibv_send_wr *w = wr; w; w = w->next)
         n++;
     struct ibv_send_wr *bad = NULL;
-    int rc = ibv_post_send(s->id->qp, wr, &bad);
+    int rc = ibv_post_send(s->qp, wr, &bad);
     if (rc) {
         int posted = 0;
         for (struct ibv_send_wr *w = wr; w && w != bad; w = w->next)
@@ -1009,7 +1063,7 @@ const struct sockaddr *rdmaStreamLocalAddr(const RdmaStream *s)
 static void flushQp(RdmaStream *s)
 {
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-    int rc = ibv_modify_qp(s->id->qp, &a, IBV_QP_STATE);
+    int rc = ibv_modify_qp(s->qp, &a, IBV_QP_STATE);
     if (rc)
         snprintf(s->err, sizeof(s->err), "ibv_modify_qp (error state): %s", strerror(rc));
     if (s->state < RDMA_STREAM_CLOSED)
@@ -1039,7 +1093,10 @@ void rdmaStreamFree(RdmaStream *s)
         if (s->state == RDMA_STREAM_OPEN)
             rdma_disconnect(s->id);
         flushQp(s);
-        rdma_destroy_qp(s->id);
+        if (s->ownQp)
+            ibv_destroy_qp(s->qp);
+        else
+            rdma_destroy_qp(s->id);
     }
     if (s->cq)
         ibv_destroy_cq(s->cq);

@@ -597,7 +597,7 @@ def test_peer_that_fetches_without_reading_loses_its_pins(cl, uid):
             pass  # the node stopped reading: fine
         wait_until(lambda: to_int(info(a, uid)["pins"]) == 0, SEND_STALL + 8.0,
                    what="the pins of a peer that never reads to be released")
-        assert peer.closed_within(5.0)
+        assert peer.closed_within(15.0)  # generous: the CI machine may be loaded
     finally:
         peer.close()
     assert a.execute_command("OBJ.DEL", uid) == b"OK"

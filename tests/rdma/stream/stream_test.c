@@ -400,8 +400,8 @@ static int caseGarbage(const char *which, int inFd)
         rc = postRaw(s, IBV_WR_SEND, cmd, SP_CMD_SIZE, 0, 0, 0);
     } else if (!strcmp(which, "short")) {
         rc = postRaw(s, IBV_WR_SEND, cmd, 16, 0, 0, 0);
-    } else { /* a RegisterXferMemory of 1 byte */
-        SpCmd c = {.opcode = SP_OP_REGISTER_XFER_MEM, .addr = 4096, .length = 1, .key = 1};
+    } else { /* a RegisterXferMemory of 0 bytes */
+        SpCmd c = {.opcode = SP_OP_REGISTER_XFER_MEM, .addr = 4096, .length = 0, .key = 1};
         spEncode(&c, cmd);
         rc = postRaw(s, IBV_WR_SEND, cmd, SP_CMD_SIZE, 0, 0, 0);
     }
