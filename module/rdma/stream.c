@@ -44,12 +44,13 @@
 
 /* ---- tunables ---------------------------------------------------------------------- */
 
-#define SP_SEND_SLOTS      32   /* control SENDs in flight */
-#define SP_WRITES_MAX      128  /* data writes in flight */
-#define SP_RECV_DEFAULT    512  /* posted receives */
-#define SP_KEEPALIVE_MS    3000 /* idle time before a Keepalive */
-#define SP_RESOLVE_MS      2000 /* rdma_resolve_addr / rdma_resolve_route */
-#define SP_DRAIN_MS        2000 /* teardown: longest wait for flushed work */
+#define SP_SEND_SLOTS      32          /* control SENDs in flight */
+#define SP_SEND_SLOTS_ALL  0xffffffffu /* the free-slot bitmap with every one free */
+#define SP_WRITES_MAX      128         /* data writes in flight */
+#define SP_RECV_DEFAULT    512         /* posted receives */
+#define SP_KEEPALIVE_MS    3000        /* idle time before a Keepalive */
+#define SP_RESOLVE_MS      2000        /* rdma_resolve_addr / rdma_resolve_route */
+#define SP_DRAIN_MS        2000        /* teardown: longest wait for flushed work */
 #define SP_CONNECT_DEFAULT 5000
 
 /* wr_id kinds (low three bits); the index sits above them. */
@@ -84,9 +85,9 @@ struct RdmaStream {
     struct ibv_comp_channel *cc;
     int ownCc;
     struct ibv_cq *cq;
-    int qpReady;    /* QP created */
+    int qpReady; /* QP created */
     struct ibv_qp *qp;
-    int ownQp; /* connecting side: made with ibv_create_qp, moved through its states here */
+    int ownQp;      /* connecting side: made with ibv_create_qp, moved through its states here */
     int remoteRead; /* remote READ access granted */
 
     /* control buffers */
@@ -447,7 +448,7 @@ static RdmaStream *streamNew(const RdmaStreamConfig *cfg, char *err, size_t errL
     }
     s->cfg = c;
     s->epfd = -1;
-    s->sendSlotFree = SP_SEND_SLOTS >= 32 ? 0xffffffffu : (1u << SP_SEND_SLOTS) - 1;
+    s->sendSlotFree = SP_SEND_SLOTS_ALL;
     s->txSize = c.txSize;
     return s;
 }
@@ -781,7 +782,12 @@ int rdmaStreamProcess(RdmaStream *s)
     }
     if (s->qpReady && s->state != RDMA_STREAM_FAILED)
         drainCq(s);
+    /* One keepalive at a time: a peer that is alive but not processing (an
+     * idle blocking client) does not repost its receives, so further ones
+     * would only wait in the send queue and fill the control slots; a dead
+     * one fails the one in flight (retries exhausted). */
     if (s->state == RDMA_STREAM_OPEN && s->tx.length && s->cfg.keepaliveMs > 0 &&
+        s->sendSlotFree == SP_SEND_SLOTS_ALL &&
         nowMs() - s->lastSendMs >= (uint64_t)s->cfg.keepaliveMs) {
         SpCmd k = {.opcode = SP_OP_KEEPALIVE};
         sendCmd(s, &k);
