@@ -9,7 +9,8 @@
 #      ring messages, the RDMA stream's control messages)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
 #      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
-#      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device)
+#      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device),
+#      the door's suite again with the ASan/UBSan module
 # Every step runs even if an earlier one failed; the summary lists each
 # step's result and the exit status is non-zero if any step failed.
 set -u
@@ -53,6 +54,12 @@ step "rdma (ASan/UBSan, Soft-RoCE guest or device)" env OBJSTORE_BUILD="$PWD/bui
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     tests/softroce/run.sh tests/rdma/run-in-guest.sh
 step "resp over rdma (Soft-RoCE guest or device)" make test-rdma-resp
+# The door's suite with the ASan/UBSan module: the connection type frees
+# clients from inside their handlers and lets streams linger after Redis closes.
+step "rdma door (ASan/UBSan, Soft-RoCE guest or device)" env OBJSTORE_BUILD="$PWD/build/san-address" \
+    OBJSTORE_PRELOAD="$SAN_LIB" OBJ_VM_ENV="ASAN_OPTIONS UBSAN_OPTIONS" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    tests/softroce/run.sh tests/rdma/door/run-in-guest.sh
 
 echo "===== summary$RESULTS"
 [ "$FAILED" = 0 ] && echo "ALL PASSED" || echo "SOME STEPS FAILED"

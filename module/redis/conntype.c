@@ -62,12 +62,13 @@ unsigned long getClusterConnectionsCount(void);
 #define DOOR_RX_UNAUTH SP_RX_MIN /* RX buffer until the client is authenticated */
 #define DOOR_HANDSHAKE_MIN                                                                         \
     64 /* accepted streams not yet Redis clients: tcp-backlog, at least this */
-#define DOOR_HANDSHAKE_MS 10000         /* connect request to a Redis client */
-#define DOOR_LINGER_MS    2000          /* a closed connection's last bytes */
-#define DOOR_SWEEP_MS     1000          /* keepalives, deadlines */
-#define DOOR_CM_BATCH     64            /* rdma_cm events per loop iteration */
-#define DOOR_WRITEV_MAX   (256u * 1024) /* gathered per connWritev */
-#define DOOR_CONN_TYPE    3             /* connGetType: neither socket (1) nor TLS (2) */
+#define DOOR_HANDSHAKE_MS   10000         /* connect request to a Redis client */
+#define DOOR_LINGER_MS      2000          /* a closed connection's last bytes */
+#define DOOR_LINGER_READ_MS 100           /* ... and the peer's time to read them */
+#define DOOR_SWEEP_MS       1000          /* keepalives, deadlines */
+#define DOOR_CM_BATCH       64            /* rdma_cm events per loop iteration */
+#define DOOR_WRITEV_MAX     (256u * 1024) /* gathered per connWritev */
+#define DOOR_CONN_TYPE      3             /* connGetType: neither socket (1) nor TLS (2) */
 
 /* ---- context ---------------------------------------------------------------------------- */
 
@@ -85,6 +86,7 @@ typedef struct DoorLink {
     DoorPhase phase;
     DoorConn *conn;                         /* DOOR_CLIENT: the Redis connection */
     uint64_t deadlineMs;                    /* handshake or linger deadline */
+    uint64_t sentMs;                        /* linger: when the last byte was acknowledged */
     int grown;                              /* RX buffer grown after authentication */
     int deadLogged;                         /* the stream's end was logged and counted */
     char addr[64];                          /* the peer, "ip:port", for logs */
@@ -720,11 +722,19 @@ static void doorServe(DoorLink *l, int process)
         case DOOR_CLIENT:
             doorServeClient(l);
             break;
-        case DOOR_LINGER:
-            if (rdmaStreamGetState(l->s) >= RDMA_STREAM_CLOSED ||
-                rdmaStreamSendsPending(l->s) == 0 || doorNowMs() >= l->deadlineMs)
+        case DOOR_LINGER: {
+            /* Acknowledged is not yet read: a client that handles the
+             * disconnect before its completions (libvalkey does) would lose
+             * the last reply (QUIT's +OK). So once everything is
+             * acknowledged, give the peer DOOR_LINGER_READ_MS to go first. */
+            uint64_t now = doorNowMs();
+            if (!l->sentMs && rdmaStreamSendsPending(l->s) == 0)
+                l->sentMs = now;
+            if (rdmaStreamGetState(l->s) >= RDMA_STREAM_CLOSED || now >= l->deadlineMs ||
+                (l->sentMs && now - l->sentMs >= DOOR_LINGER_READ_MS))
                 doorLinkFree(l);
             break;
+        }
     }
 }
 
@@ -799,6 +809,7 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
     l->phase = DOOR_HANDSHAKE;
     l->deadlineMs = doorNowMs() + DOOR_HANDSHAKE_MS;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    rdmaStreamSetUserCtx(s, l); /* rdma_cm events find the link through it */
     if (l->fd < 0 ||
         aeCreateFileEvent(server.el, l->fd, AE_READABLE, doorOnStreamEvent, l) == AE_ERR) {
         serverLog(LL_WARNING, "RDMA clients: %s: refused, cannot watch its descriptor: %s", addr,
@@ -814,16 +825,6 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
     door.links = l;
     door.handshakes++;
     serverLog(LL_VERBOSE, "Accepted RDMA %s", addr);
-}
-
-/* doorFindLink: the link of stream s (rdma_cm events carry the id, whose
- * context is the stream), or NULL. */
-static DoorLink *doorFindLink(const RdmaStream *s)
-{
-    for (DoorLink *l = door.links; l; l = l->next)
-        if (l->s == s)
-            return l;
-    return NULL;
 }
 
 /* The listener's rdma_cm channel is readable: connect requests and the
@@ -852,7 +853,7 @@ static void doorOnCm(struct aeEventLoop *el, int fd, void *data, int mask)
                       status);
             continue;
         }
-        DoorLink *l = id->context ? doorFindLink(id->context) : NULL;
+        DoorLink *l = id->context ? rdmaStreamUserCtx(id->context) : NULL;
         if (!l)
             continue;
         rdmaStreamCmEvent(l->s, type, status);

@@ -39,7 +39,7 @@
  *                   (unknown control opcode), short (a 8-byte control
  *                   message), oversized (a 64-byte one), register-twice (a
  *                   second RegisterXferMemory while the first has room),
- *                   bad-length (an RX buffer of 100 bytes), overrun-imm (an
+ *                   bad-length (an RX buffer of 0 bytes), overrun-imm (an
  *                   immediate claiming more than the server's buffer holds),
  *                   overrun-mr (a write past the end of the server's buffer),
  *                   silent (never registers a buffer: the handshake deadline);
@@ -666,7 +666,7 @@ static int runHostile(const char *kind)
                  .key = h.rxMr->rkey};
     double deadline = now() + g.timeoutS;
     if (!strcmp(kind, "bad-length")) {
-        reg.length = 100;
+        reg.length = 0;
         hSendCmd(&reg, SP_CMD_SIZE);
     } else if (strcmp(kind, "silent")) {
         hSendCmd(&reg, SP_CMD_SIZE);

@@ -535,7 +535,7 @@ checkHostile() {
         fi
     done
     out=$(rc $d1 --hostile bad-length -t 40)
-    expect "an RX buffer below the protocol's minimum: refused in the handshake" \
+    expect "an empty RX buffer (RegisterXferMemory of 0 bytes): refused in the handshake" \
         "disconnected=1 status=0" "$out status=$?"
     out=$(rc $d1 --hostile silent -t 40)
     expect "a client that never registers its RX buffer is dropped after the handshake deadline" \
