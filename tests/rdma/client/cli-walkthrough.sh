@@ -221,6 +221,25 @@ if command -v tmux >/dev/null 2>&1; then
     typeLine "OBJ.SEAL $TAG:tty" 'OK'
     check "terminal: a create/write/seal typed by hand is visible over TCP" "abc" \
         "$(tcli OBJ.GET "$TAG:tty")"
+    # SUBSCRIBE blocks in a read on the connection; Ctrl-C closes the context's
+    # descriptor, which must abort that read, and the next command reconnects.
+    typeLine "SUBSCRIBE $TAG:ch" "Reading messages"
+    i=0
+    until [ "$(tcli PUBLISH "$TAG:ch" hello-from-tcp)" = 1 ] || [ $i -ge 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    i=0
+    until tmux capture-pane -p -t "$TMUX_SESSION" | grep -qF hello-from-tcp || [ $i -ge 100 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    checkHas "terminal: SUBSCRIBE over RDMA gets a PUBLISH from TCP" "hello-from-tcp" \
+        "$(tmux capture-pane -p -t "$TMUX_SESSION")"
+    tmux send-keys -t "$TMUX_SESSION" C-c
+    typeLine "ECHO $TAG-after-ctrl-c" "\"$TAG-after-ctrl-c\""
+    checkHas "terminal: after Ctrl-C the next command is answered" "\"$TAG-after-ctrl-c\"" \
+        "$(tmux capture-pane -p -t "$TMUX_SESSION")"
     tmux send-keys -t "$TMUX_SESSION" "quit" Enter
     tmux kill-session -t "$TMUX_SESSION" 2>/dev/null
     TMUX_SESSION=""
