@@ -84,7 +84,9 @@ struct RdmaStream {
     int ownPd;
     struct ibv_comp_channel *cc;
     int ownCc;
-    struct ibv_cq *cq;
+    struct ibv_cq *cq;  /* receives: armed always (arrivals wake the owner) */
+    struct ibv_cq *scq; /* sends: armed only while someone waits on a send (sendInterest) */
+    int sendArmed;
     int qpReady; /* QP created */
     struct ibv_qp *qp;
     int ownQp;      /* connecting side: made with ibv_create_qp, moved through its states here */
@@ -117,6 +119,7 @@ struct RdmaStream {
     /* accounting */
     uint32_t recvPosted;
     uint32_t ownSends; /* control SENDs + data writes in flight */
+    uint32_t gathers;  /* gather writes in flight (their user waits for onSent) */
     uint32_t userSends;
     uint64_t lastSendMs;
 };
@@ -320,8 +323,11 @@ static void onWriteDone(RdmaStream *s, int ok)
     s->txTail = w->stageEnd;
     if (!s->wCount)
         s->txHead = s->txTail = 0;
-    if (w->gather && s->cfg.onSent)
-        s->cfg.onSent(s->cfg.userCtx, w->token, ok);
+    if (w->gather) {
+        s->gathers--;
+        if (s->cfg.onSent)
+            s->cfg.onSent(s->cfg.userCtx, w->token, ok);
+    }
 }
 
 /* onWc: one completion. Returns 0, or -1 when it failed the stream. */
@@ -369,12 +375,12 @@ static int onWc(RdmaStream *s, const struct ibv_wc *wc)
     return 0;
 }
 
-/* pollCq: poll the CQ dry. Returns 0, or -1 when polling failed. */
-static int pollCq(RdmaStream *s)
+/* pollCq: poll cq dry. Returns 0, or -1 when polling failed. */
+static int pollCq(RdmaStream *s, struct ibv_cq *cq)
 {
     struct ibv_wc wc[32];
     for (;;) {
-        int n = ibv_poll_cq(s->cq, 32, wc);
+        int n = ibv_poll_cq(cq, 32, wc);
         if (n < 0)
             return streamFail(s, "ibv_poll_cq failed");
         for (int i = 0; i < n; i++)
@@ -384,8 +390,37 @@ static int pollCq(RdmaStream *s)
     }
 }
 
-/* drainCq: take the completion event (own channel), re-arm, and poll dry,
- * polling once more after arming so that nothing slips between. */
+/* stagePressure: is the staging ring or the FIFO of writes more than half
+ * used (a writer may soon wait for room)? */
+static int stagePressure(const RdmaStream *s);
+
+/* sendInterest: does anyone wait on a send completion? The user's own work
+ * (READs, binds), gather writes (their payload stays pinned until onSent),
+ * a staging ring or control slots running short. Otherwise send
+ * completions wake nobody: they are reaped at the next Process, so a plain
+ * write costs the peer's wake-up only, not ours too. */
+static int sendInterest(const RdmaStream *s)
+{
+    return s->userSends || s->gathers || stagePressure(s) ||
+           __builtin_popcount(~s->sendSlotFree) > SP_SEND_SLOTS / 2;
+}
+
+/* armSend: ask for an event at the next send completion (once). Returns 0
+ * or -1 (stream failed). */
+static int armSend(RdmaStream *s)
+{
+    if (s->sendArmed || !s->scq)
+        return 0;
+    int rc = ibv_req_notify_cq(s->scq, 0);
+    if (rc)
+        return streamFail(s, "ibv_req_notify_cq (sends): %s", strerror(rc));
+    s->sendArmed = 1;
+    return 0;
+}
+
+/* drainCq: take the completion events (own channel), re-arm, and poll both
+ * CQs dry, polling once more after arming so that nothing slips between.
+ * The receive CQ is always re-armed, the send CQ only while sendInterest. */
 static int drainCq(RdmaStream *s)
 {
     if (!s->cq)
@@ -393,17 +428,26 @@ static int drainCq(RdmaStream *s)
     if (s->ownCc) {
         struct ibv_cq *evCq;
         void *evCtx;
-        while (ibv_get_cq_event(s->cc, &evCq, &evCtx) == 0)
+        while (ibv_get_cq_event(s->cc, &evCq, &evCtx) == 0) {
             ibv_ack_cq_events(evCq, 1);
+            if (evCq == s->scq)
+                s->sendArmed = 0;
+        }
         if (errno != EAGAIN)
             return streamFail(s, "ibv_get_cq_event: %s", strerror(errno));
+    } else {
+        s->sendArmed = 0; /* the owner took the event, maybe ours: arming again is harmless */
     }
-    if (pollCq(s) < 0)
+    if (pollCq(s, s->cq) < 0 || pollCq(s, s->scq) < 0)
         return -1;
     int rc = ibv_req_notify_cq(s->cq, 0);
     if (rc)
         return streamFail(s, "ibv_req_notify_cq: %s", strerror(rc));
-    return pollCq(s);
+    if (sendInterest(s) && armSend(s) < 0)
+        return -1;
+    if (pollCq(s, s->cq) < 0 || pollCq(s, s->scq) < 0)
+        return -1;
+    return 0;
 }
 
 /* ---- setup ------------------------------------------------------------------------- */
@@ -480,15 +524,17 @@ static int createResources(RdmaStream *s)
                               strerror(errno));
     }
     uint32_t sendWr = SP_SEND_SLOTS + SP_WRITES_MAX + s->cfg.userSendWr;
-    int cqe = (int)(sendWr + s->cfg.recvWr);
-    s->cq = ibv_create_cq(vctx, cqe, s, s->cc, 0);
+    s->cq = ibv_create_cq(vctx, (int)s->cfg.recvWr, s, s->cc, 0);
     if (!s->cq)
-        return streamFail(s, "ibv_create_cq: %s", strerror(errno));
+        return streamFail(s, "ibv_create_cq (receives): %s", strerror(errno));
+    s->scq = ibv_create_cq(vctx, (int)sendWr, s, s->cc, 0);
+    if (!s->scq)
+        return streamFail(s, "ibv_create_cq (sends): %s", strerror(errno));
     int rc = ibv_req_notify_cq(s->cq, 0);
     if (rc)
         return streamFail(s, "ibv_req_notify_cq: %s", strerror(rc));
     struct ibv_qp_init_attr qa = {0};
-    qa.send_cq = s->cq;
+    qa.send_cq = s->scq;
     qa.recv_cq = s->cq;
     qa.qp_type = IBV_QPT_RC;
     qa.cap.max_send_wr = sendWr;
@@ -882,12 +928,34 @@ static int txEnsure(RdmaStream *s)
     return mapAndRegister(s, s->txSize, IBV_ACCESS_LOCAL_WRITE, &s->txBuf, &s->txMapLen, &s->txMr);
 }
 
-size_t rdmaStreamWritable(const RdmaStream *s)
+static int stagePressure(const RdmaStream *s)
 {
-    if (s->state != RDMA_STREAM_OPEN || s->wCount == SP_WRITES_MAX)
+    uint32_t at;
+    return s->wCount >= SP_WRITES_MAX / 2 || (s->txBuf && stageRoom(s, &at) < s->txSize / 2);
+}
+
+/* ourRoom: what our side (FIFO of writes, staging) could take now. */
+static uint32_t ourRoom(const RdmaStream *s)
+{
+    uint32_t at;
+    if (s->wCount == SP_WRITES_MAX)
         return 0;
-    uint32_t at, room = s->txBuf ? stageRoom(s, &at) : s->txSize;
-    uint32_t peer = spTxRoom(&s->tx);
+    return s->txBuf ? stageRoom(s, &at) : s->txSize;
+}
+
+size_t rdmaStreamWritable(RdmaStream *s)
+{
+    if (s->state != RDMA_STREAM_OPEN)
+        return 0;
+    uint32_t room = ourRoom(s), peer = spTxRoom(&s->tx);
+    if (!room && peer && s->scq) {
+        /* Our side is full: reap what completed (nothing woke us for it),
+         * and ask to be woken by the next completion. */
+        pollCq(s, s->scq);
+        if (armSend(s) == 0)
+            pollCq(s, s->scq);
+        room = ourRoom(s);
+    }
     return room < peer ? room : peer;
 }
 
@@ -912,6 +980,8 @@ static int postWrite(RdmaStream *s, uint32_t at, uint32_t stageLen, const void *
         n++;
     }
     uint32_t total = stageLen + payloadLen;
+    if (gather && armSend(s) < 0) /* its user waits for onSent: that must wake it */
+        return -1;
     struct ibv_send_wr wr = {
         .wr_id = ((uint64_t)s->wHead << 3) | WRID_WRITE,
         .sg_list = sge,
@@ -932,6 +1002,7 @@ static int postWrite(RdmaStream *s, uint32_t at, uint32_t stageLen, const void *
     w->stageEnd = s->txHead;
     w->token = token;
     w->gather = gather;
+    s->gathers += gather ? 1 : 0;
     s->wHead = (s->wHead + 1) % SP_WRITES_MAX;
     s->wCount++;
     s->ownSends++;
@@ -948,8 +1019,18 @@ ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
     if (txEnsure(s) < 0)
         return -1;
     size_t done = 0;
-    while (done < len && s->wCount < SP_WRITES_MAX) {
-        uint32_t at, room = stageRoom(s, &at), peer = spTxRoom(&s->tx);
+    int reaped = 0;
+    while (done < len) {
+        uint32_t at, room = s->wCount < SP_WRITES_MAX ? stageRoom(s, &at) : 0;
+        uint32_t peer = spTxRoom(&s->tx);
+        if (!room && peer && !reaped) {
+            /* Our side is full: reap what completed (nothing woke us for
+             * it), and ask to be woken by the next completion. */
+            reaped = 1;
+            if (armSend(s) < 0 || pollCq(s, s->scq) < 0)
+                return -1;
+            continue;
+        }
         size_t n = len - done;
         if (n > room)
             n = room;
@@ -1018,6 +1099,8 @@ int rdmaStreamResizeRx(RdmaStream *s, uint32_t rxSize)
 
 int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
 {
+    if (armSend(s) < 0) /* the user waits for these completions */
+        return -1;
     int n = 0;
     for (struct ibv_send_wr *w = wr; w; w = w->next)
         n++;
@@ -1035,8 +1118,14 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
 }
 
 /* See stream.h. */
-unsigned rdmaStreamSendsPending(const RdmaStream *s)
+unsigned rdmaStreamSendsPending(RdmaStream *s)
 {
+    /* Asking means waiting: reap, and be woken by the next completion. */
+    if (s->scq && s->ownSends) {
+        pollCq(s, s->scq);
+        if (s->ownSends && armSend(s) == 0)
+            pollCq(s, s->scq);
+    }
     return s->ownSends;
 }
 
@@ -1082,7 +1171,12 @@ static void flushQp(RdmaStream *s)
             break;
         for (int i = 0; i < n; i++)
             onWc(s, &wc[i]);
-        if (n == 0) {
+        int m = ibv_poll_cq(s->scq, 32, wc);
+        if (m < 0)
+            break;
+        for (int i = 0; i < m; i++)
+            onWc(s, &wc[i]);
+        if (n == 0 && m == 0) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
@@ -1106,6 +1200,8 @@ void rdmaStreamFree(RdmaStream *s)
     }
     if (s->cq)
         ibv_destroy_cq(s->cq);
+    if (s->scq)
+        ibv_destroy_cq(s->scq);
     if (s->ownCc && s->cc)
         ibv_destroy_comp_channel(s->cc);
     unregisterAndUnmap(&s->txBuf, s->txMapLen, &s->txMr);

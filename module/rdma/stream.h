@@ -139,8 +139,10 @@ const uint8_t *rdmaStreamPeek(const RdmaStream *s, size_t *len);
  * stream failed re-registering its buffer). */
 int rdmaStreamConsume(RdmaStream *s, size_t n);
 
-/* Bytes that could be written now without waiting. */
-size_t rdmaStreamWritable(const RdmaStream *s);
+/* Bytes that could be written now without waiting. When our own side is
+ * full (not the peer's buffer), the next send completion wakes the
+ * descriptor, as a write that found no room does. */
+size_t rdmaStreamWritable(RdmaStream *s);
 /* Copy up to len bytes into the stream (one or more writes). Returns the
  * bytes taken (may be fewer than len, 0 when there is no room: process and
  * retry), or -1 when the stream has failed or closed. */
@@ -176,8 +178,9 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
 /* Work requests of the stream's own (data writes, control messages) posted
  * and not yet completed: 0 once every byte written so far has reached the
  * peer. Lets a user close gracefully (the last reply delivered before
- * rdmaStreamFree flushes the queue). */
-unsigned rdmaStreamSendsPending(const RdmaStream *s);
+ * rdmaStreamFree flushes the queue). While some are pending, their
+ * completion wakes the stream's descriptor. */
+unsigned rdmaStreamSendsPending(RdmaStream *s);
 /* The context given to onWc / onSent. */
 void *rdmaStreamUserCtx(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
