@@ -5,8 +5,8 @@
 #   3. server tests against a real redis-server (pytest, tests/server), and the
 #      obj-benchmark smoke test
 #   4. the same unit + server suites under ASan/UBSan (build/san-address/)
-#   5. the fuzz drivers (wire frames, TCP reassembly, the RDMA transport's
-#      ring messages, the RDMA stream's control messages)
+#   5. the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
+#      stream's control messages and offsets)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
 #      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
 #      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device),
@@ -44,7 +44,7 @@ step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
 
-step "fuzz (wire frames, TCP reassembly, RDMA ring and stream control messages)" make test-fuzz
+step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh
 step "rdma (Soft-RoCE guest or device)" make test-rdma
 # The transfer suite again with the ASan/UBSan module (its hostile-peer tests
