@@ -23,6 +23,19 @@
  * for gather writes, tells the user its payload may be reused. Completions
  * of one send queue arrive in order, so a FIFO of in-flight writes is
  * enough.
+ *
+ * Two CQs on one completion channel: receives (always armed: arrivals are
+ * what the owner waits for) and sends, armed only while someone waits on a
+ * send completion (the user's READs and binds, gather writes, a full
+ * staging ring or FIFO, rdmaStreamSendsPending). Otherwise send completions
+ * are reaped at the next Process, and a request or a reply costs one
+ * wake-up, the peer's, instead of two.
+ *
+ * QPs: an accepted stream's QP is rdma_cm's (rdma_create_qp, moved by
+ * rdma_accept); a connecting stream creates and moves its own (INIT before
+ * rdma_connect, RTR/RTS at CONNECT_RESPONSE, then rdma_establish) so that
+ * it can set its RNR retry count, which rdma_cm would take from the peer's
+ * accept. Either way remote read is off until rdmaStreamAllowRemoteRead.
  */
 #include "stream.h"
 
