@@ -431,6 +431,19 @@ static int armSend(RdmaStream *s)
     return 0;
 }
 
+/* waitOnSends: someone now waits on a send completion: reap what already
+ * completed (nothing woke us for it), then arm the send CQ and reap once
+ * more, so that a completion between the two is not missed. Returns 0 or -1
+ * (stream failed). */
+static int waitOnSends(RdmaStream *s)
+{
+    if (!s->scq)
+        return 0;
+    if (pollCq(s, s->scq) < 0 || armSend(s) < 0)
+        return -1;
+    return pollCq(s, s->scq);
+}
+
 /* drainCq: take the completion events (own channel), re-arm, and poll both
  * CQs dry, polling once more after arming so that nothing slips between.
  * The receive CQ is always re-armed, the send CQ only while sendInterest. */
@@ -961,12 +974,8 @@ size_t rdmaStreamWritable(RdmaStream *s)
     if (s->state != RDMA_STREAM_OPEN)
         return 0;
     uint32_t room = ourRoom(s), peer = spTxRoom(&s->tx);
-    if (!room && peer && s->scq) {
-        /* Our side is full: reap what completed (nothing woke us for it),
-         * and ask to be woken by the next completion. */
-        pollCq(s, s->scq);
-        if (armSend(s) == 0)
-            pollCq(s, s->scq);
+    if (!room && peer) {
+        waitOnSends(s); /* our side is full */
         room = ourRoom(s);
     }
     return room < peer ? room : peer;
@@ -1036,11 +1045,9 @@ ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
     while (done < len) {
         uint32_t at, room = s->wCount < SP_WRITES_MAX ? stageRoom(s, &at) : 0;
         uint32_t peer = spTxRoom(&s->tx);
-        if (!room && peer && !reaped) {
-            /* Our side is full: reap what completed (nothing woke us for
-             * it), and ask to be woken by the next completion. */
+        if (!room && peer && !reaped) { /* our side is full */
             reaped = 1;
-            if (armSend(s) < 0 || pollCq(s, s->scq) < 0)
+            if (waitOnSends(s) < 0)
                 return -1;
             continue;
         }
@@ -1133,12 +1140,8 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
 /* See stream.h. */
 unsigned rdmaStreamSendsPending(RdmaStream *s)
 {
-    /* Asking means waiting: reap, and be woken by the next completion. */
-    if (s->scq && s->ownSends) {
-        pollCq(s, s->scq);
-        if (s->ownSends && armSend(s) == 0)
-            pollCq(s, s->scq);
-    }
+    if (s->ownSends) /* asking means waiting */
+        waitOnSends(s);
     return s->ownSends;
 }
 
