@@ -70,6 +70,7 @@
 #include "framer.h"
 #include "rdma.h"
 #include "rdmaproto.h"
+#include "streamrx.h"
 #include "rdmareg.h"
 #include "common/util.h"
 #include "rdma/stream.h"
@@ -651,41 +652,11 @@ static int rdmaPayloadHash(Conn *base, uint64_t *sum)
     return framerPayloadHash(&((RdmaConn *)base)->rx, sum);
 }
 
-/* Deliver every event the framer has. Returns 0, or -1 after closing. */
+/* Deliver every event the framer has (streamRxDeliver). Returns 0, or -1
+ * after closing. */
 static int rdmaParseFrames(RdmaConn *c)
 {
-    const char *why = "";
-
-    for (;;) {
-        WireMsg m;
-        switch (framerNext(&c->rx, &m, &why)) {
-            case FRAMER_MORE:
-                return 0;
-            case FRAMER_ERROR:
-                goto out_bad_frame;
-            case FRAMER_PAYLOAD_DONE:
-                host->onPayloadDone(&c->base);
-                break;
-            case FRAMER_FRAME:
-                if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
-                    if (!c->closing)
-                        rdmaCloseConn(&c->base, "protocol error (see the previous log line)");
-                    return -1;
-                }
-                break;
-        }
-        if (c->closing)
-            return -1;
-    }
-
-out_bad_frame : {
-    char reason[128];
-    snprintf(reason, sizeof(reason), "bad frame: %s", why);
-    host->countBadFrame();
-    host->log("warning", "%s: %s", c->base.desc, reason);
-    rdmaCloseConn(&c->base, reason);
-    return -1;
-}
+    return streamRxDeliver(host, &c->base, &c->rx, NULL);
 }
 
 /* Take every ready byte of the stream: into wherever the framer says (a

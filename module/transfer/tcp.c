@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "framer.h"
+#include "streamrx.h"
 #include "tcp.h"
 #include "common/util.h"
 
@@ -295,49 +296,24 @@ static int tcpPayloadHash(Conn *base, uint64_t *sum)
     return framerPayloadHash(&((TcpConn *)base)->rx, sum);
 }
 
-/* Deliver every event the framer has: whole frames to the engine (which
- * may point the payload that follows somewhere), ends of payloads. Stops
- * before a frame while the send side is over its caps (the rest waits in
- * the framer and the socket). Returns 0, or -1 after closing the
- * connection. */
+/* hold for streamRxDeliver: stop before a frame while the send side is over
+ * its caps (the rest waits in the framer and the socket; tcpOnEvent
+ * resumes once the queue went down). */
+static int tcpHold(Conn *base)
+{
+    TcpConn *c = (TcpConn *)base;
+
+    if (base->state != CONN_READY || !tcpBusy(c))
+        return 0;
+    c->rxPaused = 1;
+    return 1;
+}
+
+/* Deliver every event the framer has (streamRxDeliver). Returns 0, or -1
+ * after closing the connection. */
 static int tcpParseFrames(TcpConn *c)
 {
-    const char *why = "";
-
-    for (;;) {
-        WireMsg m;
-        if (framerFrameWaiting(&c->rx) && c->base.state == CONN_READY && tcpBusy(c)) {
-            c->rxPaused = 1;
-            return 0;
-        }
-        switch (framerNext(&c->rx, &m, &why)) {
-            case FRAMER_MORE:
-                return 0;
-            case FRAMER_ERROR:
-                goto out_bad_frame;
-            case FRAMER_PAYLOAD_DONE:
-                host->onPayloadDone(&c->base);
-                break;
-            case FRAMER_FRAME:
-                if (host->onFrame(&c->base, &m, NULL, 0) == -1) {
-                    if (!c->closed)
-                        tcpCloseConn(&c->base, "protocol error (see the previous log line)");
-                    return -1;
-                }
-                break;
-        }
-        if (c->closed)
-            return -1;
-    }
-
-out_bad_frame : {
-    char reason[128];
-    snprintf(reason, sizeof(reason), "bad frame: %s", why);
-    host->countBadFrame();
-    host->log("warning", "%s: %s", c->base.desc, reason);
-    tcpCloseConn(&c->base, reason);
-    return -1;
-}
+    return streamRxDeliver(host, &c->base, &c->rx, tcpHold);
 }
 
 /* Read what the socket has, up to the fairness bounds, into wherever the

@@ -1,0 +1,44 @@
+/*
+ * streamrx.c - the receiving loop of a stream transport (streamrx.h).
+ */
+#include <stdio.h>
+
+#include "streamrx.h"
+
+int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(Conn *c))
+{
+    const char *why = "";
+
+    for (;;) {
+        WireMsg m;
+        if (hold && framerFrameWaiting(f) && hold(c))
+            return 0;
+        switch (framerNext(f, &m, &why)) {
+            case FRAMER_MORE:
+                return 0;
+            case FRAMER_ERROR:
+                goto out_bad_frame;
+            case FRAMER_PAYLOAD_DONE:
+                host->onPayloadDone(c);
+                break;
+            case FRAMER_FRAME:
+                if (host->onFrame(c, &m, NULL, 0) == -1) {
+                    if (c->state != CONN_CLOSED)
+                        c->ops->close(c, "protocol error (see the previous log line)");
+                    return -1;
+                }
+                break;
+        }
+        if (c->state == CONN_CLOSED)
+            return -1;
+    }
+
+out_bad_frame : {
+    char reason[128];
+    snprintf(reason, sizeof(reason), "bad frame: %s", why);
+    host->countBadFrame();
+    host->log("warning", "%s: %s", c->desc, reason);
+    c->ops->close(c, reason);
+    return -1;
+}
+}

@@ -1,0 +1,21 @@
+/*
+ * streamrx.h - the receiving loop the two stream transports share (tcp.c
+ * and rdma.c): once a transport has put newly read bytes where its framer
+ * said, streamRxDeliver hands the framer's events to the engine through the
+ * host table. A frame that does not decode closes the connection for good.
+ */
+#ifndef OBJSTORE_STREAMRX_H
+#define OBJSTORE_STREAMRX_H
+
+#include "framer.h"
+#include "transport.h"
+
+/* Deliver every event framer f has for c: whole frames to host->onFrame,
+ * ends of payloads to host->onPayloadDone. hold, when not NULL, is asked
+ * before each whole frame: 1 stops there (the transport comes back later,
+ * e.g. once its send queue went down), 0 goes on. Returns 0, or -1 once c
+ * is closed (by the engine during an event, or here: a bad frame, or a
+ * frame the engine refused). */
+int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(Conn *c));
+
+#endif /* OBJSTORE_STREAMRX_H */
