@@ -3,7 +3,7 @@
  *
  * A Transfer pulls one object: directory lookup -> a *created* local object
  * of the published size -> FETCH to one live location -> the payload lands
- * straight in the object (stream, inline ring message, or RDMA reads) ->
+ * straight in the object (from the connection's stream, or by RDMA reads) ->
  * size and checksum verified -> sealed as a replica and published. Any
  * failure of an attempt moves on to the next location; when none is left,
  * or when every requester has given up (timeout, disconnect), the created
@@ -662,16 +662,17 @@ static void fetchOnConnClosed(Conn *c)
     }
 }
 
+/* DATA: the payload follows the frame in the connection's stream (both
+ * transports are streams; the frame itself never carries it). */
 static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
 {
     Transfer *x = xferByXid(m->h.reqId);
-    int stream = c->ops->recvPayload != NULL;
 
     if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
         /* The answer to a cancelled fetch: read its payload into nowhere, so
          * the stream the other fetches share stays in step. */
         uint64_t total = m->u.data.size + m->u.data.metaSize;
-        if (!stream || total == 0) {
+        if (total == 0) {
             xferDrop(x);
             return 0;
         }
@@ -679,16 +680,14 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
         return c->ops->recvPayload(c, NULL, total);
     }
     if (!x || x->conn != c || x->state != XFER_REQUESTED || (!x->entry && !x->hint[0])) {
-        if (stream) { /* its payload follows in the stream: we cannot skip it safely */
-            engineLog("warning", "%s: DATA for an unknown request %llu", c->desc,
-                      (unsigned long long)m->h.reqId);
-            return -1;
-        }
-        return 0;
+        /* its payload follows in the stream: we cannot skip it safely */
+        engineLog("warning", "%s: DATA for an unknown request %llu", c->desc,
+                  (unsigned long long)m->h.reqId);
+        return -1;
     }
     if (!x->entry && hintCreate(x, m->u.data.size, m->u.data.metaSize) == -1) {
         uint64_t total = m->u.data.size + m->u.data.metaSize;
-        if (stream && total > 0) { /* drain it; fetchOnPayloadDone falls back */
+        if (total > 0) { /* drain it; fetchOnPayloadDone falls back */
             x->state = XFER_RECEIVING;
             return c->ops->recvPayload(c, NULL, total);
         }
@@ -698,20 +697,11 @@ static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t
     ObjEntry *e = x->entry;
     if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize) {
         attemptFailed(x, "PROTOCOL the peer sent a different size than the directory");
-        return stream ? -1 : 0;
+        return -1;
     }
     x->remoteChecksum = m->u.data.checksum;
     uint64_t total = e->dataSize + e->metaSize;
     uint8_t *dst = engineConfig()->arenaBase + e->offset;
-    if (!stream) {
-        if (payloadLen != total) {
-            attemptFailed(x, "PROTOCOL inline payload length differs from the object size");
-            return 0;
-        }
-        memcpy(dst, payload, total);
-        xferReceived(x, NULL);
-        return 0;
-    }
     if (total == 0) {
         xferReceived(x, NULL);
         return 0;
