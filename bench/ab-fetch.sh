@@ -22,16 +22,20 @@ TCK=$(getconf CLK_TCK)
 
 # one LABEL SO: start two nodes on SO, fetch, print one row, stop them.
 one() {
-    local label=$1 so=$2 w pa pb a b a0 b0 out
+    local label=$1 so=$2 w pa pb ta tb a b a0 b0 out
     w=$(mktemp -d "${TMPDIR:-/tmp}/ab-fetch.XXXXXX")
     mkdir -p "$w/A" "$w/B"
     pa=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     pb=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    # Transfer ports named outright: the default (Redis port + 10000) is off
+    # for a kernel-picked Redis port above 55535.
+    ta=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    tb=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     redis-server --port "$pa" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/A" \
-        --loadmodule "$so" memory 1gb node-name A cluster-secret ab >"$w/A.log" 2>&1 &
+        --loadmodule "$so" memory 1gb node-name A cluster-secret ab transfer-port "$ta" rdma-port 0 >"$w/A.log" 2>&1 &
     a=$!
     redis-server --port "$pb" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/B" \
-        --loadmodule "$so" memory 1gb node-name B cluster-secret ab directory "127.0.0.1:$pa" \
+        --loadmodule "$so" memory 1gb node-name B cluster-secret ab transfer-port "$tb" rdma-port 0 directory "127.0.0.1:$pa" \
         >"$w/B.log" 2>&1 &
     b=$!
     for _ in $(seq 50); do

@@ -12,24 +12,26 @@
 #                                       pin + release alone with --no-read)
 #   - raw loopback TCP                 (iperf3, 1 stream / one per client)
 # plus, for every fetch and GET, the CPU microseconds per operation of each
-# server process (utime + stime from /proc/PID/stat around the run, divided
-# by the command's INFO commandstats calls), and the 64-byte GET and pin +
-# release the local zero-copy targets are stated against. When obj-benchmark
-# has --from NAME, the fetch also runs with FROM A (own columns; else n/a).
-# and writes $OUT/bench-tcp.csv, $OUT/bench-tcp.md (the tables printed at the
+# server (INFO cpu: used_cpu_sys + used_cpu_user, all threads; for a fetch
+# obj-benchmark reads it on A and B around its timed phases only, for GET it
+# is read around the redis-benchmark run and divided by the GET calls in
+# INFO commandstats), and the 64-byte GET and pin + release the local
+# zero-copy targets are stated against. The fetch also runs with FROM A
+# (a location hint, no directory lookup) in its own columns.
+# It writes $OUT/bench-tcp.csv, $OUT/bench-tcp.md (the tables printed at the
 # end), $OUT/bench-tcp-throughput.png and $OUT/bench-tcp-latency.png.
 #
 # Every run is bounded: -n requests scaled to the size, --seconds for
 # obj-benchmark, `timeout` around every tool. Everything it started is
 # stopped on exit. Knobs (environment):
-#   BENCH_SIZES="4k 64k 1m 16m"  BENCH_CLIENTS="1 4"  BENCH_SECONDS=3
+#   BENCH_SIZES="4k 64k 1m 16m 64m"  BENCH_CLIENTS="1 4"  BENCH_SECONDS=3
 #   BENCH_BYTES=1g (data per run, divided by the size for -n)  BENCH_OUT=bench/results
 #   BENCH_REPEAT=2 (runs per measurement; the best one is kept, since other
 #   load on the machine can only slow a run down)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SIZES=${BENCH_SIZES:-4k 64k 1m 16m}
+SIZES=${BENCH_SIZES:-4k 64k 1m 16m 64m}
 CLIENTS=${BENCH_CLIENTS:-1 4}
 RUN_SECONDS=${BENCH_SECONDS:-3}
 REPEAT=${BENCH_REPEAT:-2}
@@ -167,26 +169,22 @@ echo "compare-tcp: nodes A=$PORT_A (transfer $TP_A) B=$PORT_B (transfer $TP_B), 
     "iperf3 $IPERF_PORT; sizes: $SIZES; clients: $CLIENTS" >&2
 
 # ---- CPU per operation -------------------------------------------------------------------
-# CPU time of a server process: utime + stime (fields 14 and 15 of
-# /proc/PID/stat, all threads, in clock ticks), read before and after a run;
-# operations: the server's own INFO commandstats call count of the command,
-# so the figure is exact whatever -n, --seconds or the pin cache did.
-CLK_TCK=$(getconf CLK_TCK)
+# CPU seconds a server has used, all threads: INFO cpu's used_cpu_sys +
+# used_cpu_user (getrusage, microsecond resolution). For GET it is read
+# around the run and divided by the GET calls of INFO commandstats, so the
+# figure is exact whatever -n did; obj-benchmark reads it itself around its
+# timed phases (its cpu_us_node and cpu_us_source columns).
 
-# cpu_ticks PID: utime + stime of the process (the fields after the ")" of comm).
-cpu_ticks() {
-    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+# server_cpu PORT: used_cpu_sys + used_cpu_user of the server at PORT.
+server_cpu() {
+    redis-cli -p "$1" INFO cpu | tr -d '\r' |
+        awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { s += $2 } END { printf "%.6f", s }'
 }
 
 # cmd_calls PORT COMMAND: how often the server at PORT ran COMMAND (0 if never).
 cmd_calls() {
     redis-cli -p "$1" INFO commandstats | tr -d '\r' |
         awk -F'[:=,]' -v k="cmdstat_$2" '$1 == k { print $3; found = 1 } END { if (!found) print 0 }'
-}
-
-# us_per_op TICKS OPS: CPU microseconds per operation ("" without operations).
-us_per_op() {
-    awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n }'
 }
 
 # ratio A B: A / B with 3 decimals, "n/a" when either is missing or B is 0.
@@ -199,32 +197,25 @@ ratio() {
 # measure FIELD CPUSPEC COMMAND...: run a measurement REPEAT times and keep the
 # CSV data row (quotes removed) with the highest value in column FIELD, in
 # BEST. Other processes on the machine only ever make a run slower, so the
-# best run is the least disturbed one. CPUSPEC is "" or "PORT:COMMAND:PID ...":
-# for the kept run BEST_CPU holds the CPU us per operation of each PID (ops
-# counted as COMMAND calls on PORT of the first entry), space-separated.
+# best run is the least disturbed one. CPUSPEC is "" or "PORT:COMMAND": for
+# the kept run BEST_CPU holds the CPU us per COMMAND call of the server at
+# PORT over the run.
 measure() {
-    local field=$1 spec=$2 out row i e port="" cmd="" pid ops calls0 cpu k
-    local -a t0
+    local field=$1 spec=$2 out row i port="" cmd="" calls0 cpu0 cpu
     shift 2
     BEST="" BEST_CPU=""
-    [ -z "$spec" ] || IFS=: read -r port cmd _ <<<"${spec%% *}"
+    [ -z "$spec" ] || IFS=: read -r port cmd <<<"$spec"
     for ((i = 0; i < REPEAT; i++)); do
-        t0=()
-        for e in $spec; do
-            IFS=: read -r _ _ pid <<<"$e"
-            t0+=("$(cpu_ticks "$pid")")
-        done
-        [ -z "$spec" ] || calls0=$(cmd_calls "$port" "$cmd")
+        if [ -n "$spec" ]; then
+            calls0=$(cmd_calls "$port" "$cmd")
+            cpu0=$(server_cpu "$port")
+        fi
         out=$(run_tool "$1" "$@")
         cpu=""
         if [ -n "$spec" ]; then
-            ops=$(($(cmd_calls "$port" "$cmd") - calls0))
-            k=0
-            for e in $spec; do
-                IFS=: read -r _ _ pid <<<"$e"
-                cpu+="${cpu:+ }$(us_per_op $(($(cpu_ticks "$pid") - t0[k])) "$ops")"
-                k=$((k + 1))
-            done
+            cpu=$(awk -v a="$cpu0" -v b="$(server_cpu "$port")" \
+                -v n=$(($(cmd_calls "$port" "$cmd") - calls0)) \
+                'BEGIN { if (n > 0) printf "%.1f", (b - a) * 1e6 / n; else print "n/a" }')
         fi
         row=$(printf '%s\n' "$out" | tail -n 1 | tr -d '"')
         [ "$(echo "$row" | awk -F, '{ print NF }')" -ge "$field" ] ||
@@ -239,10 +230,6 @@ measure() {
 # ---- measurements --------------------------------------------------------------------------
 mkdir -p "$OUT"
 CSV=$OUT/bench-tcp.csv
-PID_A=$(nodePid A) PID_B=$(nodePid B) PID_R=$(nodePid R)
-# obj-benchmark --from NAME (OBJ.FETCH ... FROM): run it too when this build has it.
-HAVE_FROM=0
-"$OBJBENCH" --help 2>/dev/null | grep -q -- --from && HAVE_FROM=1
 COLUMNS_CSV="size,size_bytes,clients"
 COLUMNS_CSV+=",fetch_mb_s,fetch_ops_s,fetch_p50_ms,fetch_p99_ms"
 COLUMNS_CSV+=",fetch_cpu_a_us,fetch_cpu_b_us,fetch_cpu_us"
@@ -271,7 +258,7 @@ done
 # The small-object reference of the pin targets: GET of 64 bytes and pin +
 # release of 64 bytes without reading, with and without the pin cache, 1 client.
 run_tool "redis SET 64" redis-benchmark -p "$PORT_R" -t set -n 1 -c 1 -d 64 -q >/dev/null
-measure 2 "$PORT_R:get:$PID_R" redis-benchmark -p "$PORT_R" -t get -c 1 -n 30000 -d 64 --csv
+measure 2 "$PORT_R:get" redis-benchmark -p "$PORT_R" -t get -c 1 -n 30000 -d 64 --csv
 GET64_P50=$(echo "$BEST" | cut -d, -f5) GET64_CPU=$BEST_CPU
 measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin --no-read -c 1 -d 64 -n 30000 \
     --seconds "$RUN_SECONDS" --csv
@@ -282,7 +269,6 @@ PINC64_P50=$(echo "$BEST" | cut -d, -f6)
 echo "compare-tcp: 64 B: GET p50 $GET64_P50 ms ($GET64_CPU us CPU), pin+release p50" \
     "$PIN64_P50 ms, with the pin cache $PINC64_P50 ms" >&2
 
-FETCH_CPU="$PORT_B:obj.fetch:$PID_A $PORT_B:obj.fetch:$PID_B"
 for size in $SIZES; do
     bytes=$(to_bytes "$size")
     n=$(requests_for "$bytes")
@@ -290,19 +276,16 @@ for size in $SIZES; do
     run_tool "redis SET" redis-benchmark -p "$PORT_R" -t set -n 1 -c 1 -d "$bytes" -q >/dev/null
     for c in $CLIENTS; do
         echo "compare-tcp: size $size ($bytes bytes), $c client(s), -n $n" >&2
-        # obj-benchmark rows: test,size,clients,ops,mb,p50,p99,p999,max
-        measure 4 "$FETCH_CPU" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch --tcp \
+        # obj-benchmark rows: test,size,clients,ops,mb,p50,p99,p999,max,cpu_us_node,
+        # cpu_us_source (node = B, the destination; source = A)
+        measure 4 "" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch --tcp \
             -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv
         f=$BEST
-        read -r fca fcb <<<"$BEST_CPU"
+        fcb=$(echo "$f" | cut -d, -f10) fca=$(echo "$f" | cut -d, -f11)
         fc=$(awk -v a="$fca" -v b="$fcb" 'BEGIN { printf "%.1f", a + b }')
-        ff="n/a,n/a,n/a,n/a"
-        if [ "$HAVE_FROM" = 1 ]; then
-            measure 4 "$FETCH_CPU" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch \
-                --tcp --from A -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv
-            read -r xa xb <<<"$BEST_CPU"
-            ff=$(echo "$BEST" | awk -F, -v a="$xa" -v b="$xb" '{ printf "%s,%s,%s,%.1f", $5, $6, $7, a + b }')
-        fi
+        measure 4 "" "$OBJBENCH" -p "$PORT_B" --source-port "$PORT_A" -t fetch \
+            --tcp --from A -c "$c" -d "$bytes" -n "$n" --seconds "$RUN_SECONDS" --csv
+        ff=$(echo "$BEST" | awk -F, '{ printf "%s,%s,%s,%.1f", $5, $6, $7, $10 + $11 }')
         measure 4 "" "$OBJBENCH" -p "$PORT_A" -t pin -c "$c" -d "$bytes" -n "$n" \
             --seconds "$RUN_SECONDS" --csv
         p=$BEST
@@ -317,7 +300,7 @@ for size in $SIZES; do
             -n 30000 --seconds "$RUN_SECONDS" --csv
         pcn=$BEST
         # redis-benchmark rows: test,rps,avg,min,p50,p95,p99,max
-        measure 2 "$PORT_R:get:$PID_R" redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" \
+        measure 2 "$PORT_R:get" redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" \
             -d "$bytes" --csv
         r=$BEST rc=$BEST_CPU
         case $r in GET,*) ;; *) fail "no GET row in redis-benchmark output: $r" ;; esac
@@ -338,7 +321,7 @@ done
 MD=$OUT/bench-tcp.md
 CMDLINE="BENCH_SIZES=\"$SIZES\" BENCH_CLIENTS=\"$CLIENTS\" BENCH_SECONDS=$RUN_SECONDS"
 CMDLINE+=" BENCH_REPEAT=$REPEAT BENCH_BYTES=$BYTES_PER_RUN make bench"
-python3 "$ROOT/bench/bench_tcp_tables.py" "$CSV" "$(nproc)" "$REPEAT" "$CMDLINE" "$HAVE_FROM" \
+python3 "$ROOT/bench/bench_tcp_tables.py" "$CSV" "$(nproc)" "$REPEAT" "$CMDLINE" \
     "$GET64_P50" "$GET64_CPU" "$PIN64_P50" "$PINC64_P50" >"$MD" ||
     fail "could not write the tables ($MD)"
 

@@ -19,6 +19,12 @@
  *
  * Setup (creating working sets, waiting for the directory) and cleanup are
  * never inside the timed region; every run is bounded by -n and --seconds.
+ * Server CPU per request is taken the same way: INFO cpu (used_cpu_sys +
+ * used_cpu_user, every thread of the server) of the node and, for fetch, of
+ * the source, read just before each timed phase and again once it has
+ * settled after it, so the setup, the directory waits and the cleanup
+ * around it are not counted, while the work a request leaves behind (a
+ * fetched replica's publish) is.
  * Requests are written with writev straight from one shared payload buffer,
  * so the tool itself copies no object bytes on the way out. MB means 10^6
  * bytes throughout, like iperf3's MBytes/s divided by 1.048576.
@@ -65,6 +71,9 @@
 #define BENCH_LIST_MAX_ROUNDS 100000
 #define BENCH_IO_SLACK_S      30 /* socket timeout beyond --seconds */
 #define BENCH_PROGRESS_NS     250000000ULL
+/* After a timed phase, before the servers' CPU is read: long enough for the
+ * work a request leaves behind (a delayed, batched publish) to be done. */
+#define BENCH_CPU_SETTLE_MS 20
 
 /* ---- options ------------------------------------------------------------------------------- */
 
@@ -164,6 +173,10 @@ struct Run {
     pthread_mutex_t errLock;
     char err[512];
     _Atomic long long cacheHits, cacheMisses, cacheBatches; /* pin --pin-cache */
+    /* Server CPU of the timed phases: [0] the node, [1] the source (fetch).
+     * cpuRc[i] NULL: not sampled; cpuSec[i] < 0: a sample failed. */
+    redisContext *cpuRc[2];
+    double cpuMark[2], cpuSec[2];
 };
 
 static unsigned char *benchPayload;
@@ -337,9 +350,9 @@ static void usage(FILE *f)
             " -q                 Quiet: one line per test and size\n"
             " --csv              CSV rows: "
             "\"test\",\"size\",\"clients\",\"ops_per_sec\",\"mb_per_sec\",\n"
-            "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\"; test is put, get,\n"
-            "                    pin, fetch (VIA auto), fetch-tcp or fetch-rdma, with\n"
-            "                    -from appended under --from\n"
+            "                    \"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\",\"cpu_us_node\",\n"
+            "                    \"cpu_us_source\"; test is put, get, pin, fetch (VIA auto),\n"
+            "                    fetch-tcp or fetch-rdma, with -from appended under --from\n"
             " --pin-cache        pin: use the client library's pin cache (lazy releases\n"
             "                    sent in pipelined batches, repeated pins served locally);\n"
             "                    the test is named pin-cache\n"
@@ -352,8 +365,9 @@ static void usage(FILE *f)
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
             "bytes; pin = objClientPin + reading every byte + objClientRelease; fetch =\n"
             "OBJ.FETCH round trips on the destination. Creating working sets, deleting\n"
-            "between rounds and cleaning up are not timed. MB = 10^6 bytes. Exit status\n"
-            "is non-zero when any request fails; the first error is printed.\n",
+            "between rounds and cleaning up are not timed. MB = 10^6 bytes. Server CPU\n"
+            "per request: INFO cpu of the node (and the source) over the timed phases.\n"
+            "Exit status is non-zero when any request fails; the first error is printed.\n",
             BENCH_MAX_CLIENTS, BENCH_DEFAULT_THREADS);
 }
 
@@ -1290,6 +1304,51 @@ static void workerPinPhase(Worker *w)
     }
 }
 
+/* CPU seconds the server behind rc has used so far, all threads (INFO cpu:
+ * used_cpu_sys + used_cpu_user), or -1 when it cannot be read. */
+static double serverCpuSeconds(redisContext *rc)
+{
+    redisReply *r = redisCommand(rc, "INFO cpu");
+    double sys = -1, user = -1;
+
+    if (r && r->type == REDIS_REPLY_STRING && r->str) {
+        const char *a = strstr(r->str, "used_cpu_sys:"), *b = strstr(r->str, "used_cpu_user:");
+        if (a && b) {
+            sys = strtod(a + strlen("used_cpu_sys:"), NULL);
+            user = strtod(b + strlen("used_cpu_user:"), NULL);
+        }
+    }
+    freeReplyObject(r);
+    return sys < 0 || user < 0 ? -1 : sys + user;
+}
+
+/* Serial thread, right before a timed phase: remember each server's CPU. */
+static void runCpuMark(Run *run)
+{
+    for (int i = 0; i < 2; i++)
+        if (run->cpuRc[i] && run->cpuSec[i] >= 0)
+            run->cpuMark[i] = serverCpuSeconds(run->cpuRc[i]);
+}
+
+/* Serial thread, after a timed phase: let the work it left behind finish
+ * (a replica's publish waits a few ms for company), then add each server's
+ * CPU since runCpuMark. A failed sample makes that figure unknown. */
+static void runCpuAdd(Run *run)
+{
+    if (!run->cpuRc[0] && !run->cpuRc[1])
+        return;
+    sleepMs(BENCH_CPU_SETTLE_MS);
+    for (int i = 0; i < 2; i++) {
+        if (!run->cpuRc[i] || run->cpuSec[i] < 0)
+            continue;
+        double now = serverCpuSeconds(run->cpuRc[i]);
+        if (now < 0 || run->cpuMark[i] < 0)
+            run->cpuSec[i] = -1;
+        else
+            run->cpuSec[i] += now - run->cpuMark[i];
+    }
+}
+
 /* Untimed, between rounds: put deletes what it created, fetch deletes the
  * replicas on the destination so the next round transfers again. */
 static void workerCleanup(Worker *w)
@@ -1363,11 +1422,15 @@ static void *workerMain(void *arg)
                     e = run->workers[i].tEnd;
             }
             run->timedNs += e - s;
+            runCpuAdd(run);
         }
         if (run->test == TEST_PUT || run->test == TEST_FETCH)
             workerCleanup(w);
-        if (benchBarrier(run))
+        if (benchBarrier(run)) {
             runPlanNext(run);
+            if (!run->stop)
+                runCpuMark(run);
+        }
     }
     atomic_fetch_add(&run->finished, 1);
     return NULL;
@@ -1381,23 +1444,41 @@ typedef struct Result {
     double seconds;
     double opsPerSec, mbPerSec;
     double avgMs, minMs, p50Ms, p99Ms, p999Ms, maxMs;
+    double cpuUs[2]; /* server CPU us per request: node, source; -1 unknown */
     int timeLimited;
 } Result;
+
+/* "12.3" or "n/a" for a CPU figure of a Result. */
+static const char *cpuText(double us, char *buf, size_t len)
+{
+    if (us < 0)
+        snprintf(buf, len, "n/a");
+    else
+        snprintf(buf, len, "%.1f", us);
+    return buf;
+}
 
 static void printResult(const Run *run, const Result *res)
 {
     const Options *o = run->o;
     char sz[32];
 
+    char c0[16], c1[16];
+
     sizeName(run->size, sz, sizeof(sz));
+    cpuText(res->cpuUs[0], c0, sizeof(c0));
+    cpuText(res->cpuUs[1], c1, sizeof(c1));
     if (o->csv) {
         printf("\"%s\",\"%" PRIu64 "\",\"%d\",\"%.2f\",\"%.2f\",\"%.3f\",\"%.3f\",\"%.3f\","
-               "\"%.3f\"\n",
+               "\"%.3f\",\"%s\",\"%s\"\n",
                run->name, run->size, o->clients, res->opsPerSec, res->mbPerSec, res->p50Ms,
-               res->p99Ms, res->p999Ms, res->maxMs);
+               res->p99Ms, res->p999Ms, res->maxMs, c0, c1);
     } else if (o->quiet) {
-        printf("%s %s: %.2f requests per second, %.2f MB/s, p50=%.3f msec\n", run->name, sz,
-               res->opsPerSec, res->mbPerSec, res->p50Ms);
+        printf("%s %s: %.2f requests per second, %.2f MB/s, p50=%.3f msec, server CPU %s",
+               run->name, sz, res->opsPerSec, res->mbPerSec, res->p50Ms, c0);
+        if (run->test == TEST_FETCH)
+            printf(" + source %s", c1);
+        printf(" us/request\n");
     } else {
         printf("====== %s %s (%" PRIu64 " bytes) ======\n", run->name, sz, run->size);
         printf("  %lld requests completed in %.3f seconds", res->requests, res->seconds);
@@ -1419,8 +1500,12 @@ static void printResult(const Run *run, const Result *res)
             printf("  pin cache: %lld hits, %lld misses, %lld release batches (bound %d idle)\n",
                    atomic_load(&run->cacheHits), atomic_load(&run->cacheMisses),
                    atomic_load(&run->cacheBatches), OBJ_PIN_CACHE_DEFAULT_IDLE);
-        printf("\n  throughput: %.2f requests per second, %.2f MB/s\n\n", res->opsPerSec,
+        printf("\n  throughput: %.2f requests per second, %.2f MB/s\n", res->opsPerSec,
                res->mbPerSec);
+        printf("  server CPU per request (INFO cpu over the timed phases): %s us on the node", c0);
+        if (run->test == TEST_FETCH)
+            printf(", %s us on the source", c1);
+        printf("\n\n");
         printf("  latency summary (msec):\n");
         printf("  %10s %10s %10s %10s %10s %10s\n", "avg", "min", "p50", "p99", "p99.9", "max");
         printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n\n", res->avgMs, res->minMs,
@@ -1514,6 +1599,10 @@ static void runResult(const Run *run, Result *res)
     res->p999Ms = (double)histQuantile(h, 0.999) / 1e6;
     res->maxMs = (double)h->max / 1e6;
     res->timeLimited = res->requests < run->total;
+    for (int i = 0; i < 2; i++)
+        res->cpuUs[i] = !run->cpuRc[i] || run->cpuSec[i] < 0 || res->requests == 0
+                            ? -1
+                            : run->cpuSec[i] * 1e6 / (double)res->requests;
     free(h);
 }
 
@@ -1602,6 +1691,7 @@ static void runWorkers(Run *run, Client *clients)
     run->roundStart = 0;
     run->roundLen = (run->test == TEST_GET || run->test == TEST_PIN) ? run->total : run->keys;
 
+    runCpuMark(run);
     uint64_t t0 = nowNs();
     run->deadline = t0 + (uint64_t)(o->seconds * 1e9);
     for (int t = 0; t < run->nworkers; t++) {
@@ -1654,6 +1744,8 @@ static int runOne(const Options *o, TestKind test, uint64_t size)
     if (runSetup(run, &mainC, &srcC, err, sizeof(err)) == -1 ||
         runConnect(run, clients, err, sizeof(err)) == -1)
         goto out;
+    run->cpuRc[0] = mainC.rc;
+    run->cpuRc[1] = srcC.rc;
 
     runWorkers(run, clients);
     if (atomic_load(&run->failed)) {
@@ -1737,7 +1829,7 @@ int main(int argc, char **argv)
 
     if (o.csv)
         printf("\"test\",\"size\",\"clients\",\"ops_per_sec\",\"mb_per_sec\",\"p50_ms\","
-               "\"p99_ms\",\"p999_ms\",\"max_ms\"\n");
+               "\"p99_ms\",\"p999_ms\",\"max_ms\",\"cpu_us_node\",\"cpu_us_source\"\n");
     for (int t = 0; t < o.ntests; t++) {
         for (int s = 0; s < o.nsizes; s++) {
             if (runOne(&o, (TestKind)o.tests[t], o.sizes[s]) == -1) {

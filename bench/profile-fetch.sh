@@ -36,11 +36,15 @@ NODES_REPO=$ROOT
 trap 'nodesStopAll; rm -rf "$NODES_WORK"' EXIT
 nodesInit
 
+# Transfer ports named outright: the default (Redis port + 10000) is off for
+# a kernel-picked Redis port above 55535.
 PA=$(nodesFreePort)
-nodeStart A "$PA" -- memory 512mb node-name A cluster-secret profile
+nodeStart A "$PA" -- memory 512mb node-name A cluster-secret profile \
+    transfer-port "$(nodesFreePort)" rdma-port 0
 nodeWait A
 PB=$(nodesFreePort)
-nodeStart B "$PB" -- memory 512mb node-name B cluster-secret profile directory "127.0.0.1:$PA"
+nodeStart B "$PB" -- memory 512mb node-name B cluster-secret profile directory "127.0.0.1:$PA" \
+    transfer-port "$(nodesFreePort)" rdma-port 0
 nodeWait B
 PR=$(nodesFreePort)
 redisStart R "$PR"
@@ -95,7 +99,7 @@ if command -v perf >/dev/null 2>&1; then
         -d "$SIZE" -q --seconds 3 >/dev/null 2>&1 || true
     wait "$rec" || true
     timeout 120 perf report -i "$NODES_WORK/perf.data" --no-children --sort sym --stdio 2>/dev/null |
-        grep -E '^ +[0-9.]+%' | head -n 15 | tee -a "$OUT.tmp"
+        grep -E '^ +[0-9.]+%' | head -n 15 | tee -a "$OUT.tmp" || true
 fi
 mv "$OUT.tmp" "$OUT"
 echo "written: $OUT"

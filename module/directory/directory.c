@@ -57,6 +57,13 @@
  * A location becomes visible to others that much later; a lookup never
  * waits for it. */
 #define OBJ_DIR_WRITE_DELAY_MS 2
+/* Node entries an object lookup may take from memory instead of the
+ * directory: each is trusted for one heartbeat interval after it was read
+ * (a node's entry changes only when it restarts, and its liveness is
+ * node-ttl coarse anyway), so a lookup is one round trip, not two, while a
+ * scheduler's objects live on a handful of nodes. A dead node stays listed
+ * that much longer; a fetch from it fails over to the next location. */
+#define OBJ_DIR_NODE_CACHE 256
 /* MOVED/ASK hops followed for one command before giving up on it. */
 #define OBJ_DIR_REDIRECTS_MAX 5
 
@@ -107,6 +114,13 @@ typedef struct DirBatch {
     size_t n, cap;
 } DirBatch;
 
+/* A node entry as an object lookup read it (see OBJ_DIR_NODE_CACHE). */
+typedef struct DirNodeCached {
+    DirNode node;   /* node.name[0] == '\0': free slot */
+    int64_t readMs; /* dirNowMs when read */
+    uint64_t gen;   /* the lookup batch that read it */
+} DirNodeCached;
+
 /* One queued request; the caller's arguments are copied into it. */
 typedef struct DirOp {
     struct DirOp *next;
@@ -152,6 +166,9 @@ typedef struct DirState {
     char *bucketKey;                        /* objstore:nodes:{b<k>}, this node's bucket */
     size_t nodeKeyLen, bucketKeyLen, nameLen;
     char lastIoError[256]; /* why the directory is unreachable, for results */
+    DirNodeCached nodeCache[OBJ_DIR_NODE_CACHE];
+    int nodeCacheNext;     /* the slot a new name takes when none is free */
+    uint64_t nodeCacheGen; /* the current lookup batch */
 } DirState;
 
 static DirState dir = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -1174,11 +1191,59 @@ static int dirNameValid(const redisReply *name)
            memchr(name->str, '\0', (size_t)name->len) == NULL;
 }
 
-/* Adds an HGETALL of each usable name's node key to a batch. */
-static void dirAddNodeFetches(DirBatch *b, const redisReply *const *names, size_t n)
+/*
+ * The cached entry of node name that may stand in for reading it at cacheNow
+ * (a dirNowMs taken once per batch), or NULL: read within the last heartbeat
+ * interval, and by an earlier batch, so that what a batch reads itself never
+ * changes which of its names it asked for. cacheNow 0: no cache.
+ */
+static const DirNode *dirNodeCacheGet(const redisReply *name, int64_t cacheNow)
+{
+    if (cacheNow == 0)
+        return NULL;
+    for (int i = 0; i < OBJ_DIR_NODE_CACHE; i++) {
+        const DirNodeCached *c = &dir.nodeCache[i];
+        if (c->gen != dir.nodeCacheGen && cacheNow - c->readMs < dir.cfg.heartbeatMs &&
+            strlen(c->node.name) == (size_t)name->len &&
+            memcmp(c->node.name, name->str, (size_t)name->len) == 0)
+            return &c->node;
+    }
+    return NULL;
+}
+
+/* Remember node n as read now by the current batch (replacing its older
+ * entry, else a free slot, else the next one round-robin). gone: forget it
+ * instead, its key has expired. Can't fail. */
+static void dirNodeCachePut(const DirNode *n, int gone)
+{
+    DirNodeCached *slot = NULL;
+    for (int i = 0; i < OBJ_DIR_NODE_CACHE && !slot; i++)
+        if (!strcmp(dir.nodeCache[i].node.name, n->name))
+            slot = &dir.nodeCache[i];
+    if (gone) {
+        if (slot)
+            memset(slot, 0, sizeof(*slot));
+        return;
+    }
+    for (int i = 0; i < OBJ_DIR_NODE_CACHE && !slot; i++)
+        if (!dir.nodeCache[i].node.name[0])
+            slot = &dir.nodeCache[i];
+    if (!slot) {
+        slot = &dir.nodeCache[dir.nodeCacheNext];
+        dir.nodeCacheNext = (dir.nodeCacheNext + 1) % OBJ_DIR_NODE_CACHE;
+    }
+    slot->node = *n;
+    slot->readMs = dirNowMs();
+    slot->gen = dir.nodeCacheGen;
+}
+
+/* Adds an HGETALL of each usable name's node key to a batch, except for
+ * names dirNodeCacheGet answers at cacheNow (0: none). */
+static void dirAddNodeFetches(DirBatch *b, const redisReply *const *names, size_t n,
+                              int64_t cacheNow)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!dirNameValid(names[i]))
+        if (!dirNameValid(names[i]) || dirNodeCacheGet(names[i], cacheNow))
             continue;
         size_t keyLen;
         char *key = dirNodeKey(names[i]->str, (size_t)names[i]->len, &keyLen);
@@ -1190,16 +1255,18 @@ static void dirAddNodeFetches(DirBatch *b, const redisReply *const *names, size_
 }
 
 /*
- * Reads the node hashes that dirAddNodeFetches added for the same names
- * (starting at command *next of the run batch, which it advances) into
- * res->nodes/res->count (live, well-formed nodes only). gone[i] is set for
- * names whose key has expired (when gone is not NULL); *malformed counts
- * names or hashes that could not be used, *unreachable the nodes whose shard
- * did not answer (why then says why). Can't fail.
+ * Reads the node hashes that dirAddNodeFetches added for the same names and
+ * the same cacheNow (starting at command *next of the run batch, which it
+ * advances; names the cache answered take no command) into
+ * res->nodes/res->count (live, well-formed nodes only), and keeps what it
+ * read in the cache. gone[i] is set for names whose key has expired (when
+ * gone is not NULL); *malformed counts names or hashes that could not be
+ * used, *unreachable the nodes whose shard did not answer (why then says
+ * why). Can't fail.
  */
 static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *const *names,
-                            size_t n, DirResult *res, unsigned char *gone, size_t *malformed,
-                            size_t *unreachable, char *why, size_t whyLen)
+                            size_t n, int64_t cacheNow, DirResult *res, unsigned char *gone,
+                            size_t *malformed, size_t *unreachable, char *why, size_t whyLen)
 {
     res->nodes = dirCalloc(n, sizeof(DirNode));
     res->count = 0;
@@ -1207,6 +1274,11 @@ static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *c
     for (size_t i = 0; i < n; i++) {
         if (!dirNameValid(names[i])) {
             (*malformed)++;
+            continue;
+        }
+        const DirNode *cached = dirNodeCacheGet(names[i], cacheNow);
+        if (cached) {
+            res->nodes[res->count++] = *cached;
             continue;
         }
         const DirCmd *c = &b->cmds[(*next)++];
@@ -1219,8 +1291,12 @@ static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *c
         } else if (h->type == REDIS_REPLY_ARRAY && h->elements == 0) {
             if (gone != NULL)
                 gone[i] = 1;
+            DirNode g = {0};
+            memcpy(g.name, names[i]->str, (size_t)names[i]->len);
+            dirNodeCachePut(&g, 1);
         } else if (h->type == REDIS_REPLY_ARRAY &&
                    dirParseNode(h, names[i], &res->nodes[res->count]) == 0) {
+            dirNodeCachePut(&res->nodes[res->count], 0);
             res->count++;
         } else {
             (*malformed)++;
@@ -1241,9 +1317,9 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
 /*
  * Looks n objects up together: the meta hash and location set of each in
  * one round over the shards (an object's two keys share its {id} slot, so
- * each lookup is one round trip to one shard), then the hashes of all the
- * listed nodes in another. A location whose shard does not answer is left
- * out; only when no location is left for that reason is the answer
+ * each lookup is one round trip to one shard), then the hashes of the
+ * listed nodes the node cache cannot answer in another (none, usually). A location whose shard does
+ * not answer is left out; only when no location is left for that reason is the answer
  * DIR_UNAVAILABLE. Runs every callback (exactly once) and frees the ops.
  */
 static void dirDoLookups(DirOp **ops, size_t n)
@@ -1251,6 +1327,8 @@ static void dirDoLookups(DirOp **ops, size_t n)
     DirBatch b = {0}, nb = {0};
     DirResult **res = dirCalloc(n, sizeof(*res));
     unsigned char *needNodes = dirCalloc(n, 1);
+    int64_t cacheNow = dirNowMs();
+    dir.nodeCacheGen++;
     for (size_t i = 0; i < n; i++) {
         size_t metaLen, locLen;
         char *metaKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":meta", &metaLen);
@@ -1288,7 +1366,8 @@ static void dirDoLookups(DirOp **ops, size_t n)
             dirResultSet(r, DIR_NOTFOUND, "object has no location in the directory");
         else {
             needNodes[i] = 1;
-            dirAddNodeFetches(&nb, (const redisReply *const *)loc->element, loc->elements);
+            dirAddNodeFetches(&nb, (const redisReply *const *)loc->element, loc->elements,
+                              cacheNow);
         }
     }
     dirBatchRun(&nb);
@@ -1300,7 +1379,7 @@ static void dirDoLookups(DirOp **ops, size_t n)
             char down[sizeof(res[i]->err)] = "";
             size_t malformed = 0, unreachable = 0;
             dirCollectNodes(&nb, &next, (const redisReply *const *)loc->element, loc->elements,
-                            res[i], NULL, &malformed, &unreachable, down, sizeof(down));
+                            cacheNow, res[i], NULL, &malformed, &unreachable, down, sizeof(down));
             if (res[i]->count > 0)
                 dirResultSet(res[i], DIR_FOUND, "");
             else if (unreachable > 0)
@@ -1393,9 +1472,10 @@ static void dirDoList(DirResult *res)
     size_t malformed = 0, unreachable = 0, next = 0;
     char down[sizeof(res->err)] = "";
     DirBatch nb = {0};
-    dirAddNodeFetches(&nb, names, n);
+    dirAddNodeFetches(&nb, names, n, 0);
     dirBatchRun(&nb);
-    dirCollectNodes(&nb, &next, names, n, res, gone, &malformed, &unreachable, down, sizeof(down));
+    dirCollectNodes(&nb, &next, names, n, 0, res, gone, &malformed, &unreachable, down,
+                    sizeof(down));
     dirBatchFree(&nb);
     if (unreachable > 0) {
         res->count = 0;
@@ -1456,7 +1536,7 @@ static void dirRunNode(DirOp *op)
         dirResultSet(res, DIR_NOTFOUND, "not a usable node name");
     } else {
         DirBatch b = {0};
-        dirAddNodeFetches(&b, (const redisReply *const[]){&name}, 1);
+        dirAddNodeFetches(&b, (const redisReply *const[]){&name}, 1, 0);
         dirBatchRun(&b);
         const redisReply *h = b.cmds[0].reply;
         res->nodes = dirCalloc(1, sizeof(DirNode));
@@ -1603,6 +1683,7 @@ static void dirWaitLocked(int64_t deadlineMs)
 static void *dirThreadMain(void *unused)
 {
     (void)unused;
+    pthread_setname_np(pthread_self(), "obj-directory"); /* top -H, perf */
     for (;;) {
         if (!dirAllUp() && dirNowMs() >= dir.nextConnectMs)
             dirConnect();
@@ -1719,6 +1800,7 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg)
     dir.snapshotArg = snapshotArg;
     memcpy(dir.seeds, seeds, sizeof(seeds));
     dir.nSeeds = nSeeds;
+    memset(dir.nodeCache, 0, sizeof(dir.nodeCache)); /* entries of an earlier start */
     slotsMapInit(&dir.map);
     dir.haveMap = dir.mapStale = dir.mapCovered = 0;
     dir.conns = NULL;

@@ -61,6 +61,8 @@ static void clusterRecheck(void *arg)
 
 static void clusterChanged(const char *id, size_t idLen)
 {
+    if (!waitersAny()) /* the common case: a fetch nobody OBJ.GETs meanwhile */
+        return;
     RedisModuleString *s = RedisModule_CreateString(NULL, id, idLen);
     if (RedisModule_EventLoopAddOneShot(clusterRecheck, s) == REDISMODULE_ERR)
         RedisModule_FreeString(NULL, s);

@@ -12,8 +12,12 @@
  * client whose unblock is pending when its timeout fires gets no reply at
  * all. With one unblock path (ours) that case cannot happen: the timer only
  * marks the waiter as timed out and unblocks it; the reply callback answers.
- * Main thread only.
+ * Main thread only, except waitersAny: the transfer engine asks it after a
+ * seal, so that a fetch nobody waits on costs no wake-up of the main thread.
+ * For that to lose no wake-up, a waiter is counted before its object is
+ * looked at for the last time (see waitersBlock).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +38,7 @@ typedef struct Waiter {
 } Waiter;
 
 static Waiter *waitHead;
-static uint64_t waitCount;
+static _Atomic uint64_t waitCount; /* seq_cst: see waitersBlock */
 
 static void waiterUnlink(Waiter *w)
 {
@@ -106,6 +110,16 @@ static void waiterFree(RedisModuleCtx *ctx, void *privdata)
     free(w);
 }
 
+/* Is w's wait over, given the table now? Caller holds the table lock. */
+static int waiterReady(const Waiter *w)
+{
+    ObjEntry *e = objTableFind(objNode.table, w->id, w->idLen);
+
+    if (!e)
+        return !w->waitMissing;
+    return e->state == OBJ_SEALED;
+}
+
 int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long timeoutMs,
                  int waitMissing, ObjReplyKind kind)
 {
@@ -132,17 +146,14 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
     waitHead = w;
     waitCount++;
     objNode.cnt.blocked++;
+    /* A seal on the engine thread between the caller's look at the object
+     * and the count above found no waiter and woke nobody: look again now
+     * that this one is counted (the engine seals, then reads the count). */
+    objTableLock(objNode.table);
+    if (waiterReady(w))
+        waiterRelease(w);
+    objTableUnlock(objNode.table);
     return REDISMODULE_OK;
-}
-
-/* Is w's wait over, given the table now? Caller holds the table lock. */
-static int waiterReady(const Waiter *w)
-{
-    ObjEntry *e = objTableFind(objNode.table, w->id, w->idLen);
-
-    if (!e)
-        return !w->waitMissing;
-    return e->state == OBJ_SEALED;
 }
 
 void waitersRecheck(const char *id, size_t idLen)
@@ -165,4 +176,9 @@ void waitersRecheck(const char *id, size_t idLen)
 uint64_t waitersCount(void)
 {
     return waitCount;
+}
+
+int waitersAny(void)
+{
+    return waitCount > 0;
 }

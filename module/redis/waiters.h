@@ -18,5 +18,9 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
  * an abort or a put, and wake those whose wait is over. */
 void waitersRecheck(const char *id, size_t idLen);
 uint64_t waitersCount(void);
+/* Is any client waiting? Safe from any thread: a thread that changed an
+ * object under the table lock and then sees 0 need not call
+ * waitersRecheck (a waiter counted later looks at the object itself). */
+int waitersAny(void);
 
 #endif /* OBJSTORE_WAITERS_H */

@@ -671,6 +671,58 @@ static void test_malformed_node_entry_is_skipped(void **state)
     dirResultFree(res);
 }
 
+/* How often the directory Redis has run HGETALL (INFO commandstats). */
+static long long testHgetallCalls(void)
+{
+    redisReply *r = testCmd("INFO commandstats");
+    const char *p = r != NULL && r->type == REDIS_REPLY_STRING
+                        ? strstr(r->str, "cmdstat_hgetall:calls=")
+                        : NULL;
+    long long n = p != NULL ? strtoll(p + strlen("cmdstat_hgetall:calls="), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* An object lookup reads a node's entry at most once per heartbeat interval:
+ * the second lookup of an object on the same node is its meta and locations
+ * only (one round trip), while a node listing still reads every entry. */
+static void test_lookup_reads_node_entries_once_per_heartbeat(void **state)
+{
+    (void)state;
+    dirStop();
+    DirConfig cfg = testConfig();
+    cfg.heartbeatMs = 20000; /* the test runs well within one interval */
+    cfg.ttlMs = 60000;
+    assert_int_equal(dirStart(&cfg, testSnapshot, NULL), 0);
+    for (int i = 7; i <= 8; i++) {
+        freeReplyObject(testCmd("HSET objstore:{obj-%d}:meta size 10 meta_size 0 checksum "
+                                "0000000000000003",
+                                i));
+        freeReplyObject(testCmd("SADD objstore:{obj-%d}:loc %s", i, TEST_PEER));
+    }
+    testAddPeer(TEST_PEER, "7002", NULL, 0, 60000);
+
+    DirResult *res = testLookup("obj-7", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    dirResultFree(res);
+    long long before = testHgetallCalls();
+    res = testLookup("obj-8", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_string_equal(res->nodes[0].name, TEST_PEER);
+    assert_int_equal(res->nodes[0].tcpPort, 7002);
+    assert_int_equal(res->nodes[0].rdmaPort, 7472);
+    dirResultFree(res);
+    assert_int_equal(testHgetallCalls() - before, 1); /* obj-8's meta, no node entry */
+
+    before = testHgetallCalls();
+    res = testList();
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    assert_true(testHgetallCalls() - before >= 2); /* both nodes' entries, read again */
+}
+
 static void test_many_publishes_are_pipelined_in_order(void **state)
 {
     (void)state;
@@ -877,6 +929,8 @@ int main(void)
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_malformed_node_entry_is_skipped, testSetup,
                                         testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_reads_node_entries_once_per_heartbeat,
+                                        testSetup, testTeardown),
         cmocka_unit_test_setup_teardown(test_many_publishes_are_pipelined_in_order, testSetup,
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_stop_unregisters_node, testSetup, testTeardown),
