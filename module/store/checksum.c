@@ -1,8 +1,6 @@
 /*
  * checksum.c - XXH3-64 of an object's data then metadata (see checksum.h).
  */
-#include <xxhash.h>
-
 #include "checksum.h"
 
 uint64_t objChecksum(const uint8_t *arenaBase, const ObjEntry *e)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "framer.h"
+#include "store/checksum.h" /* XXH3, dispatched where the CPU allows */
 
 void framerInit(Framer *f)
 {
