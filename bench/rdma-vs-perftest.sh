@@ -21,7 +21,9 @@
 # which is what perftest calls MB/sec) and microseconds. Ratios are
 # objstore / perftest: bandwidth ratio below 1 and latency ratio above 1 show
 # the cost of the store; /PING is the fetch p50 over a Redis PING p50 on B in
-# the same run (the floor of any request through Redis). Note ib_write_lat's t_typical is half a ping-pong
+# the same run (the floor of any request through Redis); the latency sizes
+# are also fetched with FROM A (the location hint: no directory lookup), in
+# their own columns. Note ib_write_lat's t_typical is half a ping-pong
 # round trip (one way), while an OBJ.FETCH p50 is a whole request: directory
 # lookup, FETCH, transfer, checksum, seal, and the Redis round trip of the
 # client. The objstore "engine" column is the node's own mean fetch time
@@ -271,8 +273,9 @@ def put(oid, size):
     assert a.execute_command("OBJ.SEAL", oid) == b"OK"
 
 
-def fetch(oid):
-    reply = b.execute_command("OBJ.FETCH", oid, "TIMEOUT", 120000, "VIA", "rdma")
+def fetch(oid, hint=None):
+    args = ["FROM", hint] if hint else []
+    reply = b.execute_command("OBJ.FETCH", oid, "TIMEOUT", 120000, "VIA", "rdma", *args)
     if reply != [b"OK"]:
         raise SystemExit(f"OBJ.FETCH {oid} VIA rdma: {reply!r}")
 
@@ -328,15 +331,27 @@ for size in sizes:
     n1 = stat(b, "rdma_fetches")
     s1 = stat(b, "rdma_fetch_latency_avg_us") * n1
     engine_us = (s1 - s0) / (n1 - n0) if n1 > n0 else float("nan")
+    # The small sizes again with FROM A: the location hint, no directory lookup.
+    from_times = []
+    start = time.monotonic()
+    while size in lat_sizes and len(from_times) < max_rounds and \
+            (len(from_times) < 3 or time.monotonic() - start < size_seconds):
+        t0 = time.perf_counter()
+        fetch(oid, "A")
+        from_times.append(time.perf_counter() - t0)
+        b.execute_command("OBJ.DEL", oid)
     a.execute_command("OBJ.DEL", oid)
     results[size] = {
         "rounds": len(times),
         "mibps": size * len(times) / sum(times) / MIB,
         "p50_us": statistics.median(times) * 1e6,
+        "from_p50_us": statistics.median(from_times) * 1e6 if from_times else None,
         "engine_us": engine_us,
     }
     print(f"  objstore     {size}: {len(times)} rounds, p50 {results[size]['p50_us']:.0f} us,"
-          f" {results[size]['mibps']:.2f} MiB/s", flush=True)
+          f" {results[size]['mibps']:.2f} MiB/s" +
+          (f"; FROM A p50 {results[size]['from_p50_us']:.0f} us" if from_times else ""),
+          flush=True)
 
 perf_bw, perf_lat = {}, {}
 with open(perf_path) as f:
@@ -373,12 +388,15 @@ for size in sizes:
         "lat_ratio": r["p50_us"] / lat if lat else None,
         "ping_p50_us": ping_us,
         "ping_ratio": r["p50_us"] / ping_us,
+        "from_p50_us": r["from_p50_us"],
+        "from_ping_ratio": r["from_p50_us"] / ping_us if r["from_p50_us"] else None,
         "objstore_engine_avg_us": r["engine_us"],
         "objstore_rounds": r["rounds"],
     })
 
 head = (f"{'size':>8} | {'ib_read_bw':>10} {'objstore':>9} {'ratio':>6} | "
-        f"{'ib_write_lat':>12} {'objstore p50':>12} {'ratio':>7} {'/PING':>6} | "
+        f"{'ib_write_lat':>12} {'objstore p50':>12} {'ratio':>7} {'/PING':>6} "
+        f"{'FROM p50':>9} {'/PING':>6} | "
         f"{'engine avg':>10} {'rounds':>6}")
 print()
 print(f"OBJ.FETCH VIA rdma vs perftest on {dev} ({mode}); bandwidth in MiB/s, latency in us")
@@ -388,12 +406,13 @@ for r in rows:
     print(f"{human(r['size_bytes']):>8} | {fmt(r['ib_read_bw_MiBps'], '10.2f')} "
           f"{r['objstore_MiBps']:9.3f} {fmt(r['bw_ratio'], '6.3f')} | "
           f"{fmt(r['ib_write_lat_typical_us'], '12.1f')} {r['objstore_p50_us']:12.0f} "
-          f"{fmt(r['lat_ratio'], '7.1f')} {r['ping_ratio']:6.1f} | {r['objstore_engine_avg_us']:10.0f} "
+          f"{fmt(r['lat_ratio'], '7.1f')} {r['ping_ratio']:6.1f} {fmt(r['from_p50_us'], '9.0f')} "
+          f"{fmt(r['from_ping_ratio'], '6.1f')} | {r['objstore_engine_avg_us']:10.0f} "
           f"{r['objstore_rounds']:6d}")
 
 cols = ["size_bytes", "ib_read_bw_MiBps", "objstore_MiBps", "bw_ratio", "ib_write_lat_typical_us",
         "objstore_p50_us", "lat_ratio", "ping_p50_us", "ping_ratio", "objstore_engine_avg_us",
-        "objstore_rounds"]
+        "objstore_rounds", "from_p50_us", "from_ping_ratio"]
 with open(csv_path, "w") as f:
     f.write(",".join(cols + ["mode", "device"]) + "\n")
     for r in rows:

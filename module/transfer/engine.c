@@ -783,9 +783,9 @@ void engineOnSendDone(Conn *c, void *cookie)
     ENGINE_EACH_SIDE(sendDone, c, cookie);
 }
 
-void engineOnReadDone(Conn *c, void *cookie, int ok)
+void engineOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
 {
-    ENGINE_EACH_SIDE(readDone, c, cookie, ok);
+    ENGINE_EACH_SIDE(readDone, c, cookie, ok, sum);
 }
 
 void engineOnClosed(Conn *c, const char *why)

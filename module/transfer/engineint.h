@@ -84,7 +84,7 @@ typedef struct EngineSide {
     void (*connClosed)(Conn *c);
     void (*payloadDone)(Conn *c);
     void (*sendDone)(Conn *c, void *cookie);
-    void (*readDone)(Conn *c, void *cookie, int ok);
+    void (*readDone)(Conn *c, void *cookie, int ok, const uint64_t *sum);
     /* Periodic (every ENGINE_TICK_MS), and once at stop. */
     void (*tick)(void);
     void (*shutdown)(void);
@@ -104,7 +104,7 @@ void engineOnUp(Conn *c);
 int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
 void engineOnPayloadDone(Conn *c);
 void engineOnSendDone(Conn *c, void *cookie);
-void engineOnReadDone(Conn *c, void *cookie, int ok);
+void engineOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum);
 void engineOnClosed(Conn *c, const char *why);
 /* Log from any engine-side file, with a level "warning"/"notice"/"verbose". */
 void engineLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -781,8 +781,9 @@ static Transfer *xferByReadToken(const Conn *c, uint64_t token)
 }
 
 /* Every READ of the attempt has completed or been flushed: only now may the
- * object be verified, handed on, or given back. */
-static void readsFinished(Conn *c, void *cookie, int ok)
+ * object be verified (against sum, the checksum the transport took as the
+ * bytes landed, when it has one), handed on, or given back. */
+static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
 {
     Transfer *x = xferByReadToken(c, (uint64_t)(uintptr_t)cookie);
 
@@ -806,7 +807,7 @@ static void readsFinished(Conn *c, void *cookie, int ok)
         attemptFailed(x, "UNAVAILABLE RDMA read failed");
         return;
     }
-    xferReceived(x, NULL);
+    xferReceived(x, sum);
 }
 
 static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
@@ -836,9 +837,9 @@ static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     return 0;
 }
 
-static void fetchOnReadDone(Conn *c, void *cookie, int ok)
+static void fetchOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
 {
-    readsFinished(c, cookie, ok);
+    readsFinished(c, cookie, ok, sum);
     fetchKick(c);
 }
 

@@ -76,6 +76,7 @@
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
 #include "rdma/verbs.h"
+#include "store/checksum.h" /* XXH3, dispatched where the CPU allows */
 
 /* The engine core, as given to rdmaTransportInit. */
 static const TransportHost *host;
@@ -119,6 +120,8 @@ typedef struct ReadOp {
     void *cookie;
     uint8_t *dst;
     uint64_t raddr, len, posted;
+    uint64_t landed;    /* bytes whose READ completed (a QP completes in order) */
+    XXH3_state_t *hash; /* checksum of the landed bytes; NULL: none taken */
     uint32_t rkey;
     int inflight, failed;
     struct ReadOp *next;
@@ -199,8 +202,10 @@ static void rdmaFail(RdmaConn *c, const char *fmt, const char *what)
 }
 
 /* A completion of one of our WRs (READ chunk, bind, invalidation), or its
- * flush at teardown. Bookkeeping only; the engine hears of it after the
- * stream's processing returns (rdmaAfterProcess). */
+ * flush at teardown. Bookkeeping, plus the checksum of a READ chunk that
+ * just landed (while the NIC fills the next ones, and with the bytes still
+ * in the cache: the fetch then needs no second pass); the engine hears of
+ * it after the stream's processing returns (rdmaAfterProcess). */
 static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
 {
     RdmaConn *c = ctx;
@@ -213,6 +218,15 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         ReadOp *op = p;
         op->inflight--;
         c->readsInflight--;
+        if (ok && !op->failed) { /* the oldest chunk in flight: chunks complete in order */
+            uint64_t n =
+                op->len - op->landed < RDMA_READ_CHUNK ? op->len - op->landed : RDMA_READ_CHUNK;
+            if (op->hash && XXH3_64bits_update(op->hash, op->dst + op->landed, n) != XXH_OK) {
+                XXH3_freeState(op->hash);
+                op->hash = NULL;
+            }
+            op->landed += n;
+        }
         if (!ok) {
             op->failed = 1;
             if (!c->closing)
@@ -603,8 +617,13 @@ static void rdmaReapReads(RdmaConn *c)
         c->reads = op->next;
         void *cookie = op->cookie;
         int ok = !op->failed;
+        uint64_t sum = 0;
+        int hashed = ok && op->hash && op->landed == op->len;
+        if (hashed)
+            sum = XXH3_64bits_digest(op->hash);
+        XXH3_freeState(op->hash);
         free(op);
-        host->onReadDone(&c->base, cookie, ok);
+        host->onReadDone(&c->base, cookie, ok, hashed ? &sum : NULL);
         if (c->closing)
             return;
     }
@@ -622,6 +641,12 @@ static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, u
     if (!op)
         return -1;
     *op = (ReadOp){.cookie = cookie, .dst = d, .raddr = raddr, .len = len, .rkey = rkey};
+    /* Without a state (out of memory) the fetch takes the checksum itself. */
+    op->hash = XXH3_createState();
+    if (op->hash && XXH3_64bits_reset(op->hash) != XXH_OK) {
+        XXH3_freeState(op->hash);
+        op->hash = NULL;
+    }
     ReadOp **pp = &c->reads;
     while (*pp)
         pp = &(*pp)->next;
@@ -802,8 +827,9 @@ static void rdmaCloseConn(Conn *base, const char *why)
         ReadOp *op = c->reads;
         c->reads = op->next;
         void *cookie = op->cookie;
+        XXH3_freeState(op->hash);
         free(op);
-        host->onReadDone(base, cookie, 0);
+        host->onReadDone(base, cookie, 0, NULL);
     }
     while (c->txHead) {
         TxItem *n = c->txHead->next;

@@ -50,8 +50,8 @@ typedef struct TransportOps {
      * NULL on transports that take none. */
     int (*payloadHash)(Conn *c, uint64_t *sum);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
-     * lies in the registered arena); host->onReadDone(cookie, status) when
-     * done. NULL on transports without one-sided reads. */
+     * lies in the registered arena); host->onReadDone(cookie, status, sum)
+     * when done. NULL on transports without one-sided reads. */
     int (*readRemote)(Conn *c, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
                       void *cookie);
     /* Largest payload send() may carry inline (SIZE_MAX on streams). */
@@ -135,7 +135,9 @@ typedef struct TransportHost {
     int (*onFrame)(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
     void (*onPayloadDone)(Conn *c);
     void (*onSendDone)(Conn *c, void *cookie);
-    void (*onReadDone)(Conn *c, void *cookie, int ok);
+    /* sum: the XXH3-64 of the bytes read (store/checksum.h), taken as they
+     * landed, or NULL when the reads failed or the transport took none. */
+    void (*onReadDone)(Conn *c, void *cookie, int ok, const uint64_t *sum);
     /* The conn is gone (peer closed, error, or close()); called exactly
      * once. The transport frees its memory after this returns. */
     void (*onClosed)(Conn *c, const char *why);
