@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "node.h"
 #include "cluster.h"
@@ -19,12 +20,13 @@
 
 #define CFG_STRING  1
 #define CFG_NUMERIC 2
+#define CFG_BOOL    3 /* yes/no, kept as 0/1 in a long long */
 
 typedef struct ConfigDef {
     const char *name;
     int kind;
     unsigned int flags; /* REDISMODULE_CONFIG_* */
-    void *dst;          /* char[len] or long long */
+    void *dst;          /* char[len], or long long (numeric, bool) */
     size_t len;
     long long def, min, max; /* numeric */
     const char *sdef;        /* string default */
@@ -46,10 +48,15 @@ static void applyReadMin(void)
     {                                                                                              \
         n, CFG_NUMERIC, fl, &objNode.cfg.field, 0, d, lo, hi, NULL, ap                             \
     }
+#define BOOL(n, field, fl, d)                                                                      \
+    {                                                                                              \
+        n, CFG_BOOL, fl, &objNode.cfg.field, 0, d, 0, 1, NULL, NULL                                \
+    }
 
 static ConfigDef configDefs[] = {
     NUM("memory", memory, IMM | MEM, 1LL << 30, 1LL << 20, 1LL << 42, NULL),
     STR("arena-dir", arenaDir, IMM, "/dev/shm"),
+    BOOL("prefault", prefault, IMM, 0),
     STR("node-name", nodeName, IMM, ""),
     STR("directory", directory, IMM, ""),
     STR("directory-password", directoryPassword, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),
@@ -86,6 +93,17 @@ static int configSetNumeric(const char *name, long long val, void *privdata,
                             RedisModuleString **err)
 {
     *(long long *)((ConfigDef *)privdata)->dst = val;
+    return REDISMODULE_OK;
+}
+
+static int configGetBool(const char *name, void *privdata)
+{
+    return *(long long *)((ConfigDef *)privdata)->dst != 0;
+}
+
+static int configSetBool(const char *name, int val, void *privdata, RedisModuleString **err)
+{
+    *(long long *)((ConfigDef *)privdata)->dst = val != 0;
     return REDISMODULE_OK;
 }
 
@@ -197,6 +215,14 @@ static int configParseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
                 return REDISMODULE_ERR;
             }
             *(long long *)d->dst = sv;
+        } else if (d->kind == CFG_BOOL) {
+            if (!strcasecmp(val, "yes") || !strcasecmp(val, "no")) {
+                *(long long *)d->dst = !strcasecmp(val, "yes");
+            } else {
+                RedisModule_Log(ctx, "warning", "module argument %s '%s' must be yes or no", name,
+                                val);
+                return REDISMODULE_ERR;
+            }
         } else if (configStoreString(d, val, vlen, &why) == -1) {
             RedisModule_Log(ctx, "warning", "module argument %s: %s", name, why);
             return REDISMODULE_ERR;
@@ -209,7 +235,7 @@ int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     for (size_t i = 0; i < N_CONFIG; i++) {
         ConfigDef *d = &configDefs[i];
-        if (d->kind == CFG_NUMERIC)
+        if (d->kind != CFG_STRING)
             *(long long *)d->dst = d->def;
         else
             snprintf(d->dst, d->len, "%s", d->sdef);
@@ -223,6 +249,9 @@ int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             rc = RedisModule_RegisterNumericConfig(ctx, d->name, *(long long *)d->dst, d->flags,
                                                    d->min, d->max, configGetNumeric,
                                                    configSetNumeric, configApply, d);
+        } else if (d->kind == CFG_BOOL) {
+            rc = RedisModule_RegisterBoolConfig(ctx, d->name, *(long long *)d->dst != 0, d->flags,
+                                                configGetBool, configSetBool, configApply, d);
         } else {
             char def[512];
             snprintf(def, sizeof(def), "%s", (char *)d->dst);

@@ -19,6 +19,7 @@
  *   store/      arena.c, alloc.c (TLSF), objtable.c, checksum.c
  *   common/     util.c: parsing, glob, clocks
  */
+#include <errno.h>
 #include <string.h>
 
 #include "node.h"
@@ -71,6 +72,9 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "%s", err);
         return REDISMODULE_ERR;
     }
+    if (objNode.cfg.prefault && arenaPrefault(&objNode.arena) == -1)
+        RedisModule_Log(ctx, "warning", "prefault: the arena's page tables stay lazy: %s",
+                        strerror(errno));
     objNode.table = objTableCreate(objNode.arena.size);
     if (!objNode.table) {
         RedisModule_Log(ctx, "warning", "out of memory for the object table");

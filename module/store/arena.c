@@ -81,6 +81,15 @@ out_unlink:
     return -1;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack the name */
+#endif
+
+int arenaPrefault(Arena *a)
+{
+    return madvise(a->base, a->size, MADV_POPULATE_WRITE);
+}
+
 void arenaClose(Arena *a)
 {
     if (a->base)

@@ -130,3 +130,37 @@ def test_clients_see_the_same_arena_size_as_configured(make_server):
         assert stats(c)["arena_size"] == 16 * MIB
     finally:
         c.close()
+
+
+def _rss_shmem_kib(pid):
+    """The process's resident shared memory (its mapped arena pages), in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/status has no RssShmem line")
+
+
+def test_prefault_maps_the_whole_arena_at_start(make_server):
+    lazy = make_server(memory="64mb")
+    eager = make_server(memory="64mb", module_args=["prefault", "yes"])
+    assert to_str(_config_get(eager.client(), "objstore.prefault")["objstore.prefault"]) == "yes"
+    assert to_str(_config_get(lazy.client(), "objstore.prefault")["objstore.prefault"]) == "no"
+    # With prefault every arena page is mapped from the start; without, only
+    # what has been touched (the object table's own pages live on the heap).
+    assert _rss_shmem_kib(eager.proc.pid) >= 64 * 1024
+    assert _rss_shmem_kib(lazy.proc.pid) < 16 * 1024
+    with pytest.raises(Exception):
+        eager.client().execute_command("CONFIG", "SET", "objstore.prefault", "no")
+    c = eager.client()
+    c.execute_command("OBJ.PUT", "pf", b"x" * 4096)
+    assert c.execute_command("OBJ.GET", "pf") == b"x" * 4096
+
+
+def test_prefault_takes_only_yes_or_no(make_server):
+    s = make_server(memory="8mb", module_args=["prefault", "maybe"], start=False)
+    ready, log = s.try_start()
+    if ready:
+        s.stop()
+    assert not ready, f"server started with prefault maybe; log:\n{log[-2000:]}"
+    assert "yes or no" in log
