@@ -66,17 +66,22 @@ def main(argv):
     p("")
     p("Throughput (MB/s, 10^6 bytes/s):")
     p("")
-    p("| size | clients | fetch MB/s (TCP) | redis GET MB/s | fetch/GET | pin+read MB/s | pin/GET "
+    p("| size | clients | fetch MB/s (TCP) | fetch FROM A MB/s | redis GET MB/s | fetch/GET "
+      "| FROM/GET | pin+read MB/s | pin/GET "
       "| pin+read, cache + prefault | cached/GET | iperf3 MB/s (c streams) | fetch/iperf3 "
-      "| fetch/iperf3 1 stream |")
-    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+      "| fetch/iperf3 1 stream | FROM/iperf3 1 stream |")
+    p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        p(f"| {r['size']} | {r['clients']} | {r['fetch_mb_s']} | {r['redis_get_mb_s']} "
-          f"| {fmt(num(r['fetch_vs_redis']), 'x', 2)} | {r['pin_mb_s']} "
+        iperf1 = num(r["iperf3_1_mb_s"])
+        p(f"| {r['size']} | {r['clients']} | {r['fetch_mb_s']} | {r['fetch_from_mb_s']} "
+          f"| {r['redis_get_mb_s']} | {fmt(num(r['fetch_vs_redis']), 'x', 2)} "
+          f"| {fmt(div(num(r['fetch_from_mb_s']), num(r['redis_get_mb_s'])), 'x', 2)} "
+          f"| {r['pin_mb_s']} "
           f"| {fmt(num(r['pin_vs_redis']), 'x', 2)} | {r['pin_cache_mb_s']} "
           f"| {fmt(num(r['pin_cache_vs_redis']), 'x', 2)} | {r['iperf3_mb_s']} "
           f"| {fmt(num(r['fetch_vs_iperf3']), 'x', 2)} "
-          f"| {fmt(num(r['fetch_vs_iperf3_1']), 'x', 2)} |")
+          f"| {fmt(num(r['fetch_vs_iperf3_1']), 'x', 2)} "
+          f"| {fmt(div(num(r['fetch_from_mb_s']), iperf1), 'x', 2)} |")
     p("")
     p("Latency (ms, p50 / p99) and server CPU per operation (us, INFO cpu: used_cpu_sys + "
       "used_cpu_user of every thread; fetch: node A (source) + node B (destination) over "
@@ -141,13 +146,16 @@ def main(argv):
         r1 = row(size, 1)
         r4 = row(size, 4)
         target = 0.7 if size == "1m" else 0.9
-        v = val(r1, "fetch_vs_iperf3_1")
-        p(f"| fetch MB/s / iperf3 single stream, {size}, 1 client "
-          f"| {fmt(v, 'x', 2)} | >= {target}x | {verdict(v, target, True)} |")
+        for label, v in (("", val(r1, "fetch_vs_iperf3_1")),
+                         (", FROM", div(val(r1, "fetch_from_mb_s"), val(r1, "iperf3_1_mb_s")))):
+            p(f"| fetch MB/s / iperf3 single stream, {size}, 1 client{label} "
+              f"| {fmt(v, 'x', 2)} | >= {target}x | {verdict(v, target, True)} |")
         if r4 is not None:
-            v = val(r4, "fetch_vs_redis")
-            p(f"| fetch MB/s / GET MB/s, {size}, 4 clients "
-              f"| {fmt(v, 'x', 2)} | >= 1.0x | {verdict(v, 1.0, True)} |")
+            for label, v in (("", val(r4, "fetch_vs_redis")),
+                             (", FROM", div(val(r4, "fetch_from_mb_s"),
+                                            val(r4, "redis_get_mb_s")))):
+                p(f"| fetch MB/s / GET MB/s, {size}, 4 clients{label} "
+                  f"| {fmt(v, 'x', 2)} | >= 1.0x | {verdict(v, 1.0, True)} |")
     for label, v in (("pin + release p50 / GET 64 B p50", pin64_p50),
                      ("pin + release p50 / GET 64 B p50, pin cache", pinc64_p50)):
         ratio_v = div(v, get64_p50)

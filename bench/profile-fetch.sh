@@ -9,13 +9,15 @@
 # the fetch (obj-benchmark -t fetch --tcp --from A, one client) and for GET
 # (redis-benchmark -t get, one client) it reports, per operation:
 #   - p50 latency (the tools' own figure);
-#   - CPU microseconds of every server process (utime+stime, /proc/PID/stat);
-#   - context switches of every server process, summed over its threads
-#     (voluntary + involuntary, /proc/PID/task/*/status): each one is a thread
-#     that went to sleep and had to be woken, the cost a hand-off pays.
-# The fetch figures include the benchmark's untimed work around each fetch
-# (OBJ.DEL on B, its unpublish, the re-publish on the next copy), as in
-# `make bench`. With perf (Debian's linux-perf) available, it also records
+#   - the server CPU per request over the timed phases, as obj-benchmark
+#     reports it (INFO cpu of B and of A; the setup and the deletes between
+#     rounds not included), and for GET from INFO cpu around the run;
+#   - per thread of each node (the Redis main thread, obj-engine,
+#     obj-directory), over the whole run: CPU microseconds (utime + stime,
+#     /proc/PID/task/TID/stat) and context switches (voluntary +
+#     involuntary, .../status) per request. A switch is a thread that went
+#     to sleep and had to be woken: the cost a hand-off pays. These include
+#     the benchmark's untimed setup and deletes around the fetches. With perf (Debian's linux-perf) available, it also records
 # 3 s of B and A during the fetches and prints the top symbols, which is how
 # the bound was named in the issue note. Writes
 # bench/results/profile-fetch.txt (the table, the perf summary, and this
@@ -50,31 +52,42 @@ PR=$(nodesFreePort)
 redisStart R "$PR"
 nodeWait R
 
-cpuTicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-switches() {
-    cat /proc/"$1"/task/*/status 2>/dev/null |
-        awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s }'
-}
 TCK=$(getconf CLK_TCK)
 
-# measure LABEL OPS PIDS... -- COMMAND...: run COMMAND, print a row per PID.
+# threads PID...: one line "pid tid name ticks switches" per thread.
+threads() {
+    local p t
+    for p in "$@"; do
+        for t in /proc/"$p"/task/*; do
+            printf '%s %s %s %s %s\n' "$p" "${t##*/}" "$(tr ' ' _ <"$t/comm")" \
+                "$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat")" \
+                "$(awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s }' "$t/status")"
+        done 2>/dev/null
+    done
+}
+
+# measure LABEL OPS NAMES PIDS... -- COMMAND...: run COMMAND (its p50 line is
+# printed), then a line per thread that ran or slept: CPU us and switches
+# per operation. NAMES: "A B" or "R", the nodes' names in PIDS order.
 measure() {
-    local label=$1 ops=$2 pids=() p
-    shift 2
+    local label=$1 ops=$2 names=($3) pids=() out
+    shift 3
     while [ "$1" != -- ]; do pids+=("$1"); shift; done
     shift
-    declare -A c0 s0
-    for p in "${pids[@]}"; do c0[$p]=$(cpuTicks "$p"); s0[$p]=$(switches "$p"); done
-    local out
+    threads "${pids[@]}" >"$NODES_WORK/t0"
     out=$(timeout 300 "$@" 2>&1 | tr '\r' '\n' | grep -E 'p50' | tail -n 1)
-    local total_cpu=0 total_sw=0
-    for p in "${pids[@]}"; do
-        local dc=$(( $(cpuTicks "$p") - c0[$p] )) ds=$(( $(switches "$p") - s0[$p] ))
-        total_cpu=$((total_cpu + dc))
-        total_sw=$((total_sw + ds))
-    done
-    awk -v l="$label" -v o="$ops" -v c="$total_cpu" -v s="$total_sw" -v t="$TCK" -v r="$out" \
-        'BEGIN { printf "%-28s cpu %7.1f us/op  switches %5.2f /op   %s\n", l, c * 1e6 / t / o, s / o, r }'
+    threads "${pids[@]}" >"$NODES_WORK/t1"
+    echo "$label: $out"
+    local map="" i
+    for i in "${!pids[@]}"; do map+="${pids[$i]}=${names[$i]} "; done
+    join -j 2 <(sort -k 2 "$NODES_WORK/t0") <(sort -k 2 "$NODES_WORK/t1") |
+        awk -v o="$ops" -v t="$TCK" -v map="$map" '
+            BEGIN { n = split(map, m, " "); for (i = 1; i <= n; i++) { split(m[i], kv, "="); node[kv[1]] = kv[2] } }
+            { c = ($8 - $4) * 1e6 / t / o; s = ($9 - $5) / o
+              if (c > 0 || s >= 0.05) {
+                  printf "    %-2s %-14s cpu %7.1f us/op  switches %5.2f /op\n", node[$2], $3, c, s
+                  tc += c; ts += s } }
+            END { printf "    all threads       cpu %7.1f us/op  switches %5.2f /op\n", tc, ts }'
 }
 
 PIDA=$(nodePid A)
@@ -82,12 +95,15 @@ PIDB=$(nodePid B)
 PIDR=$(nodePid R)
 {
     echo "# bench/profile-fetch.sh $SIZE $N   ($(date -u +%Y-%m-%d), $(nproc) CPUs, $(redis-server --version | cut -d' ' -f3))"
-    measure "OBJ.FETCH FROM A, TCP" "$N" "$PIDA" "$PIDB" -- \
+    measure "OBJ.FETCH FROM A, TCP" "$N" "A B" "$PIDA" "$PIDB" -- \
         "$OBJBENCH" -p "$PB" --source-port "$PA" -t fetch --tcp --from A -c 1 -n "$N" -d "$SIZE" -q
-    measure "OBJ.FETCH (directory), TCP" "$N" "$PIDA" "$PIDB" -- \
+    measure "OBJ.FETCH (directory), TCP" "$N" "A B" "$PIDA" "$PIDB" -- \
         "$OBJBENCH" -p "$PB" --source-port "$PA" -t fetch --tcp -c 1 -n "$N" -d "$SIZE" -q
-    measure "Redis GET" "$((N * 10))" "$PIDR" -- \
+    cpu0=$(redis-cli -p "$PR" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { print s }')
+    measure "Redis GET" "$((N * 10))" "R" "$PIDR" -- \
         redis-benchmark -p "$PR" -t get -d "$(numfmt --from=iec "${SIZE^^}")" -c 1 -n "$((N * 10))" -q
+    redis-cli -p "$PR" INFO cpu | tr -d '\r' | awk -F: -v a="$cpu0" -v n="$((N * 10))" \
+        '/^used_cpu_(sys|user):/ { s += $2 } END { printf "    server CPU (INFO cpu) %.1f us/request\n", (s - a) * 1e6 / n }'
 } | tee "$OUT.tmp"
 
 if command -v perf >/dev/null 2>&1; then

@@ -25,7 +25,7 @@ from objnodes import ClusterNode, build_path, finish, free_port
 
 TOOL = build_path("bin", "obj-benchmark")
 CSV_HEADER = ["test", "size", "clients", "ops_per_sec", "mb_per_sec", "p50_ms", "p99_ms",
-              "p999_ms", "max_ms"]
+              "p999_ms", "max_ms", "cpu_us_node", "cpu_us_source"]
 RUN_TIMEOUT = 30
 START_TIMEOUT = 10.0
 
@@ -89,6 +89,13 @@ def check_row(row, test, size, clients):
     assert float(row["mb_per_sec"]) > 0, row
     p50, p99, p999, mx = (float(row[k]) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms"))
     assert 0 <= p50 <= p99 <= p999 <= mx, row
+    # Server CPU per request over the timed phases (INFO cpu): every request
+    # costs the node something; only a fetch has a source to read it from.
+    assert float(row["cpu_us_node"]) > 0, row
+    if test.startswith("fetch"):
+        assert float(row["cpu_us_source"]) > 0, row
+    else:
+        assert row["cpu_us_source"] == "n/a", row
 
 
 def assert_empty(*nodes):
