@@ -947,6 +947,43 @@ static void dirAddWrite(DirBatch *b, const DirOp *op)
 }
 
 /*
+ * Takes the replies of the writes list .. end (exclusive), whose commands
+ * dirAddWrite put first in the run batch b, in order: frees each op that
+ * was answered (and counts it), and returns those that were not (their
+ * shard could not be reached), in order, unlinked from end; NULL when all
+ * were answered. Can't fail.
+ */
+static DirOp *dirTakeWriteReplies(const DirBatch *b, DirOp *list, DirOp *end)
+{
+    uint64_t publishes = 0, unpublishes = 0;
+    DirOp *left = NULL, **leftTail = &left;
+    size_t i = 0;
+    while (list != end) {
+        DirOp *next = list->next;
+        size_t replies = list->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
+        for (size_t k = i; k < i + replies; k++)
+            answered += b->cmds[k].reply != NULL;
+        if (answered < replies) {
+            list->next = NULL;
+            *leftTail = list;
+            leftTail = &list->next;
+        } else {
+            for (size_t k = i; k < i + replies; k++)
+                dirAck(b->cmds[k].reply);
+            if (list->kind == DIR_OP_PUBLISH)
+                publishes++;
+            else
+                unpublishes++;
+            free(list);
+        }
+        i += replies;
+        list = next;
+    }
+    dirCountDone(publishes, unpublishes, 0);
+    return left;
+}
+
+/*
  * Sends a list of publishes/unpublishes in pipelined rounds (each round one
  * batch over all shards), renewing the heartbeat between rounds when it is
  * due, and frees each operation once its replies are in. Returns NULL when
@@ -966,37 +1003,16 @@ static DirOp *dirSendWrites(DirOp *list)
         for (int n = 0; end != NULL && n < OBJ_DIR_PIPELINE; n++, end = end->next)
             dirAddWrite(&b, end);
         dirBatchRun(&b);
-
-        uint64_t publishes = 0, unpublishes = 0;
-        DirOp *left = NULL, **leftTail = &left;
-        size_t i = 0;
-        while (list != end) {
-            DirOp *next = list->next;
-            size_t replies = list->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
-            for (size_t k = i; k < i + replies; k++)
-                answered += b.cmds[k].reply != NULL;
-            if (answered < replies) {
-                list->next = NULL;
-                *leftTail = list;
-                leftTail = &list->next;
-            } else {
-                for (size_t k = i; k < i + replies; k++)
-                    dirAck(b.cmds[k].reply);
-                if (list->kind == DIR_OP_PUBLISH)
-                    publishes++;
-                else
-                    unpublishes++;
-                free(list);
-            }
-            i += replies;
-            list = next;
-        }
+        DirOp *left = dirTakeWriteReplies(&b, list, end);
         dirBatchFree(&b);
-        dirCountDone(publishes, unpublishes, 0);
         if (left != NULL) {
-            *leftTail = list;
+            DirOp *tail = left;
+            while (tail->next != NULL)
+                tail = tail->next;
+            tail->next = end;
             return left;
         }
+        list = end;
     }
     return NULL;
 }
@@ -1318,13 +1334,22 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
  * Looks n objects up together: the meta hash and location set of each in
  * one round over the shards (an object's two keys share its {id} slot, so
  * each lookup is one round trip to one shard), then the hashes of the
- * listed nodes the node cache cannot answer in another (none, usually). A location whose shard does
+ * listed nodes the node cache cannot answer in another (none, usually).
+ * writes (NULL or a list of publishes/unpublishes queued before these
+ * lookups) go first in the same pipeline, so that a lookup never waits a
+ * round trip of its own behind them; Redis runs a connection's commands in
+ * order, so the lookups still see them. Returns the writes whose shard did
+ * not answer, in order (NULL: none), for the caller to queue again. A location whose shard does
  * not answer is left out; only when no location is left for that reason is the answer
  * DIR_UNAVAILABLE. Runs every callback (exactly once) and frees the ops.
  */
-static void dirDoLookups(DirOp **ops, size_t n)
+static DirOp *dirDoLookups(DirOp *writes, DirOp **ops, size_t n)
 {
+    DirOp *left = NULL;
     DirBatch b = {0}, nb = {0};
+    for (DirOp *w = writes; w != NULL; w = w->next)
+        dirAddWrite(&b, w);
+    size_t first = b.n; /* the lookups' commands start here */
     DirResult **res = dirCalloc(n, sizeof(*res));
     unsigned char *needNodes = dirCalloc(n, 1);
     int64_t cacheNow = dirNowMs();
@@ -1343,10 +1368,12 @@ static void dirDoLookups(DirOp **ops, size_t n)
         free(locKey);
     }
     dirBatchRun(&b);
+    if (writes != NULL)
+        left = dirTakeWriteReplies(&b, writes, NULL);
 
     for (size_t i = 0; i < n; i++) {
         DirResult *r = res[i] = dirResultNew(ops[i]->id, ops[i]->idLen);
-        const DirCmd *mc = &b.cmds[2 * i], *lc = &b.cmds[2 * i + 1];
+        const DirCmd *mc = &b.cmds[first + 2 * i], *lc = &b.cmds[first + 2 * i + 1];
         const redisReply *meta = mc->reply, *loc = lc->reply;
         const char *why = NULL;
         if (meta == NULL || loc == NULL)
@@ -1375,7 +1402,7 @@ static void dirDoLookups(DirOp **ops, size_t n)
     size_t next = 0;
     for (size_t i = 0; i < n; i++) {
         if (needNodes[i]) {
-            const redisReply *loc = b.cmds[2 * i + 1].reply;
+            const redisReply *loc = b.cmds[first + 2 * i + 1].reply;
             char down[sizeof(res[i]->err)] = "";
             size_t malformed = 0, unreachable = 0;
             dirCollectNodes(&nb, &next, (const redisReply *const *)loc->element, loc->elements,
@@ -1400,6 +1427,7 @@ static void dirDoLookups(DirOp **ops, size_t n)
     }
     free(needNodes);
     free(res);
+    return left;
 }
 
 /* Builds objstore:nodes:{b<k>}, the registry bucket of bucket k; can't fail. */
@@ -1586,12 +1614,19 @@ static void dirRunBatch(DirOp *op)
 {
     while (op != NULL) {
         DirOp *rest;
+        DirOp *writes = NULL;
         if (dirOpIsWrite(op)) {
             DirOp *last = op;
             while (last->next != NULL && dirOpIsWrite(last->next))
                 last = last->next;
             rest = last->next;
             last->next = NULL;
+            if (rest != NULL && rest->kind == DIR_OP_LOOKUP && dir.haveMap) {
+                writes = op; /* sent in the lookups' pipeline, below */
+                op = rest;
+            }
+        }
+        if (writes == NULL && dirOpIsWrite(op)) {
             DirOp *left = dirSendWrites(op);
             if (left != NULL) {
                 DirOp *tail = left;
@@ -1609,7 +1644,15 @@ static void dirRunBatch(DirOp *op)
                  rest = rest->next)
                 ops[n++] = rest;
             if (dir.haveMap) {
-                dirDoLookups(ops, n);
+                DirOp *left = dirDoLookups(writes, ops, n);
+                if (left != NULL) { /* as for writes alone: they and all after go back */
+                    DirOp *tail = left;
+                    while (tail->next != NULL)
+                        tail = tail->next;
+                    tail->next = rest;
+                    dirRequeueFront(left);
+                    return;
+                }
             } else {
                 ops[n - 1]->next = NULL;
                 dirFailReads(op, dir.lastIoError);
