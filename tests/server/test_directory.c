@@ -723,6 +723,30 @@ static void test_lookup_reads_node_entries_once_per_heartbeat(void **state)
     assert_true(testHgetallCalls() - before >= 2); /* both nodes' entries, read again */
 }
 
+/* Writes queued before a lookup travel in the lookup's own pipeline: the
+ * lookup still sees every one of them, in the order they were queued. */
+static void test_lookup_sees_the_writes_queued_before_it(void **state)
+{
+    (void)state;
+    dirPublish("obj-9", 5, 10, 0, 3);
+    dirPublish("obj-a", 5, 20, 0, 4);
+    dirUnpublish("obj-9", 5);
+    DirResult *res = testLookup("obj-9", 5);
+    assert_int_equal(res->status, DIR_NOTFOUND);
+    dirResultFree(res);
+    res = testLookup("obj-a", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->size, 20);
+    assert_int_equal(res->count, 1);
+    dirResultFree(res);
+    dirUnpublish("obj-a", 5);
+    dirPublish("obj-a", 5, 30, 0, 5);
+    res = testLookup("obj-a", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->size, 30);
+    dirResultFree(res);
+}
+
 static void test_many_publishes_are_pipelined_in_order(void **state)
 {
     (void)state;
@@ -931,6 +955,8 @@ int main(void)
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_lookup_reads_node_entries_once_per_heartbeat,
                                         testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_sees_the_writes_queued_before_it, testSetup,
+                                        testTeardown),
         cmocka_unit_test_setup_teardown(test_many_publishes_are_pipelined_in_order, testSetup,
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_stop_unregisters_node, testSetup, testTeardown),
