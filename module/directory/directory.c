@@ -1334,14 +1334,16 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
  * Looks n objects up together: the meta hash and location set of each in
  * one round over the shards (an object's two keys share its {id} slot, so
  * each lookup is one round trip to one shard), then the hashes of the
- * listed nodes the node cache cannot answer in another (none, usually).
- * writes (NULL or a list of publishes/unpublishes queued before these
- * lookups) go first in the same pipeline, so that a lookup never waits a
- * round trip of its own behind them; Redis runs a connection's commands in
- * order, so the lookups still see them. Returns the writes whose shard did
- * not answer, in order (NULL: none), for the caller to queue again. A location whose shard does
- * not answer is left out; only when no location is left for that reason is the answer
- * DIR_UNAVAILABLE. Runs every callback (exactly once) and frees the ops.
+ * listed nodes the node cache cannot answer in another (none, usually). A
+ * location whose shard does not answer is left out; only when no location
+ * is left for that reason is the answer DIR_UNAVAILABLE. Runs every
+ * callback (exactly once) and frees the ops.
+ *
+ * writes (NULL, or the publishes/unpublishes queued before these lookups)
+ * go first in the same pipeline, so that a lookup never waits a round trip
+ * of its own behind them; Redis runs a connection's commands in order, so
+ * the lookups still see them. Returns the writes whose shard did not
+ * answer, in order (NULL: none), for the caller to queue again.
  */
 static DirOp *dirDoLookups(DirOp *writes, DirOp **ops, size_t n)
 {
