@@ -107,11 +107,11 @@ int engineAddSide(const EngineSide *side)
 
 /* A READY connection's frame of a request type: the one side that handles
  * that type gets it. Returns its answer, or -1 (logged) when none does. */
-static int engineDispatchFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int engineDispatchFrame(Conn *c, const WireMsg *m)
 {
     for (int i = 0; i < nSides; i++)
         if (sides[i]->onFrame[m->h.type])
-            return sides[i]->onFrame[m->h.type](c, m, payload, payloadLen);
+            return sides[i]->onFrame[m->h.type](c, m);
     engineLog("warning", "%s: unexpected %s", c->desc, wireTypeName(m->h.type));
     return -1;
 }
@@ -726,7 +726,7 @@ static int engineHandshake(Conn *c, const WireMsg *m)
     return -1;
 }
 
-int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+int engineOnFrame(Conn *c, const WireMsg *m)
 {
     int rc = -1;
 
@@ -744,13 +744,13 @@ int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payl
                     rc = -1;
                     break;
                 }
-                rc = engineDispatchFrame(c, m, payload, payloadLen);
+                rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_FETCH:
             case WIRE_DONE:
             case WIRE_DATA:
             case WIRE_RNDV:
-                rc = engineDispatchFrame(c, m, payload, payloadLen);
+                rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_PING: {
                 WireMsg p = {.h = {.type = WIRE_PONG, .reqId = m->h.reqId}};

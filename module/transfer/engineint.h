@@ -67,7 +67,7 @@ Conn *engineConnExisting(const char *name, int tp);
  * (serve.c). The core dispatches work and frames through the tables
  * registered with engineAddSide and never names their functions; a NULL
  * entry means "not mine". */
-typedef int EngineFrameFn(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+typedef int EngineFrameFn(Conn *c, const WireMsg *m);
 typedef struct EngineSide {
     const char *name;
     /* Work queued by the Redis thread (engine.h). */
@@ -101,7 +101,7 @@ uint64_t engineNextConnId(void);
 void engineCountBadFrame(void);
 int engineConnBusy(const Conn *c);
 void engineOnUp(Conn *c);
-int engineOnFrame(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+int engineOnFrame(Conn *c, const WireMsg *m);
 void engineOnPayloadDone(Conn *c);
 void engineOnSendDone(Conn *c, void *cookie);
 void engineOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum);

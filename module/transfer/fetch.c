@@ -664,7 +664,7 @@ static void fetchOnConnClosed(Conn *c)
 
 /* DATA: the payload follows the frame in the connection's stream (both
  * transports are streams; the frame itself never carries it). */
-static int fetchOnData(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int fetchOnData(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
 
@@ -737,7 +737,7 @@ static void sendDone(Conn *c, uint64_t reqId)
         engineSend(c, &d, NULL, 0, NULL);
 }
 
-static int fetchOnRndv(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int fetchOnRndv(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
 
@@ -810,7 +810,7 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
     xferReceived(x, sum);
 }
 
-static int fetchOnError(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int fetchOnError(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
     char why[192];
@@ -845,16 +845,16 @@ static void fetchOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
 
 /* DATA, RNDV or ERROR: an answer to one of our requests, which may also
  * open room in c's window for a waiting one. */
-static int fetchOnAnswer(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int fetchOnAnswer(Conn *c, const WireMsg *m)
 {
     int rc;
 
     if (m->h.type == WIRE_DATA)
-        rc = fetchOnData(c, m, payload, payloadLen);
+        rc = fetchOnData(c, m);
     else if (m->h.type == WIRE_RNDV)
-        rc = fetchOnRndv(c, m, payload, payloadLen);
+        rc = fetchOnRndv(c, m);
     else
-        rc = fetchOnError(c, m, payload, payloadLen);
+        rc = fetchOnError(c, m);
     if (rc == 0)
         fetchKick(c);
     return rc;

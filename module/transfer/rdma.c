@@ -1056,11 +1056,6 @@ static int rdmaAuthenticated(Conn *base)
     return 0;
 }
 
-static size_t rdmaMaxInline(Conn *base)
-{
-    return SIZE_MAX; /* a stream: any payload can follow its frame */
-}
-
 /* Every stream, every engine tick: keepalives of idle connections and the
  * dead-peer checks of the stream. */
 static void rdmaTick(void)
@@ -1243,7 +1238,6 @@ const TransportOps rdmaTransport = {
     .discardPayload = rdmaDiscardPayload,
     .payloadHash = rdmaPayloadHash,
     .readRemote = rdmaReadRemote,
-    .maxInline = rdmaMaxInline,
     .grantRead = rdmaGrantRead,
     .revokeRead = rdmaRevokeRead,
     .authenticated = rdmaAuthenticated,

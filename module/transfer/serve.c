@@ -41,7 +41,7 @@ static void unpin(Conn *c, ObjEntry *e)
         c->pins--;
 }
 
-static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int serveOnFetch(Conn *c, const WireMsg *m)
 {
     ObjTable *t = engineConfig()->table;
     WireMsg r = {.h = {.reqId = m->h.reqId}};
@@ -78,8 +78,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
-    int inlineOk = !c->ops->grantRead ||
-                   (total < engineConfig()->rdmaReadMin && total <= c->ops->maxInline(c));
+    int inlineOk = !c->ops->grantRead || total < engineConfig()->rdmaReadMin;
     engineStatsBegin();
     if (inlineOk)
         engineTpStats(tp)->servedInline++;
@@ -120,7 +119,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m, const uint8_t *payload, size_
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
-static int serveOnDone(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen)
+static int serveOnDone(Conn *c, const WireMsg *m)
 {
     for (Rndv **pp = &rndvs; *pp; pp = &(*pp)->next) {
         Rndv *rv = *pp;

@@ -22,7 +22,7 @@ int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(C
                 host->onPayloadDone(c);
                 break;
             case FRAMER_FRAME:
-                if (host->onFrame(c, &m, NULL, 0) == -1) {
+                if (host->onFrame(c, &m) == -1) {
                     if (c->state != CONN_CLOSED)
                         c->ops->close(c, "protocol error (see the previous log line)");
                     return -1;

@@ -499,11 +499,6 @@ static void tcpShutdown(void)
         tcpCloseConn(&links->c->base, "node shutting down");
 }
 
-static size_t tcpMaxInline(Conn *c)
-{
-    return SIZE_MAX;
-}
-
 static const TransportOps tcpTransport = {
     .name = "tcp",
     .feature = OBJ_FEAT_TCP,
@@ -515,7 +510,6 @@ static const TransportOps tcpTransport = {
     .discardPayload = tcpDiscardPayload,
     .payloadHash = tcpPayloadHash,
     .readRemote = NULL,
-    .maxInline = tcpMaxInline,
     .grantRead = NULL,
     .revokeRead = NULL,
     .close = tcpCloseConn,

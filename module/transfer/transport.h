@@ -32,8 +32,8 @@ typedef struct TransportOps {
     /* Begin connecting to addr:port for peer; the Conn is CONN_CONNECTING
      * until host->onUp(). Returns NULL with a reason in err. */
     Conn *(*connect)(Peer *peer, const char *addr, int port, char *err, size_t errLen);
-    /* Queue a frame. With payload: the bytes follow the frame in the stream
-     * (payloadLen <= maxInline). The caller keeps the payload memory valid
+    /* Queue a frame. With payload: the bytes follow the frame in the
+     * stream. The caller keeps the payload memory valid
      * (pinned) until host->onSendDone(cookie). Returns 0, or -1 (the conn is
      * being closed). */
     int (*send)(Conn *c, WireMsg *m, const void *payload, size_t payloadLen, void *cookie);
@@ -54,8 +54,6 @@ typedef struct TransportOps {
      * when done. NULL on transports without one-sided reads. */
     int (*readRemote)(Conn *c, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
                       void *cookie);
-    /* Largest payload send() may carry inline (SIZE_MAX on streams). */
-    size_t (*maxInline)(Conn *c);
     /* RDMA only (NULL elsewhere): let c's peer read len bytes at addr (in
      * the arena), on c only, until revokeRead. Returns a grant and *rkey,
      * the key for RNDV: any frame sent on c afterwards reaches the peer
@@ -129,10 +127,11 @@ typedef struct TransportHost {
     /* The transport is up (connected or accepted): the core starts the
      * handshake. */
     void (*onUp)(Conn *c);
-    /* A frame arrived (payload: NULL, the stream carries it after the
-     * frame). Returns 0, or -1 when the core wants the conn closed (the
-     * transport then closes it with the logged reason). */
-    int (*onFrame)(Conn *c, const WireMsg *m, const uint8_t *payload, size_t payloadLen);
+    /* A frame arrived (a DATA frame's payload follows it in the stream:
+     * the handler says where it goes with recvPayload). Returns 0, or -1
+     * when the core wants the conn closed (the transport then closes it
+     * with the logged reason). */
+    int (*onFrame)(Conn *c, const WireMsg *m);
     void (*onPayloadDone)(Conn *c);
     void (*onSendDone)(Conn *c, void *cookie);
     /* sum: the XXH3-64 of the bytes read (store/checksum.h), taken as they
