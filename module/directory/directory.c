@@ -868,10 +868,38 @@ static void dirAck(const redisReply *r)
 }
 
 /*
+ * On a Redis Cluster, every master this node holds a connection to answers
+ * a PING once per heartbeat. The heartbeat itself reaches only the shards
+ * of this node's two keys; without this a failover of another shard goes
+ * unnoticed by a node with nothing to write there, and that node never
+ * re-publishes what the promoted replica may have lost. A dead link is
+ * handled like any other (dirConnFail: map re-read, full re-publish). Can't
+ * fail.
+ */
+static void dirPingMasters(void)
+{
+    if (dir.nConns < 2)
+        return; /* one Redis: the heartbeat just talked to it */
+    for (int m = 0; m < dir.nConns; m++) {
+        redisContext *ctx = dir.conns[m].ctx;
+        if (ctx == NULL)
+            continue;
+        redisReply *r = redisCommand(ctx, "PING");
+        if (r == NULL) {
+            char why[128];
+            snprintf(why, sizeof(why), "%s", ctx->errstr);
+            dirConnFail(m, "PING: %s", why);
+            continue;
+        }
+        freeReplyObject(r);
+    }
+}
+
+/*
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
  * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
  * shard could not be reached (dirConnFail has run). Error replies are
- * counted only.
+ * counted only. Then dirPingMasters.
  */
 static int dirHeartbeat(void)
 {
@@ -910,6 +938,7 @@ static int dirHeartbeat(void)
             dirAck(b.cmds[i].reply);
     }
     dirBatchFree(&b);
+    dirPingMasters();
     return rc;
 }
 
