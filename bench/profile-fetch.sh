@@ -54,6 +54,12 @@ nodeWait R
 
 TCK=$(getconf CLK_TCK)
 
+# serverCpu PORT: used_cpu_sys + used_cpu_user (INFO cpu) of the server at PORT.
+serverCpu() {
+    redis-cli -p "$1" INFO cpu | tr -d '\r' |
+        awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%.6f", s }'
+}
+
 # threads PID...: one line "pid tid name ticks switches" per thread.
 threads() {
     local p t
@@ -99,11 +105,11 @@ PIDR=$(nodePid R)
         "$OBJBENCH" -p "$PB" --source-port "$PA" -t fetch --tcp --from A -c 1 -n "$N" -d "$SIZE" -q
     measure "OBJ.FETCH (directory), TCP" "$N" "A B" "$PIDA" "$PIDB" -- \
         "$OBJBENCH" -p "$PB" --source-port "$PA" -t fetch --tcp -c 1 -n "$N" -d "$SIZE" -q
-    cpu0=$(redis-cli -p "$PR" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { print s }')
+    cpu0=$(serverCpu "$PR")
     measure "Redis GET" "$((N * 10))" "R" "$PIDR" -- \
         redis-benchmark -p "$PR" -t get -d "$(numfmt --from=iec "${SIZE^^}")" -c 1 -n "$((N * 10))" -q
-    redis-cli -p "$PR" INFO cpu | tr -d '\r' | awk -F: -v a="$cpu0" -v n="$((N * 10))" \
-        '/^used_cpu_(sys|user):/ { s += $2 } END { printf "    server CPU (INFO cpu) %.1f us/request\n", (s - a) * 1e6 / n }'
+    awk -v a="$cpu0" -v b="$(serverCpu "$PR")" -v n="$((N * 10))" \
+        'BEGIN { printf "    server CPU (INFO cpu) %.1f us/request\n", (b - a) * 1e6 / n }'
 } | tee "$OUT.tmp"
 
 if command -v perf >/dev/null 2>&1; then

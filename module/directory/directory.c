@@ -401,6 +401,16 @@ static DirOp *dirTakeReadsLocked(void)
     return reads;
 }
 
+/* list with rest linked after its last op (list must not be NULL). */
+static DirOp *dirListAppend(DirOp *list, DirOp *rest)
+{
+    DirOp *tail = list;
+    while (tail->next != NULL)
+        tail = tail->next;
+    tail->next = rest;
+    return list;
+}
+
 /* Puts a list of unfinished operations back at the head, in order. */
 static void dirRequeueFront(DirOp *list)
 {
@@ -1034,13 +1044,8 @@ static DirOp *dirSendWrites(DirOp *list)
         dirBatchRun(&b);
         DirOp *left = dirTakeWriteReplies(&b, list, end);
         dirBatchFree(&b);
-        if (left != NULL) {
-            DirOp *tail = left;
-            while (tail->next != NULL)
-                tail = tail->next;
-            tail->next = end;
-            return left;
-        }
+        if (left != NULL)
+            return dirListAppend(left, end);
         list = end;
     }
     return NULL;
@@ -1236,6 +1241,17 @@ static int dirNameValid(const redisReply *name)
            memchr(name->str, '\0', (size_t)name->len) == NULL;
 }
 
+/* The cache slot of the node named name (len bytes, not empty), or NULL. */
+static DirNodeCached *dirNodeCacheFind(const char *name, size_t len)
+{
+    for (int i = 0; i < OBJ_DIR_NODE_CACHE; i++) {
+        DirNodeCached *c = &dir.nodeCache[i];
+        if (strlen(c->node.name) == len && memcmp(c->node.name, name, len) == 0)
+            return c;
+    }
+    return NULL;
+}
+
 /*
  * The cached entry of node name that may stand in for reading it at cacheNow
  * (a dirNowMs taken once per batch), or NULL: read within the last heartbeat
@@ -1246,30 +1262,17 @@ static const DirNode *dirNodeCacheGet(const redisReply *name, int64_t cacheNow)
 {
     if (cacheNow == 0)
         return NULL;
-    for (int i = 0; i < OBJ_DIR_NODE_CACHE; i++) {
-        const DirNodeCached *c = &dir.nodeCache[i];
-        if (c->gen != dir.nodeCacheGen && cacheNow - c->readMs < dir.cfg.heartbeatMs &&
-            strlen(c->node.name) == (size_t)name->len &&
-            memcmp(c->node.name, name->str, (size_t)name->len) == 0)
-            return &c->node;
-    }
-    return NULL;
+    const DirNodeCached *c = dirNodeCacheFind(name->str, (size_t)name->len);
+    if (c == NULL || c->gen == dir.nodeCacheGen || cacheNow - c->readMs >= dir.cfg.heartbeatMs)
+        return NULL;
+    return &c->node;
 }
 
 /* Remember node n as read now by the current batch (replacing its older
- * entry, else a free slot, else the next one round-robin). gone: forget it
- * instead, its key has expired. Can't fail. */
-static void dirNodeCachePut(const DirNode *n, int gone)
+ * entry, else a free slot, else the next one round-robin). Can't fail. */
+static void dirNodeCachePut(const DirNode *n)
 {
-    DirNodeCached *slot = NULL;
-    for (int i = 0; i < OBJ_DIR_NODE_CACHE && !slot; i++)
-        if (!strcmp(dir.nodeCache[i].node.name, n->name))
-            slot = &dir.nodeCache[i];
-    if (gone) {
-        if (slot)
-            memset(slot, 0, sizeof(*slot));
-        return;
-    }
+    DirNodeCached *slot = dirNodeCacheFind(n->name, strlen(n->name));
     for (int i = 0; i < OBJ_DIR_NODE_CACHE && !slot; i++)
         if (!dir.nodeCache[i].node.name[0])
             slot = &dir.nodeCache[i];
@@ -1280,6 +1283,14 @@ static void dirNodeCachePut(const DirNode *n, int gone)
     slot->node = *n;
     slot->readMs = dirNowMs();
     slot->gen = dir.nodeCacheGen;
+}
+
+/* Forget the node named name (len bytes, not empty): its key has expired. */
+static void dirNodeCacheForget(const char *name, size_t len)
+{
+    DirNodeCached *slot = dirNodeCacheFind(name, len);
+    if (slot)
+        memset(slot, 0, sizeof(*slot));
 }
 
 /* Adds an HGETALL of each usable name's node key to a batch, except for
@@ -1336,12 +1347,10 @@ static void dirCollectNodes(const DirBatch *b, size_t *next, const redisReply *c
         } else if (h->type == REDIS_REPLY_ARRAY && h->elements == 0) {
             if (gone != NULL)
                 gone[i] = 1;
-            DirNode g = {0};
-            memcpy(g.name, names[i]->str, (size_t)names[i]->len);
-            dirNodeCachePut(&g, 1);
+            dirNodeCacheForget(names[i]->str, (size_t)names[i]->len);
         } else if (h->type == REDIS_REPLY_ARRAY &&
                    dirParseNode(h, names[i], &res->nodes[res->count]) == 0) {
-            dirNodeCachePut(&res->nodes[res->count], 0);
+            dirNodeCachePut(&res->nodes[res->count]);
             res->count++;
         } else {
             (*malformed)++;
@@ -1660,11 +1669,7 @@ static void dirRunBatch(DirOp *op)
         if (writes == NULL && dirOpIsWrite(op)) {
             DirOp *left = dirSendWrites(op);
             if (left != NULL) {
-                DirOp *tail = left;
-                while (tail->next != NULL)
-                    tail = tail->next;
-                tail->next = rest;
-                dirRequeueFront(left);
+                dirRequeueFront(dirListAppend(left, rest));
                 return;
             }
         } else if (op->kind == DIR_OP_LOOKUP) {
@@ -1677,11 +1682,7 @@ static void dirRunBatch(DirOp *op)
             if (dir.haveMap) {
                 DirOp *left = dirDoLookups(writes, ops, n);
                 if (left != NULL) { /* as for writes alone: they and all after go back */
-                    DirOp *tail = left;
-                    while (tail->next != NULL)
-                        tail = tail->next;
-                    tail->next = rest;
-                    dirRequeueFront(left);
+                    dirRequeueFront(dirListAppend(left, rest));
                     return;
                 }
             } else {

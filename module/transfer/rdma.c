@@ -127,6 +127,13 @@ typedef struct ReadOp {
     struct ReadOp *next;
 } ReadOp;
 
+/* The length of op's READ chunk that starts at off: chunks are cut the same
+ * way when posted and when their completions are counted. */
+static uint64_t rdmaReadChunk(const ReadOp *op, uint64_t off)
+{
+    return op->len - off < RDMA_READ_CHUNK ? op->len - off : RDMA_READ_CHUNK;
+}
+
 /* A window's life: FREE -> BINDING -> BOUND -> INVALIDATING -> DONE (its
  * cookie waits to be handed back) -> FREE. */
 typedef enum WinState { WIN_FREE = 0, WIN_BINDING, WIN_BOUND, WIN_INVALIDATING, WIN_DONE } WinState;
@@ -219,8 +226,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         op->inflight--;
         c->readsInflight--;
         if (ok && !op->failed) { /* the oldest chunk in flight: chunks complete in order */
-            uint64_t n =
-                op->len - op->landed < RDMA_READ_CHUNK ? op->len - op->landed : RDMA_READ_CHUNK;
+            uint64_t n = rdmaReadChunk(op, op->landed);
             if (op->hash && XXH3_64bits_update(op->hash, op->dst + op->landed, n) != XXH_OK) {
                 XXH3_freeState(op->hash);
                 op->hash = NULL;
@@ -583,9 +589,7 @@ static int rdmaPumpReads(RdmaConn *c)
 {
     for (ReadOp *op = c->reads; op && c->readsInflight < RDMA_READ_WINDOW; op = op->next) {
         while (!op->failed && op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
-            uint64_t n = op->len - op->posted;
-            if (n > RDMA_READ_CHUNK)
-                n = RDMA_READ_CHUNK;
+            uint64_t n = rdmaReadChunk(op, op->posted);
             struct ibv_sge sge = {.addr = (uintptr_t)(op->dst + op->posted),
                                   .length = (uint32_t)n,
                                   .lkey = rd.arenaMr->lkey};
