@@ -147,6 +147,7 @@ run: ensure-deps all
 # needed a higher one).
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test_*.c))
 UNIT_LIBS_test_util     := common
+UNIT_LIBS_test_list     := common
 UNIT_LIBS_test_alloc    := store common
 UNIT_LIBS_test_objtable := store common
 UNIT_LIBS_test_wire     := transfer common
