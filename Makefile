@@ -5,7 +5,7 @@
 #   make run        one node on 127.0.0.1:6379 (installs what it needs first)
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
-#   make lint       clang-format check + the layering check (tests/lint/)
+#   make lint       clang-format check, the layering check, the link check (tests/lint/)
 #   make deps       install the Debian packages the project needs
 #   SAN=address     build with ASan/UBSan under build/san-address/   DEBUG=1  -O0 -g, extra checks
 #   REDIS_SRC=/path take redismodule.h from a Redis source tree
@@ -283,9 +283,11 @@ san-preload:
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
-# Which component may include which (tests/lint/layers), and the check's own test.
+# Which component may include which (tests/lint/layers), every relative link of the
+# Markdown files, and the checks' own tests.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
+	/usr/bin/python3 tests/lint/check_links.py
 	/usr/bin/python3 -m pytest -q tests/lint
 format:
 	clang-format -i $(LINT_FILES)
