@@ -1,10 +1,10 @@
 /*
- * mw-cost.c - what a scoped read key costs per transfer (DESIGN.md section
- * 4): the transfer engine binds a type-2 memory window over the object
- * before RNDV (IBV_WR_BIND_MW) and invalidates it at DONE
- * (IBV_WR_LOCAL_INV), on the connection's QP; the first transfer of an
- * object also registers its range (cached afterwards). This measures, on one
- * RC QP connected to itself:
+ * mw-cost.c - what a scoped read key costs per transfer (docs/architecture.md,
+ * "Large objects: the READ rendezvous"): the transfer engine binds a type-2
+ * memory window over the object before RNDV (IBV_WR_BIND_MW) and invalidates
+ * it at DONE (IBV_WR_LOCAL_INV), on the connection's QP; the first transfer
+ * of an object also registers its range (cached afterwards). This measures,
+ * on one RC QP connected to itself:
  *
  *   reg        ibv_reg_mr + ibv_dereg_mr of an object's range (the cache's
  *              miss), per size;

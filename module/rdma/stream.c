@@ -3,39 +3,10 @@
  * carrying a byte stream each way in the Valkey Over RDMA protocol.
  *
  * Layout, top-down: tunables, the control block, buffers, posting, the
- * completion handlers, rdma_cm, setup, progress, bytes, teardown.
- *
- * Buffers (all page-aligned mmap regions, so that registration and fork
- * never share a page with unrelated heap memory):
- *   - cmd:  recvWr receive slots of 32 bytes, then SP_SEND_SLOTS slots for
- *           our control SENDs. Local access only.
- *   - rx:   the buffer the peer writes the stream into. Remote WRITE only.
- *   - tx:   staging for our outgoing bytes, used as a ring: a write copies
- *           into the next free span and posts one WRITE_WITH_IMM from it;
- *           the span is free again when that write completes. Allocated at
- *           the first write. Local access only.
- *
- * Work request ids: the low three bits say whose and what (WRID_*); the
- * user's have the low bit clear. Error completions carry only wr_id and
- * status, so the kind must be in the id, never taken from wc.opcode.
- *
- * Every data write is signaled: its completion frees its staging span and,
- * for gather writes, tells the user its payload may be reused. Completions
- * of one send queue arrive in order, so a FIFO of in-flight writes is
- * enough.
- *
- * Two CQs on one completion channel: receives (always armed: arrivals are
- * what the owner waits for) and sends, armed only while someone waits on a
- * send completion (the user's READs and binds, gather writes, a full
- * staging ring or FIFO, rdmaStreamSendsPending). Otherwise send completions
- * are reaped at the next Process, and a request or a reply costs one
- * wake-up, the peer's, instead of two.
- *
- * QPs: an accepted stream's QP is rdma_cm's (rdma_create_qp, moved by
- * rdma_accept); a connecting stream creates and moves its own (INIT before
- * rdma_connect, RTR/RTS at CONNECT_RESPONSE, then rdma_establish) so that
- * it can set its RNR retry count, which rdma_cm would take from the peer's
- * accept. Either way remote read is off until rdmaStreamAllowRemoteRead.
+ * completion handlers, rdma_cm, setup, progress, bytes, teardown. Why the
+ * buffers, work request ids, completion queues and QP set-up are as they
+ * are: docs/architecture.md, "The RDMA stream endpoint"; the protocol:
+ * docs/rdma.md, "The Valkey Over RDMA wire".
  */
 #include "stream.h"
 

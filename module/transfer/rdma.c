@@ -1,59 +1,13 @@
 /*
  * rdma.c - the RDMA transport: the engine's wire frames as the bytes of one
- * RDMA stream per connection (module/rdma/stream.h, the Valkey Over RDMA
- * protocol), plus one-sided READs for large objects, behind the same
- * operations table as tcp.c.
- *
- * Frames: exactly the TCP byte stream. The receiving half is the framer TCP
- * uses (framer.c): the stream's ready bytes are copied where the framer
- * says, i.e. a payload straight into the created object, and a payload
- * being thrown away is consumed without a copy. A frame with a payload
- * (a small object, inline) goes as ONE WRITE_WITH_IMM with the header and
- * the object's bytes in the arena as two scatter entries
- * (rdmaStreamWriteGather): the object stays pinned until the stream's
- * onSent. When the peer's buffer has no contiguous room for it, the bytes
- * are copied into the stream instead (rdmaStreamWrite, in as many pieces
- * as the peer's buffer takes).
- *
- * Large objects (rdma-read-min and more) go by rendezvous: RNDV carries an
- * address and a key, the requester posts chunked RDMA_READs into its
- * created object and says DONE. The key opens that object only, on that
- * connection only, until DONE (DESIGN.md section 4): a type-2 memory window
- * bound over the object with IBV_WR_BIND_MW on the connection's QP before
- * the RNDV is written (same send queue, so in order), and invalidated with
- * IBV_WR_LOCAL_INV at DONE; the pin is dropped only after the invalidation
- * completed. A closing connection moves its QP to error, waits for the
- * flush and frees its windows before the engine drops its pins. The
- * window is bound over a registration of the object's own range, made on
- * first use and cached (RDMA_REG_CACHE_MAX, least recently used goes):
- * Soft-RoCE (Linux 6.1) checks a READ against the registration a window is
- * bound on but not against the window's own range
- * (tests/rdma/probe_mw.c), so a window over the arena's registration would
- * open the whole arena there. The arena itself is registered for local
- * access and window binding only: no key of it opens anything remotely. A
- * device without memory windows gets the per-object registration's own key
- * (that object only, until the registration is evicted), logged at start.
- *
- * Before the handshake: incoming connections that have not proved the
- * cluster secret are capped (overall and per source address) before
- * anything is allocated, get a small receive buffer (SP_RX_MIN, switched to
- * RDMA_RX_SIZE after the engine's authenticated op, at the next
- * re-registration), and their QP has no remote read access at all: the
- * stream creates it without, and the authenticated op enables it.
- *
- * Events: each stream's own descriptor is in the engine's epoll (few
- * node-to-node connections; a connecting stream's rdma_cm events and its
- * completions arrive on that one descriptor). Accepted streams' rdma_cm
- * events come on the listener's channel. The stream's callbacks (onWc,
- * onSent) only record what happened; it is handed to the engine after
- * rdmaStreamProcess returns, so the engine may close a connection from any
- * of its upcalls and the stream is never freed from inside its own call.
- * The engine's tick processes every stream (keepalives of idle ones).
- *
- * Queues: frames waiting for room in the peer's buffer are capped in bytes
- * (RDMA_TXQ_MAX; past it the peer is not reading and is closed), and a
- * queue that does not move is reported to the engine (txStallSinceUs),
- * which closes the connection after its send-stall limit.
+ * RDMA stream per connection (module/rdma/stream.h, Valkey Over RDMA), small
+ * payloads gathered inline from the arena, large objects pulled by the
+ * requester with RDMA READs through a memory window scoped to one object,
+ * one connection and one transfer; behind the same operations table as
+ * tcp.c. Design (inline vs rendezvous, windows, the handshake gate, events,
+ * queues): docs/architecture.md, "RDMA: the stream for control and small
+ * objects", "Large objects: the READ rendezvous" and "The RDMA transport
+ * before and after the handshake".
  */
 #include <arpa/inet.h>
 #include <errno.h>

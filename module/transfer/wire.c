@@ -1,56 +1,10 @@
 /*
  * wire.c - encoding, decoding and authentication of the frames nodes
- * exchange (see wire.h for the protocol and the session handshake).
- *
- * A frame arrives from a peer we do not trust yet, so decoding is strict: it
- * accepts exactly one byte string per message and refuses everything else
- * (unknown types, set flags, short or over-long bodies, trailing bytes,
- * lengths out of range). Because of that, encoding a decoded message gives
- * back the very bytes that were decoded, which is what the fuzz target in
- * tests/fuzz checks. Integers are read and written a byte at a time, so the
- * code never depends on the host's byte order or alignment.
- *
- * Header (16 bytes, every frame):
- *
- *   off  size  field
- *     0     1  type      WireType, 1..WIRE_TYPE_MAX
- *     1     1  flags     0 in version 1
- *     2     2  reserved  0 when sent, not checked
- *     4     4  bodyLen   0..OBJ_WIRE_MAX_BODY, and per type as below
- *     8     8  reqId
- *
- * Bodies (offsets from the end of the header; N = the length field before):
- *
- *   type    off  size  field      rule                        body length
- *   HELLO     0     4  magic      == OBJ_WIRE_MAGIC            58 + nameLen
- *             4     2  version    == OBJ_WIRE_VERSION          (59..186)
- *             6     2  features   OBJ_FEAT_* bits; unknown ones ignored
- *             8    16  nonce
- *            24    32  proof      zero from the connecting side
- *            56     2  nameLen    1..OBJ_WIRE_NAME_MAX
- *            58     N  name       not NUL-terminated
- *   AUTH      0    32  proof                                   32
- *   FETCH     0     2  idLen      1..OBJ_WIRE_ID_MAX           2 + idLen
- *             2     N  id                                      (3..514)
- *   DATA      0     8  size       <= OBJ_WIRE_SIZE_MAX         24
- *             8     8  metaSize   <= OBJ_WIRE_SIZE_MAX
- *            16     8  checksum
- *   RNDV      0    24  as DATA                                 36
- *            24     8  addr
- *            32     4  rkey
- *   DONE      -     -  (empty)                                 0
- *   ERROR     0     2  code       1..WIRE_ERR_MAX              4 + textLen
- *             2     2  textLen    0..OBJ_WIRE_TEXT_MAX         (4..260)
- *             4     N  text       not NUL-terminated
- *   PING      -     -  (empty)                                 0
- *   PONG      -     -  (empty)                                 0
- *
- * Types 8 and 11 (the RDMA slot ring's CREDIT and RING) are no longer valid.
- *
- * FETCH, DATA, RNDV and DONE name a request, so their reqId must not be 0.
- * A HELLO is checked for magic and version before its length, so that a peer
- * speaking another protocol version gets that reason rather than a length
- * complaint about a layout that may have changed.
+ * exchange (wire.h). Decoding is strict (one byte string per message, every
+ * field checked), so re-encoding a decoded frame gives back its bytes, which
+ * tests/fuzz checks; integers go a byte at a time, independent of the host's
+ * byte order and alignment. The frame layout, field by field, and the
+ * session handshake: docs/architecture.md, "Wire frames".
  */
 #include "wire.h"
 

@@ -1,7 +1,8 @@
 /*
  * probe_mw.c - how far does this RDMA device honour type-2 memory windows,
- * the way the transfer engine uses them (DESIGN.md section 4)? One RC QP
- * connected to itself, four checks, each on a fresh window:
+ * the way the transfer engine uses them (docs/architecture.md, "Large
+ * objects: the READ rendezvous")? One RC QP connected to itself, four
+ * checks, each on a fresh window:
  *   1. a window over one page of a larger registration (MW_BIND only, no
  *      remote read): a READ inside it must work; a READ past it but inside
  *      the registration tells whether the device checks the window's range;
