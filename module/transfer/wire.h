@@ -3,10 +3,10 @@
  *
  * A frame is a 16-byte header followed by `bodyLen` bytes of body. Every
  * integer is little-endian on the wire, whatever the host. Object bytes are
- * NOT part of a body: after a DATA frame on a stream transport the payload
- * (size + metaSize bytes) follows raw, so that it can be received straight
- * into the destination object; on RDMA it travels inline in the ring slot
- * (small objects) or is read by the requester (RNDV).
+ * NOT part of a body: after a DATA frame the payload (size + metaSize bytes)
+ * follows raw on the stream (TCP, or the RDMA stream for small objects), so
+ * that it can be received straight into the destination object; a large
+ * object on RDMA is read by the requester instead (RNDV).
  *
  * Session: the connecting side sends HELLO (its nonce, name, features); the
  * accepting side answers HELLO with its own nonce and a proof; the
