@@ -65,7 +65,9 @@ MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
 # module/rdma's stream endpoint (Valkey Over RDMA); a static link that never
 # calls it needs neither them nor the RDMA libraries.
 CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamproto.o),$(rdma_OBJ))
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ)
+# common/util.o: the one hex parser (utilParseHex64) the client shares with the module.
+CLI_COMMON_OBJ := $(BUILD)/module/common/util.o
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ) $(CLI_COMMON_OBJ)
 CLI_LIBS := -lhiredis -lrdmacm -libverbs
 CLIENT_A := $(BUILD)/client/libobjstore.a
 CLIENT_SO := $(BUILD)/client/libobjstore.so

@@ -41,6 +41,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/util.h"
+
 #define OBJ_CLIENT_ERRSTR_LEN 512
 #define OBJ_CLIENT_MAX_ARGS   6
 
@@ -1238,27 +1240,9 @@ int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeout
  */
 static int replyToChecksum(const redisReply *v, uint64_t *out)
 {
-    uint64_t n = 0;
-
-    if (v == NULL || (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_STATUS) ||
-        v->len != 16)
+    if (v == NULL || (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_STATUS))
         return -1;
-    for (size_t i = 0; i < 16; i++) {
-        char ch = v->str[i];
-        unsigned digit;
-
-        if (ch >= '0' && ch <= '9')
-            digit = (unsigned)(ch - '0');
-        else if (ch >= 'a' && ch <= 'f')
-            digit = (unsigned)(ch - 'a' + 10);
-        else if (ch >= 'A' && ch <= 'F')
-            digit = (unsigned)(ch - 'A' + 10);
-        else
-            return -1;
-        n = n << 4 | digit;
-    }
-    *out = n;
-    return 0;
+    return utilParseHex64(v->str, v->len, out);
 }
 
 /*

@@ -25,6 +25,28 @@ int utilParseU64(const char *s, size_t len, uint64_t *out)
     return 0;
 }
 
+int utilParseHex64(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (len != 16)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d;
+        if (s[i] >= '0' && s[i] <= '9')
+            d = (unsigned)(s[i] - '0');
+        else if (s[i] >= 'a' && s[i] <= 'f')
+            d = (unsigned)(s[i] - 'a' + 10);
+        else if (s[i] >= 'A' && s[i] <= 'F')
+            d = (unsigned)(s[i] - 'A' + 10);
+        else
+            return -1;
+        v = v << 4 | d;
+    }
+    *out = v;
+    return 0;
+}
+
 int utilParseSize(const char *s, size_t len, uint64_t *out)
 {
     size_t digits = 0;

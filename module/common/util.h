@@ -12,6 +12,9 @@
 /* Parse a whole buffer as a decimal integer in [0, INT64_MAX]: no sign, no
  * spaces, no trailing bytes. Returns 0 and sets *out, or -1. */
 int utilParseU64(const char *s, size_t len, uint64_t *out);
+/* Parse a whole buffer as exactly 16 hex digits (either case), the way
+ * checksums travel as text. Returns 0 and sets *out, or -1. */
+int utilParseHex64(const char *s, size_t len, uint64_t *out);
 /* Parse a size like "1gb", "512m", "4096", "64kb" (1024-based, case
  * insensitive). Returns 0 and sets *out, or -1 on syntax error or overflow. */
 int utilParseSize(const char *s, size_t len, uint64_t *out);

@@ -1,7 +1,7 @@
 /*
  * slots.c - the pure half of the directory's Redis Cluster support: how a
  * key maps to a slot, which master serves a slot, and what a MOVED or ASK
- * redirection says. directory.c does the I/O around it; keeping this part
+ * redirection says. conn.c and batch.c do the I/O around it; keeping this part
  * free of sockets and hiredis is what lets tests/unit/test_slots.c check it
  * against the vectors of the Redis Cluster specification.
  */
@@ -9,6 +9,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/util.h"
 
 /* CRC16-XMODEM, bit by bit: keys are short, and one function with no table
  * is easy to check against the specification. */
@@ -42,17 +44,10 @@ int slotsKeySlot(const void *key, size_t len)
 /* Parses a decimal in [lo, hi] that fills exactly len bytes. Returns 0, or -1. */
 static int slotsParseInt(const char *s, size_t len, long lo, long hi, long *out)
 {
-    long n = 0;
-    if (len == 0 || len > 9)
+    uint64_t n;
+    if (len > 9 || utilParseU64(s, len, &n) != 0 || n < (uint64_t)lo || n > (uint64_t)hi)
         return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        n = n * 10 + (s[i] - '0');
-    }
-    if (n < lo || n > hi)
-        return -1;
-    *out = n;
+    *out = (long)n;
     return 0;
 }
 

@@ -2,7 +2,7 @@
  * slots.h - the Redis Cluster slot router of the directory client, as pure
  * data and functions (no sockets, no hiredis): the CRC16 key hash and the
  * hash-tag rule of the Redis Cluster specification, a slot -> master map
- * filled from a CLUSTER SLOTS reply by a thin adapter in directory.c, the
+ * filled from a CLUSTER SLOTS reply by a thin adapter in conn.c, the
  * parser of MOVED/ASK redirections, and the parser of the `directory` seed
  * list ("host:port[,host:port...]").
  *

@@ -5,9 +5,10 @@
  * state changes, so these tables pin down exactly what is accepted and,
  * more importantly, everything that must be refused: signs, spaces,
  * trailing junk, embedded NULs, values past INT64_MAX and sizes whose
- * multiplication overflows. utilGlobMatch backs OBJ.LIST MATCH on binary
- * ids, so its table covers every metacharacter, bytes above 0x7f and NUL,
- * and a pattern that makes naive backtracking take exponential time.
+ * multiplication overflows. utilParseHex64 reads the checksums the directory
+ * and OBJ.INFO carry as text: exactly 16 hex digits, nothing else. utilGlobMatch backs OBJ.LIST
+ * MATCH on binary ids, so its table covers every metacharacter, bytes above 0x7f and NUL, and a
+ * pattern that makes naive backtracking take exponential time.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -161,6 +162,59 @@ static void testParseU64ReadsOnlyLenBytes(void **state)
     assert_int_equal(utilParseU64("7x", 1, &v), 0);
     assert_int_equal(v, 7);
     assert_int_equal(utilParseU64("12345", 0, &v), -1);
+}
+
+/* ---- utilParseHex64 ---------------------------------------------------------------- */
+
+static void testParseHex64AcceptsSixteenDigitsOfEitherCase(void **state)
+{
+    (void)state;
+    static const ParseCase good[] = {
+        {LIT("0000000000000000"), 0},
+        {LIT("0000000000000001"), 1},
+        {LIT("00000000000000ff"), 0xff},
+        {LIT("00000000000000FF"), 0xff},
+        {LIT("0123456789abcdef"), 0x0123456789abcdefULL},
+        {LIT("FEDCBA9876543210"), 0xfedcba9876543210ULL},
+        {LIT("aBcDeF0123456789"), 0xabcdef0123456789ULL},
+        {LIT("ffffffffffffffff"), UINT64_MAX},
+    };
+    testExpectParses(utilParseHex64, "utilParseHex64", good, ARRAY_LEN(good));
+}
+
+static void testParseHex64RefusesEverythingElse(void **state)
+{
+    (void)state;
+    static const BadCase bad[] = {
+        {LIT("")},
+        {LIT("0")},
+        {LIT("ff")},
+        {LIT("000000000000000")},   /* 15 digits */
+        {LIT("00000000000000000")}, /* 17 digits */
+        {LIT("0x00000000000000")},  /* no prefix, even within 16 bytes */
+        {LIT("000000000000000g")},
+        {LIT("G000000000000000")},
+        {LIT(" 000000000000000")},
+        {LIT("000000000000000 ")},
+        {LIT("-000000000000001")},
+        {LIT("+000000000000001")},
+        {LIT("0000000"
+             "\0"
+             "00000000")},         /* embedded NUL, 16 bytes */
+        {LIT("0000000000000:00")}, /* the byte after '9' */
+        {LIT("0000000000000@00")}, /* the byte before 'A' */
+        {LIT("0000000000000`00")}, /* the byte before 'a' */
+    };
+    testExpectRefuses(utilParseHex64, "utilParseHex64", bad, ARRAY_LEN(bad));
+}
+
+static void testParseHex64ReadsOnlyLenBytes(void **state)
+{
+    (void)state;
+    uint64_t v = 0;
+    assert_int_equal(utilParseHex64("00000000000000abz", 16, &v), 0);
+    assert_int_equal(v, 0xab);
+    assert_int_equal(utilParseHex64("0000000000000000", 15, &v), -1);
 }
 
 /* ---- utilParseSize ------------------------------------------------------------------ */
@@ -441,6 +495,9 @@ int main(void)
         cmocka_unit_test(testParseU64AcceptsPlainDecimals),
         cmocka_unit_test(testParseU64RefusesEverythingElse),
         cmocka_unit_test(testParseU64ReadsOnlyLenBytes),
+        cmocka_unit_test(testParseHex64AcceptsSixteenDigitsOfEitherCase),
+        cmocka_unit_test(testParseHex64RefusesEverythingElse),
+        cmocka_unit_test(testParseHex64ReadsOnlyLenBytes),
         cmocka_unit_test(testParseSizeAcceptsUnitsCaseInsensitively),
         cmocka_unit_test(testParseSizeRefusesEverythingElse),
         cmocka_unit_test(testGlobMatchTable),

@@ -1,0 +1,241 @@
+/*
+ * dirint.h - the directory client's parts as they see each other: the
+ * tunables, the control block (one per process, `dir`), and the few
+ * functions each part offers the parts above it. Callers outside
+ * module/directory use directory.h instead.
+ *
+ * The parts, lowest first; each calls only the ones before it:
+ *   state.c    control block, allocation, clocks, error counters, ops, results
+ *   queue.c    the FIFO of requests (under dir.lock)
+ *   keys.c     the key schema: object keys, node keys, registry buckets
+ *   conn.c     the slot map and one connection per master
+ *   batch.c    commands routed per slot, pipelined, redirections followed
+ *   publish.c  writes: publish/unpublish, heartbeat, re-publish, unregister
+ *   lookup.c   reads: object lookups, node lookups, listings, the node cache
+ *   thread.c   the directory thread: connect, run the queue, sleep
+ *   directory.c  start, stop and the public API
+ * Everything here runs on the directory thread unless it says otherwise.
+ */
+#ifndef OBJSTORE_DIRINT_H
+#define OBJSTORE_DIRINT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "common/list.h"
+#include "directory.h"
+#include "slots.h"
+
+/* ---- tunables ----------------------------------------------------------------- */
+
+#define OBJ_DIR_CONNECT_TIMEOUT_MS 500
+#define OBJ_DIR_COMMAND_TIMEOUT_MS 1000
+#define OBJ_DIR_STOP_TIMEOUT_MS    500
+#define OBJ_DIR_BACKOFF_MIN_MS     100
+#define OBJ_DIR_BACKOFF_MAX_MS     2000
+/* Pending publishes + unpublishes; beyond it they are dropped and a full
+ * re-publish is scheduled instead (one op costs ~100 bytes + the id). */
+#ifndef OBJ_DIR_QUEUE_MAX /* a test build may lower it */
+#define OBJ_DIR_QUEUE_MAX 1000000
+#endif
+/* Queued operations taken and sent per round trip. */
+#define OBJ_DIR_PIPELINE 256
+/* Publishes and unpublishes wait this long for company before they are
+ * sent (unless a read, a full pipeline or a stop comes first): one round
+ * trip, and one wake-up of this thread and of the directory Redis, then
+ * carries every seal and delete of those milliseconds instead of one each.
+ * A location becomes visible to others that much later; a lookup never
+ * waits for it. */
+#define OBJ_DIR_WRITE_DELAY_MS 2
+/* Node entries an object lookup may take from memory instead of the
+ * directory: each is trusted for one heartbeat interval after it was read
+ * (a node's entry changes only when it restarts, and its liveness is
+ * node-ttl coarse anyway), so a lookup is one round trip, not two, while a
+ * scheduler's objects live on a handful of nodes. A dead node stays listed
+ * that much longer; a fetch from it fails over to the next location. */
+#define OBJ_DIR_NODE_CACHE 256
+/* MOVED/ASK hops followed for one command before giving up on it. */
+#define OBJ_DIR_REDIRECTS_MAX 5
+
+/* The node registry is OBJ_DIR_NODE_BUCKETS sets objstore:nodes:{b<k>}, a
+ * node in bucket CRC16(name) % OBJ_DIR_NODE_BUCKETS: no single key that
+ * every heartbeat writes, and on a cluster the buckets' slots spread over
+ * the shards. Changing the count orphans registrations for one node-ttl. */
+#define OBJ_DIR_NODE_BUCKETS 16
+#define OBJ_DIR_NODES_PREFIX "objstore:nodes:"
+#define OBJ_DIR_NODE_PREFIX  "objstore:node:"
+
+/* ---- control block -------------------------------------------------------------- */
+
+typedef enum DirOpKind {
+    DIR_OP_PUBLISH,
+    DIR_OP_UNPUBLISH,
+    DIR_OP_LOOKUP,
+    DIR_OP_LIST,
+    DIR_OP_NODE /* one node's entry, by name (in id) */
+} DirOpKind;
+
+/* One master of the slot map and the thread's connection to it. */
+typedef struct DirConn {
+    redisContext *ctx; /* NULL while disconnected */
+    int64_t retryMs;   /* monotonic: no new connect attempt before it */
+    char err[256];     /* why it is down, for DIR_UNAVAILABLE results */
+} DirConn;
+
+/* One command of a batch, formatted once so that a redirection can resend
+ * it as is. */
+typedef struct DirCmd {
+    char *cmd;
+    size_t len;
+    int slot;
+    int master;        /* where it went; -1: no master serves the slot */
+    redisReply *reply; /* NULL: its shard could not be reached */
+} DirCmd;
+
+typedef struct DirBatch {
+    DirCmd *cmds;
+    size_t n, cap;
+} DirBatch;
+
+/* A node entry as an object lookup read it (see OBJ_DIR_NODE_CACHE). */
+typedef struct DirNodeCached {
+    DirNode node;   /* node.name[0] == '\0': free slot */
+    int64_t readMs; /* dirNowMs when read */
+    uint64_t gen;   /* the lookup batch that read it */
+} DirNodeCached;
+
+/* One queued request; the caller's arguments are copied into it. */
+typedef struct DirOp {
+    ObjListLink link; /* in the queue, or in the list being worked on */
+    DirOpKind kind;
+    uint64_t size, metaSize, checksum; /* publish */
+    DirResultFn *cb;                   /* lookup, list */
+    void *arg;
+    size_t idLen;
+    char id[]; /* idLen bytes + NUL */
+} DirOp;
+
+/* The op holding link l. */
+#define dirOpOf(l) objListEntry((l), DirOp, link)
+
+typedef struct DirState {
+    /* Shared with the callers; everything in this group is guarded by lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;   /* work queued or stop requested */
+    int started;           /* between dirStart and the end of dirStop */
+    int accepting;         /* callers may enqueue */
+    int stopping;          /* the thread must unregister and exit */
+    ObjList queue;         /* FIFO of requests (DirOp.link) */
+    size_t pendingWrites;  /* publishes + unpublishes in the queue */
+    int64_t writesSinceMs; /* when the oldest of them was queued (dirNowMs), 0 if none */
+    size_t pendingReads;   /* lookups + listings in the queue */
+    int needSnapshot;      /* re-publish everything at the next chance */
+    DirStats stats;
+
+    /* Owned by the directory thread (set up before it starts). */
+    pthread_t thread;
+    DirConfig cfg;
+    DirSnapshotFn *snapshot;
+    void *snapshotArg;
+    SlotsAddr seeds[OBJ_DIR_SEEDS_MAX]; /* where the slot map is read first */
+    int nSeeds;
+    SlotsMap map;   /* slot -> master; one master for a single Redis */
+    int haveMap;    /* map has been read at least once */
+    int mapStale;   /* a MOVED or a lost master: re-read it at nextConnectMs */
+    int mapCovered; /* slots that have a master */
+    DirConn *conns; /* nConns == map.nMasters, same order */
+    int nConns;
+    int everConnected;
+    int backoffMs;
+    int64_t nextConnectMs, nextHeartbeatMs; /* monotonic */
+    char *nodeKey;                          /* objstore:node:<name> */
+    char *bucketKey;                        /* objstore:nodes:{b<k>}, this node's bucket */
+    size_t nodeKeyLen, bucketKeyLen, nameLen;
+    char lastIoError[256]; /* why the directory is unreachable, for results */
+    DirNodeCached nodeCache[OBJ_DIR_NODE_CACHE];
+    int nodeCacheNext;     /* the slot a new name takes when none is free */
+    uint64_t nodeCacheGen; /* the current lookup batch */
+} DirState;
+
+extern DirState dir;
+
+/* ---- state.c ---------------------------------------------------------------------- */
+
+void dirOom(void);
+void *dirMalloc(size_t n);
+void *dirCalloc(size_t n, size_t size);
+int64_t dirNowMs(void);
+int64_t dirWallMs(void);
+struct timeval dirTimeval(int ms);
+/* Schedules the next connect attempt one backoff from now and doubles it. */
+void dirBackoff(void);
+void dirNoteError(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups);
+int dirStopRequested(void);
+int dirOpIsWrite(const DirOp *op);
+DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen);
+void dirOpsFree(ObjList *list);
+DirResult *dirResultNew(const char *id, size_t idLen);
+void dirResultSet(DirResult *res, DirStatus status, const char *fmt, ...);
+void dirFailOne(DirOp *op, const char *why);
+void dirFailReads(ObjList *list, const char *why);
+
+/* ---- queue.c (the *Locked ones with dir.lock held) --------------------------------- */
+
+void dirPushLocked(DirOp *op);
+void dirTakeLocked(ObjList *out, size_t max);
+void dirTakeReadsLocked(ObjList *out);
+void dirRequeueFront(ObjList *list);
+
+/* ---- keys.c ------------------------------------------------------------------------- */
+
+char *dirObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut);
+char *dirNodeKey(const char *name, size_t nameLen, size_t *lenOut);
+char *dirBucketKey(int k, size_t *lenOut);
+int dirBucketOf(const char *name, size_t nameLen);
+
+/* ---- conn.c ------------------------------------------------------------------------- */
+
+void dirConnFail(int m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dirConnsSync(void);
+int dirConnEnsure(int m, int force);
+redisReply *dirReadFrom(int m);
+int dirFlush(int m);
+int dirMapLoad(void);
+int dirAllUp(void);
+void dirPingMasters(void);
+void dirConnsCloseAll(void);
+
+/* ---- batch.c ------------------------------------------------------------------------ */
+
+void dirBatchAdd(DirBatch *b, const char *key, size_t keyLen, int argc, const char **argv,
+                 const size_t *lens);
+void dirBatchFree(DirBatch *b);
+const char *dirCmdWhy(const DirCmd *c);
+void dirBatchRun(DirBatch *b);
+void dirAck(const redisReply *r);
+
+/* ---- publish.c ---------------------------------------------------------------------- */
+
+int dirHeartbeat(void);
+void dirUnregister(void);
+void dirAddWrite(DirBatch *b, const DirOp *op);
+void dirTakeWriteReplies(const DirBatch *b, ObjList *writes);
+int dirSendWrites(ObjList *list);
+void dirRepublish(void);
+
+/* ---- lookup.c ----------------------------------------------------------------------- */
+
+void dirDoLookups(ObjList *writes, DirOp **ops, size_t n);
+void dirRunList(DirOp *op);
+void dirRunNode(DirOp *op);
+
+/* ---- thread.c ----------------------------------------------------------------------- */
+
+void *dirThreadMain(void *unused);
+
+#endif /* OBJSTORE_DIRINT_H */

@@ -1,0 +1,57 @@
+/*
+ * keys.c - the directory's key schema: an object's meta hash and location
+ * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object), a
+ * node's hash (objstore:node:<name>) and the node registry's buckets
+ * (objstore:nodes:{b<k>}). Every builder returns a malloc'd, NUL-terminated
+ * key and its length; none can fail.
+ */
+#include "dirint.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Builds the key objstore:{<id>}<suffix> (binary-safe). The hash tag is the
+ * same for both of an object's keys whatever the id holds, so they share a
+ * slot. */
+char *dirObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut)
+{
+    static const char prefix[] = "objstore:{";
+    size_t plen = sizeof(prefix) - 1, slen = strlen(suffix);
+    char *k = dirMalloc(plen + idLen + 1 + slen + 1);
+    memcpy(k, prefix, plen);
+    if (idLen > 0)
+        memcpy(k + plen, id, idLen);
+    k[plen + idLen] = '}';
+    memcpy(k + plen + idLen + 1, suffix, slen + 1);
+    *lenOut = plen + idLen + 1 + slen;
+    return k;
+}
+
+/* Builds objstore:node:<name> for a name of nameLen bytes. */
+char *dirNodeKey(const char *name, size_t nameLen, size_t *lenOut)
+{
+    size_t plen = sizeof(OBJ_DIR_NODE_PREFIX) - 1;
+    char *k = dirMalloc(plen + nameLen + 1);
+    memcpy(k, OBJ_DIR_NODE_PREFIX, plen);
+    memcpy(k + plen, name, nameLen);
+    k[plen + nameLen] = '\0';
+    *lenOut = plen + nameLen;
+    return k;
+}
+
+/* Builds objstore:nodes:{b<k>}, the registry bucket of bucket k. */
+char *dirBucketKey(int k, size_t *lenOut)
+{
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%s{b%d}", OBJ_DIR_NODES_PREFIX, k);
+    char *key = dirMalloc((size_t)n + 1);
+    memcpy(key, buf, (size_t)n + 1);
+    *lenOut = (size_t)n;
+    return key;
+}
+
+/* The registry bucket of a node: spread by the CRC16 of its name. */
+int dirBucketOf(const char *name, size_t nameLen)
+{
+    return slotsCrc16(name, nameLen) % OBJ_DIR_NODE_BUCKETS;
+}

@@ -1,0 +1,218 @@
+/*
+ * publish.c - the directory's writes: this node's registration (heartbeat,
+ * unregister), publishes and unpublishes sent in pipelined rounds, and the
+ * full re-publish from the snapshot callback after every (re)connect. All
+ * of them are idempotent, which is why a write whose shard did not answer
+ * is simply sent again later.
+ */
+#include "dirint.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Removes one location and, atomically with it, the object's meta once no
+ * location is left. KEYS[1] = loc set, KEYS[2] = meta hash, ARGV[1] = node. */
+static const char dirUnpublishScript[] =
+    "redis.call('SREM', KEYS[1], ARGV[1]) "
+    "if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end "
+    "return 1";
+
+/*
+ * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
+ * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
+ * shard could not be reached (dirConnFail has run). Error replies are
+ * counted only. Then dirPingMasters.
+ */
+int dirHeartbeat(void)
+{
+    char tcpPort[16], rdmaPort[16], features[16], beat[24];
+    char ttl[24];
+    snprintf(tcpPort, sizeof(tcpPort), "%d", dir.cfg.tcpPort);
+    snprintf(rdmaPort, sizeof(rdmaPort), "%d", dir.cfg.rdmaPort);
+    snprintf(features, sizeof(features), "%" PRIu32, dir.cfg.features);
+    snprintf(beat, sizeof(beat), "%" PRId64, dirWallMs());
+    snprintf(ttl, sizeof(ttl), "%d", dir.cfg.ttlMs);
+
+    const char *hset[] = {"HSET",     dir.nodeKey, "addr",           dir.cfg.addr, "tcp_port",
+                          tcpPort,    "rdma_addr", dir.cfg.rdmaAddr, "rdma_port",  rdmaPort,
+                          "features", features,    "heartbeat_ms",   beat};
+    enum { HSET_ARGC = sizeof(hset) / sizeof(hset[0]) };
+    size_t hsetLen[HSET_ARGC];
+    for (int i = 0; i < HSET_ARGC; i++)
+        hsetLen[i] = strlen(hset[i]);
+    hsetLen[1] = dir.nodeKeyLen;
+    const char *expire[] = {"PEXPIRE", dir.nodeKey, ttl};
+    size_t expireLen[] = {7, dir.nodeKeyLen, strlen(ttl)};
+    const char *sadd[] = {"SADD", dir.bucketKey, dir.cfg.nodeName};
+    size_t saddLen[] = {4, dir.bucketKeyLen, dir.nameLen};
+
+    DirBatch b = {0};
+    dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, HSET_ARGC, hset, hsetLen);
+    dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 3, expire, expireLen);
+    dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, sadd, saddLen);
+    dir.nextHeartbeatMs = dirNowMs() + dir.cfg.heartbeatMs;
+    dirBatchRun(&b);
+    int rc = 0;
+    for (size_t i = 0; i < b.n; i++) {
+        if (b.cmds[i].reply == NULL)
+            rc = -1;
+        else
+            dirAck(b.cmds[i].reply);
+    }
+    dirBatchFree(&b);
+    dirPingMasters();
+    return rc;
+}
+
+/* ---- writes ---------------------------------------------------------------------------- */
+
+/* Adds the commands of one publish or unpublish to a batch. Both keys carry
+ * the {id} tag, so they go to one shard, in order. */
+void dirAddWrite(DirBatch *b, const DirOp *op)
+{
+    size_t metaLen, locLen;
+    char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
+    char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
+
+    if (op->kind == DIR_OP_PUBLISH) {
+        char size[24], metaSize[24], checksum[24];
+        snprintf(size, sizeof(size), "%" PRIu64, op->size);
+        snprintf(metaSize, sizeof(metaSize), "%" PRIu64, op->metaSize);
+        snprintf(checksum, sizeof(checksum), "%016" PRIx64, op->checksum);
+        /* The location goes in first: an unpublish by another node that
+         * runs in between then sees a non-empty set and keeps the meta. */
+        const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
+        size_t saddLen[] = {4, locLen, dir.nameLen};
+        const char *hset[] = {"HSET",      metaKey,  "size",     size,
+                              "meta_size", metaSize, "checksum", checksum};
+        size_t hsetLen[] = {4, metaLen, 4, strlen(size), 9, strlen(metaSize), 8, 16};
+        dirBatchAdd(b, locKey, locLen, 3, sadd, saddLen);
+        dirBatchAdd(b, metaKey, metaLen, 8, hset, hsetLen);
+    } else {
+        const char *eval[] = {"EVAL", dirUnpublishScript, "2", locKey, metaKey, dir.cfg.nodeName};
+        size_t evalLen[] = {4, sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, dir.nameLen};
+        dirBatchAdd(b, locKey, locLen, 6, eval, evalLen);
+    }
+    free(metaKey);
+    free(locKey);
+}
+
+/*
+ * Takes the replies of the writes list, whose commands dirAddWrite put first
+ * in the run batch b, in order: frees each op that was answered (and counts
+ * it), and leaves in the list those that were not (their shard could not be
+ * reached), in order; the list ends empty when all were answered. Can't
+ * fail.
+ */
+void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
+{
+    uint64_t publishes = 0, unpublishes = 0;
+    ObjListLink *l, *tmp;
+    size_t i = 0;
+    objListForEachSafe(writes, l, tmp)
+    {
+        DirOp *op = dirOpOf(l);
+        size_t replies = op->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
+        for (size_t k = i; k < i + replies; k++)
+            answered += b->cmds[k].reply != NULL;
+        if (answered == replies) {
+            for (size_t k = i; k < i + replies; k++)
+                dirAck(b->cmds[k].reply);
+            if (op->kind == DIR_OP_PUBLISH)
+                publishes++;
+            else
+                unpublishes++;
+            objListUnlink(l);
+            free(op);
+        }
+        i += replies;
+    }
+    dirCountDone(publishes, unpublishes, 0);
+}
+
+/*
+ * Sends a list of publishes/unpublishes in pipelined rounds (each round one
+ * batch over all shards), renewing the heartbeat between rounds when it is
+ * due, and frees each operation once its replies are in. Returns 0 when
+ * all were answered (the list ends empty), or -1 when a shard could not be
+ * reached or a stop was requested: the list then holds the operations not
+ * known to be applied, in order (the caller requeues or drops them; sending
+ * them again is harmless).
+ */
+int dirSendWrites(ObjList *list)
+{
+    while (!objListEmpty(list)) {
+        if (dirStopRequested())
+            return -1;
+        if (dirNowMs() >= dir.nextHeartbeatMs && dirHeartbeat() != 0)
+            return -1;
+        DirBatch b = {0};
+        ObjList round;
+        objListInit(&round);
+        ObjListLink *l;
+        for (int n = 0; n < OBJ_DIR_PIPELINE && (l = objListPopFront(list)) != NULL; n++) {
+            dirAddWrite(&b, dirOpOf(l));
+            objListPushBack(&round, l);
+        }
+        dirBatchRun(&b);
+        dirTakeWriteReplies(&b, &round);
+        dirBatchFree(&b);
+        if (!objListEmpty(&round)) {
+            objListSpliceFront(list, &round);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The emit function handed to the snapshot callback: it only copies, so the
+ * callback may hold its own locks while it iterates. */
+static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
+                           uint64_t checksum, void *emitArg)
+{
+    ObjList *col = emitArg;
+    DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
+    op->size = size;
+    op->metaSize = metaSize;
+    op->checksum = checksum;
+    objListPushBack(col, &op->link);
+}
+
+/*
+ * Re-publishes every local object: collects them from the snapshot callback,
+ * then sends them in pipelined rounds. When a shard fails half-way the rest
+ * is dropped, because dirConnFail schedules a whole new snapshot.
+ */
+void dirRepublish(void)
+{
+    if (dir.snapshot == NULL)
+        return;
+    ObjList col;
+    objListInit(&col);
+    dir.snapshot(dirCollectEmit, &col, dir.snapshotArg);
+    dirSendWrites(&col);
+    dirOpsFree(&col);
+}
+
+/* Best effort, briefly: remove this node from the directory, so peers stop
+ * considering it at once rather than when its key expires. The connections
+ * stay open (dirConnsCloseAll closes them). */
+void dirUnregister(void)
+{
+    if (dir.haveMap) {
+        for (int m = 0; m < dir.nConns; m++)
+            if (dir.conns[m].ctx != NULL)
+                redisSetTimeout(dir.conns[m].ctx, dirTimeval(OBJ_DIR_STOP_TIMEOUT_MS));
+        const char *del[] = {"DEL", dir.nodeKey};
+        size_t delLen[] = {3, dir.nodeKeyLen};
+        const char *srem[] = {"SREM", dir.bucketKey, dir.cfg.nodeName};
+        size_t sremLen[] = {4, dir.bucketKeyLen, dir.nameLen};
+        DirBatch b = {0};
+        dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 2, del, delLen);
+        dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, srem, sremLen);
+        dirBatchRun(&b);
+        dirBatchFree(&b);
+    }
+}
