@@ -156,10 +156,9 @@ typedef struct Sent {
 } Sent;
 
 typedef struct RdmaConn {
-    Conn base; /* must be first */
+    StreamConn sc; /* must be first: the Conn and its framer */
     RdmaStream *s;
     int fd; /* the stream's descriptor in the engine's epoll, -1 when none */
-    Framer rx;
     TxItem *txHead, *txTail;
     size_t txBytes;
     ReadOp *reads; /* in order; the head is the one being posted */
@@ -195,7 +194,7 @@ static struct {
     char bindAddr[64]; /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
-extern const TransportOps rdmaTransport;
+static const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
 static void rdmaAfterProcess(RdmaConn *c);
@@ -236,7 +235,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         if (!ok) {
             op->failed = 1;
             if (!c->closing)
-                host->log("warning", "%s: RDMA read failed: %s", c->base.desc,
+                host->log("warning", "%s: RDMA read failed: %s", c->sc.base.desc,
                           ibv_wc_status_str(wc->status));
             rdmaFail(c, "RDMA read failed: %s", ibv_wc_status_str(wc->status));
         }
@@ -288,7 +287,7 @@ static void rdmaOnSent(void *ctx, uint64_t token, int ok)
 static int rdmaPostUser(RdmaConn *c, struct ibv_send_wr *wr)
 {
     if (rdmaStreamPostSend(c->s, wr) == -1) {
-        host->log("warning", "%s: posting %s: %s", c->base.desc,
+        host->log("warning", "%s: posting %s: %s", c->sc.base.desc,
                   wr->opcode == IBV_WR_RDMA_READ ? "an RDMA read"
                   : wr->opcode == IBV_WR_BIND_MW ? "a window bind"
                                                  : "a window invalidation",
@@ -314,7 +313,7 @@ static Window *rdmaWindowTake(RdmaConn *c)
     if (rd.keys == RDMA_KEYS_WINDOW) {
         w->mw = ibv_alloc_mw(rd.pd, IBV_MW_TYPE_2);
         if (!w->mw) {
-            host->log("warning", "%s: ibv_alloc_mw: %s", c->base.desc, strerror(errno));
+            host->log("warning", "%s: ibv_alloc_mw: %s", c->sc.base.desc, strerror(errno));
             free(w);
             return NULL;
         }
@@ -348,7 +347,7 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
     char err[160];
     RdmaReg *r = rdmaRegGet(rd.regs, a, len, err, sizeof(err));
     if (!r) {
-        host->log("warning", "%s: %s", c->base.desc, err);
+        host->log("warning", "%s: %s", c->sc.base.desc, err);
         return NULL;
     }
     if (rd.keys == RDMA_KEYS_OBJREG) {
@@ -435,13 +434,13 @@ static void rdmaWindowsKill(RdmaConn *c)
         struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
         int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
         if (rc)
-            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->sc.base.desc, strerror(rc));
     }
     for (Window *w = c->windows; w; w = w->next) {
         if (w->mw) {
             int rc = ibv_dealloc_mw(w->mw);
             if (rc)
-                host->log("warning", "%s: ibv_dealloc_mw: %s", c->base.desc, strerror(rc));
+                host->log("warning", "%s: ibv_dealloc_mw: %s", c->sc.base.desc, strerror(rc));
             w->mw = NULL;
         }
     }
@@ -517,21 +516,21 @@ static int rdmaFlush(RdmaConn *c)
         void *cookie = it->cookie;
         free(it);
         if (cookie) /* copied: the payload is free to go */
-            host->onSendDone(&c->base, cookie);
+            host->onSendDone(&c->sc.base, cookie);
     }
     if (c->closing)
         return -1;
     /* The engine closes a connection whose queue stops moving. */
     if (!c->txHead)
-        c->base.txStallSinceUs = 0;
-    else if (moved || !c->base.txStallSinceUs)
-        c->base.txStallSinceUs = utilMonoUs();
+        c->sc.base.txStallSinceUs = 0;
+    else if (moved || !c->sc.base.txStallSinceUs)
+        c->sc.base.txStallSinceUs = utilMonoUs();
     return 0;
 
 out_failed : {
     char why[160];
     snprintf(why, sizeof(why), "stream write: %s", rdmaStreamError(c->s));
-    rdmaCloseConn(&c->base, why);
+    rdmaCloseConn(&c->sc.base, why);
     return -1;
 }
 }
@@ -627,7 +626,7 @@ static void rdmaReapReads(RdmaConn *c)
             sum = XXH3_64bits_digest(op->hash);
         XXH3_freeState(op->hash);
         free(op);
-        host->onReadDone(&c->base, cookie, ok, hashed ? &sum : NULL);
+        host->onReadDone(&c->sc.base, cookie, ok, hashed ? &sum : NULL);
         if (c->closing)
             return;
     }
@@ -666,26 +665,11 @@ static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, u
 
 /* ---- receiving --------------------------------------------------------------------- */
 
-static int rdmaRecvPayload(Conn *base, void *dst, size_t len)
-{
-    return framerExpectPayload(&((RdmaConn *)base)->rx, dst, len);
-}
-
-static void rdmaDiscardPayload(Conn *base)
-{
-    framerDiscardPayload(&((RdmaConn *)base)->rx);
-}
-
-static int rdmaPayloadHash(Conn *base, uint64_t *sum)
-{
-    return framerPayloadHash(&((RdmaConn *)base)->rx, sum);
-}
-
 /* Deliver every event the framer has (streamRxDeliver). Returns 0, or -1
  * after closing. */
 static int rdmaParseFrames(RdmaConn *c)
 {
-    return streamRxDeliver(host, &c->base, &c->rx, NULL);
+    return streamRxDeliver(host, &c->sc.base, &c->sc.rx, NULL);
 }
 
 /* Take every ready byte of the stream: into wherever the framer says (a
@@ -696,7 +680,7 @@ static void rdmaRead(RdmaConn *c)
 {
     while (!c->closing && rdmaStreamReadable(c->s) > 0) {
         uint8_t *dst;
-        size_t room = framerReadSpace(&c->rx, &dst);
+        size_t room = framerReadSpace(&c->sc.rx, &dst);
         if (room == 0)
             return; /* cannot happen: frames are consumed as they are parsed */
         size_t n;
@@ -705,7 +689,7 @@ static void rdmaRead(RdmaConn *c)
             rdmaStreamPeek(c->s, &avail);
             n = avail < room ? avail : room;
             if (rdmaStreamConsume(c->s, n) == -1) {
-                rdmaCloseConn(&c->base, rdmaStreamError(c->s));
+                rdmaCloseConn(&c->sc.base, rdmaStreamError(c->s));
                 return;
             }
         } else {
@@ -713,7 +697,7 @@ static void rdmaRead(RdmaConn *c)
         }
         if (n == 0)
             return;
-        framerWrote(&c->rx, n); /* n <= room: can't fail */
+        framerWrote(&c->sc.rx, n); /* n <= room: can't fail */
         if (rdmaParseFrames(c) == -1)
             return;
     }
@@ -731,13 +715,13 @@ static void rdmaAfterProcess(RdmaConn *c)
         return;
     if (!c->up && rdmaStreamGetState(c->s) == RDMA_STREAM_OPEN) {
         c->up = 1;
-        host->onUp(&c->base);
+        host->onUp(&c->sc.base);
         if (c->closing)
             return;
     }
     for (int i = 0; i < c->nSent && !c->closing; i++)
         if (c->sent[i].ok && c->sent[i].token)
-            host->onSendDone(&c->base, (void *)(uintptr_t)c->sent[i].token);
+            host->onSendDone(&c->sc.base, (void *)(uintptr_t)c->sent[i].token);
     c->nSent = 0;
     while (c->ready && !c->closing) {
         Window *w = c->ready;
@@ -747,21 +731,21 @@ static void rdmaAfterProcess(RdmaConn *c)
         void *cookie = w->cookie;
         w->cookie = NULL;
         if (cookie)
-            host->onSendDone(&c->base, cookie);
+            host->onSendDone(&c->sc.base, cookie);
     }
     if (c->closing)
         return;
     if (c->failWhy[0]) {
         char why[128];
         snprintf(why, sizeof(why), "%s", c->failWhy);
-        rdmaCloseConn(&c->base, why);
+        rdmaCloseConn(&c->sc.base, why);
         return;
     }
     rdmaReapReads(c);
     if (c->closing)
         return;
     if (rdmaPumpReads(c) == -1) {
-        rdmaCloseConn(&c->base, "cannot post RDMA reads");
+        rdmaCloseConn(&c->sc.base, "cannot post RDMA reads");
         return;
     }
     if (c->up && rdmaFlush(c) == -1)
@@ -781,7 +765,7 @@ static void rdmaProgress(RdmaConn *c)
         snprintf(why, sizeof(why), "%s",
                  rdmaStreamGetState(c->s) == RDMA_STREAM_CLOSED ? "peer disconnected"
                                                                 : rdmaStreamError(c->s));
-        rdmaCloseConn(&c->base, why[0] ? why : "stream failed");
+        rdmaCloseConn(&c->sc.base, why[0] ? why : "stream failed");
     }
     c->inHandler = 0;
     if (c->closing)
@@ -823,8 +807,8 @@ static void rdmaCloseConn(Conn *base, const char *why)
         host->unwatch(c->fd);
     c->fd = -1;
     rdmaWindowsKill(c);
-    framerDestroy(&c->rx); /* no payload lands after the close */
-    rdmaStreamFree(c->s);  /* onWc / onSent during the flush: bookkeeping only */
+    framerDestroy(&c->sc.rx); /* no payload lands after the close */
+    rdmaStreamFree(c->s);     /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
     while (c->reads) {
@@ -871,12 +855,12 @@ static RdmaConn *rdmaNew(const char *desc, int outgoing)
     if (!c)
         return NULL;
     c->fd = -1;
-    framerInit(&c->rx);
-    c->base.ops = &rdmaTransport;
-    c->base.id = host->nextConnId();
-    c->base.state = CONN_CONNECTING;
-    c->base.outgoing = outgoing;
-    snprintf(c->base.desc, sizeof(c->base.desc), "rdma %s", desc);
+    framerInit(&c->sc.rx);
+    c->sc.base.ops = &rdmaTransport;
+    c->sc.base.id = host->nextConnId();
+    c->sc.base.state = CONN_CONNECTING;
+    c->sc.base.outgoing = outgoing;
+    snprintf(c->sc.base.desc, sizeof(c->sc.base.desc), "rdma %s", desc);
     return c;
 }
 
@@ -901,13 +885,13 @@ static const char *rdmaPreauthRoom(const char *source)
     int all = 0, same = 0;
 
     for (const RdmaConn *o = rd.all; o; o = o->nextAll) {
-        if (o->base.outgoing || o->authed)
+        if (o->sc.base.outgoing || o->authed)
             continue;
         all++;
-        if (!strcmp(o->base.source, source))
+        if (!strcmp(o->sc.base.source, source))
             same++;
     }
-    return rdmaPreauthVerdict(all, same);
+    return handshakeVerdict(&rdmaPreauthCaps, all, same);
 }
 
 /* Reject a connection request and destroy its id (logged when either
@@ -950,17 +934,17 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
         rdmaRefuse(id, desc);
         return;
     }
-    snprintf(c->base.source, sizeof(c->base.source), "%s", source);
+    snprintf(c->sc.base.source, sizeof(c->sc.base.source), "%s", source);
     RdmaStreamConfig cfg;
     rdmaStreamCfg(&cfg, c, 1);
     c->s = rdmaStreamAccept(id, &cfg, err, sizeof(err)); /* destroys id on failure */
     if (!c->s) {
-        host->log("warning", "%s: refused: %s", c->base.desc, err);
+        host->log("warning", "%s: refused: %s", c->sc.base.desc, err);
         free(c);
         return;
     }
     if (rdmaAdopt(c) == -1) {
-        host->log("warning", "%s: cannot watch the stream", c->base.desc);
+        host->log("warning", "%s: cannot watch the stream", c->sc.base.desc);
         rdmaStreamFree(c->s);
         free(c);
     }
@@ -994,7 +978,7 @@ static void rdmaOnCmEvent(void *arg, uint32_t events)
             snprintf(why, sizeof(why), "%s (%s)",
                      rdmaStreamError(c->s)[0] ? rdmaStreamError(c->s) : "peer disconnected",
                      rdma_event_str(ev.type));
-            rdmaCloseConn(&c->base, why);
+            rdmaCloseConn(&c->sc.base, why);
         } else {
             rdmaAfterProcess(c);
         }
@@ -1033,7 +1017,7 @@ static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size
         free(c);
         return NULL;
     }
-    return &c->base;
+    return &c->sc.base;
 }
 
 /* The engine's handshake succeeded: the peer may now read through the keys
@@ -1069,10 +1053,10 @@ static void rdmaTick(void)
 
     /* By id: what one connection's progress tells the engine may close others. */
     for (RdmaConn *c = rd.all; c && n < 256; c = c->nextAll)
-        ids[n++] = c->base.id;
+        ids[n++] = c->sc.base.id;
     for (int i = 0; i < n; i++) {
         for (RdmaConn *c = rd.all; c; c = c->nextAll) {
-            if (c->base.id == ids[i]) {
+            if (c->sc.base.id == ids[i]) {
                 rdmaProgress(c);
                 break;
             }
@@ -1090,7 +1074,7 @@ static int rdmaListen(const char *bindAddr, int port, char *err, size_t errLen)
 static void rdmaShutdown(void)
 {
     while (rd.all)
-        rdmaCloseConn(&rd.all->base, "node shutting down");
+        rdmaCloseConn(&rd.all->sc.base, "node shutting down");
     if (rd.listenId && rdma_destroy_id(rd.listenId))
         host->log("warning", "rdma: rdma_destroy_id (listener): %s", strerror(errno));
     if (rd.ec) {
@@ -1231,16 +1215,16 @@ out_shutdown:
     return NULL;
 }
 
-const TransportOps rdmaTransport = {
+static const TransportOps rdmaTransport = {
     .name = "rdma",
     .feature = OBJ_FEAT_RDMA,
     .listen = rdmaListen,
     .shutdown = rdmaShutdown,
     .connect = rdmaConnect,
     .send = rdmaSend,
-    .recvPayload = rdmaRecvPayload,
-    .discardPayload = rdmaDiscardPayload,
-    .payloadHash = rdmaPayloadHash,
+    .recvPayload = streamRecvPayload,
+    .discardPayload = streamDiscardPayload,
+    .payloadHash = streamPayloadHash,
     .readRemote = rdmaReadRemote,
     .grantRead = rdmaGrantRead,
     .revokeRead = rdmaRevokeRead,
