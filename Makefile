@@ -283,7 +283,8 @@ san-preload:
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
-# Which component may include which (tests/lint/layers), and the check's own test.
+# Which component may include which (tests/lint/layers), no circle between .c files
+# through their functions and globals (tests/lint/file_circles.py), and the check's own test.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
 	/usr/bin/python3 -m pytest -q tests/lint
