@@ -642,8 +642,7 @@ int objTableCheck(ObjTable *t)
         bytes != t->st.bytesSealed)
         return -1;
     ObjListLink *l;
-    objListForEach(&t->lru, l)
-    {
+    objListForEach(&t->lru, l) {
         const ObjEntry *e = objListEntry(l, ObjEntry, lru);
         if (e->pins || !e->replica || e->deleting || e->state != OBJ_SEALED)
             return -1;

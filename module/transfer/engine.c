@@ -75,7 +75,7 @@ typedef struct Engine {
     int epfd, evfd;
     pthread_t thread;
     int running;
-    Conn *conns;
+    ObjList conns; /* Conn.link, newest first */
     Peer *peers;
     uint64_t nextConnId;
     pthread_mutex_t statLock;
@@ -500,8 +500,7 @@ Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)
     c->outgoing = 1;
     c->peer = p;
     snprintf(c->peerName, sizeof(c->peerName), "%s", node->name);
-    c->next = eng.conns;
-    eng.conns = c;
+    objListPushFront(&eng.conns, &c->link);
     p->conn[tp] = c;
     pthread_mutex_lock(&eng.statLock);
     eng.st.connections++;
@@ -591,8 +590,10 @@ static void engineRefuseLog(const Conn *c, const char *why)
 static const char *engineHandshakeRoom(const Conn *c)
 {
     int all = 0, same = 0;
+    ObjListLink *l;
 
-    for (const Conn *o = eng.conns; o; o = o->next) {
+    objListForEach(&eng.conns, l) {
+        const Conn *o = objListEntry(l, Conn, link);
         if (o->outgoing || o == c || o->state != CONN_HANDSHAKE)
             continue;
         all++;
@@ -612,8 +613,7 @@ void engineOnUp(Conn *c)
     }
     if (!c->outgoing) {
         const char *full = engineHandshakeRoom(c);
-        c->next = eng.conns;
-        eng.conns = c;
+        objListPushFront(&eng.conns, &c->link);
         pthread_mutex_lock(&eng.statLock);
         eng.st.connections++;
         pthread_mutex_unlock(&eng.statLock);
@@ -781,16 +781,12 @@ void engineOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
 
 void engineOnClosed(Conn *c, const char *why)
 {
-    Conn **pp = &eng.conns;
-
     if (c->state != CONN_CLOSED && why)
         engineLog(c->state == CONN_READY ? "notice" : "verbose", "%s (%s): closed: %s", c->desc,
                   c->peerName[0] ? c->peerName : "?", why);
     c->state = CONN_CLOSED;
-    while (*pp && *pp != c)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = c->next;
+    if (c->link.next) /* not before the engine linked it */
+        objListUnlink(&c->link);
     if (c->peer) {
         for (int i = 0; i < TP_COUNT; i++)
             if (c->peer->conn[i] == c)
@@ -809,7 +805,9 @@ static void engineConnTick(void)
 
     while (again) {
         again = 0;
-        for (Conn *c = eng.conns; c; c = c->next) {
+        ObjListLink *l;
+        objListForEach(&eng.conns, l) {
+            Conn *c = objListEntry(l, Conn, link);
             char why[128];
             if (c->state == CONN_HANDSHAKE && now - c->upUs > ENGINE_HANDSHAKE_DEADLINE_US) {
                 snprintf(why, sizeof(why), "handshake not finished within %lld s",
@@ -895,6 +893,7 @@ int engineStartWith(const EngineConfig *cfg, const EngineSide *const *with, int 
         return -1;
     }
     memset(&eng, 0, sizeof(eng));
+    objListInit(&eng.conns);
     eng.cfg = *cfg;
     for (nSides = 0; nSides < n; nSides++)
         sides[nSides] = with[nSides];

@@ -72,6 +72,7 @@
 #include "rdmaproto.h"
 #include "streamrx.h"
 #include "rdmareg.h"
+#include "common/list.h"
 #include "common/util.h"
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
@@ -124,7 +125,7 @@ typedef struct ReadOp {
     XXH3_state_t *hash; /* checksum of the landed bytes; NULL: none taken */
     uint32_t rkey;
     int inflight, failed;
-    struct ReadOp *next;
+    ObjListLink link; /* in its connection's reads */
 } ReadOp;
 
 /* The length of op's READ chunk that starts at off: chunks are cut the same
@@ -161,7 +162,7 @@ typedef struct RdmaConn {
     int fd; /* the stream's descriptor in the engine's epoll, -1 when none */
     TxItem *txHead, *txTail;
     size_t txBytes;
-    ReadOp *reads; /* in order; the head is the one being posted */
+    ObjList reads; /* ReadOp.link, in order; the head is the one being posted */
     int readsInflight;
     int userPosted; /* our WRs on the QP not yet completed */
     Window *windows;
@@ -171,7 +172,7 @@ typedef struct RdmaConn {
     int nSent, capSent;
     char failWhy[128]; /* a completion failed: close with this after processing */
     int up, authed, closing, inHandler;
-    struct RdmaConn *nextAll;
+    ObjListLink all; /* in rd.all once adopted; self-linked before and after */
 } RdmaConn;
 
 typedef enum RdmaKeyMode {
@@ -190,13 +191,33 @@ static struct {
     int rdAtomic;
     RdmaKeyMode keys;
     RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
-    RdmaConn *all;
-    char bindAddr[64]; /* rdma-bind: outgoing connections leave from this device */
+    ObjList all;        /* RdmaConn.all, newest first */
+    char bindAddr[64];  /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
 static const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
+
+/* The first adopted connection, and the one after c; NULL at the end. */
+static RdmaConn *rdmaConnFirst(void)
+{
+    ObjListLink *l = objListFirst(&rd.all);
+    return l ? objListEntry(l, RdmaConn, all) : NULL;
+}
+
+static RdmaConn *rdmaConnNext(const RdmaConn *c)
+{
+    return c->all.next == &rd.all ? NULL : objListEntry(c->all.next, RdmaConn, all);
+}
+
+/* The oldest read of c, or NULL when it has none. */
+static ReadOp *rdmaReadFirst(const RdmaConn *c)
+{
+    ObjListLink *l = objListFirst(&c->reads);
+    return l ? objListEntry(l, ReadOp, link) : NULL;
+}
+
 static void rdmaAfterProcess(RdmaConn *c);
 
 /* ---- the stream's callbacks: record only -------------------------------------------- */
@@ -586,7 +607,12 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
 /* Post read chunks while the window allows. Returns 0 or -1 (verbs error). */
 static int rdmaPumpReads(RdmaConn *c)
 {
-    for (ReadOp *op = c->reads; op && c->readsInflight < RDMA_READ_WINDOW; op = op->next) {
+    ObjListLink *l;
+
+    objListForEach(&c->reads, l) {
+        ReadOp *op = objListEntry(l, ReadOp, link);
+        if (c->readsInflight >= RDMA_READ_WINDOW)
+            break;
         while (!op->failed && op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
             uint64_t n = rdmaReadChunk(op, op->posted);
             struct ibv_sge sge = {.addr = (uintptr_t)(op->dst + op->posted),
@@ -614,10 +640,9 @@ static int rdmaPumpReads(RdmaConn *c)
  * in flight) at the head of the list, in order. */
 static void rdmaReapReads(RdmaConn *c)
 {
-    while (c->reads && c->reads->inflight == 0 &&
-           (c->reads->posted == c->reads->len || c->reads->failed)) {
-        ReadOp *op = c->reads;
-        c->reads = op->next;
+    for (ReadOp *op;
+         (op = rdmaReadFirst(c)) && op->inflight == 0 && (op->posted == op->len || op->failed);) {
+        objListUnlink(&op->link);
         void *cookie = op->cookie;
         int ok = !op->failed;
         uint64_t sum = 0;
@@ -650,10 +675,7 @@ static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, u
         XXH3_freeState(op->hash);
         op->hash = NULL;
     }
-    ReadOp **pp = &c->reads;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = op;
+    objListPushBack(&c->reads, &op->link);
     if (rdmaPumpReads(c) == -1) {
         rdmaCloseConn(base, "cannot post RDMA reads");
         return 0; /* the close reported the read as failed */
@@ -781,12 +803,7 @@ static void rdmaOnStreamFd(void *arg, uint32_t events)
 
 static void rdmaUnlinkAll(RdmaConn *c)
 {
-    for (RdmaConn **pp = &rd.all; *pp; pp = &(*pp)->nextAll) {
-        if (*pp == c) {
-            *pp = c->nextAll;
-            return;
-        }
-    }
+    objListUnlink(&c->all);
 }
 
 /* Close: the QP goes to the error state and the windows are deallocated
@@ -811,9 +828,8 @@ static void rdmaCloseConn(Conn *base, const char *why)
     rdmaStreamFree(c->s);     /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
-    while (c->reads) {
-        ReadOp *op = c->reads;
-        c->reads = op->next;
+    for (ReadOp *op; (op = rdmaReadFirst(c));) {
+        objListUnlink(&op->link);
         void *cookie = op->cookie;
         XXH3_freeState(op->hash);
         free(op);
@@ -856,6 +872,8 @@ static RdmaConn *rdmaNew(const char *desc, int outgoing)
         return NULL;
     c->fd = -1;
     framerInit(&c->sc.rx);
+    objListInit(&c->reads);
+    objListInit(&c->all);
     c->sc.base.ops = &rdmaTransport;
     c->sc.base.id = host->nextConnId();
     c->sc.base.state = CONN_CONNECTING;
@@ -873,8 +891,7 @@ static int rdmaAdopt(RdmaConn *c)
     if (fd == -1 || host->watch(fd, EPOLLIN, rdmaOnStreamFd, c) == -1)
         return -1;
     c->fd = fd;
-    c->nextAll = rd.all;
-    rd.all = c;
+    objListPushFront(&rd.all, &c->all);
     return 0;
 }
 
@@ -884,7 +901,7 @@ static const char *rdmaPreauthRoom(const char *source)
 {
     int all = 0, same = 0;
 
-    for (const RdmaConn *o = rd.all; o; o = o->nextAll) {
+    for (const RdmaConn *o = rdmaConnFirst(); o; o = rdmaConnNext(o)) {
         if (o->sc.base.outgoing || o->authed)
             continue;
         all++;
@@ -952,7 +969,7 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
 
 static RdmaConn *rdmaByStream(const RdmaStream *s)
 {
-    for (RdmaConn *c = rd.all; c; c = c->nextAll)
+    for (RdmaConn *c = rdmaConnFirst(); c; c = rdmaConnNext(c))
         if (c->s == s)
             return c;
     return NULL;
@@ -1052,10 +1069,10 @@ static void rdmaTick(void)
     int n = 0;
 
     /* By id: what one connection's progress tells the engine may close others. */
-    for (RdmaConn *c = rd.all; c && n < 256; c = c->nextAll)
+    for (RdmaConn *c = rdmaConnFirst(); c && n < 256; c = rdmaConnNext(c))
         ids[n++] = c->sc.base.id;
     for (int i = 0; i < n; i++) {
-        for (RdmaConn *c = rd.all; c; c = c->nextAll) {
+        for (RdmaConn *c = rdmaConnFirst(); c; c = rdmaConnNext(c)) {
             if (c->sc.base.id == ids[i]) {
                 rdmaProgress(c);
                 break;
@@ -1073,8 +1090,8 @@ static int rdmaListen(const char *bindAddr, int port, char *err, size_t errLen)
 
 static void rdmaShutdown(void)
 {
-    while (rd.all)
-        rdmaCloseConn(&rd.all->sc.base, "node shutting down");
+    for (RdmaConn *c; (c = rdmaConnFirst());)
+        rdmaCloseConn(&c->sc.base, "node shutting down");
     if (rd.listenId && rdma_destroy_id(rd.listenId))
         host->log("warning", "rdma: rdma_destroy_id (listener): %s", strerror(errno));
     if (rd.ec) {
@@ -1093,6 +1110,7 @@ static void rdmaShutdown(void)
             host->log("warning", "rdma: ibv_dealloc_pd: %s", strerror(rc));
     }
     memset(&rd, 0, sizeof(rd));
+    objListInit(&rd.all);
 }
 
 /* Can this device bind type-2 windows? One allocation tells (freed again). */
@@ -1121,6 +1139,7 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
     struct ibv_device_attr da;
 
     memset(&rd, 0, sizeof(rd));
+    objListInit(&rd.all);
     rd.arenaBase = cfg->arenaBase;
     rd.arenaSize = cfg->arenaSize;
     if (inet_pton(AF_INET, cfg->rdmaBind, &sa.sin_addr) != 1) {

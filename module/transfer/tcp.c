@@ -28,6 +28,7 @@
 #include "framer.h"
 #include "streamrx.h"
 #include "tcp.h"
+#include "common/list.h"
 #include "common/util.h"
 
 /* The engine core, as given to tcpTransportInit. */
@@ -68,41 +69,16 @@ typedef struct TcpConn {
     TxItem *txHead, *txTail;
     size_t txBytes;  /* memory of the queued TxItems */
     uint32_t events; /* the epoll mask set for fd */
+    ObjListLink all; /* in tcpConns, from creation until freed */
 } TcpConn;
 
 static int listenFd = -1;
 static uint8_t drainBuf[TCP_DRAIN_BUF]; /* engine thread only */
 
-typedef struct TcpLink {
-    TcpConn *c;
-    struct TcpLink *next;
-} TcpLink;
-static TcpLink *links;
+static ObjList tcpConns = {&tcpConns, &tcpConns}; /* TcpConn.all, newest first */
 
 static void tcpOnEvent(void *arg, uint32_t events);
 static void tcpUpdateEvents(TcpConn *c);
-
-static void linkAdd(TcpConn *c)
-{
-    TcpLink *l = malloc(sizeof(*l));
-    if (l) {
-        l->c = c;
-        l->next = links;
-        links = l;
-    }
-}
-
-static void linkDel(TcpConn *c)
-{
-    for (TcpLink **pp = &links; *pp; pp = &(*pp)->next) {
-        if ((*pp)->c == c) {
-            TcpLink *l = *pp;
-            *pp = l->next;
-            free(l);
-            return;
-        }
-    }
-}
 
 static void tcpFree(TcpConn *c)
 {
@@ -111,7 +87,7 @@ static void tcpFree(TcpConn *c)
         free(c->txHead);
         c->txHead = n;
     }
-    linkDel(c);
+    objListUnlink(&c->all);
     framerDestroy(&c->sc.rx);
     free(c);
 }
@@ -154,7 +130,7 @@ static TcpConn *tcpNew(int fd, const char *desc)
     c->sc.base.ops = &tcpTransport;
     c->sc.base.id = host->nextConnId();
     snprintf(c->sc.base.desc, sizeof(c->sc.base.desc), "tcp %s", desc);
-    linkAdd(c);
+    objListPushFront(&tcpConns, &c->all);
     return c;
 }
 
@@ -479,8 +455,8 @@ static void tcpShutdown(void)
         close(listenFd);
         listenFd = -1;
     }
-    while (links)
-        tcpCloseConn(&links->c->sc.base, "node shutting down");
+    for (ObjListLink *l; (l = objListFirst(&tcpConns));)
+        tcpCloseConn(&objListEntry(l, TcpConn, all)->sc.base, "node shutting down");
 }
 
 static const TransportOps tcpTransport = {
