@@ -285,8 +285,9 @@ san-preload:
 LINT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
-# Which component may include which (tests/lint/layers), every relative link of the
-# Markdown files, and the checks' own tests.
+# Which component may include which (tests/lint/layers), no circle between .c files
+# through their functions and globals (tests/lint/file_circles.py), every relative
+# link of the Markdown files, and the checks' own tests.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
 	/usr/bin/python3 tests/lint/check_links.py

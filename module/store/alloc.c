@@ -22,6 +22,8 @@
 
 #include <stdlib.h>
 
+#include "common/list.h"
+
 /* log2 of the unit: every offset and size is a multiple of 64 bytes. */
 #define ALLOC_UNIT_SHIFT 6
 /* Second level: each power of two is split into 2^5 = 32 classes. */
@@ -34,12 +36,10 @@
 #define ALLOC_CHUNK_NODES 256
 
 struct AllocBlock {
-    uint64_t offset;      /* in units */
-    uint64_t size;        /* in units, >= 1 */
-    AllocBlock *prevPhys; /* address-order neighbours; NULL at the ends */
-    AllocBlock *nextPhys;
-    AllocBlock *prevFree; /* size-class list links (free blocks only); */
-    AllocBlock *nextFree; /* nextFree also links spare nodes in the pool */
+    uint64_t offset;  /* in units */
+    uint64_t size;    /* in units, >= 1 */
+    ObjListLink phys; /* in Allocator.phys, in address order */
+    ObjListLink free; /* in its size-class list (free blocks), or the pool's spares */
     /* Units at the start of the block that may hold bytes of an earlier
      * object; the rest reads as zeros (the arena file starts zero-filled).
      * An allocated block is dirty all along once it has been handed back. */
@@ -57,13 +57,45 @@ struct Allocator {
     uint64_t usedUnits;                /* units in allocated blocks */
     uint64_t usedBlocks;               /* allocated blocks */
     uint64_t freeBlocks;               /* free blocks (all of them are in the lists) */
-    AllocBlock *first;                 /* the block at offset 0 */
+    ObjList phys;                      /* every block (AllocBlock.phys), offset 0 first */
     uint64_t flBitmap;                 /* bit f set iff slBitmap[f] != 0 */
-    uint32_t slBitmap[ALLOC_FL_COUNT]; /* bit s set iff heads[f][s] != NULL */
-    AllocBlock *heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT];
-    AllocBlock *spare;  /* recycled nodes, linked through nextFree */
+    uint32_t slBitmap[ALLOC_FL_COUNT]; /* bit s set iff heads[f][s] is not empty */
+    ObjList heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT]; /* free blocks (AllocBlock.free) */
+    ObjList spare;      /* recycled nodes, linked through AllocBlock.free */
     AllocChunk *chunks; /* every chunk ever allocated, for destroy */
 };
+
+/* ---- links -------------------------------------------------------------------- */
+
+/* The block holding free link l. */
+static AllocBlock *allocFreeEntry(const ObjListLink *l)
+{
+    return objListEntry(l, AllocBlock, free);
+}
+
+/* The first block of a size-class list, or NULL when it is empty. */
+static AllocBlock *allocListFirst(const ObjList *head)
+{
+    ObjListLink *l = objListFirst(head);
+    return l ? allocFreeEntry(l) : NULL;
+}
+
+/* The block after b in its size-class list, or NULL at the end. */
+static AllocBlock *allocListNext(const ObjList *head, const AllocBlock *b)
+{
+    return b->free.next == head ? NULL : allocFreeEntry(b->free.next);
+}
+
+/* b's address-order neighbours, or NULL at either end of the arena. */
+static AllocBlock *allocPhysPrev(const Allocator *a, const AllocBlock *b)
+{
+    return b->phys.prev == &a->phys ? NULL : objListEntry(b->phys.prev, AllocBlock, phys);
+}
+
+static AllocBlock *allocPhysNext(const Allocator *a, const AllocBlock *b)
+{
+    return b->phys.next == &a->phys ? NULL : objListEntry(b->phys.next, AllocBlock, phys);
+}
 
 /* ---- size classes ------------------------------------------------------------ */
 
@@ -124,7 +156,7 @@ static AllocBlock *allocFindClass(const Allocator *a, unsigned fl, unsigned sl)
         slBits = a->slBitmap[fl];
     }
     sl = (unsigned)__builtin_ctz(slBits);
-    return a->heads[fl][sl];
+    return allocListFirst(&a->heads[fl][sl]);
 }
 
 /* ---- free lists -------------------------------------------------------------- */
@@ -134,11 +166,7 @@ static void allocListInsert(Allocator *a, AllocBlock *b)
 {
     unsigned fl, sl;
     allocMapping(b->size, &fl, &sl);
-    b->prevFree = NULL;
-    b->nextFree = a->heads[fl][sl];
-    if (b->nextFree)
-        b->nextFree->prevFree = b;
-    a->heads[fl][sl] = b;
+    objListPushFront(&a->heads[fl][sl], &b->free);
     a->slBitmap[fl] |= 1u << sl;
     a->flBitmap |= 1ULL << fl;
 }
@@ -148,14 +176,8 @@ static void allocListRemove(Allocator *a, AllocBlock *b)
 {
     unsigned fl, sl;
     allocMapping(b->size, &fl, &sl);
-    if (b->prevFree)
-        b->prevFree->nextFree = b->nextFree;
-    else
-        a->heads[fl][sl] = b->nextFree;
-    if (b->nextFree)
-        b->nextFree->prevFree = b->prevFree;
-    b->prevFree = b->nextFree = NULL;
-    if (a->heads[fl][sl] == NULL) {
+    objListUnlink(&b->free);
+    if (objListEmpty(&a->heads[fl][sl])) {
         a->slBitmap[fl] &= ~(1u << sl);
         if (a->slBitmap[fl] == 0)
             a->flBitmap &= ~(1ULL << fl);
@@ -170,20 +192,19 @@ static void allocListRemove(Allocator *a, AllocBlock *b)
  */
 static AllocBlock *allocNodeGet(Allocator *a)
 {
-    if (a->spare == NULL) {
+    if (objListEmpty(&a->spare)) {
         AllocChunk *c = malloc(sizeof(*c));
         if (c == NULL)
             return NULL;
         c->next = a->chunks;
         a->chunks = c;
-        for (int i = ALLOC_CHUNK_NODES - 1; i >= 0; i--) {
-            c->nodes[i].nextFree = a->spare;
-            a->spare = &c->nodes[i];
-        }
+        for (int i = 0; i < ALLOC_CHUNK_NODES; i++)
+            objListPushBack(&a->spare, &c->nodes[i].free);
     }
-    AllocBlock *n = a->spare;
-    a->spare = n->nextFree;
+    AllocBlock *n = allocFreeEntry(objListPopFront(&a->spare));
     *n = (AllocBlock){0};
+    objListInit(&n->phys);
+    objListInit(&n->free);
     return n;
 }
 
@@ -196,8 +217,7 @@ static void allocNodePut(Allocator *a, AllocBlock *n)
 {
     *n = (AllocBlock){0};
     n->isFree = 1;
-    n->nextFree = a->spare;
-    a->spare = n;
+    objListPushFront(&a->spare, &n->free);
 }
 
 /* ---- public API -------------------------------------------------------------- */
@@ -216,6 +236,11 @@ Allocator *allocCreate(uint64_t capacity)
     if (a == NULL)
         return NULL;
     a->capacity = units;
+    objListInit(&a->phys);
+    objListInit(&a->spare);
+    for (unsigned fl = 0; fl < ALLOC_FL_COUNT; fl++)
+        for (unsigned sl = 0; sl < ALLOC_SL_COUNT; sl++)
+            objListInit(&a->heads[fl][sl]);
     AllocBlock *b = allocNodeGet(a);
     if (b == NULL) {
         free(a);
@@ -224,7 +249,7 @@ Allocator *allocCreate(uint64_t capacity)
     b->offset = 0;
     b->size = units;
     b->isFree = 1;
-    a->first = b;
+    objListPushBack(&a->phys, &b->phys);
     a->freeBlocks = 1;
     allocListInsert(a, b);
     return a;
@@ -265,7 +290,8 @@ AllocBlock *allocGet(Allocator *a, uint64_t size)
     AllocBlock *b = allocFindClass(a, fl, sl);
     if (b == NULL) {
         allocMapping(units, &fl, &sl);
-        for (b = a->heads[fl][sl]; b && b->size < units; b = b->nextFree)
+        const ObjList *head = &a->heads[fl][sl];
+        for (b = allocListFirst(head); b && b->size < units; b = allocListNext(head, b))
             ;
         if (b == NULL)
             return NULL;
@@ -280,11 +306,7 @@ AllocBlock *allocGet(Allocator *a, uint64_t size)
         rest->size = b->size - units;
         rest->dirty = b->dirty > units ? b->dirty - units : 0;
         rest->isFree = 1;
-        rest->prevPhys = b;
-        rest->nextPhys = b->nextPhys;
-        if (rest->nextPhys)
-            rest->nextPhys->prevPhys = rest;
-        b->nextPhys = rest;
+        objListInsertBetween(&rest->phys, &b->phys, b->phys.next);
         b->size = units;
         if (b->dirty > units)
             b->dirty = units;
@@ -319,27 +341,23 @@ void allocPut(Allocator *a, AllocBlock *b)
 
     /* A merged block's dirty prefix ends where its right part's does: only
      * the clean tail of the rightmost part stays known clean. */
-    AllocBlock *left = b->prevPhys;
+    AllocBlock *left = allocPhysPrev(a, b);
     if (left && left->isFree) {
         allocListRemove(a, left);
         left->dirty = left->size + b->dirty;
         left->size += b->size;
-        left->nextPhys = b->nextPhys;
-        if (left->nextPhys)
-            left->nextPhys->prevPhys = left;
+        objListUnlink(&b->phys);
         allocNodePut(a, b);
         a->freeBlocks--;
         b = left;
     }
-    AllocBlock *right = b->nextPhys;
+    AllocBlock *right = allocPhysNext(a, b);
     if (right && right->isFree) {
         allocListRemove(a, right);
         if (right->dirty)
             b->dirty = b->size + right->dirty;
         b->size += right->size;
-        b->nextPhys = right->nextPhys;
-        if (b->nextPhys)
-            b->nextPhys->prevPhys = b;
+        objListUnlink(&right->phys);
         allocNodePut(a, right);
         a->freeBlocks--;
     }
@@ -379,7 +397,8 @@ void allocGetStats(const Allocator *a, AllocStats *st)
     if (a->flBitmap) {
         unsigned fl = allocMsb(a->flBitmap);
         unsigned sl = 31u - (unsigned)__builtin_clz(a->slBitmap[fl]);
-        for (const AllocBlock *b = a->heads[fl][sl]; b; b = b->nextFree)
+        const ObjList *head = &a->heads[fl][sl];
+        for (const AllocBlock *b = allocListFirst(head); b; b = allocListNext(head, b))
             if (b->size > largest)
                 largest = b->size;
     }
@@ -400,7 +419,9 @@ static int allocCheckInList(const Allocator *a, const AllocBlock *b, uint64_t bo
 {
     unsigned fl, sl;
     allocMapping(b->size, &fl, &sl);
-    for (const AllocBlock *n = a->heads[fl][sl]; n && bound; n = n->nextFree, bound--)
+    const ObjList *head = &a->heads[fl][sl];
+    for (const AllocBlock *n = allocListFirst(head); n && bound;
+         n = allocListNext(head, n), bound--)
         if (n == b)
             return 0;
     return -1;
@@ -417,14 +438,15 @@ static int allocCheckInList(const Allocator *a, const AllocBlock *b, uint64_t bo
  */
 int allocCheck(const Allocator *a)
 {
-    if (a == NULL || a->first == NULL || a->first->prevPhys != NULL)
+    if (a == NULL || objListEmpty(&a->phys))
         return -1;
 
     /* Physical walk; it ends because offsets strictly increase up to capacity. */
     uint64_t end = 0, usedUnits = 0, usedBlocks = 0, freeBlocks = 0;
     const AllocBlock *prev = NULL;
-    for (const AllocBlock *b = a->first; b; prev = b, b = b->nextPhys) {
-        if (b->prevPhys != prev || b->offset != end || b->size == 0 ||
+    for (const AllocBlock *b = objListEntry(a->phys.next, AllocBlock, phys); b;
+         prev = b, b = allocPhysNext(a, b)) {
+        if (allocPhysPrev(a, b) != prev || b->offset != end || b->size == 0 ||
             b->size > a->capacity - end || b->dirty > b->size)
             return -1;
         end += b->size;
@@ -447,13 +469,14 @@ int allocCheck(const Allocator *a)
         if (((a->flBitmap >> fl) & 1) != (a->slBitmap[fl] != 0))
             return -1;
         for (unsigned sl = 0; sl < ALLOC_SL_COUNT; sl++) {
-            const AllocBlock *head = a->heads[fl][sl];
-            if (((a->slBitmap[fl] >> sl) & 1) != (head != NULL))
+            const ObjList *head = &a->heads[fl][sl];
+            if (((a->slBitmap[fl] >> sl) & 1) != !objListEmpty(head))
                 return -1;
-            const AllocBlock *p = NULL;
-            for (const AllocBlock *n = head; n; p = n, n = n->nextFree) {
+            const ObjListLink *p = head;
+            for (const AllocBlock *n = allocListFirst(head); n;
+                 p = &n->free, n = allocListNext(head, n)) {
                 unsigned f, s;
-                if (++listed > freeBlocks || !n->isFree || n->prevFree != p || n->size == 0)
+                if (++listed > freeBlocks || !n->isFree || n->free.prev != p || n->size == 0)
                     return -1;
                 allocMapping(n->size, &f, &s);
                 if (f != fl || s != sl)
@@ -466,7 +489,8 @@ int allocCheck(const Allocator *a)
 
     /* Every free block is listed; with the count above, the lists hold
      * exactly the free blocks. */
-    for (const AllocBlock *b = a->first; b; b = b->nextPhys)
+    for (const AllocBlock *b = objListEntry(a->phys.next, AllocBlock, phys); b;
+         b = allocPhysNext(a, b))
         if (b->isFree && allocCheckInList(a, b, freeBlocks) != 0)
             return -1;
     return 0;

@@ -42,8 +42,8 @@ struct ObjTable {
     uint64_t mask; /* buckets - 1 */
     uint64_t seed; /* keys the index hash (random per table) */
     HolderRec *holders[OBJ_HOLDER_BUCKETS];
-    ObjEntry *lruHead, *lruTail; /* least recently used first */
-    uint64_t lruBytes;           /* arena bytes eviction could give back */
+    ObjList lru;       /* ObjEntry.lru: least recently used first */
+    uint64_t lruBytes; /* arena bytes eviction could give back */
     uint64_t tick;
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
@@ -132,36 +132,29 @@ ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen)
 
 /* ---- LRU of evictable replicas --------------------------------------------- */
 
-static int lruLinked(const ObjTable *t, const ObjEntry *e)
+static int lruLinked(const ObjEntry *e)
 {
-    return e->lruPrev || e->lruNext || t->lruHead == e;
+    return !objListEmpty(&e->lru);
+}
+
+/* The least recently used evictable entry, or NULL. */
+static ObjEntry *lruOldest(const ObjTable *t)
+{
+    ObjListLink *l = objListFirst(&t->lru);
+    return l ? objListEntry(l, ObjEntry, lru) : NULL;
 }
 
 static void lruRemove(ObjTable *t, ObjEntry *e)
 {
-    if (!lruLinked(t, e))
+    if (!lruLinked(e))
         return;
-    if (e->lruPrev)
-        e->lruPrev->lruNext = e->lruNext;
-    else
-        t->lruHead = e->lruNext;
-    if (e->lruNext)
-        e->lruNext->lruPrev = e->lruPrev;
-    else
-        t->lruTail = e->lruPrev;
-    e->lruPrev = e->lruNext = NULL;
+    objListUnlink(&e->lru);
     t->lruBytes -= allocBlockSize(e->block);
 }
 
 static void lruAppend(ObjTable *t, ObjEntry *e)
 {
-    e->lruNext = NULL;
-    e->lruPrev = t->lruTail;
-    if (t->lruTail)
-        t->lruTail->lruNext = e;
-    else
-        t->lruHead = e;
-    t->lruTail = e;
+    objListPushBack(&t->lru, &e->lru);
     t->lruBytes += allocBlockSize(e->block);
 }
 
@@ -277,10 +270,10 @@ static int tableEvictFor(ObjTable *t, uint64_t need)
     allocGetStats(t->alloc, &as);
     if (need > as.capacity || as.free + t->lruBytes < need)
         return 0;
-    while (as.largestFree < need && t->lruHead) {
+    for (ObjEntry *old; as.largestFree < need && (old = lruOldest(t));) {
         if (t->evictHook)
-            t->evictHook(t->lruHead, t->evictArg);
-        entryRemove(t, t->lruHead);
+            t->evictHook(old, t->evictArg);
+        entryRemove(t, old);
         t->st.evictions++;
         allocGetStats(t->alloc, &as);
     }
@@ -303,6 +296,7 @@ ObjTable *objTableCreate(uint64_t arenaSize)
         goto out_destroy_alloc;
     t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
     t->seed = tableSeed(t);
+    objListInit(&t->lru);
     pthread_mutex_init(&t->lock, NULL);
     return t;
 
@@ -395,6 +389,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     ObjEntry *e = calloc(1, sizeof(*e));
     if (!e)
         goto out_put_block;
+    objListInit(&e->lru);
     e->id = malloc(idLen ? idLen : 1);
     if (!e->id)
         goto out_free_entry;
@@ -571,7 +566,7 @@ void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg),
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)
 {
     e->replica = 1;
-    if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(t, e))
+    if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(e))
         lruAppend(t, e);
 }
 
@@ -646,8 +641,11 @@ int objTableCheck(ObjTable *t)
     if (n != t->st.objects || sealed != t->st.sealed || created != t->st.created ||
         bytes != t->st.bytesSealed)
         return -1;
-    for (ObjEntry *e = t->lruHead; e; e = e->lruNext)
+    ObjListLink *l;
+    objListForEach(&t->lru, l) {
+        const ObjEntry *e = objListEntry(l, ObjEntry, lru);
         if (e->pins || !e->replica || e->deleting || e->state != OBJ_SEALED)
             return -1;
+    }
     return 0;
 }

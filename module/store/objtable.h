@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "common/list.h"
 
 #define OBJ_ID_MAX 512
 
@@ -59,7 +60,7 @@ typedef struct ObjEntry {
     uint64_t checksum;     /* XXH3-64 of data then metadata, set at seal */
     uint64_t staleBytes;   /* leading bytes that may still hold a freed object's data */
     struct ObjEntry *next; /* hash chain */
-    struct ObjEntry *lruPrev, *lruNext; /* evictable replicas (unpinned, sealed) */
+    ObjListLink lru;       /* evictable replicas (unpinned, sealed); self-linked when not */
 } ObjEntry;
 
 typedef struct ObjTableStats {

@@ -1,8 +1,8 @@
 /*
  * engine.c - the transfer engine's thread: its epoll loop, the queue of work
  * from other threads, the connections and peers, the session handshake and
- * the dispatch of frames to the requesting side (fetch.c) and the answering
- * side (serve.c). Transports (tcp.c, rdma.c) plug in below through the
+ * the dispatch of frames to the sides it is started with (EngineSide tables;
+ * start.c names them). Transports (tcp.c, rdma.c) plug in below through the
  * operations table of transport.h.
  *
  * Why one thread: every connection, transfer and pin the engine holds is
@@ -20,9 +20,8 @@
 #include <unistd.h>
 
 #include "engineint.h"
-#include "fetch.h"
+#include "handshake.h"
 #include "rdma.h"
-#include "serve.h"
 #include "tcp.h"
 #include "common/util.h"
 
@@ -34,8 +33,12 @@
 /* Incoming connections allowed in handshake at once, overall and from one
  * source address; more are closed at once (an honest node opens one per
  * transport, so the per-source cap only bites a flood). */
-#define ENGINE_HANDSHAKE_MAX            256
-#define ENGINE_HANDSHAKE_MAX_PER_SOURCE 16
+static const HandshakeCaps engineHandshakeCaps = {
+    .max = 256,
+    .maxPerSource = 16,
+    .whyMax = "too many connections in handshake",
+    .whyPerSource = "too many connections in handshake from this address",
+};
 /* A connection whose queued bytes do not move for this long is closed: its
  * peer stopped reading, and what is queued for it pins objects. */
 #define ENGINE_SEND_STALL_US (10LL * 1000 * 1000)
@@ -72,7 +75,7 @@ typedef struct Engine {
     int epfd, evfd;
     pthread_t thread;
     int running;
-    Conn *conns;
+    ObjList conns; /* Conn.link, newest first */
     Peer *peers;
     uint64_t nextConnId;
     pthread_mutex_t statLock;
@@ -96,14 +99,6 @@ static int nSides;
             if (sides[s_]->fn)                                                                     \
                 sides[s_]->fn(__VA_ARGS__);                                                        \
     } while (0)
-
-int engineAddSide(const EngineSide *side)
-{
-    if (nSides == ENGINE_MAX_SIDES)
-        return -1;
-    sides[nSides++] = side;
-    return 0;
-}
 
 /* A READY connection's frame of a request type: the one side that handles
  * that type gets it. Returns its answer, or -1 (logged) when none does. */
@@ -505,8 +500,7 @@ Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)
     c->outgoing = 1;
     c->peer = p;
     snprintf(c->peerName, sizeof(c->peerName), "%s", node->name);
-    c->next = eng.conns;
-    eng.conns = c;
+    objListPushFront(&eng.conns, &c->link);
     p->conn[tp] = c;
     pthread_mutex_lock(&eng.statLock);
     eng.st.connections++;
@@ -596,19 +590,17 @@ static void engineRefuseLog(const Conn *c, const char *why)
 static const char *engineHandshakeRoom(const Conn *c)
 {
     int all = 0, same = 0;
+    ObjListLink *l;
 
-    for (const Conn *o = eng.conns; o; o = o->next) {
+    objListForEach(&eng.conns, l) {
+        const Conn *o = objListEntry(l, Conn, link);
         if (o->outgoing || o == c || o->state != CONN_HANDSHAKE)
             continue;
         all++;
         if (c->source[0] && !strcmp(o->source, c->source))
             same++;
     }
-    if (all >= ENGINE_HANDSHAKE_MAX)
-        return "too many connections in handshake";
-    if (same >= ENGINE_HANDSHAKE_MAX_PER_SOURCE)
-        return "too many connections in handshake from this address";
-    return NULL;
+    return handshakeVerdict(&engineHandshakeCaps, all, same);
 }
 
 void engineOnUp(Conn *c)
@@ -621,8 +613,7 @@ void engineOnUp(Conn *c)
     }
     if (!c->outgoing) {
         const char *full = engineHandshakeRoom(c);
-        c->next = eng.conns;
-        eng.conns = c;
+        objListPushFront(&eng.conns, &c->link);
         pthread_mutex_lock(&eng.statLock);
         eng.st.connections++;
         pthread_mutex_unlock(&eng.statLock);
@@ -790,16 +781,12 @@ void engineOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
 
 void engineOnClosed(Conn *c, const char *why)
 {
-    Conn **pp = &eng.conns;
-
     if (c->state != CONN_CLOSED && why)
         engineLog(c->state == CONN_READY ? "notice" : "verbose", "%s (%s): closed: %s", c->desc,
                   c->peerName[0] ? c->peerName : "?", why);
     c->state = CONN_CLOSED;
-    while (*pp && *pp != c)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = c->next;
+    if (c->link.next) /* not before the engine linked it */
+        objListUnlink(&c->link);
     if (c->peer) {
         for (int i = 0; i < TP_COUNT; i++)
             if (c->peer->conn[i] == c)
@@ -818,7 +805,9 @@ static void engineConnTick(void)
 
     while (again) {
         again = 0;
-        for (Conn *c = eng.conns; c; c = c->next) {
+        ObjListLink *l;
+        objListForEach(&eng.conns, l) {
+            Conn *c = objListEntry(l, Conn, link);
             char why[128];
             if (c->state == CONN_HANDSHAKE && now - c->upUs > ENGINE_HANDSHAKE_DEADLINE_US) {
                 snprintf(why, sizeof(why), "handshake not finished within %lld s",
@@ -896,13 +885,18 @@ static const TransportHost engineHost = {
     .log = engineLog,
 };
 
-int engineStart(const EngineConfig *cfg, char *err, size_t errLen)
+int engineStartWith(const EngineConfig *cfg, const EngineSide *const *with, int n, char *err,
+                    size_t errLen)
 {
+    if (n > ENGINE_MAX_SIDES) {
+        snprintf(err, errLen, "the engine takes at most %d sides", ENGINE_MAX_SIDES);
+        return -1;
+    }
     memset(&eng, 0, sizeof(eng));
+    objListInit(&eng.conns);
     eng.cfg = *cfg;
-    nSides = 0;
-    engineAddSide(&fetchSide);
-    engineAddSide(&serveSide);
+    for (nSides = 0; nSides < n; nSides++)
+        sides[nSides] = with[nSides];
     pthread_mutex_init(&eng.statLock, NULL);
     eng.epfd = epoll_create1(EPOLL_CLOEXEC);
     eng.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "directory/directory.h"
 #include "store/objtable.h"
 #include "wire.h"
@@ -44,7 +45,7 @@ typedef struct FetchReq {
     int timedOut;       /* cancelled because its time ran out */
     int64_t deadlineUs; /* utilMonoUs() deadline, 0 = none */
     FetchItem *items;
-    struct FetchReq *next; /* engine queue / live list */
+    ObjListLink link; /* the requesting side's list of live requests */
 } FetchReq;
 
 typedef struct EngineConfig {

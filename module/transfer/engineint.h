@@ -64,9 +64,9 @@ void engineNodeForget(const char *name);
 Conn *engineConnExisting(const char *name, int tp);
 
 /* A side of the engine: the requesting side (fetch.c) or the answering side
- * (serve.c). The core dispatches work and frames through the tables
- * registered with engineAddSide and never names their functions; a NULL
- * entry means "not mine". */
+ * (serve.c). The core dispatches work and frames through the tables it is
+ * started with (engineStartWith) and never names them or their functions; a
+ * NULL entry means "not mine". */
 typedef int EngineFrameFn(Conn *c, const WireMsg *m);
 typedef struct EngineSide {
     const char *name;
@@ -90,8 +90,11 @@ typedef struct EngineSide {
     void (*shutdown)(void);
 } EngineSide;
 
-/* Add a side before the engine starts. Returns 0, or -1 when full. */
-int engineAddSide(const EngineSide *side);
+/* engineStart (engine.h) without the sides: the core alone, started with
+ * the n handler tables of with (they must outlive the engine; at most 4),
+ * in the order they are asked. Returns 0, or -1 with a reason in err. */
+int engineStartWith(const EngineConfig *cfg, const EngineSide *const *with, int n, char *err,
+                    size_t errLen);
 
 /* The core's side of the transports' host table (engine.c). */
 int engineWatch(int fd, uint32_t events, EngineFdFn *fn, void *arg);

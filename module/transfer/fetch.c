@@ -72,28 +72,35 @@ typedef struct Transfer {
     char lastErr[160];
     XferWaiter *waiters;
     size_t nWaiters, capWaiters;
-    struct Transfer *next;
+    ObjListLink link; /* in fs.xfers */
 } Transfer;
 
 /* The requesting side's state (engine thread only). */
 static struct {
-    Transfer *xfers;
-    FetchReq *live; /* submitted, not yet finished */
+    ObjList xfers; /* Transfer.link, newest first */
+    ObjList live;  /* FetchReq.link: submitted, not yet finished, newest first */
     uint64_t nextXid;
     uint64_t nextReadToken;
-} fs;
+} fs = {.xfers = {&fs.xfers, &fs.xfers}, .live = {&fs.live, &fs.live}};
+
+/* The first transfer, and the one after x; NULL at the end. A walk that
+ * changes the list stops (or starts again) right after. */
+static Transfer *xferFirst(void)
+{
+    ObjListLink *l = objListFirst(&fs.xfers);
+    return l ? objListEntry(l, Transfer, link) : NULL;
+}
+
+static Transfer *xferNext(const Transfer *x)
+{
+    return x->link.next == &fs.xfers ? NULL : objListEntry(x->link.next, Transfer, link);
+}
 
 /* ---- requests ---------------------------------------------------------------------- */
 
 static void reqUnlinkLive(FetchReq *r)
 {
-    FetchReq **pp = &fs.live;
-
-    while (*pp && *pp != r)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = r->next;
-    r->next = NULL;
+    objListUnlink(&r->link);
 }
 
 /* Record the outcome of item idx; the request is handed back when it was
@@ -116,7 +123,7 @@ static void reqItemDone(FetchReq *r, size_t idx, const char *err)
 
 static Transfer *xferByXid(uint64_t xid)
 {
-    for (Transfer *x = fs.xfers; x; x = x->next)
+    for (Transfer *x = xferFirst(); x; x = xferNext(x))
         if (x->xid == xid)
             return x;
     return NULL;
@@ -124,7 +131,7 @@ static Transfer *xferByXid(uint64_t xid)
 
 static Transfer *xferById(const char *id, size_t idLen)
 {
-    for (Transfer *x = fs.xfers; x; x = x->next)
+    for (Transfer *x = xferFirst(); x; x = xferNext(x))
         if (!x->cancelled && x->idLen == idLen && !memcmp(x->id, id, idLen))
             return x;
     return NULL;
@@ -146,12 +153,7 @@ static int xferAttach(Transfer *x, FetchReq *r, size_t idx)
 
 static void xferUnlink(Transfer *x)
 {
-    Transfer **pp = &fs.xfers;
-
-    while (*pp && *pp != x)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = x->next;
+    objListUnlink(&x->link);
 }
 
 static void xferFree(Transfer *x);
@@ -245,7 +247,7 @@ static int connOutstanding(const Conn *c)
 {
     int n = 0;
 
-    for (const Transfer *x = fs.xfers; x; x = x->next)
+    for (const Transfer *x = xferFirst(); x; x = xferNext(x))
         if (x->conn == c &&
             (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING || x->state == XFER_READING))
             n++;
@@ -278,7 +280,7 @@ static void fetchKick(Conn *c)
     /* sendFetch may fail over and change the list: restart the walk each time. */
     while (again && c->state == CONN_READY && connOutstanding(c) < ENGINE_CONN_FETCH_WINDOW) {
         again = 0;
-        for (Transfer *x = fs.xfers; x; x = x->next) {
+        for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
             if (x->conn == c && x->state == XFER_CONNECTING) {
                 sendFetch(x);
                 again = 1;
@@ -370,7 +372,7 @@ static Conn *hintOpenConn(const Transfer *x, int *tp)
 /* Is a node lookup for x's hint already on its way (asked by another)? */
 static int hintNodeAsked(const Transfer *x)
 {
-    for (const Transfer *y = fs.xfers; y; y = y->next)
+    for (const Transfer *y = xferFirst(); y; y = xferNext(y))
         if (y != x && y->state == XFER_HINT_NODE && !strcmp(y->hint, x->hint))
             return 1;
     return 0;
@@ -544,8 +546,7 @@ static void submitItem(FetchReq *r, size_t idx)
     x->startUs = utilMonoUs();
     x->state = XFER_LOOKUP;
     x->tp = r->via == FETCH_VIA_RDMA ? TP_RDMA : TP_TCP;
-    x->next = fs.xfers;
-    fs.xfers = x;
+    objListPushFront(&fs.xfers, &x->link);
     if (r->from[0] && strcmp(r->from, engineConfig()->nodeName)) {
         snprintf(x->hint, sizeof(x->hint), "%s", r->from);
         hintStart(x, 1);
@@ -559,8 +560,7 @@ static void fetchSubmit(FetchReq *r)
     engineStatsBegin()->fetchRequests++;
     engineStatsEnd();
     r->remaining = r->n;
-    r->next = fs.live;
-    fs.live = r;
+    objListPushFront(&fs.live, &r->link);
     /* Only the last item can complete r and hand it back: read n first. */
     size_t n = r->n;
     for (size_t i = 0; i < n; i++)
@@ -618,7 +618,7 @@ static void fetchOnNodeResult(const DirResult *res)
     /* hintStart and hintFallback change x's state: restart the walk each time. */
     while (again) {
         again = 0;
-        for (Transfer *x = fs.xfers; x; x = x->next) {
+        for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
             if (x->state != XFER_HINT_NODE || strcmp(x->hint, res->id))
                 continue;
             if (res->status == DIR_FOUND)
@@ -649,7 +649,7 @@ static void fetchOnConnClosed(Conn *c)
     /* A failover may complete or free transfers: restart the walk each time. */
     while (again) {
         again = 0;
-        for (Transfer *x = fs.xfers; x; x = x->next) {
+        for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
             if (x->conn == c && x->state != XFER_READING) {
                 if (x->cancelled)
                     xferDrop(x); /* its answer will not come now */
@@ -712,7 +712,7 @@ static int fetchOnData(Conn *c, const WireMsg *m)
 
 static void fetchOnPayloadDone(Conn *c)
 {
-    for (Transfer *x = fs.xfers; x; x = x->next) {
+    for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
             if (x->cancelled)
                 xferDrop(x);    /* drained */
@@ -774,7 +774,7 @@ static int fetchOnRndv(Conn *c, const WireMsg *m)
  * its attempt is over). */
 static Transfer *xferByReadToken(const Conn *c, uint64_t token)
 {
-    for (Transfer *x = fs.xfers; x; x = x->next)
+    for (Transfer *x = xferFirst(); x; x = xferNext(x))
         if (x->readToken == token && x->conn == c && x->state == XFER_READING)
             return x;
     return NULL;
@@ -901,11 +901,15 @@ static void xferCancel(Transfer *x)
 
 static void fetchCancel(uint64_t seq, int timedOut)
 {
-    FetchReq *r;
+    FetchReq *r = NULL;
+    ObjListLink *l;
 
-    for (r = fs.live; r; r = r->next)
-        if (r->seq == seq)
+    objListForEach(&fs.live, l) {
+        if (objListEntry(l, FetchReq, link)->seq == seq) {
+            r = objListEntry(l, FetchReq, link);
             break;
+        }
+    }
     if (!r)
         return; /* already finished */
     r->cancelled = 1;
@@ -913,7 +917,7 @@ static void fetchCancel(uint64_t seq, int timedOut)
     int again = 1;
     while (again) {
         again = 0;
-        for (Transfer *x = fs.xfers; x; x = x->next) {
+        for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
             size_t before = x->nWaiters;
             if (xferDetach(x, r) == 0 && before > 0 && !x->cancelled) {
                 xferCancel(x);
@@ -935,11 +939,10 @@ static void fetchCancel(uint64_t seq, int timedOut)
 
 static void fetchShutdown(void)
 {
-    while (fs.live)
-        fetchCancel(fs.live->seq, 0);
-    while (fs.xfers) {
-        Transfer *x = fs.xfers;
-        fs.xfers = x->next;
+    for (ObjListLink *l; (l = objListFirst(&fs.live));)
+        fetchCancel(objListEntry(l, FetchReq, link)->seq, 0);
+    for (Transfer *x; (x = xferFirst());) {
+        xferUnlink(x);
         xferAbortEntry(x);
         xferFree(x);
     }

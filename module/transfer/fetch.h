@@ -7,7 +7,7 @@
 
 #include "engineint.h"
 
-/* Its handler table, registered with engineAddSide. */
+/* Its handler table, which start.c gives the engine. */
 extern const EngineSide fetchSide;
 
 #endif /* OBJSTORE_FETCH_H */

@@ -26,6 +26,7 @@
 #include "rdmaproto.h"
 #include "streamrx.h"
 #include "rdmareg.h"
+#include "common/list.h"
 #include "common/util.h"
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
@@ -78,7 +79,7 @@ typedef struct ReadOp {
     XXH3_state_t *hash; /* checksum of the landed bytes; NULL: none taken */
     uint32_t rkey;
     int inflight, failed;
-    struct ReadOp *next;
+    ObjListLink link; /* in its connection's reads */
 } ReadOp;
 
 /* The length of op's READ chunk that starts at off: chunks are cut the same
@@ -110,13 +111,12 @@ typedef struct Sent {
 } Sent;
 
 typedef struct RdmaConn {
-    Conn base; /* must be first */
+    StreamConn sc; /* must be first: the Conn and its framer */
     RdmaStream *s;
     int fd; /* the stream's descriptor in the engine's epoll, -1 when none */
-    Framer rx;
     TxItem *txHead, *txTail;
     size_t txBytes;
-    ReadOp *reads; /* in order; the head is the one being posted */
+    ObjList reads; /* ReadOp.link, in order; the head is the one being posted */
     int readsInflight;
     int userPosted; /* our WRs on the QP not yet completed */
     Window *windows;
@@ -126,7 +126,7 @@ typedef struct RdmaConn {
     int nSent, capSent;
     char failWhy[128]; /* a completion failed: close with this after processing */
     int up, authed, closing, inHandler;
-    struct RdmaConn *nextAll;
+    ObjListLink all; /* in rd.all once adopted; self-linked before and after */
 } RdmaConn;
 
 typedef enum RdmaKeyMode {
@@ -145,13 +145,33 @@ static struct {
     int rdAtomic;
     RdmaKeyMode keys;
     RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
-    RdmaConn *all;
-    char bindAddr[64]; /* rdma-bind: outgoing connections leave from this device */
+    ObjList all;        /* RdmaConn.all, newest first */
+    char bindAddr[64];  /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
-extern const TransportOps rdmaTransport;
+static const TransportOps rdmaTransport;
 
 static void rdmaCloseConn(Conn *base, const char *why);
+
+/* The first adopted connection, and the one after c; NULL at the end. */
+static RdmaConn *rdmaConnFirst(void)
+{
+    ObjListLink *l = objListFirst(&rd.all);
+    return l ? objListEntry(l, RdmaConn, all) : NULL;
+}
+
+static RdmaConn *rdmaConnNext(const RdmaConn *c)
+{
+    return c->all.next == &rd.all ? NULL : objListEntry(c->all.next, RdmaConn, all);
+}
+
+/* The oldest read of c, or NULL when it has none. */
+static ReadOp *rdmaReadFirst(const RdmaConn *c)
+{
+    ObjListLink *l = objListFirst(&c->reads);
+    return l ? objListEntry(l, ReadOp, link) : NULL;
+}
+
 static void rdmaAfterProcess(RdmaConn *c);
 
 /* ---- the stream's callbacks: record only -------------------------------------------- */
@@ -190,7 +210,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
         if (!ok) {
             op->failed = 1;
             if (!c->closing)
-                host->log("warning", "%s: RDMA read failed: %s", c->base.desc,
+                host->log("warning", "%s: RDMA read failed: %s", c->sc.base.desc,
                           ibv_wc_status_str(wc->status));
             rdmaFail(c, "RDMA read failed: %s", ibv_wc_status_str(wc->status));
         }
@@ -242,7 +262,7 @@ static void rdmaOnSent(void *ctx, uint64_t token, int ok)
 static int rdmaPostUser(RdmaConn *c, struct ibv_send_wr *wr)
 {
     if (rdmaStreamPostSend(c->s, wr) == -1) {
-        host->log("warning", "%s: posting %s: %s", c->base.desc,
+        host->log("warning", "%s: posting %s: %s", c->sc.base.desc,
                   wr->opcode == IBV_WR_RDMA_READ ? "an RDMA read"
                   : wr->opcode == IBV_WR_BIND_MW ? "a window bind"
                                                  : "a window invalidation",
@@ -268,7 +288,7 @@ static Window *rdmaWindowTake(RdmaConn *c)
     if (rd.keys == RDMA_KEYS_WINDOW) {
         w->mw = ibv_alloc_mw(rd.pd, IBV_MW_TYPE_2);
         if (!w->mw) {
-            host->log("warning", "%s: ibv_alloc_mw: %s", c->base.desc, strerror(errno));
+            host->log("warning", "%s: ibv_alloc_mw: %s", c->sc.base.desc, strerror(errno));
             free(w);
             return NULL;
         }
@@ -302,7 +322,7 @@ static void *rdmaGrantRead(Conn *base, const void *addr, uint64_t len, uint32_t 
     char err[160];
     RdmaReg *r = rdmaRegGet(rd.regs, a, len, err, sizeof(err));
     if (!r) {
-        host->log("warning", "%s: %s", c->base.desc, err);
+        host->log("warning", "%s: %s", c->sc.base.desc, err);
         return NULL;
     }
     if (rd.keys == RDMA_KEYS_OBJREG) {
@@ -389,13 +409,13 @@ static void rdmaWindowsKill(RdmaConn *c)
         struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
         int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
         if (rc)
-            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->base.desc, strerror(rc));
+            host->log("warning", "%s: ibv_modify_qp(ERR): %s", c->sc.base.desc, strerror(rc));
     }
     for (Window *w = c->windows; w; w = w->next) {
         if (w->mw) {
             int rc = ibv_dealloc_mw(w->mw);
             if (rc)
-                host->log("warning", "%s: ibv_dealloc_mw: %s", c->base.desc, strerror(rc));
+                host->log("warning", "%s: ibv_dealloc_mw: %s", c->sc.base.desc, strerror(rc));
             w->mw = NULL;
         }
     }
@@ -471,21 +491,21 @@ static int rdmaFlush(RdmaConn *c)
         void *cookie = it->cookie;
         free(it);
         if (cookie) /* copied: the payload is free to go */
-            host->onSendDone(&c->base, cookie);
+            host->onSendDone(&c->sc.base, cookie);
     }
     if (c->closing)
         return -1;
     /* The engine closes a connection whose queue stops moving. */
     if (!c->txHead)
-        c->base.txStallSinceUs = 0;
-    else if (moved || !c->base.txStallSinceUs)
-        c->base.txStallSinceUs = utilMonoUs();
+        c->sc.base.txStallSinceUs = 0;
+    else if (moved || !c->sc.base.txStallSinceUs)
+        c->sc.base.txStallSinceUs = utilMonoUs();
     return 0;
 
 out_failed : {
     char why[160];
     snprintf(why, sizeof(why), "stream write: %s", rdmaStreamError(c->s));
-    rdmaCloseConn(&c->base, why);
+    rdmaCloseConn(&c->sc.base, why);
     return -1;
 }
 }
@@ -541,7 +561,12 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
 /* Post read chunks while the window allows. Returns 0 or -1 (verbs error). */
 static int rdmaPumpReads(RdmaConn *c)
 {
-    for (ReadOp *op = c->reads; op && c->readsInflight < RDMA_READ_WINDOW; op = op->next) {
+    ObjListLink *l;
+
+    objListForEach(&c->reads, l) {
+        ReadOp *op = objListEntry(l, ReadOp, link);
+        if (c->readsInflight >= RDMA_READ_WINDOW)
+            break;
         while (!op->failed && op->posted < op->len && c->readsInflight < RDMA_READ_WINDOW) {
             uint64_t n = rdmaReadChunk(op, op->posted);
             struct ibv_sge sge = {.addr = (uintptr_t)(op->dst + op->posted),
@@ -569,10 +594,9 @@ static int rdmaPumpReads(RdmaConn *c)
  * in flight) at the head of the list, in order. */
 static void rdmaReapReads(RdmaConn *c)
 {
-    while (c->reads && c->reads->inflight == 0 &&
-           (c->reads->posted == c->reads->len || c->reads->failed)) {
-        ReadOp *op = c->reads;
-        c->reads = op->next;
+    for (ReadOp *op;
+         (op = rdmaReadFirst(c)) && op->inflight == 0 && (op->posted == op->len || op->failed);) {
+        objListUnlink(&op->link);
         void *cookie = op->cookie;
         int ok = !op->failed;
         uint64_t sum = 0;
@@ -581,7 +605,7 @@ static void rdmaReapReads(RdmaConn *c)
             sum = XXH3_64bits_digest(op->hash);
         XXH3_freeState(op->hash);
         free(op);
-        host->onReadDone(&c->base, cookie, ok, hashed ? &sum : NULL);
+        host->onReadDone(&c->sc.base, cookie, ok, hashed ? &sum : NULL);
         if (c->closing)
             return;
     }
@@ -605,10 +629,7 @@ static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, u
         XXH3_freeState(op->hash);
         op->hash = NULL;
     }
-    ReadOp **pp = &c->reads;
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = op;
+    objListPushBack(&c->reads, &op->link);
     if (rdmaPumpReads(c) == -1) {
         rdmaCloseConn(base, "cannot post RDMA reads");
         return 0; /* the close reported the read as failed */
@@ -620,26 +641,11 @@ static int rdmaReadRemote(Conn *base, void *dst, uint64_t len, uint64_t raddr, u
 
 /* ---- receiving --------------------------------------------------------------------- */
 
-static int rdmaRecvPayload(Conn *base, void *dst, size_t len)
-{
-    return framerExpectPayload(&((RdmaConn *)base)->rx, dst, len);
-}
-
-static void rdmaDiscardPayload(Conn *base)
-{
-    framerDiscardPayload(&((RdmaConn *)base)->rx);
-}
-
-static int rdmaPayloadHash(Conn *base, uint64_t *sum)
-{
-    return framerPayloadHash(&((RdmaConn *)base)->rx, sum);
-}
-
 /* Deliver every event the framer has (streamRxDeliver). Returns 0, or -1
  * after closing. */
 static int rdmaParseFrames(RdmaConn *c)
 {
-    return streamRxDeliver(host, &c->base, &c->rx, NULL);
+    return streamRxDeliver(host, &c->sc.base, &c->sc.rx, NULL);
 }
 
 /* Take every ready byte of the stream: into wherever the framer says (a
@@ -650,7 +656,7 @@ static void rdmaRead(RdmaConn *c)
 {
     while (!c->closing && rdmaStreamReadable(c->s) > 0) {
         uint8_t *dst;
-        size_t room = framerReadSpace(&c->rx, &dst);
+        size_t room = framerReadSpace(&c->sc.rx, &dst);
         if (room == 0)
             return; /* cannot happen: frames are consumed as they are parsed */
         size_t n;
@@ -659,7 +665,7 @@ static void rdmaRead(RdmaConn *c)
             rdmaStreamPeek(c->s, &avail);
             n = avail < room ? avail : room;
             if (rdmaStreamConsume(c->s, n) == -1) {
-                rdmaCloseConn(&c->base, rdmaStreamError(c->s));
+                rdmaCloseConn(&c->sc.base, rdmaStreamError(c->s));
                 return;
             }
         } else {
@@ -667,7 +673,7 @@ static void rdmaRead(RdmaConn *c)
         }
         if (n == 0)
             return;
-        framerWrote(&c->rx, n); /* n <= room: can't fail */
+        framerWrote(&c->sc.rx, n); /* n <= room: can't fail */
         if (rdmaParseFrames(c) == -1)
             return;
     }
@@ -685,13 +691,13 @@ static void rdmaAfterProcess(RdmaConn *c)
         return;
     if (!c->up && rdmaStreamGetState(c->s) == RDMA_STREAM_OPEN) {
         c->up = 1;
-        host->onUp(&c->base);
+        host->onUp(&c->sc.base);
         if (c->closing)
             return;
     }
     for (int i = 0; i < c->nSent && !c->closing; i++)
         if (c->sent[i].ok && c->sent[i].token)
-            host->onSendDone(&c->base, (void *)(uintptr_t)c->sent[i].token);
+            host->onSendDone(&c->sc.base, (void *)(uintptr_t)c->sent[i].token);
     c->nSent = 0;
     while (c->ready && !c->closing) {
         Window *w = c->ready;
@@ -701,21 +707,21 @@ static void rdmaAfterProcess(RdmaConn *c)
         void *cookie = w->cookie;
         w->cookie = NULL;
         if (cookie)
-            host->onSendDone(&c->base, cookie);
+            host->onSendDone(&c->sc.base, cookie);
     }
     if (c->closing)
         return;
     if (c->failWhy[0]) {
         char why[128];
         snprintf(why, sizeof(why), "%s", c->failWhy);
-        rdmaCloseConn(&c->base, why);
+        rdmaCloseConn(&c->sc.base, why);
         return;
     }
     rdmaReapReads(c);
     if (c->closing)
         return;
     if (rdmaPumpReads(c) == -1) {
-        rdmaCloseConn(&c->base, "cannot post RDMA reads");
+        rdmaCloseConn(&c->sc.base, "cannot post RDMA reads");
         return;
     }
     if (c->up && rdmaFlush(c) == -1)
@@ -735,7 +741,7 @@ static void rdmaProgress(RdmaConn *c)
         snprintf(why, sizeof(why), "%s",
                  rdmaStreamGetState(c->s) == RDMA_STREAM_CLOSED ? "peer disconnected"
                                                                 : rdmaStreamError(c->s));
-        rdmaCloseConn(&c->base, why[0] ? why : "stream failed");
+        rdmaCloseConn(&c->sc.base, why[0] ? why : "stream failed");
     }
     c->inHandler = 0;
     if (c->closing)
@@ -751,12 +757,7 @@ static void rdmaOnStreamFd(void *arg, uint32_t events)
 
 static void rdmaUnlinkAll(RdmaConn *c)
 {
-    for (RdmaConn **pp = &rd.all; *pp; pp = &(*pp)->nextAll) {
-        if (*pp == c) {
-            *pp = c->nextAll;
-            return;
-        }
-    }
+    objListUnlink(&c->all);
 }
 
 /* Close: the QP goes to the error state and the windows are deallocated
@@ -777,13 +778,12 @@ static void rdmaCloseConn(Conn *base, const char *why)
         host->unwatch(c->fd);
     c->fd = -1;
     rdmaWindowsKill(c);
-    framerDestroy(&c->rx); /* no payload lands after the close */
-    rdmaStreamFree(c->s);  /* onWc / onSent during the flush: bookkeeping only */
+    framerDestroy(&c->sc.rx); /* no payload lands after the close */
+    rdmaStreamFree(c->s);     /* onWc / onSent during the flush: bookkeeping only */
     c->s = NULL;
     rdmaWindowsFree(c);
-    while (c->reads) {
-        ReadOp *op = c->reads;
-        c->reads = op->next;
+    for (ReadOp *op; (op = rdmaReadFirst(c));) {
+        objListUnlink(&op->link);
         void *cookie = op->cookie;
         XXH3_freeState(op->hash);
         free(op);
@@ -825,12 +825,14 @@ static RdmaConn *rdmaNew(const char *desc, int outgoing)
     if (!c)
         return NULL;
     c->fd = -1;
-    framerInit(&c->rx);
-    c->base.ops = &rdmaTransport;
-    c->base.id = host->nextConnId();
-    c->base.state = CONN_CONNECTING;
-    c->base.outgoing = outgoing;
-    snprintf(c->base.desc, sizeof(c->base.desc), "rdma %s", desc);
+    framerInit(&c->sc.rx);
+    objListInit(&c->reads);
+    objListInit(&c->all);
+    c->sc.base.ops = &rdmaTransport;
+    c->sc.base.id = host->nextConnId();
+    c->sc.base.state = CONN_CONNECTING;
+    c->sc.base.outgoing = outgoing;
+    snprintf(c->sc.base.desc, sizeof(c->sc.base.desc), "rdma %s", desc);
     return c;
 }
 
@@ -843,8 +845,7 @@ static int rdmaAdopt(RdmaConn *c)
     if (fd == -1 || host->watch(fd, EPOLLIN, rdmaOnStreamFd, c) == -1)
         return -1;
     c->fd = fd;
-    c->nextAll = rd.all;
-    rd.all = c;
+    objListPushFront(&rd.all, &c->all);
     return 0;
 }
 
@@ -854,14 +855,14 @@ static const char *rdmaPreauthRoom(const char *source)
 {
     int all = 0, same = 0;
 
-    for (const RdmaConn *o = rd.all; o; o = o->nextAll) {
-        if (o->base.outgoing || o->authed)
+    for (const RdmaConn *o = rdmaConnFirst(); o; o = rdmaConnNext(o)) {
+        if (o->sc.base.outgoing || o->authed)
             continue;
         all++;
-        if (!strcmp(o->base.source, source))
+        if (!strcmp(o->sc.base.source, source))
             same++;
     }
-    return rdmaPreauthVerdict(all, same);
+    return handshakeVerdict(&rdmaPreauthCaps, all, same);
 }
 
 /* Reject a connection request and destroy its id (logged when either
@@ -904,17 +905,17 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
         rdmaRefuse(id, desc);
         return;
     }
-    snprintf(c->base.source, sizeof(c->base.source), "%s", source);
+    snprintf(c->sc.base.source, sizeof(c->sc.base.source), "%s", source);
     RdmaStreamConfig cfg;
     rdmaStreamCfg(&cfg, c, 1);
     c->s = rdmaStreamAccept(id, &cfg, err, sizeof(err)); /* destroys id on failure */
     if (!c->s) {
-        host->log("warning", "%s: refused: %s", c->base.desc, err);
+        host->log("warning", "%s: refused: %s", c->sc.base.desc, err);
         free(c);
         return;
     }
     if (rdmaAdopt(c) == -1) {
-        host->log("warning", "%s: cannot watch the stream", c->base.desc);
+        host->log("warning", "%s: cannot watch the stream", c->sc.base.desc);
         rdmaStreamFree(c->s);
         free(c);
     }
@@ -922,7 +923,7 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
 
 static RdmaConn *rdmaByStream(const RdmaStream *s)
 {
-    for (RdmaConn *c = rd.all; c; c = c->nextAll)
+    for (RdmaConn *c = rdmaConnFirst(); c; c = rdmaConnNext(c))
         if (c->s == s)
             return c;
     return NULL;
@@ -948,7 +949,7 @@ static void rdmaOnCmEvent(void *arg, uint32_t events)
             snprintf(why, sizeof(why), "%s (%s)",
                      rdmaStreamError(c->s)[0] ? rdmaStreamError(c->s) : "peer disconnected",
                      rdma_event_str(ev.type));
-            rdmaCloseConn(&c->base, why);
+            rdmaCloseConn(&c->sc.base, why);
         } else {
             rdmaAfterProcess(c);
         }
@@ -987,7 +988,7 @@ static Conn *rdmaConnect(Peer *peer, const char *addr, int port, char *err, size
         free(c);
         return NULL;
     }
-    return &c->base;
+    return &c->sc.base;
 }
 
 /* The engine's handshake succeeded: the peer may now read through the keys
@@ -1022,11 +1023,11 @@ static void rdmaTick(void)
     int n = 0;
 
     /* By id: what one connection's progress tells the engine may close others. */
-    for (RdmaConn *c = rd.all; c && n < 256; c = c->nextAll)
-        ids[n++] = c->base.id;
+    for (RdmaConn *c = rdmaConnFirst(); c && n < 256; c = rdmaConnNext(c))
+        ids[n++] = c->sc.base.id;
     for (int i = 0; i < n; i++) {
-        for (RdmaConn *c = rd.all; c; c = c->nextAll) {
-            if (c->base.id == ids[i]) {
+        for (RdmaConn *c = rdmaConnFirst(); c; c = rdmaConnNext(c)) {
+            if (c->sc.base.id == ids[i]) {
                 rdmaProgress(c);
                 break;
             }
@@ -1043,8 +1044,8 @@ static int rdmaListen(const char *bindAddr, int port, char *err, size_t errLen)
 
 static void rdmaShutdown(void)
 {
-    while (rd.all)
-        rdmaCloseConn(&rd.all->base, "node shutting down");
+    for (RdmaConn *c; (c = rdmaConnFirst());)
+        rdmaCloseConn(&c->sc.base, "node shutting down");
     if (rd.listenId && rdma_destroy_id(rd.listenId))
         host->log("warning", "rdma: rdma_destroy_id (listener): %s", strerror(errno));
     if (rd.ec) {
@@ -1063,6 +1064,7 @@ static void rdmaShutdown(void)
             host->log("warning", "rdma: ibv_dealloc_pd: %s", strerror(rc));
     }
     memset(&rd, 0, sizeof(rd));
+    objListInit(&rd.all);
 }
 
 /* Can this device bind type-2 windows? One allocation tells (freed again). */
@@ -1091,6 +1093,7 @@ const TransportOps *rdmaTransportInit(const TransportHost *h, const RdmaTranspor
     struct ibv_device_attr da;
 
     memset(&rd, 0, sizeof(rd));
+    objListInit(&rd.all);
     rd.arenaBase = cfg->arenaBase;
     rd.arenaSize = cfg->arenaSize;
     if (inet_pton(AF_INET, cfg->rdmaBind, &sa.sin_addr) != 1) {
@@ -1185,16 +1188,16 @@ out_shutdown:
     return NULL;
 }
 
-const TransportOps rdmaTransport = {
+static const TransportOps rdmaTransport = {
     .name = "rdma",
     .feature = OBJ_FEAT_RDMA,
     .listen = rdmaListen,
     .shutdown = rdmaShutdown,
     .connect = rdmaConnect,
     .send = rdmaSend,
-    .recvPayload = rdmaRecvPayload,
-    .discardPayload = rdmaDiscardPayload,
-    .payloadHash = rdmaPayloadHash,
+    .recvPayload = streamRecvPayload,
+    .discardPayload = streamDiscardPayload,
+    .payloadHash = streamPayloadHash,
     .readRemote = rdmaReadRemote,
     .grantRead = rdmaGrantRead,
     .revokeRead = rdmaRevokeRead,

@@ -110,11 +110,6 @@ void rdmaRegPut(RdmaReg *r)
         r->refs--;
 }
 
-int rdmaRegCount(const RdmaRegCache *rc)
-{
-    return rc->count;
-}
-
 void rdmaRegCacheFree(RdmaRegCache *rc)
 {
     if (!rc)

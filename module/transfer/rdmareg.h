@@ -43,8 +43,6 @@ RdmaRegCache *rdmaRegCacheNew(struct ibv_pd *pd, int access, int max,
 RdmaReg *rdmaRegGet(RdmaRegCache *rc, const uint8_t *addr, uint64_t len, char *err, size_t errLen);
 /* Give back a reference taken by rdmaRegGet. Can't fail. */
 void rdmaRegPut(RdmaReg *r);
-/* Registrations cached now (for tests and logs). */
-int rdmaRegCount(const RdmaRegCache *rc);
 /* Deregister everything and free the cache (no reference may be held).
  * Accepts NULL. */
 void rdmaRegCacheFree(RdmaRegCache *rc);

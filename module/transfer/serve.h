@@ -8,7 +8,7 @@
 
 #include "engineint.h"
 
-/* Its handler table, registered with engineAddSide. */
+/* Its handler table, which start.c gives the engine. */
 extern const EngineSide serveSide;
 
 #endif /* OBJSTORE_SERVE_H */

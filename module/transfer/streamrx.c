@@ -1,9 +1,25 @@
 /*
- * streamrx.c - the receiving loop of a stream transport (streamrx.h).
+ * streamrx.c - the receiving end of a stream transport (streamrx.h): its
+ * payload operations and its delivery loop.
  */
 #include <stdio.h>
 
 #include "streamrx.h"
+
+int streamRecvPayload(Conn *c, void *dst, size_t len)
+{
+    return framerExpectPayload(&((StreamConn *)c)->rx, dst, len);
+}
+
+void streamDiscardPayload(Conn *c)
+{
+    framerDiscardPayload(&((StreamConn *)c)->rx);
+}
+
+int streamPayloadHash(Conn *c, uint64_t *sum)
+{
+    return framerPayloadHash(&((StreamConn *)c)->rx, sum);
+}
 
 int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(Conn *c))
 {

@@ -1,14 +1,29 @@
 /*
- * streamrx.h - the receiving loop the two stream transports share (tcp.c
- * and rdma.c): once a transport has put newly read bytes where its framer
- * said, streamRxDeliver hands the framer's events to the engine through the
- * host table. A frame that does not decode closes the connection for good.
+ * streamrx.h - the receiving end the two stream transports share (tcp.c and
+ * rdma.c): a connection with its framer (StreamConn), the payload operations
+ * of the transport table, which only ask that framer, and the loop that,
+ * once a transport has put newly read bytes where its framer said, hands the
+ * framer's events to the engine through the host table. A frame that does
+ * not decode closes the connection for good.
  */
 #ifndef OBJSTORE_STREAMRX_H
 #define OBJSTORE_STREAMRX_H
 
 #include "framer.h"
 #include "transport.h"
+
+/* The head of a stream transport's connection: its own struct starts with
+ * this, so that the operations below find the framer from the Conn. */
+typedef struct StreamConn {
+    Conn base; /* must be first */
+    Framer rx; /* frames and payloads out of the bytes read */
+} StreamConn;
+
+/* TransportOps.recvPayload, discardPayload and payloadHash of a stream
+ * transport (transport.h says what each does); c must be a StreamConn. */
+int streamRecvPayload(Conn *c, void *dst, size_t len);
+void streamDiscardPayload(Conn *c);
+int streamPayloadHash(Conn *c, uint64_t *sum);
 
 /* Deliver every event framer f has for c: whole frames to host->onFrame,
  * ends of payloads to host->onPayloadDone. hold, when not NULL, is asked

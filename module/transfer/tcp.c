@@ -28,6 +28,7 @@
 #include "framer.h"
 #include "streamrx.h"
 #include "tcp.h"
+#include "common/list.h"
 #include "common/util.h"
 
 /* The engine core, as given to tcpTransportInit. */
@@ -59,51 +60,25 @@ typedef struct TxItem {
 } TxItem;
 
 typedef struct TcpConn {
-    Conn base; /* must be first */
+    StreamConn sc; /* must be first: the Conn and its framer */
     int fd;
     int connecting;
     int inHandler; /* close() during a callback defers the free to the handler's end */
     int closed;
-    Framer rx;    /* frames and payloads out of the bytes read */
     int rxPaused; /* requests are not read while the send side is over its caps */
     TxItem *txHead, *txTail;
     size_t txBytes;  /* memory of the queued TxItems */
     uint32_t events; /* the epoll mask set for fd */
+    ObjListLink all; /* in tcpConns, from creation until freed */
 } TcpConn;
 
 static int listenFd = -1;
 static uint8_t drainBuf[TCP_DRAIN_BUF]; /* engine thread only */
 
-typedef struct TcpLink {
-    TcpConn *c;
-    struct TcpLink *next;
-} TcpLink;
-static TcpLink *links;
+static ObjList tcpConns = {&tcpConns, &tcpConns}; /* TcpConn.all, newest first */
 
 static void tcpOnEvent(void *arg, uint32_t events);
 static void tcpUpdateEvents(TcpConn *c);
-
-static void linkAdd(TcpConn *c)
-{
-    TcpLink *l = malloc(sizeof(*l));
-    if (l) {
-        l->c = c;
-        l->next = links;
-        links = l;
-    }
-}
-
-static void linkDel(TcpConn *c)
-{
-    for (TcpLink **pp = &links; *pp; pp = &(*pp)->next) {
-        if ((*pp)->c == c) {
-            TcpLink *l = *pp;
-            *pp = l->next;
-            free(l);
-            return;
-        }
-    }
-}
 
 static void tcpFree(TcpConn *c)
 {
@@ -112,8 +87,8 @@ static void tcpFree(TcpConn *c)
         free(c->txHead);
         c->txHead = n;
     }
-    linkDel(c);
-    framerDestroy(&c->rx);
+    objListUnlink(&c->all);
+    framerDestroy(&c->sc.rx);
     free(c);
 }
 
@@ -151,11 +126,11 @@ static TcpConn *tcpNew(int fd, const char *desc)
     if (!c)
         return NULL;
     c->fd = fd;
-    framerInit(&c->rx);
-    c->base.ops = &tcpTransport;
-    c->base.id = host->nextConnId();
-    snprintf(c->base.desc, sizeof(c->base.desc), "tcp %s", desc);
-    linkAdd(c);
+    framerInit(&c->sc.rx);
+    c->sc.base.ops = &tcpTransport;
+    c->sc.base.id = host->nextConnId();
+    snprintf(c->sc.base.desc, sizeof(c->sc.base.desc), "tcp %s", desc);
+    objListPushFront(&tcpConns, &c->all);
     return c;
 }
 
@@ -164,7 +139,7 @@ static TcpConn *tcpNew(int fd, const char *desc)
 /* Is the send side of c over a cap, so that its requests must wait? */
 static int tcpBusy(const TcpConn *c)
 {
-    return c->txBytes > TCP_TXQ_MAX || host->connBusy(&c->base);
+    return c->txBytes > TCP_TXQ_MAX || host->connBusy(&c->sc.base);
 }
 
 /* Set the epoll mask c needs: EPOLLIN unless reading is paused, EPOLLOUT
@@ -204,12 +179,12 @@ static int tcpFlush(TcpConn *c)
                 break;
             char why[96];
             snprintf(why, sizeof(why), "write: %s", strerror(errno));
-            tcpCloseConn(&c->base, why);
+            tcpCloseConn(&c->sc.base, why);
             return -1;
         }
         size_t left = (size_t)w;
         if (w > 0)
-            c->base.txStallSinceUs = utilMonoUs(); /* it moved */
+            c->sc.base.txStallSinceUs = utilMonoUs(); /* it moved */
         while (c->txHead) {
             TxItem *it = c->txHead;
             size_t f = it->frameLen - it->frameOff;
@@ -229,7 +204,7 @@ static int tcpFlush(TcpConn *c)
             c->txBytes -= sizeof(*it) + it->frameLen;
             free(it);
             if (cookie)
-                host->onSendDone(&c->base, cookie);
+                host->onSendDone(&c->sc.base, cookie);
             if (c->closed)
                 return -1;
         }
@@ -237,7 +212,7 @@ static int tcpFlush(TcpConn *c)
             break;
     }
     if (!c->txHead)
-        c->base.txStallSinceUs = 0;
+        c->sc.base.txStallSinceUs = 0;
     tcpUpdateEvents(c);
     return 0;
 }
@@ -265,7 +240,7 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
     it->frameLen = (size_t)len;
     c->txBytes += sizeof(*it) + (size_t)len;
     if (!c->txHead)
-        c->base.txStallSinceUs = utilMonoUs();
+        c->sc.base.txStallSinceUs = utilMonoUs();
     it->payload = payload;
     it->payloadLen = payload ? payloadLen : 0;
     it->cookie = cookie;
@@ -280,21 +255,6 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
 }
 
 /* ---- receiving ------------------------------------------------------------------- */
-
-static int tcpRecvPayload(Conn *base, void *dst, size_t len)
-{
-    return framerExpectPayload(&((TcpConn *)base)->rx, dst, len);
-}
-
-static void tcpDiscardPayload(Conn *base)
-{
-    framerDiscardPayload(&((TcpConn *)base)->rx);
-}
-
-static int tcpPayloadHash(Conn *base, uint64_t *sum)
-{
-    return framerPayloadHash(&((TcpConn *)base)->rx, sum);
-}
 
 /* hold for streamRxDeliver: stop before a frame while the send side is over
  * its caps (the rest waits in the framer and the socket; tcpOnEvent
@@ -313,7 +273,7 @@ static int tcpHold(Conn *base)
  * after closing the connection. */
 static int tcpParseFrames(TcpConn *c)
 {
-    return streamRxDeliver(host, &c->base, &c->rx, tcpHold);
+    return streamRxDeliver(host, &c->sc.base, &c->sc.rx, tcpHold);
 }
 
 /* Read what the socket has, up to the fairness bounds, into wherever the
@@ -325,9 +285,9 @@ static void tcpRead(TcpConn *c)
 
     for (int i = 0; i < TCP_READS_PER_EV && total < TCP_BYTES_PER_EV && !c->closed; i++) {
         uint8_t *dst;
-        if (c->rxPaused && !framerInPayload(&c->rx))
+        if (c->rxPaused && !framerInPayload(&c->sc.rx))
             return;
-        size_t room = framerReadSpace(&c->rx, &dst);
+        size_t room = framerReadSpace(&c->sc.rx, &dst);
         if (room == 0)
             return; /* only whole frames are buffered: tcpParseFrames stopped on purpose */
         if (!dst) {
@@ -336,7 +296,7 @@ static void tcpRead(TcpConn *c)
         }
         ssize_t n = read(c->fd, dst, room);
         if (n == 0) {
-            tcpCloseConn(&c->base, "peer closed the connection");
+            tcpCloseConn(&c->sc.base, "peer closed the connection");
             return;
         }
         if (n < 0) {
@@ -344,11 +304,11 @@ static void tcpRead(TcpConn *c)
                 return;
             char why[96];
             snprintf(why, sizeof(why), "read: %s", strerror(errno));
-            tcpCloseConn(&c->base, why);
+            tcpCloseConn(&c->sc.base, why);
             return;
         }
         total += (size_t)n;
-        framerWrote(&c->rx, (size_t)n); /* n <= room: can't fail */
+        framerWrote(&c->sc.rx, (size_t)n); /* n <= room: can't fail */
         if (tcpParseFrames(c) == -1)
             return;
     }
@@ -366,17 +326,17 @@ static void tcpOnEvent(void *arg, uint32_t events)
         if (err) {
             char why[96];
             snprintf(why, sizeof(why), "connect: %s", strerror(err));
-            tcpCloseConn(&c->base, why);
+            tcpCloseConn(&c->sc.base, why);
         } else {
             c->connecting = 0;
             c->events = EPOLLOUT; /* what tcpConnect watched for */
-            host->onUp(&c->base);
+            host->onUp(&c->sc.base);
             if (!c->closed)
                 tcpFlush(c);
         }
     } else {
         if (c->rxPaused && (events & (EPOLLERR | EPOLLHUP)))
-            tcpCloseConn(&c->base, "connection lost while its requests waited");
+            tcpCloseConn(&c->sc.base, "connection lost while its requests waited");
         if (!c->closed && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
             tcpRead(c);
         if (!c->closed && (events & EPOLLOUT))
@@ -417,8 +377,8 @@ static void tcpOnAccept(void *arg, uint32_t events)
             continue;
         }
         c->events = EPOLLIN;
-        snprintf(c->base.source, sizeof(c->base.source), "%s", inet_ntoa(sa.sin_addr));
-        host->onUp(&c->base);
+        snprintf(c->sc.base.source, sizeof(c->sc.base.source), "%s", inet_ntoa(sa.sin_addr));
+        host->onUp(&c->sc.base);
     }
 }
 
@@ -484,8 +444,8 @@ static Conn *tcpConnect(Peer *peer, const char *addr, int port, char *err, size_
         return NULL;
     }
     c->connecting = 1;
-    c->base.state = CONN_CONNECTING;
-    return &c->base;
+    c->sc.base.state = CONN_CONNECTING;
+    return &c->sc.base;
 }
 
 static void tcpShutdown(void)
@@ -495,8 +455,8 @@ static void tcpShutdown(void)
         close(listenFd);
         listenFd = -1;
     }
-    while (links)
-        tcpCloseConn(&links->c->base, "node shutting down");
+    for (ObjListLink *l; (l = objListFirst(&tcpConns));)
+        tcpCloseConn(&objListEntry(l, TcpConn, all)->sc.base, "node shutting down");
 }
 
 static const TransportOps tcpTransport = {
@@ -506,9 +466,9 @@ static const TransportOps tcpTransport = {
     .shutdown = tcpShutdown,
     .connect = tcpConnect,
     .send = tcpSend,
-    .recvPayload = tcpRecvPayload,
-    .discardPayload = tcpDiscardPayload,
-    .payloadHash = tcpPayloadHash,
+    .recvPayload = streamRecvPayload,
+    .discardPayload = streamDiscardPayload,
+    .payloadHash = streamPayloadHash,
     .readRemote = NULL,
     .grantRead = NULL,
     .revokeRead = NULL,

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/list.h"
 #include "wire.h"
 
 typedef struct Conn Conn;
@@ -78,7 +79,7 @@ typedef struct TransportOps {
 } TransportOps;
 
 /* What every connection has, whatever its transport. Transports allocate
- * their own struct with this as its first member. */
+ * their own struct, zero-filled, with this as its first member. */
 struct Conn {
     const TransportOps *ops;
     uint64_t id;
@@ -100,7 +101,7 @@ struct Conn {
      * moved (or became non-empty); 0 when empty. A queue that does not move
      * for ENGINE_SEND_STALL_US gets the connection closed (engine.c). */
     int64_t txStallSinceUs;
-    struct Conn *next; /* engine's list of all connections */
+    ObjListLink link; /* the engine's list of connections; zero until it links c */
 };
 
 /* ---- the host: what a transport may ask of the engine core ---- */

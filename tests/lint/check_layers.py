@@ -13,13 +13,19 @@ every #include "..." in module/<component>/ and client/ under ROOT:
     the RDMA connection type, which in turn must not see the module API
     (redismodule.h, directly or through a header of its folder): server.h
     brings the REDISMODULE_CORE view of it;
-  - the allowed edges themselves must not form a circle.
-Prints one line per violation (file:line: why) and exits 1 if there is any,
-0 otherwise. System headers (<...>) are not looked at.
+  - the allowed edges themselves must not form a circle;
+  - no .c file of module/ or client/ may use (call, or name a global of) a
+    file that in turn, directly or through others, uses it: a circle between
+    files is reported with the symbols on each edge (file_circles.py).
+Prints one line per violation (file:line: why; a circle takes a line per
+edge) and exits 1 if there is any, 0 otherwise. System headers (<...>) are
+not looked at.
 """
 import os
 import re
 import sys
+
+import file_circles
 
 REDIS_HEADERS = {"redismodule.h", "server.h", "connection.h"}
 CORE_HEADERS = {"server.h", "connection.h"}
@@ -134,14 +140,23 @@ def check(root):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    problems = check(os.path.abspath(root))
+    root = os.path.abspath(root)
+    problems = check(root)
+    circles = file_circles.check(root)
     for p in problems:
         print("layers: " + p)
+    for c in circles:
+        print("layers: " + c)
     if problems:
         print(f"layers: {len(problems)} include(s) break the layering (tests/lint/layers)")
-        return 1
-    print("layers: every include follows tests/lint/layers")
-    return 0
+    else:
+        print("layers: every include follows tests/lint/layers")
+    if circles:
+        print(f"layers: {len(circles)} circle(s) between files: a file may not, through "
+              f"others, use itself")
+    else:
+        print("layers: no circle between files")
+    return 1 if problems or circles else 0
 
 
 if __name__ == "__main__":

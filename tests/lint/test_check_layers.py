@@ -2,7 +2,10 @@
 upward include, Redis's headers outside the Redis layer, a bare include of
 another folder's header, an unknown component, a circle in the rules, and
 Redis's core headers anywhere but the RDMA connection type (which in turn must
-not see the module API).
+not see the module API); and below the folders, a circle between .c files
+through the functions and globals they define, while a one-way use, a static
+of the same name, a struct member of the same name, a string or a comment are
+no use at all.
 
 Each case builds a small tree in a temporary folder with the real
 tests/lint/layers file and runs check_layers.py on it as `make lint` does.
@@ -125,3 +128,54 @@ def test_the_connection_type_does_not_see_the_module_api(tree):
     r = run_check(str(tree))
     assert r.returncode == 1
     assert "conntype.c:3" in r.stdout and "conntype.c:2" not in r.stdout
+
+
+# ---- circles between files ----------------------------------------------------
+
+ENGINE_C = """#include "engine.h"
+/* engine.c - calls fetchRun (this comment names it: no use) */
+static int ticks;
+int engineSend(int x) { return x + ticks; }
+"""
+
+
+def test_files_that_use_each_other_are_a_circle(tree):
+    add(tree, "module/transfer/engine.c", ENGINE_C + "int engineRun(void) { return fetchRun(); }\n")
+    add(tree, "module/transfer/fetch.c",
+        '#include "engine.h"\nint fetchRun(void)\n{\n    return engineSend(1);\n}\n')
+    r = run_check(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "2 files use each other in a circle: module/transfer/engine.c, " \
+        "module/transfer/fetch.c" in r.stdout
+    assert "module/transfer/engine.c -> module/transfer/fetch.c: fetchRun" in r.stdout
+    assert "module/transfer/fetch.c -> module/transfer/engine.c: engineSend" in r.stdout
+
+
+def test_a_circle_through_a_global_and_a_third_file_is_caught(tree):
+    add(tree, "module/redis/module.c", "int objNode;\nvoid start(void) { replyOk(); }\n")
+    add(tree, "module/redis/reply.c", "void replyOk(void) { statsAdd(); }\n")
+    add(tree, "client/stats.c", "void statsAdd(void) { objNode++; }\n")
+    r = run_check(str(tree))
+    assert r.returncode == 1, r.stdout
+    assert "3 files use each other in a circle" in r.stdout
+    assert "client/stats.c -> module/redis/module.c: objNode" in r.stdout
+
+
+def test_a_one_way_use_passes(tree):
+    add(tree, "module/transfer/engine.c", ENGINE_C)
+    add(tree, "module/transfer/fetch.c",
+        '#include "engine.h"\nint fetchRun(void)\n{\n    return engineSend(1);\n}\n')
+    r = run_check(str(tree))
+    assert r.returncode == 0, r.stdout
+    assert "no circle between files" in r.stdout
+
+
+def test_statics_members_and_strings_are_no_use(tree):
+    add(tree, "module/transfer/engine.c", ENGINE_C +
+        "struct S { int (*fetchRun)(void); };\n"
+        "int engineCall(struct S *s) { return s->fetchRun() + (*s).fetchRun(); }\n"
+        'const char *engineName = "fetchRun";\n')
+    add(tree, "module/transfer/fetch.c", "static int engineSend(int x) { return x; }\n"
+        "int fetchRun(void) { return engineSend(2); }\n")
+    r = run_check(str(tree))
+    assert r.returncode == 0, r.stdout

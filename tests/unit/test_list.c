@@ -22,8 +22,7 @@ static void expectList(ObjList *head, const int *want, int n)
 {
     ObjListLink *it;
     int i = 0;
-    objListForEach(head, it)
-    {
+    objListForEach(head, it) {
         assert_true(i < n);
         assert_int_equal(objListEntry(it, Item, link)->v, want[i]);
         i++;
@@ -72,8 +71,7 @@ static void testForEachSafeAllowsUnlinkingTheCurrentElement(void **state)
         objListPushBack(&head, &it[i].link);
     }
     ObjListLink *cur, *tmp;
-    objListForEachSafe(&head, cur, tmp)
-    {
+    objListForEachSafe(&head, cur, tmp) {
         if (objListEntry(cur, Item, link)->v % 2 == 0)
             objListUnlink(cur);
     }

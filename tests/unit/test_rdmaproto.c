@@ -1,6 +1,6 @@
 /*
  * test_rdmaproto.c - unit tests for the RDMA transport's pure rules
- * (module/transfer/rdmaproto.c): connections still in their handshake are
+ * (module/transfer/rdmaproto.c, judged by handshake.c): connections still in their handshake are
  * capped overall and per source address, and the caps are exact (the last
  * one allowed gets in, the next is refused with the reason naming which
  * cap it met).
@@ -17,25 +17,28 @@
 
 static void testUnderBothCaps(void **state)
 {
-    assert_null(rdmaPreauthVerdict(0, 0));
-    assert_null(rdmaPreauthVerdict(RDMA_PREAUTH_MAX - 1, RDMA_PREAUTH_MAX_PER_SOURCE - 1));
+    assert_null(handshakeVerdict(&rdmaPreauthCaps, 0, 0));
+    assert_null(
+        handshakeVerdict(&rdmaPreauthCaps, RDMA_PREAUTH_MAX - 1, RDMA_PREAUTH_MAX_PER_SOURCE - 1));
 }
 
 static void testPerSourceCap(void **state)
 {
-    const char *why = rdmaPreauthVerdict(RDMA_PREAUTH_MAX_PER_SOURCE, RDMA_PREAUTH_MAX_PER_SOURCE);
+    const char *why = handshakeVerdict(&rdmaPreauthCaps, RDMA_PREAUTH_MAX_PER_SOURCE,
+                                       RDMA_PREAUTH_MAX_PER_SOURCE);
     assert_non_null(why);
     assert_non_null(strstr(why, "from this address"));
     /* Another source still gets in while the total has room. */
-    assert_null(rdmaPreauthVerdict(RDMA_PREAUTH_MAX_PER_SOURCE, 0));
+    assert_null(handshakeVerdict(&rdmaPreauthCaps, RDMA_PREAUTH_MAX_PER_SOURCE, 0));
 }
 
 static void testOverallCap(void **state)
 {
-    const char *why = rdmaPreauthVerdict(RDMA_PREAUTH_MAX, 0);
+    const char *why = handshakeVerdict(&rdmaPreauthCaps, RDMA_PREAUTH_MAX, 0);
     assert_non_null(why);
     assert_null(strstr(why, "from this address"));
-    assert_non_null(rdmaPreauthVerdict(RDMA_PREAUTH_MAX + 5, RDMA_PREAUTH_MAX_PER_SOURCE + 5));
+    assert_non_null(
+        handshakeVerdict(&rdmaPreauthCaps, RDMA_PREAUTH_MAX + 5, RDMA_PREAUTH_MAX_PER_SOURCE + 5));
 }
 
 int main(void)
