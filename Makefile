@@ -42,9 +42,9 @@ endif
 LDFLAGS += $(LDSAN) -pthread
 
 # ---- the module: one static library per component, lowest layer first ---------------
-COMPONENTS := common store directory rdma transfer redis
+COMPONENTS := common store directory rdma transfer door redis
 # The libraries in link order (a library before the ones it needs).
-COMP_LIBS  := $(foreach c,redis transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
+COMP_LIBS  := $(foreach c,redis door transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
 define component_rule
 $(1)_OBJ := $$(patsubst %.c,$$(BUILD)/%.o,$$(wildcard module/$(1)/*.c))
 $$(BUILD)/lib/libobj_$(1).a: $$($(1)_OBJ)
@@ -105,15 +105,15 @@ $(BUILD)/%.o: %.c | build/include/redismodule.h
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# The RDMA connection type (module/redis/conntype.c) is compiled against the
+# The RDMA connection type (module/door/conntype.c) is compiled against the
 # server.h of the source the installed redis-server was built from (the
 # distribution's patches applied: they move fields of struct redisServer).
 REDIS_SERVER_SRC := build/redis-server-src
 $(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
 	tests/fetch-redis-server-src.sh build $(REDIS_SRC)
-$(BUILD)/module/redis/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
+$(BUILD)/module/door/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
     -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
-$(BUILD)/module/redis/conntype.o: | $(REDIS_SERVER_SRC)/.patched
+$(BUILD)/module/door/conntype.o: | $(REDIS_SERVER_SRC)/.patched
 
 # Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
 # (or be bound to) a symbol of redis-server.

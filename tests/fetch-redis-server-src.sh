@@ -3,7 +3,7 @@
 # built from, in BUILD/redis-server-src: the upstream tarball that
 # tests/fetch-redismodule-h.sh downloads (BUILD/pkg) with the distribution's
 # own patches applied in their series order. The RDMA connection type
-# (module/redis/conntype.c) compiles against its server.h: a distribution
+# (module/door/conntype.c) compiles against its server.h: a distribution
 # patch that adds a field to struct redisServer moves every field after it,
 # so the pristine headers would not describe the running binary. BUILD/redis-src
 # stays pristine for the other users (redis-benchmark's patch). With

@@ -2,7 +2,7 @@
  * stream.h - the one RDMA stream endpoint: an RC queue pair, set up with
  * rdma_cm, that carries a byte stream each way in the Valkey Over RDMA
  * protocol (streamproto.h). Three users share it: Redis clients over RDMA
- * (module/redis/conntype.c), the client library (client/rdmaconn.c) and
+ * (module/door/conntype.c), the client library (client/rdmaconn.c) and
  * the transfer engine's rdma transport (module/transfer/rdma.c).
  *
  * One object per connection. It owns the QP, its CQ, a receive buffer the

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "node.h"
-#include "cluster.h"
+#include "remote.h"
 #include "commands.h"
 #include "waiters.h"
 #include "cmdtable.h"
@@ -177,7 +177,7 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, holder, sum);
     objTableUnlock(objNode.table);
-    objClusterPublish(e);
+    objRemotePublish(e);
     objNode.cnt.puts++;
     waitersRecheck(id, idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -284,7 +284,7 @@ static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     objTableLock(objNode.table);
     objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
     objTableUnlock(objNode.table);
-    objClusterPublish(e);
+    objRemotePublish(e);
     waitersRecheck(id, idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -371,7 +371,7 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
-        objClusterUnpublish(id, idLen);
+        objRemoteUnpublish(id, idLen);
     return objReplyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
 }
 
@@ -586,8 +586,8 @@ static const ObjCommandDef objCommands[] = {
 
 int objCommandsRegister(RedisModuleCtx *ctx)
 {
-    if (objClusterRegisterCommands(ctx) == REDISMODULE_ERR) {
-        RedisModule_Log(ctx, "warning", "cannot register the cluster commands");
+    if (objRemoteRegisterCommands(ctx) == REDISMODULE_ERR) {
+        RedisModule_Log(ctx, "warning", "cannot register the remote commands");
         return REDISMODULE_ERR;
     }
     return objCommandTableRegister(ctx, objCommands, sizeof(objCommands) / sizeof(objCommands[0]));

@@ -7,7 +7,7 @@
 #include "redismodule.h"
 #include "stats.h"
 
-/* Register every OBJ.* command (the cluster's too) with its docs. */
+/* Register every OBJ.* command (OBJ.FETCH, OBJ.LOCATE and OBJ.NODES too) with its docs. */
 int objCommandsRegister(RedisModuleCtx *ctx);
 /* The store's fields of OBJ.STATS / INFO objstore (an ObjStatsFn). */
 void objCommandsStats(ObjStatSink *sink);

@@ -14,7 +14,7 @@
 #include <strings.h>
 
 #include "node.h"
-#include "cluster.h"
+#include "remote.h"
 #include "config.h"
 #include "common/util.h"
 
@@ -35,7 +35,7 @@ typedef struct ConfigDef {
 
 static void applyReadMin(void)
 {
-    objClusterConfigChanged();
+    objRemoteConfigChanged();
 }
 
 #define IMM REDISMODULE_CONFIG_IMMUTABLE

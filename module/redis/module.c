@@ -7,11 +7,14 @@
  *
  * Map of the module (one folder per component; each may include only the
  * ones below it, as tests/lint/layers says):
- *   redis/      this layer, the only one that sees redismodule.h:
+ *   redis/      this layer, the commands and the node's start-up:
  *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
- *               commands.c (store OBJ.*)   cluster.c (FETCH/LOCATE/NODES)  cmdtable.c
- *               reply.c (shared replies)   waiters.c (waits for a seal)
- *               door.c + conntype.c (Redis clients over RDMA: a Redis connection type)
+ *               node.c (the node's state)  commands.c (store OBJ.*)        cmdtable.c
+ *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
+ *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
+ *               module.c calls the others; nothing calls module.c.
+ *   door/       Redis clients over RDMA (a Redis connection type): door.c,
+ *               conntype.c (the only file built against Redis's server.h)
  *   transfer/   the transfer engine thread: engine.c, fetch.c, serve.c, wire.c,
  *               transport.h with tcp.c and rdma.c
  *   directory/  the directory client thread (hiredis)
@@ -22,16 +25,14 @@
 #include <errno.h>
 #include <string.h>
 
+#include "door/door.h"
 #include "node.h"
 #include "config.h"
-#include "cluster.h"
+#include "remote.h"
 #include "commands.h"
-#include "door.h"
 #include "waiters.h"
 #include "settings.h"
 #include "stats.h"
-
-ObjNode objNode;
 
 /* A client disconnected: abort what it was creating, drop its pins, and let
  * waiters for the aborted ids see that they are gone. */
@@ -51,8 +52,33 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
     doorStop();
-    objClusterStop();
+    objRemoteStop();
     arenaClose(&objNode.arena);
+}
+
+/* The door's fields of OBJ.STATS / INFO objstore (an ObjStatsFn). */
+static void moduleDoorStats(ObjStatSink *sink)
+{
+    DoorStats st;
+
+    doorGetStats(&st);
+    objStatNum(sink, "rdma_clients_connected", st.connected);
+    objStatNum(sink, "rdma_clients_total", st.total);
+    objStatNum(sink, "rdma_clients_rejected", st.rejected);
+    objStatNum(sink, "rdma_client_stream_errors", st.streamErrors);
+}
+
+/* Open the RDMA door on the resolved settings (it logs why when it stays
+ * closed). Can't fail the load. */
+static void moduleStartDoor(RedisModuleCtx *ctx)
+{
+    DoorSettings ds = {
+        .bind = objNode.cfg.rdmaBind,
+        .port = (int)objNode.cfg.rdmaClientPort, /* resolved by settings.c */
+        .device = objNode.cfg.rdmaDevice,
+        .rxSize = (uint32_t)objNode.cfg.rdmaRxSize,
+    };
+    doorStart(ctx, &ds);
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -82,8 +108,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     }
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
-        objStatsAdd(doorStats) == REDISMODULE_ERR ||
-        objStatsAdd(objClusterStatsFields) == REDISMODULE_ERR ||
+        objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
+        objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
         RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, onClientChange) ==
@@ -91,9 +117,9 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==
             REDISMODULE_ERR)
         goto out_destroy_table;
-    if (objClusterStart(ctx) == REDISMODULE_ERR)
+    if (objRemoteStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
-    doorStart(ctx);
+    moduleStartDoor(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 

@@ -1,7 +1,8 @@
 /*
  * node.h - the state of this node, shared by the Redis-facing files of the
  * module: its settings, its arena, its object table and its command
- * counters. Functions live in the header of their own file.
+ * counters, defined in node.c. Functions live in the header of their own
+ * file.
  *
  * Only the Redis main thread touches the counters and the waiters; the
  * object table has its own lock because the transfer engine shares it.

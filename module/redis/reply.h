@@ -1,5 +1,5 @@
 /*
- * reply.h - replies shared by the command handlers (commands.c, cluster.c)
+ * reply.h - replies shared by the command handlers (commands.c, remote.c)
  * and the waiters (waiters.c).
  */
 #ifndef OBJSTORE_REPLY_H

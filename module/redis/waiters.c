@@ -23,6 +23,7 @@
 
 #include "node.h"
 #include "waiters.h"
+#include "common/list.h"
 
 typedef struct Waiter {
     RedisModuleBlockedClient *bc;
@@ -34,21 +35,16 @@ typedef struct Waiter {
     int timedOut; /* the timer fired: reply TIMEOUT */
     RedisModuleTimerID timer;
     int hasTimer;
-    struct Waiter *prev, *next;
+    ObjListLink link; /* waiters */
 } Waiter;
 
-static Waiter *waitHead;
+static ObjList waiters = {&waiters, &waiters};
 static _Atomic uint64_t waitCount; /* seq_cst: see waitersBlock */
 
+/* Take w off the list and out of the count. Can't fail. */
 static void waiterUnlink(Waiter *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        waitHead = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    w->prev = w->next = NULL;
+    objListUnlink(&w->link);
     waitCount--;
 }
 
@@ -63,11 +59,17 @@ static void waiterRelease(Waiter *w)
     RedisModule_UnblockClient(w->bc, w);
 }
 
+/* The listed waiter of blocked client bc, or NULL. */
 static Waiter *waiterFind(RedisModuleBlockedClient *bc)
 {
-    for (Waiter *w = waitHead; w; w = w->next)
+    ObjListLink *it;
+
+    objListForEach(&waiters, it)
+    {
+        Waiter *w = objListEntry(it, Waiter, link);
         if (w->bc == bc)
             return w;
+    }
     return NULL;
 }
 
@@ -140,10 +142,7 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
         w->timer = RedisModule_CreateTimer(ctx, timeoutMs, waiterTimerFired, w);
         w->hasTimer = 1;
     }
-    w->next = waitHead;
-    if (waitHead)
-        waitHead->prev = w;
-    waitHead = w;
+    objListPushFront(&waiters, &w->link);
     waitCount++;
     objNode.cnt.blocked++;
     /* A seal on the engine thread between the caller's look at the object
@@ -158,17 +157,17 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
 
 void waitersRecheck(const char *id, size_t idLen)
 {
-    Waiter *w = waitHead;
+    ObjListLink *it, *next;
 
-    if (!w)
+    if (objListEmpty(&waiters))
         return;
     objTableLock(objNode.table);
-    while (w) {
-        Waiter *next = w->next;
+    objListForEachSafe(&waiters, it, next)
+    {
+        Waiter *w = objListEntry(it, Waiter, link);
         int match = !id || (w->idLen == idLen && memcmp(w->id, id, idLen) == 0);
         if (match && waiterReady(w))
             waiterRelease(w);
-        w = next;
     }
     objTableUnlock(objNode.table);
 }

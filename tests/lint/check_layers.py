@@ -9,7 +9,7 @@ every #include "..." in module/<component>/ and client/ under ROOT:
     component or one it may include;
   - a bare "x.h" must be a header of the file's own folder, unless it is one
     of Redis's headers (pseudo-component "redismodule");
-  - Redis's core headers (server.h, connection.h) only in module/redis/conntype.c,
+  - Redis's core headers (server.h, connection.h) only in module/door/conntype.c,
     the RDMA connection type, which in turn must not see the module API
     (redismodule.h, directly or through a header of its folder): server.h
     brings the REDISMODULE_CORE view of it;
@@ -29,7 +29,7 @@ import file_circles
 
 REDIS_HEADERS = {"redismodule.h", "server.h", "connection.h"}
 CORE_HEADERS = {"server.h", "connection.h"}
-CORE_FILE = os.path.join("module", "redis", "conntype.c")
+CORE_FILE = os.path.join("module", "door", "conntype.c")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -121,9 +121,9 @@ def test_core_headers_only_in_the_connection_type(tree):
 
 
 def test_the_connection_type_does_not_see_the_module_api(tree):
-    add(tree, "module/redis/door.h", '#include "redismodule.h"\n')
-    add(tree, "module/redis/conntype.h", "#include <stdint.h>\n")
-    add(tree, "module/redis/conntype.c",
+    add(tree, "module/door/door.h", '#include "redismodule.h"\n')
+    add(tree, "module/door/conntype.h", "#include <stdint.h>\n")
+    add(tree, "module/door/conntype.c",
         '#include "server.h"\n#include "conntype.h"\n#include "door.h"\n')
     r = run_check(str(tree))
     assert r.returncode == 1

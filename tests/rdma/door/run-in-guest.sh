@@ -1,6 +1,6 @@
 #!/bin/bash
 # run-in-guest.sh - the suite of the RDMA door (Redis clients over RDMA on
-# rdma-client-port, module/redis/conntype.c): real redis-server processes
+# rdma-client-port, module/door/conntype.c): real redis-server processes
 # with objstore.so, driven by tests/rdma/door/rdma_resp_client over a real
 # RDMA device, in the Valkey Over RDMA protocol. Run it where RDMA works,
 # through the harness:

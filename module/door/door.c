@@ -1,16 +1,15 @@
 /*
  * door.c - the module side of the RDMA door (Redis clients over RDMA, on
- * rdma-client-port): reads what conntype.c must check before it opens
- * (the running server's version and a probe of its configuration through
- * the module API), starts and stops it, and lists its counters in OBJ.STATS
- * and INFO. conntype.c does the rest against Redis's own headers; the two
- * meet only through the plain header conntype.h.
+ * rdma-client-port): reads through the module API what conntype.c must
+ * check before it opens (the running server's version and a probe of its
+ * configuration), then opens it. conntype.c does the rest against Redis's
+ * own headers; the two meet only through the plain header conntype.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "node.h"
+#include "redismodule.h"
 #include "conntype.h"
 #include "door.h"
 
@@ -43,18 +42,14 @@ static long long doorConfigNum(RedisModuleCtx *ctx, const char *name, long long 
     return v;
 }
 
-void doorStart(RedisModuleCtx *ctx)
+void doorStart(RedisModuleCtx *ctx, const DoorSettings *s)
 {
-    long long port = objNode.cfg.rdmaClientPort; /* resolved by settings.c */
     char err[512];
 
-    if (port <= 0)
+    if (s->port <= 0)
         return;
-    RdmaDoorConfig cfg = {
-        .bind = objNode.cfg.rdmaBind,
-        .port = (int)port,
-        .device = objNode.cfg.rdmaDevice,
-        .rxSize = (uint32_t)objNode.cfg.rdmaRxSize,
+    DoorTypeConfig cfg = {
+        .settings = *s,
         .serverVersion = RedisModule_GetServerVersion(),
         .probe =
             {
@@ -69,22 +64,6 @@ void doorStart(RedisModuleCtx *ctx)
                     doorConfigNum(ctx, "cluster-allow-pubsubshard-when-down", -1),
             },
     };
-    if (rdmaDoorStart(&cfg, err, sizeof(err)) < 0)
+    if (doorTypeStart(&cfg, err, sizeof(err)) < 0)
         RedisModule_Log(ctx, "warning", "RDMA clients are off: %s", err);
-}
-
-void doorStop(void)
-{
-    rdmaDoorStop();
-}
-
-void doorStats(ObjStatSink *sink)
-{
-    RdmaDoorStats st;
-
-    rdmaDoorGetStats(&st);
-    objStatNum(sink, "rdma_clients_connected", st.connected);
-    objStatNum(sink, "rdma_clients_total", st.total);
-    objStatNum(sink, "rdma_clients_rejected", st.rejected);
-    objStatNum(sink, "rdma_client_stream_errors", st.streamErrors);
 }

@@ -1,8 +1,8 @@
 /*
- * cluster.c - the Redis-facing side of the distributed store: it starts the
- * directory client and the transfer engine, and implements OBJ.FETCH,
- * OBJ.LOCATE and OBJ.NODES as blocked clients, so the Redis main thread
- * never waits on the network.
+ * remote.c - the store's reach beyond this node, seen from Redis: it starts
+ * the directory client and the transfer engine, publishes local objects,
+ * and implements OBJ.FETCH, OBJ.LOCATE and OBJ.NODES as blocked clients, so
+ * the Redis main thread never waits on the network.
  *
  * Hand-offs: the engine and the directory thread answer through callbacks
  * that only call thread-safe module APIs (RedisModule_UnblockClient,
@@ -25,9 +25,11 @@
 #include "transfer/engine.h"
 #include "cmdtable.h"
 #include "node.h"
-#include "cluster.h"
+#include "remote.h"
+#include "reply.h"
 #include "stats.h"
 #include "waiters.h"
+#include "common/list.h"
 #include "common/util.h"
 
 static RedisModuleCtx *logCtx; /* detached: usable from any thread */
@@ -37,19 +39,19 @@ static char transfersRefused[192];
 
 /* ---- callbacks from other threads ---------------------------------------------------- */
 
-static void clusterLog(const char *level, const char *msg)
+static void remoteLog(const char *level, const char *msg)
 {
     RedisModule_Log(logCtx, level, "%s", msg);
 }
 
-static void clusterFetchDone(FetchReq *req)
+static void remoteFetchDone(FetchReq *req)
 {
     RedisModule_UnblockClient(req->owner, req);
 }
 
 /* On the main thread: a fetched object was sealed or aborted; wake its
  * OBJ.GET/OBJ.PIN waiters. */
-static void clusterRecheck(void *arg)
+static void remoteRecheck(void *arg)
 {
     RedisModuleString *id = arg;
     size_t len;
@@ -59,16 +61,16 @@ static void clusterRecheck(void *arg)
     RedisModule_FreeString(NULL, id);
 }
 
-static void clusterChanged(const char *id, size_t idLen)
+static void remoteChanged(const char *id, size_t idLen)
 {
     if (!waitersAny()) /* the common case: a fetch nobody OBJ.GETs meanwhile */
         return;
     RedisModuleString *s = RedisModule_CreateString(NULL, id, idLen);
-    if (RedisModule_EventLoopAddOneShot(clusterRecheck, s) == REDISMODULE_ERR)
+    if (RedisModule_EventLoopAddOneShot(remoteRecheck, s) == REDISMODULE_ERR)
         RedisModule_FreeString(NULL, s);
 }
 
-static void clusterEvicted(const ObjEntry *e, void *arg)
+static void remoteEvicted(const ObjEntry *e, void *arg)
 {
     dirUnpublish(e->id, e->idLen);
 }
@@ -113,7 +115,7 @@ static void snapCollect(ObjEntry *e, void *arg)
     b->copy[b->n++] = *e;
 }
 
-static void clusterSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
+static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
 {
     SnapBatch b = {0};
     uint64_t cursor = 0;
@@ -154,7 +156,7 @@ static int parseDirectory(const char *s, DirConfig *dc)
  * object. On a bind other hosts can reach (anything outside 127.0.0.0/8,
  * 0.0.0.0 included) transfers are refused: returns 1 with the reason logged
  * and kept for OBJ.FETCH; on loopback it only warns and returns 0. */
-static int clusterSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
+static int remoteSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
 {
     struct in_addr a;
 
@@ -178,7 +180,7 @@ static int clusterSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
     return 1;
 }
 
-int objClusterStart(RedisModuleCtx *ctx)
+int objRemoteStart(RedisModuleCtx *ctx)
 {
     const ObjConfig *cfg = &objNode.cfg; /* resolved by settings.c, read-only here */
     char err[256];
@@ -197,10 +199,10 @@ int objClusterStart(RedisModuleCtx *ctx)
     ec.rdmaPort = (int)cfg->rdmaPort;
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
     ec.rdmaReadMin = (uint64_t)cfg->rdmaReadMin;
-    ec.onFetchDone = clusterFetchDone;
-    ec.onChanged = clusterChanged;
-    ec.log = clusterLog;
-    if (!clusterSecretRefuses(ctx, cfg)) {
+    ec.onFetchDone = remoteFetchDone;
+    ec.onChanged = remoteChanged;
+    ec.log = remoteLog;
+    if (!remoteSecretRefuses(ctx, cfg)) {
         if (engineStart(&ec, err, sizeof(err)) == -1) {
             RedisModule_Log(ctx, "warning", "transfer engine: %s", err);
             return REDISMODULE_ERR;
@@ -241,13 +243,13 @@ int objClusterStart(RedisModuleCtx *ctx)
                         dc.ttlMs, dc.heartbeatMs);
         goto out_stop_engine;
     }
-    if (dirStart(&dc, clusterSnapshot, NULL) == -1) {
+    if (dirStart(&dc, remoteSnapshot, NULL) == -1) {
         RedisModule_Log(ctx, "warning", "cannot start the directory thread: %s", strerror(errno));
         goto out_stop_engine;
     }
     dirRunning = 1;
     objTableLock(objNode.table);
-    objTableSetEvictHook(objNode.table, clusterEvicted, NULL);
+    objTableSetEvictHook(objNode.table, remoteEvicted, NULL);
     objTableUnlock(objNode.table);
     RedisModule_Log(ctx, "notice", "node '%s': transfers on %s:%lld (tcp%s), directory %s:%d",
                     cfg->nodeName, cfg->announceAddr, cfg->transferPort,
@@ -263,7 +265,7 @@ out_stop_engine:
 /* The directory stops first: on its way out it answers the lookups it still
  * holds, and those answers are queued to the engine, which must still be
  * there to take them (and free them). */
-void objClusterStop(void)
+void objRemoteStop(void)
 {
     if (dirRunning)
         dirStop();
@@ -273,19 +275,19 @@ void objClusterStop(void)
     engineRunning = 0;
 }
 
-void objClusterConfigChanged(void)
+void objRemoteConfigChanged(void)
 {
     if (engineRunning)
         engineSetRdmaReadMin((uint64_t)objNode.cfg.rdmaReadMin);
 }
 
-void objClusterPublish(const ObjEntry *e)
+void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
         dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum);
 }
 
-void objClusterUnpublish(const char *id, size_t idLen)
+void objRemoteUnpublish(const char *id, size_t idLen)
 {
     if (dirRunning)
         dirUnpublish(id, idLen);
@@ -300,27 +302,32 @@ typedef struct Pending {
     uint64_t seq;
     RedisModuleTimerID timer;
     int hasTimer;
-    struct Pending *next;
+    ObjListLink link; /* pendingFetches */
 } Pending;
-static Pending *pending;
+static ObjList pendingFetches = {&pendingFetches, &pendingFetches};
 
-static Pending **pendingFind(RedisModuleBlockedClient *bc)
+/* The fetch of blocked client bc, or NULL when it is not pending. */
+static Pending *pendingFind(RedisModuleBlockedClient *bc)
 {
-    Pending **pp = &pending;
-    while (*pp && (*pp)->bc != bc)
-        pp = &(*pp)->next;
-    return pp;
+    ObjListLink *it;
+
+    objListForEach(&pendingFetches, it)
+    {
+        Pending *p = objListEntry(it, Pending, link);
+        if (p->bc == bc)
+            return p;
+    }
+    return NULL;
 }
 
 /* The fetch is over for the main thread: stop its timer and forget it. */
 static void pendingDrop(RedisModuleBlockedClient *bc)
 {
-    Pending **pp = pendingFind(bc);
+    Pending *p = pendingFind(bc);
 
-    if (!*pp)
+    if (!p)
         return;
-    Pending *p = *pp;
-    *pp = p->next;
+    objListUnlink(&p->link);
     if (p->hasTimer)
         RedisModule_StopTimer(objNode.ctx, p->timer, NULL);
     free(p);
@@ -362,7 +369,7 @@ static void fetchTimerFired(RedisModuleCtx *ctx, void *data)
 
 static void fetchDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
 {
-    Pending *p = *pendingFind(bc);
+    Pending *p = pendingFind(bc);
 
     if (p)
         engineCancelFetch(p->seq, 0);
@@ -401,98 +408,138 @@ static int fetchReplyFromSelf(RedisModuleCtx *ctx, RedisModuleString **argv, int
     return REDISMODULE_OK;
 }
 
-static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
-{
-    long long timeoutMs = objNode.cfg.fetchTimeoutMs;
-    FetchVia via = FETCH_VIA_AUTO;
-    const char *from = NULL;
-    size_t fromLen = 0;
-    int nids = 0;
+/* What OBJ.FETCH asks for: the ids are argv[1..nids]. */
+typedef struct FetchArgs {
+    int nids;
+    long long timeoutMs; /* 0: no deadline */
+    FetchVia via;
+    const char *from; /* FROM's node name (fromLen bytes), or NULL */
+    size_t fromLen;
+} FetchArgs;
 
-    if (argc < 2)
-        return RedisModule_WrongArity(ctx);
-    /* Ids come first; TIMEOUT/VIA/FROM (with a value) start the options. A
-     * trailing FROM after an id is a FROM without its name, not an id. */
+/* The value v of option s (TIMEOUT, VIA or FROM, as fetchParse found it)
+ * into a. Returns 0, or -1 after replying BADARG. */
+static int fetchParseOption(RedisModuleCtx *ctx, const char *s, int isFrom, const char *v,
+                            size_t len, FetchArgs *a)
+{
+    uint64_t u;
+
+    if (isFrom) {
+        if (a->from) {
+            RedisModule_ReplyWithError(ctx, "BADARG FROM given twice");
+            return -1;
+        }
+        if (len == 0 || len > OBJ_WIRE_NAME_MAX || memchr(v, '\0', len)) {
+            RedisModule_ReplyWithError(
+                ctx, "BADARG FROM must name a node in 1 to 128 bytes, without NUL");
+            return -1;
+        }
+        a->from = v;
+        a->fromLen = len;
+    } else if (s[0] == 'T' || s[0] == 't') {
+        if (utilParseU64(v, len, &u) == -1) {
+            RedisModule_ReplyWithError(ctx, "BADARG TIMEOUT must be a non-negative integer");
+            return -1;
+        }
+        a->timeoutMs = u == 0 ? 0 : (long long)u;
+    } else if (len == 4 && !strncasecmp(v, "auto", 4)) {
+        a->via = FETCH_VIA_AUTO;
+    } else if (len == 3 && !strncasecmp(v, "tcp", 3)) {
+        a->via = FETCH_VIA_TCP;
+    } else if (len == 4 && !strncasecmp(v, "rdma", 4)) {
+        a->via = FETCH_VIA_RDMA;
+    } else {
+        RedisModule_ReplyWithError(ctx, "BADARG VIA must be auto, tcp or rdma");
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse `id [id ...] [TIMEOUT ms] [VIA auto|tcp|rdma] [FROM node]` (argc >=
+ * 2) into a. Ids come first; TIMEOUT/VIA/FROM (with a value) start the
+ * options. A trailing FROM after an id is a FROM without its name, not an
+ * id. Returns 0, or -1 after replying BADARG. */
+static int fetchParse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, FetchArgs *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->timeoutMs = objNode.cfg.fetchTimeoutMs;
+    a->via = FETCH_VIA_AUTO;
     for (int i = 1; i < argc; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i], &len);
-        int isFrom = nids > 0 && len == 4 && !strncasecmp(s, "FROM", 4);
-        if (isFrom && i + 1 == argc)
-            return RedisModule_ReplyWithError(ctx, "BADARG FROM needs a node name");
-        int isOpt = i + 1 < argc && nids > 0 &&
+        int isFrom = a->nids > 0 && len == 4 && !strncasecmp(s, "FROM", 4);
+        if (isFrom && i + 1 == argc) {
+            RedisModule_ReplyWithError(ctx, "BADARG FROM needs a node name");
+            return -1;
+        }
+        int isOpt = i + 1 < argc && a->nids > 0 &&
                     ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
                      (len == 3 && !strncasecmp(s, "VIA", 3)) || isFrom);
-        if (!isOpt && i > nids + 1)
-            return RedisModule_ReplyWithError(ctx, "BADARG ids must come before the options");
+        if (!isOpt && i > a->nids + 1) {
+            RedisModule_ReplyWithError(ctx, "BADARG ids must come before the options");
+            return -1;
+        }
         if (!isOpt) {
-            if (len == 0 || len > OBJ_ID_MAX)
-                return RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
-            nids++;
+            if (len == 0 || len > OBJ_ID_MAX) {
+                RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
+                return -1;
+            }
+            a->nids++;
             continue;
         }
         const char *v = RedisModule_StringPtrLen(argv[++i], &len);
-        uint64_t u;
-        if (isFrom) {
-            if (from)
-                return RedisModule_ReplyWithError(ctx, "BADARG FROM given twice");
-            if (len == 0 || len > OBJ_WIRE_NAME_MAX || memchr(v, '\0', len))
-                return RedisModule_ReplyWithError(
-                    ctx, "BADARG FROM must name a node in 1 to 128 bytes, without NUL");
-            from = v;
-            fromLen = len;
-        } else if (s[0] == 'T' || s[0] == 't') {
-            if (utilParseU64(v, len, &u) == -1)
-                return RedisModule_ReplyWithError(ctx,
-                                                  "BADARG TIMEOUT must be a non-negative integer");
-            timeoutMs = u == 0 ? 0 : (long long)u;
-        } else if (len == 4 && !strncasecmp(v, "auto", 4)) {
-            via = FETCH_VIA_AUTO;
-        } else if (len == 3 && !strncasecmp(v, "tcp", 3)) {
-            via = FETCH_VIA_TCP;
-        } else if (len == 4 && !strncasecmp(v, "rdma", 4)) {
-            via = FETCH_VIA_RDMA;
-        } else {
-            return RedisModule_ReplyWithError(ctx, "BADARG VIA must be auto, tcp or rdma");
-        }
+        if (fetchParseOption(ctx, s, isFrom, v, len, a) == -1)
+            return -1;
     }
-    if (!engineRunning)
-        return RedisModule_ReplyWithError(
-            ctx, transfersRefused[0] ? transfersRefused
-                                     : "UNAVAILABLE the transfer engine is not running");
+    return 0;
+}
 
-    /* Already local (sealed): answer at once, like Plasma's contains(). */
+/* Answer OBJ.FETCH without the network when it can be: every id already
+ * held sealed here (OK each, like Plasma's contains()), or FROM naming
+ * this node (fetchReplyFromSelf). Returns 1 when it replied, else 0. */
+static int fetchAnswerLocally(RedisModuleCtx *ctx, RedisModuleString **argv, const FetchArgs *a)
+{
     int allLocal = 1;
+
     objTableLock(objNode.table);
-    for (int i = 1; i <= nids && allLocal; i++) {
+    for (int i = 1; i <= a->nids && allLocal; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i], &len);
         ObjEntry *e = objTableFind(objNode.table, s, len);
         allLocal = e && e->state == OBJ_SEALED;
     }
     objTableUnlock(objNode.table);
-    if (!allLocal && from && fromLen == strlen(objNode.cfg.nodeName) &&
-        !memcmp(from, objNode.cfg.nodeName, fromLen))
-        return fetchReplyFromSelf(ctx, argv, nids);
-    if (allLocal) {
-        RedisModule_ReplyWithArray(ctx, nids);
-        for (int i = 0; i < nids; i++)
-            RedisModule_ReplyWithSimpleString(ctx, "OK");
-        return REDISMODULE_OK;
+    if (!allLocal && a->from && a->fromLen == strlen(objNode.cfg.nodeName) &&
+        !memcmp(a->from, objNode.cfg.nodeName, a->fromLen)) {
+        fetchReplyFromSelf(ctx, argv, a->nids);
+        return 1;
     }
-    if (objReplyIfCannotWait(ctx, "OBJ.FETCH"))
-        return REDISMODULE_OK;
+    if (!allLocal)
+        return 0;
+    RedisModule_ReplyWithArray(ctx, a->nids);
+    for (int i = 0; i < a->nids; i++)
+        RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return 1;
+}
 
+/* Block the client and hand the fetch of a's ids to the engine, with a
+ * module timer for its deadline. Returns REDISMODULE_OK (OOM replied when
+ * the request cannot be built; nothing is blocked then). */
+static int fetchBlock(RedisModuleCtx *ctx, RedisModuleString **argv, const FetchArgs *a)
+{
+    int nids = a->nids;
     FetchReq *r = calloc(1, sizeof(*r));
     Pending *p = calloc(1, sizeof(*p));
+
     if (!r || !p || !(r->items = calloc((size_t)nids, sizeof(*r->items))))
         goto out_oom;
     r->n = (size_t)nids;
-    r->via = via;
-    if (from) {
-        memcpy(r->from, from, fromLen);
-        r->from[fromLen] = '\0';
+    r->via = a->via;
+    if (a->from) {
+        memcpy(r->from, a->from, a->fromLen);
+        r->from[a->fromLen] = '\0';
     }
-    r->deadlineUs = timeoutMs > 0 ? utilMonoUs() + timeoutMs * 1000 : 0;
+    r->deadlineUs = a->timeoutMs > 0 ? utilMonoUs() + a->timeoutMs * 1000 : 0;
     for (int i = 0; i < nids; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i + 1], &len);
@@ -505,12 +552,11 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     RedisModule_SetDisconnectCallback(bc, fetchDisconnected);
     r->owner = bc;
     p->bc = bc;
-    p->next = pending;
-    pending = p;
+    objListPushFront(&pendingFetches, &p->link);
     engineSubmitFetch(r); /* assigns r->seq before returning */
     p->seq = r->seq;
-    if (timeoutMs > 0) {
-        p->timer = RedisModule_CreateTimer(ctx, timeoutMs, fetchTimerFired, p);
+    if (a->timeoutMs > 0) {
+        p->timer = RedisModule_CreateTimer(ctx, a->timeoutMs, fetchTimerFired, p);
         p->hasTimer = 1;
     }
     return REDISMODULE_OK;
@@ -522,6 +568,25 @@ out_oom:
     }
     free(p);
     return RedisModule_ReplyWithError(ctx, "OOM out of memory");
+}
+
+static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    FetchArgs a;
+
+    if (argc < 2)
+        return RedisModule_WrongArity(ctx);
+    if (fetchParse(ctx, argv, argc, &a) == -1)
+        return REDISMODULE_OK;
+    if (!engineRunning)
+        return RedisModule_ReplyWithError(
+            ctx, transfersRefused[0] ? transfersRefused
+                                     : "UNAVAILABLE the transfer engine is not running");
+    if (fetchAnswerLocally(ctx, argv, &a))
+        return REDISMODULE_OK;
+    if (objReplyIfCannotWait(ctx, "OBJ.FETCH"))
+        return REDISMODULE_OK;
+    return fetchBlock(ctx, argv, &a);
 }
 
 /* ---- OBJ.LOCATE id / OBJ.NODES ---------------------------------------------------------- */
@@ -637,8 +702,8 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
 
 /* ---- statistics --------------------------------------------------------------------------- */
 
-/* The cluster's fields of OBJ.STATS / INFO objstore (see stats.h). */
-void objClusterStatsFields(ObjStatSink *sink)
+/* The transfer and directory fields of OBJ.STATS / INFO objstore (see stats.h). */
+void objRemoteStats(ObjStatSink *sink)
 {
     EngineStats es;
     DirStats ds;
@@ -706,7 +771,7 @@ static RedisModuleCommandArg argsFetch[] = {{.name = "id",
 static RedisModuleCommandArg argsLocate[] = {
     {.name = "id", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1}, {0}};
 
-int objClusterRegisterCommands(RedisModuleCtx *ctx)
+int objRemoteRegisterCommands(RedisModuleCtx *ctx)
 {
     static const ObjCommandDef defs[] = {
         {"obj.fetch", ObjFetch_RedisCommand, "write", -2,

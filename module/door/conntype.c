@@ -1,41 +1,11 @@
 /*
  * conntype.c - Redis clients over RDMA as real Redis clients: Redis 7.0's
- * ConnectionType implemented on the RDMA stream endpoint (rdma/stream.h,
- * the Valkey Over RDMA protocol), and the accept path that turns every
- * accepted stream into a `connection` and a client made by Redis's own
- * createClient. Every command then runs exactly as for a TCP client:
- * blocking commands, MULTI, pub/sub, CLIENT LIST/KILL, RESP3, AUTH and ACL,
- * output buffer limits, module state tied to the client.
- *
- * Why this file includes server.h: Redis 7.0 has no API for a new connection
- * type. redis-server exports its symbols, so this one translation unit is
- * compiled against the headers of the very source the running binary was
- * built from (build/redis-server-src: the distribution's source package,
- * its patches applied, since one of them moves fields of struct
- * redisServer). It sees the REDISMODULE_CORE view of redismodule.h and so
- * must never include the module API; door.c (module side) calls it through
- * the plain header conntype.h. rdmaDoorStart refuses to open when the
- * running server is another version or its struct layout differs from the
- * headers (a probe of fields against CONFIG GET values).
- *
- * Events: the listener's rdma_cm channel and one completion channel per
- * stream are descriptors in Redis's event loop (server.el). RDMA has no
- * POLLOUT and a completion channel is edge-triggered, so readiness is kept
- * here, level-triggered like a socket's: a connection whose stream has bytes
- * to read (and a read handler) or room to write (and a write handler) is
- * put on a ready list served by a 0 ms timer, one handler call per loop
- * iteration, as epoll would for a socket. Handlers are called under the
- * connection's reference count, with CONN_FLAG_CLOSE_SCHEDULED honoured,
- * as Redis's connhelpers.h does, so Redis may free a client from inside its
- * own handler.
- *
- * Lifetimes: a DoorLink owns a stream from its connect request to its
- * release; a DoorConn is the `connection` Redis holds. Redis's connClose
- * detaches the two: the DoorConn goes at once (or when its handler returns),
- * the link lingers until what was written has reached the peer (the last
- * reply of QUIT, a refusal), the peer has gone, or DOOR_LINGER_MS passed,
- * and only then frees the stream (which flushes its queue). Links are freed
- * only from the top of an event of their own, never under a handler.
+ * ConnectionType on the RDMA stream endpoint (rdma/stream.h), and the
+ * accept path that turns every accepted stream into a client made by
+ * Redis's own createClient. The one file compiled against Redis's server.h
+ * (build/redis-server-src), so it never sees the module API. Why it must,
+ * how readiness is kept level-triggered in Redis's event loop, and the
+ * lifetimes of links and connections: docs/rdma.md.
  */
 /* server.h defines _GNU_SOURCE itself (fmacros.h), before any system header. */
 #undef _GNU_SOURCE
@@ -50,11 +20,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/list.h"
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
 #include "conntype.h"
 
-/* cluster.h of Redis has a namesake in this folder; the one function needed. */
+/* From Redis's cluster.h, which the layering check keeps out: the one
+ * function needed. */
 unsigned long getClusterConnectionsCount(void);
 
 /* ---- tunables ---------------------------------------------------------------------------- */
@@ -84,15 +56,14 @@ typedef struct DoorLink {
     RdmaStream *s;
     int fd; /* the stream's completion channel, watched in server.el */
     DoorPhase phase;
-    DoorConn *conn;                         /* DOOR_CLIENT: the Redis connection */
-    uint64_t deadlineMs;                    /* handshake or linger deadline */
-    uint64_t sentMs;                        /* linger: when the last byte was acknowledged */
-    int grown;                              /* RX buffer grown after authentication */
-    int deadLogged;                         /* the stream's end was logged and counted */
-    char addr[64];                          /* the peer, "ip:port", for logs */
-    struct DoorLink *prev, *next;           /* door.links */
-    struct DoorLink *readyPrev, *readyNext; /* door.ready */
-    int ready;
+    DoorConn *conn;        /* DOOR_CLIENT: the Redis connection */
+    uint64_t deadlineMs;   /* handshake or linger deadline */
+    uint64_t sentMs;       /* linger: when the last byte was acknowledged */
+    int grown;             /* RX buffer grown after authentication */
+    int deadLogged;        /* the stream's end was logged and counted */
+    char addr[64];         /* the peer, "ip:port", for logs */
+    ObjListLink link;      /* door.links */
+    ObjListLink readyLink; /* door.ready; self-linked when not ready */
 } DoorLink;
 
 /* The connection Redis sees. `c` must stay first: Redis holds &c. */
@@ -108,13 +79,13 @@ static struct {
     struct rdma_event_channel *ec;
     struct rdma_cm_id *listenId;
     uint32_t rxSize;
-    DoorLink *links;
-    DoorLink *readyHead, *readyTail;
+    ObjList links; /* every DoorLink */
+    ObjList ready; /* links to serve from the kick timer, in order */
     unsigned readyCount, handshakes;
     long long kickId, sweepId;
     int kickArmed, sweepArmed;
     char *scratch; /* connWritev gathers here */
-    RdmaDoorStats st;
+    DoorStats st;
 } door;
 
 static ConnectionType doorType;
@@ -210,16 +181,9 @@ static int doorKick(struct aeEventLoop *el, long long id, void *data);
  * created is retried by the sweep). */
 static void doorReadyAdd(DoorLink *l)
 {
-    if (l->ready)
+    if (!objListEmpty(&l->readyLink))
         return;
-    l->ready = 1;
-    l->readyNext = NULL;
-    l->readyPrev = door.readyTail;
-    if (door.readyTail)
-        door.readyTail->readyNext = l;
-    else
-        door.readyHead = l;
-    door.readyTail = l;
+    objListPushBack(&door.ready, &l->readyLink);
     door.readyCount++;
     if (!door.kickArmed) {
         door.kickId = aeCreateTimeEvent(server.el, 0, doorKick, NULL, NULL);
@@ -229,18 +193,9 @@ static void doorReadyAdd(DoorLink *l)
 
 static void doorReadyRemove(DoorLink *l)
 {
-    if (!l->ready)
+    if (objListEmpty(&l->readyLink))
         return;
-    if (l->readyPrev)
-        l->readyPrev->readyNext = l->readyNext;
-    else
-        door.readyHead = l->readyNext;
-    if (l->readyNext)
-        l->readyNext->readyPrev = l->readyPrev;
-    else
-        door.readyTail = l->readyPrev;
-    l->ready = 0;
-    l->readyPrev = l->readyNext = NULL;
+    objListUnlink(&l->readyLink);
     door.readyCount--;
 }
 
@@ -267,12 +222,7 @@ static int doorWantsService(const DoorLink *l)
 static void doorLinkFree(DoorLink *l)
 {
     doorReadyRemove(l);
-    if (l->prev)
-        l->prev->next = l->next;
-    else
-        door.links = l->next;
-    if (l->next)
-        l->next->prev = l->prev;
+    objListUnlink(&l->link);
     if (l->phase == DOOR_HANDSHAKE)
         door.handshakes--;
     if (l->fd >= 0)
@@ -749,12 +699,14 @@ static void doorOnStreamEvent(struct aeEventLoop *el, int fd, void *data, int ma
  * Returns 0 (again next iteration) while any is ready, else AE_NOMORE. */
 static int doorKick(struct aeEventLoop *el, long long id, void *data)
 {
-    for (unsigned n = door.readyCount; n && door.readyHead; n--) {
-        DoorLink *l = door.readyHead;
+    ObjListLink *first;
+
+    for (unsigned n = door.readyCount; n && (first = objListFirst(&door.ready)); n--) {
+        DoorLink *l = objListEntry(first, DoorLink, readyLink);
         doorReadyRemove(l);
         doorServe(l, 0);
     }
-    if (door.readyHead)
+    if (!objListEmpty(&door.ready))
         return 0;
     door.kickArmed = 0;
     return AE_NOMORE;
@@ -764,10 +716,9 @@ static int doorKick(struct aeEventLoop *el, long long id, void *data)
  * handshake and linger deadlines, readiness missed for lack of a timer. */
 static int doorSweep(struct aeEventLoop *el, long long id, void *data)
 {
-    for (DoorLink *l = door.links, *next; l; l = next) {
-        next = l->next;
-        doorServe(l, 1);
-    }
+    ObjListLink *it, *next;
+
+    objListForEachSafe(&door.links, it, next) doorServe(objListEntry(it, DoorLink, link), 1);
     return DOOR_SWEEP_MS;
 }
 
@@ -809,6 +760,8 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
     l->phase = DOOR_HANDSHAKE;
     l->deadlineMs = doorNowMs() + DOOR_HANDSHAKE_MS;
     snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    objListInit(&l->link);
+    objListInit(&l->readyLink);
     rdmaStreamSetUserCtx(s, l); /* rdma_cm events find the link through it */
     if (l->fd < 0 ||
         aeCreateFileEvent(server.el, l->fd, AE_READABLE, doorOnStreamEvent, l) == AE_ERR) {
@@ -819,10 +772,7 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
         door.st.rejected++;
         return;
     }
-    l->next = door.links;
-    if (door.links)
-        door.links->prev = l;
-    door.links = l;
+    objListPushFront(&door.links, &l->link);
     door.handshakes++;
     serverLog(LL_VERBOSE, "Accepted RDMA %s", addr);
 }
@@ -863,23 +813,13 @@ static void doorOnCm(struct aeEventLoop *el, int fd, void *data, int mask)
 
 /* ---- start / stop ------------------------------------------------------------------------ */
 
-const char *rdmaDoorHeadersVersion(void)
-{
-    return REDIS_VERSION;
-}
-
-int rdmaDoorHeadersVersionNum(void)
-{
-    return REDIS_VERSION_NUM;
-}
-
 /* doorCheckServer: the running server is the one the headers describe:
  * same version, and fields spread over struct redisServer hold what CONFIG
  * GET says. Also refuses I/O threads (they would call a stream from
  * another thread). Returns 0, or -1 with the reason in err. */
-static int doorCheckServer(const RdmaDoorConfig *cfg, char *err, size_t errLen)
+static int doorCheckServer(const DoorTypeConfig *cfg, char *err, size_t errLen)
 {
-    const RdmaDoorProbe *p = &cfg->probe;
+    const DoorProbe *p = &cfg->probe;
     if (cfg->serverVersion != REDIS_VERSION_NUM) {
         snprintf(err, errLen,
                  "the running server is Redis %d.%d.%d, the module was built against the "
@@ -921,6 +861,14 @@ static int doorCheckServer(const RdmaDoorConfig *cfg, char *err, size_t errLen)
     return 0;
 }
 
+/* doorReset: the door as before any start: closed, no links, zero counters. */
+static void doorReset(void)
+{
+    memset(&door, 0, sizeof(door));
+    objListInit(&door.links);
+    objListInit(&door.ready);
+}
+
 /* doorTeardown: close what doorOpen set up (no links exist yet). */
 static void doorTeardown(void)
 {
@@ -931,12 +879,12 @@ static void doorTeardown(void)
     if (door.ec)
         rdma_destroy_event_channel(door.ec);
     zfree(door.scratch);
-    memset(&door, 0, sizeof(door));
+    doorReset();
 }
 
 /* doorOpen: the listener on bind:port, its channel in server.el. Returns 0,
  * or -1 with the reason in err (the caller tears down). */
-static int doorOpen(const RdmaDoorConfig *cfg, char *err, size_t errLen)
+static int doorOpen(const DoorSettings *cfg, char *err, size_t errLen)
 {
     struct sockaddr_storage sa = {0};
     struct sockaddr_in *in = (struct sockaddr_in *)&sa;
@@ -995,7 +943,8 @@ static int doorOpen(const RdmaDoorConfig *cfg, char *err, size_t errLen)
     return 0;
 }
 
-int rdmaDoorStart(const RdmaDoorConfig *cfg, char *err, size_t errLen)
+/* See conntype.h. */
+int doorTypeStart(const DoorTypeConfig *cfg, char *err, size_t errLen)
 {
     if (door.running) {
         snprintf(err, errLen, "the RDMA door is already open");
@@ -1003,14 +952,14 @@ int rdmaDoorStart(const RdmaDoorConfig *cfg, char *err, size_t errLen)
     }
     if (doorCheckServer(cfg, err, errLen) < 0)
         return -1;
-    if (cfg->rxSize < SP_RX_MIN || cfg->rxSize > SP_RX_MAX) {
+    if (cfg->settings.rxSize < SP_RX_MIN || cfg->settings.rxSize > SP_RX_MAX) {
         snprintf(err, errLen, "rdma-rx-size must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
         return -1;
     }
-    memset(&door, 0, sizeof(door));
-    door.rxSize = cfg->rxSize;
+    doorReset();
+    door.rxSize = cfg->settings.rxSize;
     door.scratch = zmalloc(DOOR_WRITEV_MAX);
-    if (doorOpen(cfg, err, errLen) < 0) {
+    if (doorOpen(&cfg->settings, err, errLen) < 0) {
         doorTeardown();
         return -1;
     }
@@ -1025,7 +974,8 @@ int rdmaDoorStart(const RdmaDoorConfig *cfg, char *err, size_t errLen)
     return 0;
 }
 
-void rdmaDoorStop(void)
+/* See door.h. */
+void doorStop(void)
 {
     if (!door.running)
         return;
@@ -1040,14 +990,19 @@ void rdmaDoorStop(void)
     if (door.kickArmed)
         aeDeleteTimeEvent(server.el, door.kickId);
     door.sweepArmed = door.kickArmed = 0;
-    for (DoorLink *l = door.links; l; l = l->next)
+    ObjListLink *it;
+    objListForEach(&door.links, it)
+    {
+        DoorLink *l = objListEntry(it, DoorLink, link);
         if (rdmaStreamGetState(l->s) == RDMA_STREAM_OPEN && rdma_disconnect(rdmaStreamId(l->s)))
             serverLog(LL_VERBOSE, "RDMA clients: %s: rdma_disconnect: %s", l->addr,
                       strerror(errno));
+    }
     door.running = 0;
 }
 
-void rdmaDoorGetStats(RdmaDoorStats *st)
+/* See door.h. */
+void doorGetStats(DoorStats *st)
 {
     *st = door.st;
 }
