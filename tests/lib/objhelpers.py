@@ -23,6 +23,8 @@ import redis
 from redis.connection import PythonParser
 from redis.exceptions import ResponseError
 
+KIB, MIB = 1 << 10, 1 << 20
+
 # Every field OBJ.STATS (and INFO objstore) must carry, from the README.
 STATS_FIELDS = (
     "arena_path arena_size arena_used arena_free arena_largest_free arena_free_ranges objects "
