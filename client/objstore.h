@@ -40,8 +40,9 @@ unsigned objVersion(void);
  * Call objSetAllocators (or objResetAllocators) only while the library holds
  * no memory: before the first connect, or after every context has been
  * freed with objClientFree/objRdmaFree and every objClientGet copy with
- * objClientFreeData; memory is always given back to the allocator that gave
- * it out. It is not thread-safe: set it once, before threads use the library.
+ * objClientFreeData (the library frees with the table in force at that
+ * moment, so a switch while it holds memory would hand blocks to the wrong
+ * free). It is not thread-safe: set it once, before threads use the library.
  * objSetAllocators returns the table that was in force and ignores (leaves
  * unchanged) a NULL table or one with a NULL member.
  */

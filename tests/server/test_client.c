@@ -1,6 +1,8 @@
 /*
  * test_client.c - the C client library (client/objstore.h) against a live
- * objstore node: every API call, its error codes and the zero-copy path.
+ * objstore node: every API call, its error codes and the zero-copy path; the
+ * version macros against objVersion(), and the allocator hooks (a counting
+ * allocator must see every block the library takes given back).
  *
  * Usage: test_client HOST PORT [UNIX_SOCKET]. The node must run the module
  * with an arena of at least 32 MiB and be on this machine (the zero-copy
