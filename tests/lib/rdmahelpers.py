@@ -10,7 +10,7 @@ owner's `rdma-read-min` go inline, whatever their size.
 
 import time
 
-from objhelpers import (  # noqa: F401 (delete_everywhere, KIB, MIB: re-exported for the suite)
+from objhelpers import (  # noqa: F401 (delete_everywhere: re-exported for the suite)
     KIB,
     MIB,
     delete_everywhere,

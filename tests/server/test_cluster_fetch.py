@@ -11,6 +11,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    FETCH_SIZES,
     KIB,
     MIB,
     codes,
@@ -59,16 +60,7 @@ def assert_same_object(client, oid, data, meta):
     assert got_meta == (meta or b""), f"{oid!r:.60}: metadata differs"
 
 
-SIZES = [
-    (0, None),
-    (0, b"m"),
-    (1, b"meta"),
-    (4 * KIB, b"shape=64x64"),
-    (32 * KIB - 1, b"below the 32 KiB crossover"),
-    (32 * KIB, b"at the 32 KiB crossover"),
-    (1 * MIB, b"\x00binary\r\nmeta\xff"),
-    (64 * MIB, b"large"),
-]
+SIZES = FETCH_SIZES
 
 
 @pytest.mark.parametrize("size,meta", SIZES, ids=[f"{s}B-meta{len(m or b'')}" for s, m in SIZES])
