@@ -2,6 +2,8 @@
 #
 #   make            build/objstore.so (the module), build/client/ (libobjstore .a/.so/.pc),
 #                   build/examples/hello, build/bin/obj-benchmark
+#   make install    module, client library, headers and objstore.pc under PREFIX (/usr/local);
+#                   DESTDIR=/staging prepends a staging root
 #   make run        one node on 127.0.0.1:6379 (installs what it needs first)
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
@@ -70,13 +72,23 @@ CLI_COMMON_OBJ := $(BUILD)/module/common/util.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ) $(CLI_COMMON_OBJ)
 CLI_LIBS := -lhiredis -lrdmacm -libverbs
 CLIENT_A := $(BUILD)/client/libobjstore.a
+comma := ,
+# The shared library is versioned: the real file libobjstore.so.X.Y.Z, its
+# SONAME libobjstore.so.X (what programs record) and the link-time name
+# libobjstore.so, both symlinks. The version is read from objstore.h's macros.
+obj_version_part = $(shell sed -n 's/^\#define OBJSTORE_VERSION_$(1)  *\([0-9]*\).*/\1/p' client/objstore.h)
+CLIENT_VERSION := $(call obj_version_part,MAJOR).$(call obj_version_part,MINOR).$(call obj_version_part,PATCH)
+CLIENT_SONAME := libobjstore.so.$(call obj_version_part,MAJOR)
+CLIENT_SO_REAL := $(BUILD)/client/libobjstore.so.$(CLIENT_VERSION)
 CLIENT_SO := $(BUILD)/client/libobjstore.so
 CLIENT_PC := $(BUILD)/client/objstore.pc
+# Only the public API (objstore.h, rdmaconn.h) leaves the shared library.
+CLIENT_MAP := client/objstore.map
 
 EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard client/examples/*.c))
 BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
-.PHONY: all deps run test test-programs test-unit test-server test-fuzz test-rdma \
+.PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma
 all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
@@ -127,17 +139,48 @@ $(MODULE): $(COMP_LIBS)
 $(CLIENT_A): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(CLIENT_SO): $(CLI_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
-$(CLIENT_PC): client/objstore.pc.in
+$(CLIENT_SO_REAL): $(CLI_OBJ) $(CLIENT_MAP)
 	@mkdir -p $(dir $@)
-	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/$(BUILD)/client|' $< > $@
+	$(CC) -shared -o $@ -Wl,-soname,$(CLIENT_SONAME) -Wl,--version-script,$(CLIENT_MAP) \
+	    $(CLI_OBJ) $(LDFLAGS) $(CLI_LIBS)
+$(CLIENT_SO): $(CLIENT_SO_REAL)
+	ln -sf $(notdir $<) $(dir $@)$(CLIENT_SONAME)
+	ln -sf $(CLIENT_SONAME) $@
+# objstore.pc for the build tree (headers in client/, library in $(BUILD)/client,
+# with an rpath); `make install` writes its own for the installed prefix.
+pc_subst = sed -e 's|@VERSION@|$(CLIENT_VERSION)|' -e 's|@PREFIX@|$(1)|' -e 's|@INCLUDEDIR@|$(2)|' \
+    -e 's|@LIBDIR@|$(3)|' -e 's|@RPATH@|$(4)|' client/objstore.pc.in
+$(CLIENT_PC): client/objstore.pc.in client/objstore.h
+	@mkdir -p $(dir $@)
+	$(call pc_subst,$(CURDIR),$${prefix}/client,$(CURDIR)/$(BUILD)/client,-Wl$(comma)-rpath$(comma)$${libdir} ) > $@
 $(BUILD)/examples/%: client/examples/%.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLI_LIBS)
 $(BENCHMARK): bench/obj-benchmark.c client/objstore.h $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLI_LIBS) -lxxhash -lm
+
+# ---- install ----------------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: the module into
+# $(PREFIX)/lib/redis/modules, the client library (.a, the versioned .so and
+# its links) into $(PREFIX)/lib, its headers into $(PREFIX)/include/objstore
+# and an objstore.pc that names $(PREFIX) into $(PREFIX)/lib/pkgconfig.
+# DESTDIR is prepended to every path but never written into a file.
+PREFIX     ?= /usr/local
+INST_LIB   := $(DESTDIR)$(PREFIX)/lib
+INST_INC   := $(DESTDIR)$(PREFIX)/include/objstore
+INST_MOD   := $(INST_LIB)/redis/modules
+INST_PC    := $(INST_LIB)/pkgconfig
+CLIENT_HEADERS := client/objstore.h client/rdmaconn.h
+install: $(MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
+	install -d $(INST_MOD) $(INST_LIB) $(INST_INC) $(INST_PC)
+	install -m 755 $(MODULE) $(INST_MOD)/objstore.so
+	install -m 644 $(CLIENT_A) $(INST_LIB)/
+	install -m 755 $(CLIENT_SO_REAL) $(INST_LIB)/
+	ln -sf $(notdir $(CLIENT_SO_REAL)) $(INST_LIB)/$(CLIENT_SONAME)
+	ln -sf $(CLIENT_SONAME) $(INST_LIB)/libobjstore.so
+	install -m 644 $(CLIENT_HEADERS) $(INST_INC)/
+	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$${prefix}/lib,) > $(INST_PC)/objstore.pc
 
 # ---- run ------------------------------------------------------------------------
 run: ensure-deps all

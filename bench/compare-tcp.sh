@@ -43,45 +43,23 @@ NODE_MEMORY=1gb
 TOOL_TIMEOUT=120
 START_TIMEOUT=10
 
-fail() {
-    echo "compare-tcp: $*" >&2
-    exit 1
-}
-
-# ---- tools -------------------------------------------------------------------------------
-for tool in redis-server redis-cli redis-benchmark iperf3 gnuplot python3 timeout awk ss; do
-    command -v "$tool" >/dev/null 2>&1 ||
-        fail "'$tool' is missing (install it with: make deps; or apt-get install" \
-            "redis-server redis-tools iperf3 gnuplot-nox python3 iproute2)"
-done
-[ -f "$MODULE" ] || fail "module not built: $MODULE is missing (run: make)"
-[ -x "$OBJBENCH" ] || fail "$OBJBENCH is missing (run: make bench-tools)"
-
-# ---- processes we start, and their cleanup -------------------------------------------------
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/objstore-bench.XXXXXX")
-ARENAS=$(mktemp -d /dev/shm/objstore-bench.XXXXXX)
-PIDS=()
-
-# Nodes and the plain Redis are started through the shared launcher.
-NODES_WORK=$WORK
+# Nodes and the plain Redis are started through the shared launcher, which
+# also brings the fail/tool/scratch/cleanup helpers.
+NODES_PROG=compare-tcp
 NODES_MODULE=$MODULE
 NODES_START_TIMEOUT=$START_TIMEOUT
 # shellcheck source=tests/lib/nodes.sh
 . "$ROOT/tests/lib/nodes.sh"
 
-cleanup() {
-    local pid
-    nodesStopAll
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK" "$ARENAS"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# ---- tools -------------------------------------------------------------------------------
+nodesNeedTools "install it with: make deps; or apt-get install redis-server redis-tools iperf3 gnuplot-nox python3 iproute2" \
+    redis-server redis-cli redis-benchmark iperf3 gnuplot python3 timeout awk ss
+nodesNeedModule
+[ -x "$OBJBENCH" ] || nodesFail "$OBJBENCH is missing (run: make bench-tools)"
+
+# ---- processes we start, and their cleanup -------------------------------------------------
+nodesScratch objstore-bench || exit 1
+WORK=$NODES_WORK ARENAS=$NODES_ARENAS
 
 # start_redis NAME [module args...]: a redis-server on a free port, an objstore
 # node when module args are given (tries a few ports in case another process
@@ -105,7 +83,7 @@ start_redis() {
     done
     echo "--- $(nodeLog "$name") ---" >&2
     tail -n 30 "$(nodeLog "$name")" >&2
-    fail "redis-server '$name' did not start"
+    nodesFail "redis-server '$name' did not start"
 }
 
 # "4k" -> 4096 etc.
@@ -133,7 +111,7 @@ run_tool() {
     shift
     if ! out=$(timeout "$TOOL_TIMEOUT" "$@" 2>&1); then
         echo "$out" >&2
-        fail "$what failed: $*"
+        nodesFail "$what failed: $*"
     fi
     printf '%s\n' "$out"
 }
@@ -148,21 +126,21 @@ start_redis B node-name B transfer-port "$TP_B" rdma-port 0 heartbeat 200 node-t
 start_redis R
 IPERF_PORT=$(nodesFreePort)
 iperf3 -s -p "$IPERF_PORT" -B 127.0.0.1 >"$WORK/iperf3.log" 2>&1 &
-PIDS+=("$!")
+nodesAdopt "$!"
 
 for ((i = 0; i < 100; i++)); do
     nodes=$(redis-cli -p "$PORT_B" OBJ.NODES 2>/dev/null | grep -cx '[AB]' || true)
     [ "$nodes" = 2 ] && break
     sleep 0.1
 done
-[ "$nodes" = 2 ] || fail "node B does not see both nodes in OBJ.NODES (directory on A)"
+[ "$nodes" = 2 ] || nodesFail "node B does not see both nodes in OBJ.NODES (directory on A)"
 for ((i = 0; i < 100; i++)); do
     [ -n "$(ss -Hltn "sport = :$IPERF_PORT")" ] && break
     sleep 0.05
 done
 [ -n "$(ss -Hltn "sport = :$IPERF_PORT")" ] || {
     cat "$WORK/iperf3.log" >&2
-    fail "iperf3 server did not start on port $IPERF_PORT"
+    nodesFail "iperf3 server did not start on port $IPERF_PORT"
 }
 
 echo "compare-tcp: nodes A=$PORT_A (transfer $TP_A) B=$PORT_B (transfer $TP_B), redis $PORT_R," \
@@ -219,7 +197,7 @@ measure() {
         fi
         row=$(printf '%s\n' "$out" | tail -n 1 | tr -d '"')
         [ "$(echo "$row" | awk -F, '{ print NF }')" -ge "$field" ] ||
-            fail "unexpected output of $*: $out"
+            nodesFail "unexpected output of $*: $out"
         if [ -z "$BEST" ] || awk -F, -v a="$(echo "$row" | cut -d, -f"$field")" \
             -v b="$(echo "$BEST" | cut -d, -f"$field")" 'BEGIN { exit !(a > b) }'; then
             BEST=$row BEST_CPU=$cpu
@@ -303,7 +281,7 @@ for size in $SIZES; do
         measure 2 "$PORT_R:get" redis-benchmark -p "$PORT_R" -t get -c "$c" -n "$n" \
             -d "$bytes" --csv
         r=$BEST rc=$BEST_CPU
-        case $r in GET,*) ;; *) fail "no GET row in redis-benchmark output: $r" ;; esac
+        case $r in GET,*) ;; *) nodesFail "no GET row in redis-benchmark output: $r" ;; esac
         fmb=$(echo "$f" | cut -d, -f5) fp50=$(echo "$f" | cut -d, -f6)
         rops=$(echo "$r" | cut -d, -f2) rp50=$(echo "$r" | cut -d, -f5)
         rmb=$(awk -v o="$rops" -v b="$bytes" 'BEGIN { printf "%.2f", o * b / 1e6 }')
@@ -323,7 +301,7 @@ CMDLINE="BENCH_SIZES=\"$SIZES\" BENCH_CLIENTS=\"$CLIENTS\" BENCH_SECONDS=$RUN_SE
 CMDLINE+=" BENCH_REPEAT=$REPEAT BENCH_BYTES=$BYTES_PER_RUN make bench"
 python3 "$ROOT/bench/bench_tcp_tables.py" "$CSV" "$(nproc)" "$REPEAT" "$CMDLINE" \
     "$GET64_P50" "$GET64_CPU" "$PIN64_P50" "$PINC64_P50" >"$MD" ||
-    fail "could not write the tables ($MD)"
+    nodesFail "could not write the tables ($MD)"
 
 # ---- plots -------------------------------------------------------------------------------------
 GP=$WORK/plot.gp
@@ -382,7 +360,7 @@ plot_series() {
         "$(col pin_p50_ms)|$PIN_RGB|linespoints|pin+read (zero-copy) c=@" \
         "$(col pin_cache_p50_ms)|$PINC_RGB|linespoints|pin+read, cache+prefault c=@"
 } >"$GP"
-gnuplot "$GP" 2>"$WORK/gnuplot.log" || { cat "$WORK/gnuplot.log" >&2; fail "gnuplot failed"; }
+gnuplot "$GP" 2>"$WORK/gnuplot.log" || { cat "$WORK/gnuplot.log" >&2; nodesFail "gnuplot failed"; }
 
 cat "$MD"
 echo

@@ -55,45 +55,22 @@ START_TIMEOUT=120
 # mode:rdma-read-min (bytes)
 MODES="ring-only:1073741824 read-only:0 hybrid-16k:16384 hybrid-32k:32768 hybrid-64k:65536"
 
-fail() {
-    echo "rdma-threshold-sweep: $*" >&2
-    exit 1
-}
-
-[ -n "$ADDR" ] || fail "OBJ_RXE_ADDR is not set (run: tests/softroce/run.sh $0)"
-for tool in redis-server redis-cli gnuplot timeout awk; do
-    command -v "$tool" >/dev/null 2>&1 ||
-        fail "'$tool' is missing (apt-get install redis-server redis-tools gnuplot-nox)"
-done
-[ -f "$MODULE" ] || fail "module not built: $MODULE is missing (run: make all)"
-[ -x "$OBJBENCH" ] || fail "$OBJBENCH is missing (run: make)"
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/rdma-sweep.XXXXXX") || exit 1
-ARENAS=$(mktemp -d /dev/shm/rdma-sweep.XXXXXX) || exit 1
-PIDS=()
-
-# cleanup: stop what this script started (by pid) and remove its scratch
-# directories. Can't fail.
-# shellcheck disable=SC2317 # only called from the EXIT trap
-cleanup() {
-    local pid
-    nodesStopAll
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK" "$ARENAS"
-}
-# Nodes are started through the shared launcher.
-NODES_WORK=$WORK
+# Nodes are started through the shared launcher, which also brings the
+# fail/tool/scratch/cleanup helpers.
+NODES_PROG=rdma-threshold-sweep
 NODES_MODULE=$MODULE
 NODES_START_TIMEOUT=$START_TIMEOUT
 # shellcheck source=tests/lib/nodes.sh
 . "$ROOT/tests/lib/nodes.sh"
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+
+[ -n "$ADDR" ] || nodesFail "OBJ_RXE_ADDR is not set (run: tests/softroce/run.sh $0)"
+nodesNeedTools "apt-get install redis-server redis-tools gnuplot-nox" \
+    redis-server redis-cli gnuplot timeout awk
+nodesNeedModule
+[ -x "$OBJBENCH" ] || nodesFail "$OBJBENCH is missing (run: make)"
+
+nodesScratch rdma-sweep || exit 1
+WORK=$NODES_WORK
 
 # toBytes: print "4k" / "1m" / "123" as bytes. Can't fail.
 toBytes() {
@@ -108,28 +85,9 @@ toBytes() {
 
 # ---- nodes ------------------------------------------------------------------------------
 
-# startNode: an objstore node (tests/lib/nodes.sh) on port $1 named $2
-# (directory: the node on port $3, or its own Redis when $3 is empty). Does
-# not wait.
-startNode() {
-    local p=$1 name=$2 dir=$3
-    local margs=(memory 64mb arena-dir "$ARENAS" node-name "$name" transfer-bind "$ADDR"
-        transfer-port $((p + 10000)) rdma-port $((p + 20000)) cluster-secret sweep
-        fetch-timeout 60000)
-    [ -z "$dir" ] || margs+=(directory "127.0.0.1:$dir")
-    nodeStart "node$name" "$p" -- "${margs[@]}"
-}
-
-# waitNode: wait (bounded) until node $1 (A, B) answers PING with RDMA up.
-# Returns 0, or 1 with its log on stderr.
-waitNode() {
-    nodeWait "node$1" || return 1
-    redis-cli -p "$(nodePort "node$1")" INFO objstore | grep -q '^objstore_rdma_enabled:1' &&
-        return 0
-    echo "rdma-threshold-sweep: node $1 came up without RDMA:" >&2
-    tail -n 15 "$(nodeLog "node$1")" | sed 's/^/  | /' >&2
-    return 1
-}
+# What the two nodes (nodeA on port $A, nodeB on $B; B's directory is A's
+# Redis) are started with besides their addresses (tests/lib/nodes.sh).
+NODE_ARGS=(memory 64mb cluster-secret sweep fetch-timeout 60000)
 
 # servedCounts: print A's "rdma_served_inline rdma_served_rndv". Returns 1
 # when the node does not answer.
@@ -168,22 +126,22 @@ A=$((BASE + 1))
 B=$((BASE + 2))
 T_START=$SECONDS
 echo "rdma-threshold-sweep: nodes A (:$A, owner) and B (:$B) on $ADDR"
-startNode "$A" A ""
-startNode "$B" B "$A"
-waitNode A && waitNode B || exit 1
+nodeStartRdma nodeA "$A" "$ADDR" "" node-name A "${NODE_ARGS[@]}"
+nodeStartRdma nodeB "$B" "$ADDR" "$A" node-name B "${NODE_ARGS[@]}"
+nodeWaitRdma nodeA && nodeWaitRdma nodeB || exit 1
 
 # Warm-up (untimed): the first fetch sets up the A-B connection, and each
 # path is exercised once before anything is measured.
 for warm in 0 1073741824; do
-    setReadMin "$warm" || fail "CONFIG SET objstore.rdma-read-min $warm failed"
-    fetchPoint 4096 2 >/dev/null || fail "warm-up fetch failed; node logs:
+    setReadMin "$warm" || nodesFail "CONFIG SET objstore.rdma-read-min $warm failed"
+    fetchPoint 4096 2 >/dev/null || nodesFail "warm-up fetch failed; node logs:
 $(grep -h '<objstore>' "$WORK"/node*.log | tail -n 10)"
 done
 echo "rdma-threshold-sweep: nodes up and warm after $((SECONDS - T_START)) s;" \
     "sizes: $SIZES; $REQUESTS requests / ${POINT_SECONDS}s per point"
 
 # ---- the sweep --------------------------------------------------------------------------
-mkdir -p "$OUT" || fail "cannot create $OUT"
+mkdir -p "$OUT" || nodesFail "cannot create $OUT"
 CSV=$OUT/rdma-threshold-sweep.csv
 RAW=$WORK/raw.csv
 : >"$RAW"

@@ -53,50 +53,27 @@ MODULE=${OBJSTORE_MODULE:-$ROOT/build/objstore.so}
 TOOL_TIMEOUT=90
 START_TIMEOUT=120
 
-fail() {
-    echo "rdma-vs-perftest: $*" >&2
-    exit 1
-}
+# Nodes are started through the shared launcher, which also brings the
+# fail/tool/scratch/cleanup helpers.
+NODES_PROG=rdma-vs-perftest
+NODES_MODULE=$MODULE
+NODES_START_TIMEOUT=$START_TIMEOUT
+# shellcheck source=tests/lib/nodes.sh
+. "$ROOT/tests/lib/nodes.sh"
 
-[ -n "$ADDR" ] || fail "OBJ_RXE_ADDR is not set (run: tests/softroce/run.sh $0)"
+[ -n "$ADDR" ] || nodesFail "OBJ_RXE_ADDR is not set (run: tests/softroce/run.sh $0)"
 if [ -z "$DEV" ]; then
     for d in /sys/class/infiniband/*; do
         [ -e "$d" ] && DEV=${d##*/} && break
     done
 fi
-[ -n "$DEV" ] || fail "no RDMA device (/sys/class/infiniband is empty)"
-for tool in ib_read_bw ib_write_lat redis-server redis-cli timeout stdbuf awk /usr/bin/python3; do
-    command -v "$tool" >/dev/null 2>&1 ||
-        fail "'$tool' is missing (apt-get install perftest redis-server redis-tools python3-redis)"
-done
-[ -f "$MODULE" ] || fail "module not built: $MODULE is missing (run: make all)"
+[ -n "$DEV" ] || nodesFail "no RDMA device (/sys/class/infiniband is empty)"
+nodesNeedTools "apt-get install perftest redis-server redis-tools python3-redis" \
+    ib_read_bw ib_write_lat redis-server redis-cli timeout stdbuf awk /usr/bin/python3
+nodesNeedModule
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/rdma-bench.XXXXXX") || exit 1
-ARENAS=$(mktemp -d /dev/shm/rdma-bench.XXXXXX) || exit 1
-PIDS=()
-
-# cleanup: stop what this script started (by pid) and remove its scratch
-# directories. Can't fail.
-# shellcheck disable=SC2317 # only called from the EXIT trap
-cleanup() {
-    local pid
-    nodesStopAll
-    for pid in "${PIDS[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$WORK" "$ARENAS"
-}
-# Nodes are started through the shared launcher.
-NODES_WORK=$WORK
-NODES_MODULE=$MODULE
-NODES_START_TIMEOUT=$START_TIMEOUT
-# shellcheck source=tests/lib/nodes.sh
-. "$ROOT/tests/lib/nodes.sh"
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+nodesScratch rdma-bench || exit 1
+WORK=$NODES_WORK
 
 # ---- perftest -----------------------------------------------------------------------
 
@@ -194,37 +171,18 @@ done
 
 # ---- objstore -------------------------------------------------------------------------
 
-# startNode: an objstore node (tests/lib/nodes.sh) on port $1 named $2
-# (directory: the node on port $3, or its own Redis when $3 is empty). Does
-# not wait.
-startNode() {
-    local p=$1 name=$2 dir=$3
-    local margs=(memory 48mb arena-dir "$ARENAS" node-name "$name" transfer-bind "$ADDR"
-        transfer-port $((p + 10000)) rdma-port $((p + 20000)) cluster-secret bench
-        fetch-timeout 120000)
-    [ -z "$dir" ] || margs+=(directory "127.0.0.1:$dir")
-    nodeStart "node$name" "$p" -- "${margs[@]}"
-}
-
-# waitNode: wait (bounded) until node $1 (A, B) answers PING with RDMA up.
-# Returns 0, or 1 with its log on stderr.
-waitNode() {
-    nodeWait "node$1" || return 1
-    redis-cli -p "$(nodePort "node$1")" INFO objstore | grep -q '^objstore_rdma_enabled:1' &&
-        return 0
-    echo "rdma-vs-perftest: node $1 came up without RDMA:" >&2
-    tail -n 15 "$(nodeLog "node$1")" | sed 's/^/  | /' >&2
-    return 1
-}
+# What the two nodes (nodeA on port $A, nodeB on $B; B's directory is A's
+# Redis) are started with besides their addresses (tests/lib/nodes.sh).
+NODE_ARGS=(memory 48mb cluster-secret bench fetch-timeout 120000)
 
 A=$((BASE + 1))
 B=$((BASE + 2))
 echo "rdma-vs-perftest: objstore nodes A (:$A) and B (:$B)"
-startNode "$A" A ""
-startNode "$B" B "$A"
-waitNode A && waitNode B || exit 1
+nodeStartRdma nodeA "$A" "$ADDR" "" node-name A "${NODE_ARGS[@]}"
+nodeStartRdma nodeB "$B" "$ADDR" "$A" node-name B "${NODE_ARGS[@]}"
+nodeWaitRdma nodeA && nodeWaitRdma nodeB || exit 1
 
-mkdir -p "$OUT" || fail "cannot create $OUT"
+mkdir -p "$OUT" || nodesFail "cannot create $OUT"
 CSV=$OUT/rdma-vs-perftest.csv
 MODE=native
 [ "${OBJ_SOFTROCE_GUEST:-0}" = 1 ] && MODE=softroce-guest

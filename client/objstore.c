@@ -24,6 +24,7 @@
  * ignore SIGPIPE; the library leaves signal dispositions to the program.
  */
 #include "objstore.h"
+#include "objalloc.h"
 #include "objclient_int.h"
 
 #include <errno.h>
@@ -476,7 +477,7 @@ static int clientMapArena(ObjClient *c)
         freeReplyObject(r);
         return -1;
     }
-    path = strdup(pathReply->str);
+    path = objStrdup(pathReply->str);
     freeReplyObject(r);
     if (path == NULL)
         return clientFail(c, OBJ_ERR_OTHER, "out of memory");
@@ -511,7 +512,7 @@ static int clientMapArena(ObjClient *c)
 out_close:
     close(fd);
 out_free_path:
-    free(path);
+    objFree(path);
     return -1;
 }
 
@@ -558,7 +559,7 @@ static int pinGrow(PinCache *pc)
 
     if (pc->count < pc->nbuckets)
         return 0;
-    b = calloc(n, sizeof(*b));
+    b = objCalloc(n, sizeof(*b));
     if (b == NULL)
         return pc->nbuckets ? 0 : -1;
     for (size_t i = 0; i < pc->nbuckets; i++) {
@@ -569,7 +570,7 @@ static int pinGrow(PinCache *pc)
             b[e->hash & (n - 1)] = e;
         }
     }
-    free(pc->buckets);
+    objFree(pc->buckets);
     pc->buckets = b;
     pc->nbuckets = n;
     return 0;
@@ -625,7 +626,7 @@ static int pinAdd(PinCache *pc, const void *id, size_t idLen, uint64_t h, const 
 {
     PinEntry *e;
 
-    if (pinGrow(pc) < 0 || (e = malloc(sizeof(*e) + idLen)) == NULL)
+    if (pinGrow(pc) < 0 || (e = objMalloc(sizeof(*e) + idLen)) == NULL)
         return -1;
     memset(e, 0, sizeof(*e));
     if (idLen > 0)
@@ -661,7 +662,7 @@ static int pinSendReleases(ObjClient *c, PinEntry **batch, int n)
         c->pins.released += (uint64_t)n;
     }
     for (int i = 0; i < n; i++)
-        free(batch[i]);
+        objFree(batch[i]);
     return rv;
 }
 
@@ -710,7 +711,7 @@ static int pinDrop(ObjClient *c)
                 pinIdleAppend(pc, e);
             }
     rv = pinTrim(c, 0);
-    free(pc->buckets);
+    objFree(pc->buckets);
     pc->buckets = NULL;
     pc->nbuckets = 0;
     return rv;
@@ -760,7 +761,7 @@ int objClientPinCacheStats(const ObjClient *c, ObjPinCacheStats *st)
  */
 static ObjClient *clientWrap(redisContext *rc)
 {
-    ObjClient *c = calloc(1, sizeof(*c));
+    ObjClient *c = objCalloc(1, sizeof(*c));
 
     if (c == NULL) {
         if (rc != NULL)
@@ -794,7 +795,7 @@ ObjClient *objClientConnectUnix(const char *path)
  */
 ObjClient *objClientWrapTransport(const ObjClientTransport *tr, void *conn)
 {
-    ObjClient *c = calloc(1, sizeof(*c));
+    ObjClient *c = objCalloc(1, sizeof(*c));
 
     if (c == NULL) {
         tr->free(conn);
@@ -818,12 +819,12 @@ void objClientFree(ObjClient *c)
     pinDrop(c); /* the server would drop them at disconnect too, but later */
     if (c->arenaBase != NULL)
         munmap(c->arenaBase, c->arenaSize);
-    free(c->arenaPath);
+    objFree(c->arenaPath);
     if (c->rc != NULL)
         redisFree(c->rc);
     if (c->tr != NULL)
         c->tr->free(c->conn);
-    free(c);
+    objFree(c);
 }
 
 /* The last call's error code; OBJ_OK after a success. A NULL client is an I/O error. */
@@ -1121,7 +1122,7 @@ int objClientGet(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         freeReplyObject(r);
         return -1;
     }
-    copy = malloc(r->len > 0 ? r->len : 1);
+    copy = objMalloc(r->len > 0 ? r->len : 1);
     if (copy == NULL) {
         clientFail(c, OBJ_ERR_OTHER, "out of memory copying a %zu-byte object", r->len);
         freeReplyObject(r);
@@ -1137,7 +1138,7 @@ int objClientGet(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
 /* Free a buffer from objClientGet. Accepts NULL. */
 void objClientFreeData(void *data)
 {
-    free(data);
+    objFree(data);
 }
 
 /* ---- delete / exists / fetch / info ---------------------------------------------------------- */

@@ -18,6 +18,43 @@
 extern "C" {
 #endif
 
+/* The version of this header. The shared library's SONAME carries the major
+ * (libobjstore.so.0); objVersion() tells which library a program runs
+ * against, encoded like OBJSTORE_VERSION, so that a program built against a
+ * newer header can refuse an older library. */
+#define OBJSTORE_VERSION_MAJOR  0
+#define OBJSTORE_VERSION_MINOR  1
+#define OBJSTORE_VERSION_PATCH  0
+#define OBJSTORE_VERSION_STRING "0.1.0"
+#define OBJSTORE_VERSION                                                                           \
+    ((OBJSTORE_VERSION_MAJOR << 16) | (OBJSTORE_VERSION_MINOR << 8) | OBJSTORE_VERSION_PATCH)
+unsigned objVersion(void);
+
+/*
+ * Allocator hooks: every allocation of the library (contexts, the pin cache,
+ * the RDMA send queue, the copies objClientGet returns) goes through this
+ * table; the C library's malloc family until it is replaced. Not covered:
+ * the reply objects hiredis builds (hiredis' allocator) and the RDMA stream's
+ * control block and buffers (module/rdma, shared with the module).
+ *
+ * Call objSetAllocators (or objResetAllocators) only while the library holds
+ * no memory: before the first connect, or after every context has been
+ * freed with objClientFree/objRdmaFree and every objClientGet copy with
+ * objClientFreeData (the library frees with the table in force at that
+ * moment, so a switch while it holds memory would hand blocks to the wrong
+ * free). It is not thread-safe: set it once, before threads use the library.
+ * objSetAllocators returns the table that was in force and ignores (leaves
+ * unchanged) a NULL table or one with a NULL member.
+ */
+typedef struct ObjAllocFuncs {
+    void *(*mallocFn)(size_t size);
+    void *(*callocFn)(size_t nmemb, size_t size);
+    void *(*reallocFn)(void *ptr, size_t size);
+    void (*freeFn)(void *ptr);
+} ObjAllocFuncs;
+ObjAllocFuncs objSetAllocators(const ObjAllocFuncs *fns);
+void objResetAllocators(void);
+
 /* Error codes: the first word of the server's error reply, or a local cause. */
 typedef enum ObjErr {
     OBJ_OK = 0,

@@ -19,6 +19,7 @@
  * it has been read: only then does the error (EOF or I/O) become sticky.
  */
 #include "rdmaconn.h"
+#include "objalloc.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -313,7 +314,7 @@ static int rdmaDoConnect(ObjRdmaConn *c, const char *addr, int port, int timeout
  */
 ObjRdmaConn *objRdmaConnect(const char *addr, int port, int timeoutMs)
 {
-    ObjRdmaConn *c = calloc(1, sizeof(*c));
+    ObjRdmaConn *c = objCalloc(1, sizeof(*c));
 
     if (c == NULL)
         return NULL;
@@ -340,8 +341,8 @@ void objRdmaFree(ObjRdmaConn *c)
     if (c->epfd >= 0)
         close(c->epfd);
     rdmaStreamFree(c->s);
-    free(c->obuf);
-    free(c);
+    objFree(c->obuf);
+    objFree(c);
 }
 
 /* ---- errors and settings ----------------------------------------------------------------- */
@@ -497,7 +498,7 @@ static int rdmaQueue(ObjRdmaConn *c, const char *p, size_t len)
         size_t cap = c->ocap ? c->ocap : 4096;
         while (cap < c->olen + len)
             cap *= 2;
-        char *nb = realloc(c->obuf, cap);
+        char *nb = objRealloc(c->obuf, cap);
         if (nb == NULL)
             return rdmaFail(c, OBJ_RDMA_ERR_OOM, "out of memory for the send queue");
         c->obuf = nb;
@@ -506,14 +507,6 @@ static int rdmaQueue(ObjRdmaConn *c, const char *p, size_t len)
     memcpy(c->obuf + c->olen, p, len);
     c->olen += len;
     return 0;
-}
-
-/* Queue raw RESP. Returns 0, or -1 (error set, or already failed). */
-int objRdmaAppendFormatted(ObjRdmaConn *c, const char *cmd, size_t len)
-{
-    if (c == NULL || c->err)
-        return -1;
-    return rdmaQueue(c, cmd, len);
 }
 
 /* Format like redisvCommand and queue. Returns 0, or -1 with the error set. */

@@ -69,8 +69,6 @@ redisReply *objRdmaCommandArgv(ObjRdmaConn *c, int argc, const char **argv, cons
  * objRdmaGetReply. Return 0, or -1 with the error set. */
 int objRdmaAppendCommand(ObjRdmaConn *c, const char *fmt, ...);
 int objRdmaAppendCommandArgv(ObjRdmaConn *c, int argc, const char **argv, const size_t *argvlen);
-/* Queue bytes that already are RESP (one or more whole commands). Returns 0 or -1. */
-int objRdmaAppendFormatted(ObjRdmaConn *c, const char *cmd, size_t len);
 /* Send what is queued and wait for the next reply. Returns 0 with *reply
  * set (free with freeReplyObject), or -1 with the error set. */
 int objRdmaGetReply(ObjRdmaConn *c, void **reply);

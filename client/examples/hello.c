@@ -9,10 +9,10 @@
  * worked, 1 with the server's or the library's message otherwise.
  *
  * Build it with the tree's Makefile (`make` builds build/examples/hello), or
- * standalone against the built library through pkg-config:
+ * standalone through pkg-config, against the installed library (`make install`;
+ * PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig when PREFIX is not searched) or the
+ * build tree's (PKG_CONFIG_PATH=/path/to/objstore/build/client):
  *
- *   make -C /path/to/objstore build/client/libobjstore.so build/client/objstore.pc
- *   export PKG_CONFIG_PATH=/path/to/objstore/client
  *   cc -o hello hello.c $(pkg-config --cflags --libs objstore)
  *   ./hello [host [port]]            # default 127.0.0.1 6379
  */

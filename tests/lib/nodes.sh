@@ -11,6 +11,7 @@
 #   NODES_PRELOAD        LD_PRELOAD for the servers (default: $OBJSTORE_PRELOAD)
 #   NODES_START_TIMEOUT  seconds a start may take (default 60; under TCG an
 #                        arena takes long to register)
+#   NODES_PROG           the name nodesFail puts before its message (default nodes.sh)
 #
 # Functions (NAME is a shell identifier; a server's log is $NODES_WORK/NAME.log,
 # its --dir $NODES_WORK/NAME):
@@ -20,16 +21,36 @@
 #                                    redis-server on 127.0.0.1:PORT, in the
 #                                    background; with "--", the module loaded
 #                                    with MODULE-ARGS. Does not wait.
+#   nodeStartRdma NAME PORT ADDR DIR-PORT [MODULE-ARGS...]
+#                                    a node with TCP and RDMA transfer on ADDR
+#                                    (ports PORT+10000, PORT+20000), its arena in
+#                                    $NODES_ARENAS, its directory the node on
+#                                    DIR-PORT (empty: its own Redis)
 #   redisStart NAME PORT [SERVER-ARGS...]
 #                                    the same without the module: a plain Redis
 #   nodeWait NAME [PASSWORD]         wait (bounded) until it answers PING;
 #                                    returns 1 with its log tail on stderr
 #   nodeUp NAME [PASSWORD]           nodeStart's or redisStart's process answers PING now
+#   nodeWaitRdma NAME                nodeWait, then the node's RDMA must be up
 #   nodePort NAME / nodePid NAME / nodeLog NAME
 #   nodeStop NAME [PASSWORD]         SHUTDOWN NOSAVE, wait (bounded), else kill
 #   nodesStopAll                     kill every server started here and reap it
 #                                    (for an EXIT trap). Can't fail.
 #   nodesFreePort [ADDR]             print a TCP port free on ADDR right now
+#
+# For the scripts around the nodes (bench/*.sh):
+#
+#   nodesFail MESSAGE...             "$NODES_PROG: MESSAGE" on stderr, exit 1
+#   nodesNeedTools HINT TOOL...      nodesFail naming the first TOOL not on PATH,
+#                                    with HINT (how to install them)
+#   nodesNeedModule                  nodesFail unless $NODES_MODULE exists
+#   nodesScratch TAG                 make NODES_WORK (under $TMPDIR) and
+#                                    NODES_ARENAS (under /dev/shm), both TAG.XXXXXX,
+#                                    and trap EXIT (nodesCleanup), INT and TERM
+#   nodesAdopt PID                   a process of the script's own (iperf3, ...)
+#                                    that nodesCleanup kills and reaps too
+#   nodesCleanup                     nodesStopAll, kill and reap the adopted
+#                                    PIDs, remove the scratch directories
 #
 # Every server gets --bind 127.0.0.1 --save '' --appendonly no unless
 # SERVER-ARGS say otherwise (later options win). Safe under set -eu.
@@ -38,6 +59,7 @@ NODES_REPO=${NODES_REPO:-$PWD}
 NODES_MODULE=${NODES_MODULE:-${OBJSTORE_MODULE:-${OBJSTORE_BUILD:-$NODES_REPO/build}/objstore.so}}
 NODES_PRELOAD=${NODES_PRELOAD:-${OBJSTORE_PRELOAD:-}}
 NODES_START_TIMEOUT=${NODES_START_TIMEOUT:-60}
+NODES_PROG=${NODES_PROG:-nodes.sh}
 NODES_NAMES=""
 
 # nodesInit: create $NODES_WORK and check the module. Returns 0, or 1 with
@@ -97,6 +119,20 @@ nodeStart() {
     esac
 }
 
+# nodeStartRdma NAME PORT ADDR DIR-PORT [MODULE-ARGS...]: an objstore node
+# whose transfer listeners (TCP PORT+10000, RDMA PORT+20000) bind ADDR, with
+# its arena in $NODES_ARENAS and its directory on 127.0.0.1:DIR-PORT (empty:
+# its own Redis). Does not wait.
+nodeStartRdma() {
+    _n_name=$1 _n_port=$2 _n_addr=$3 _n_dir=$4
+    shift 4
+    if [ -n "$_n_dir" ]; then
+        set -- directory "127.0.0.1:$_n_dir" "$@"
+    fi
+    nodeStart "$_n_name" "$_n_port" -- arena-dir "$NODES_ARENAS" transfer-bind "$_n_addr" \
+        transfer-port $((_n_port + 10000)) rdma-port $((_n_port + 20000)) "$@"
+}
+
 nodePid() { eval "echo \${NODES_PID_$1:-}"; }
 nodePort() { eval "echo \${NODES_PORT_$1:-}"; }
 nodeLog() { echo "$NODES_WORK/$1.log"; }
@@ -119,6 +155,18 @@ nodeWait() {
     done
     echo "nodes.sh: $1 (port $(nodePort "$1")) did not come up; log tail:" >&2
     tail -n 20 "$(nodeLog "$1")" | sed 's/^/  | /' >&2
+    return 1
+}
+
+# nodeWaitRdma NAME: nodeWait, then check that the node's RDMA transport is
+# up (INFO objstore: objstore_rdma_enabled:1). Returns 0, or 1 with its log
+# tail on stderr.
+nodeWaitRdma() {
+    nodeWait "$1" || return 1
+    redis-cli -p "$(nodePort "$1")" INFO objstore | grep -q '^objstore_rdma_enabled:1' &&
+        return 0
+    echo "$NODES_PROG: $1 came up without RDMA; log tail:" >&2
+    tail -n 15 "$(nodeLog "$1")" | sed 's/^/  | /' >&2
     return 1
 }
 
@@ -152,5 +200,57 @@ nodesStopAll() {
         [ -z "$_n_pid" ] || wait "$_n_pid" 2>/dev/null || true
         eval "NODES_PID_$_n_name="
     done
+    return 0
+}
+
+# nodesFail MESSAGE...: print "$NODES_PROG: MESSAGE" to stderr and exit 1.
+nodesFail() {
+    echo "$NODES_PROG: $*" >&2
+    exit 1
+}
+
+# nodesNeedTools HINT TOOL...: return 0 when every TOOL is on PATH, else
+# nodesFail naming the first missing one, with HINT in parentheses.
+nodesNeedTools() {
+    _n_hint=$1
+    shift
+    for _n_tool in "$@"; do
+        command -v "$_n_tool" >/dev/null 2>&1 || nodesFail "'$_n_tool' is missing ($_n_hint)"
+    done
+}
+
+# nodesNeedModule: return 0 when $NODES_MODULE exists, else nodesFail.
+nodesNeedModule() {
+    [ -f "$NODES_MODULE" ] || nodesFail "module not built: $NODES_MODULE is missing (run: make)"
+}
+
+# nodesScratch TAG: create the scratch directories NODES_WORK (logs and
+# server dirs) and NODES_ARENAS (arena files, in /dev/shm), and make the
+# script's exit run nodesCleanup (INT and TERM exit 130). Returns 0, or 1
+# when either directory cannot be made.
+nodesScratch() {
+    NODES_WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || return 1
+    NODES_ARENAS=$(mktemp -d "/dev/shm/$1.XXXXXX") || return 1
+    trap nodesCleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+# nodesAdopt PID: have nodesCleanup kill and reap PID too. Can't fail.
+nodesAdopt() {
+    NODES_OTHER_PIDS="${NODES_OTHER_PIDS:-} $1"
+}
+
+# nodesCleanup: stop every server started here, kill and reap the adopted
+# PIDs, remove NODES_WORK and NODES_ARENAS. Can't fail.
+# shellcheck disable=SC2317 # only called from the EXIT trap
+nodesCleanup() {
+    nodesStopAll
+    for _n_pid in ${NODES_OTHER_PIDS:-}; do
+        kill "$_n_pid" 2>/dev/null || true
+    done
+    for _n_pid in ${NODES_OTHER_PIDS:-}; do
+        wait "$_n_pid" 2>/dev/null || true
+    done
+    rm -rf "${NODES_WORK:-}" "${NODES_ARENAS:-}"
     return 0
 }

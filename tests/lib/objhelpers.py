@@ -23,6 +23,21 @@ import redis
 from redis.connection import PythonParser
 from redis.exceptions import ResponseError
 
+KIB, MIB = 1 << 10, 1 << 20
+
+# The size classes every fetch suite moves byte for byte: (data bytes, metadata),
+# around the default 32 KiB rdma-read-min crossover; None: no META at all.
+FETCH_SIZES = [
+    (0, None),
+    (0, b"m"),
+    (1, b"meta"),
+    (4 * KIB, b"shape=64x64"),
+    (32 * KIB - 1, b"below the 32 KiB crossover"),
+    (32 * KIB, b"at the 32 KiB crossover"),
+    (1 * MIB, b"\x00binary\r\nmeta\xff"),
+    (64 * MIB, b"large"),
+]
+
 # Every field OBJ.STATS (and INFO objstore) must carry, from the README.
 STATS_FIELDS = (
     "arena_path arena_size arena_used arena_free arena_largest_free arena_free_ranges objects "

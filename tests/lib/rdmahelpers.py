@@ -11,6 +11,8 @@ owner's `rdma-read-min` go inline, whatever their size.
 import time
 
 from objhelpers import (  # noqa: F401 (delete_everywhere: re-exported for the suite)
+    KIB,
+    MIB,
     delete_everywhere,
     fetch,
     info,
@@ -23,7 +25,6 @@ from objhelpers import (  # noqa: F401 (delete_everywhere: re-exported for the s
     xxh3_64,
 )
 
-KIB, MIB = 1 << 10, 1 << 20
 DEFAULT_READ_MIN = 32 * KIB
 BIG_WRITE = 1 * MIB  # objects above this are written through the arena file
 FAIL_CODES = {"UNAVAILABLE", "TIMEOUT", "CHECKSUM", "NOTFOUND"}
@@ -119,17 +120,6 @@ def set_read_min(client, value):
     assert client.execute_command("CONFIG", "SET", "objstore.rdma-read-min", str(value)) == b"OK"
     got = client.execute_command("CONFIG", "GET", "objstore.rdma-read-min")
     assert int(got[1]) == value, f"rdma-read-min reads back as {got!r}"
-
-
-def wait_gone(client, oid, timeout=10.0):
-    """Wait until OBJ.LOCATE no longer knows oid (after deletes everywhere)."""
-    def gone():
-        try:
-            client.execute_command("OBJ.LOCATE", oid)
-            return False
-        except Exception as e:
-            return str(e).startswith("NOTFOUND")
-    wait_until(gone, timeout, 0.05, what=f"{oid!r:.40} to leave the directory")
 
 
 def timed_fetch(client, *ids, via="rdma", timeout=120000):

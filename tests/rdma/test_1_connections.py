@@ -8,8 +8,8 @@ This file runs first, so its first test sees connections that do not exist yet.
 
 import time
 
-from objhelpers import codes, fetch, stat_delta, stats, wait_locations
-from rdmahelpers import KIB, assert_same_object, delete_everywhere, put, put_published
+from objhelpers import KIB, codes, fetch, stat_delta, stats, wait_locations
+from rdmahelpers import assert_same_object, delete_everywhere, put, put_published
 
 RDMA_NODES = ("A", "B", "C")
 

@@ -7,11 +7,21 @@ counters tell which path served each fetch; its pins are gone once the fetch is 
 
 import pytest
 
-from objhelpers import info, locate, payload, stat_delta, stats, to_int, to_str, wait_locations
-from rdmahelpers import (
-    DEFAULT_READ_MIN,
+from objhelpers import (
+    FETCH_SIZES,
     KIB,
     MIB,
+    info,
+    locate,
+    payload,
+    stat_delta,
+    stats,
+    to_int,
+    to_str,
+    wait_locations,
+)
+from rdmahelpers import (
+    DEFAULT_READ_MIN,
     assert_same_object,
     delete_everywhere,
     expected_path,
@@ -22,16 +32,8 @@ from rdmahelpers import (
     wait_unpinned,
 )
 
-SIZES = [
-    (0, b""),
-    (0, b"m"),
-    (1, b"meta"),
-    (4 * KIB, b"shape=64x64"),
-    (32 * KIB - 1, b"below the 32 KiB crossover"),
-    (32 * KIB, b"at the 32 KiB crossover"),
-    (1 * MIB, b"\x00binary\r\nmeta\xff"),
-    (64 * MIB, b"large"),
-]
+# The RDMA helpers take "no metadata" as b"".
+SIZES = [(size, meta or b"") for size, meta in FETCH_SIZES]
 
 
 @pytest.fixture

@@ -5,11 +5,9 @@ ids from two sources or one id that they then share.
 
 import threading
 
-from objhelpers import codes, fetch, payload, stat_delta, stats, wait_locations
+from objhelpers import KIB, MIB, codes, fetch, payload, stat_delta, stats, wait_locations
 from rdmahelpers import (
     DEFAULT_READ_MIN,
-    KIB,
-    MIB,
     assert_same_object,
     delete_everywhere,
     expected_path,

@@ -8,8 +8,8 @@ and on both paths work afterwards.
 import threading
 import time
 
-from objhelpers import fetch, payload, stats, wait_locations, wait_until
-from rdmahelpers import KIB, MIB, assert_same_object, delete_everywhere, put, put_published
+from objhelpers import KIB, MIB, fetch, payload, stats, wait_locations, wait_until
+from rdmahelpers import assert_same_object, delete_everywhere, put, put_published
 
 SAVE_TIMEOUT = 120.0
 

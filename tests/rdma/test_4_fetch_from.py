@@ -8,11 +8,9 @@ to the directory over RDMA too.
 
 import pytest
 
-from objhelpers import payload, stat_delta, stats, to_int, wait_locations
+from objhelpers import KIB, MIB, payload, stat_delta, stats, to_int, wait_locations
 from rdmahelpers import (
     DEFAULT_READ_MIN,
-    KIB,
-    MIB,
     assert_same_object,
     delete_everywhere,
     expected_path,

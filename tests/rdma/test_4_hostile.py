@@ -24,9 +24,9 @@ import time
 
 import redis
 
-from objhelpers import info, payload, stats, to_int, wait_until, xxh3_64
+from objhelpers import MIB, info, payload, stats, to_int, wait_until, xxh3_64
 from objnodes import free_port, registry_key, rxe_addr
-from rdmahelpers import MIB, put, put_published, read_object, timed_fetch, wait_unpinned
+from rdmahelpers import put, put_published, read_object, timed_fetch, wait_unpinned
 
 SECRET = "rdma-suite-secret"  # conftest.SECRET
 PREAUTH_PER_SOURCE = 8  # module/transfer/rdmaproto.h RDMA_PREAUTH_MAX_PER_SOURCE

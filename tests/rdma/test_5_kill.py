@@ -19,6 +19,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    MIB,
     Client,
     err_code,
     fetch,
@@ -31,7 +32,6 @@ from objhelpers import (
 )
 from rdmahelpers import (
     FAIL_CODES,
-    MIB,
     assert_same_object,
     delete_everywhere,
     put,

@@ -15,6 +15,8 @@ named "A", "B", ... sharing one directory, either a plain redis-server of its
 own (layout "separate", which tests can stop and restart) or the first node's
 own Redis (layout "own", the module's default). Nodes use the default transfer
 port (Redis port + 10000), so their Redis ports are picked as free pairs.
+`a`, `b` and `c` are clients of nodes "A", "B" and "C" of the test module's own
+`cl` fixture (a module that uses them defines `cl`).
 `directory_redis` is a plain redis-server alone (for the directory client's C test).
 """
 
@@ -128,6 +130,21 @@ def make_cluster_module():
     made, factory = _cluster_factory()
     yield factory
     _stop_clusters(made)
+
+
+@pytest.fixture
+def a(cl):
+    return cl["A"].client()
+
+
+@pytest.fixture
+def b(cl):
+    return cl["B"].client()
+
+
+@pytest.fixture
+def c(cl):
+    return cl["C"].client()
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 /*
  * test_client.c - the C client library (client/objstore.h) against a live
- * objstore node: every API call, its error codes and the zero-copy path.
+ * objstore node: every API call, its error codes and the zero-copy path; the
+ * version macros against objVersion(), and the allocator hooks (a counting
+ * allocator must see every block the library takes given back).
  *
  * Usage: test_client HOST PORT [UNIX_SOCKET]. The node must run the module
  * with an arena of at least 32 MiB and be on this machine (the zero-copy
@@ -13,7 +15,7 @@
  *
  * Build (from the repository root):
  *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Iclient \
- *      -o build/tests/test_client tests/server/test_client.c client/objstore.c \
+ *      -o build/tests/test_client tests/server/test_client.c client/objstore.c client/alloc.c \
  *      -lhiredis -lxxhash
  */
 #include "objstore.h"
@@ -180,6 +182,113 @@ static uint64_t objectChecksum(const void *data, size_t size, const void *meta, 
     h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return h;
+}
+
+/* ---- version and allocator hooks --------------------------------------------------------- */
+
+/* A counting allocator: the C library's, plus how many blocks it handed out
+ * and how many of them are still live. Only the main thread runs while it
+ * is installed. */
+static long countCalls, countLive;
+
+static void *countMalloc(size_t size)
+{
+    void *p = malloc(size);
+
+    countCalls++;
+    countLive += p != NULL;
+    return p;
+}
+
+static void *countCalloc(size_t nmemb, size_t size)
+{
+    void *p = calloc(nmemb, size);
+
+    countCalls++;
+    countLive += p != NULL;
+    return p;
+}
+
+static void *countRealloc(void *ptr, size_t size)
+{
+    void *p = realloc(ptr, size);
+
+    countCalls++;
+    countLive += ptr == NULL && p != NULL;
+    return p;
+}
+
+static void countFree(void *ptr)
+{
+    countLive -= ptr != NULL;
+    free(ptr);
+}
+
+static void testVersionMatchesTheHeader(void)
+{
+    char text[32];
+
+    snprintf(text, sizeof(text), "%d.%d.%d", OBJSTORE_VERSION_MAJOR, OBJSTORE_VERSION_MINOR,
+             OBJSTORE_VERSION_PATCH);
+    check(strcmp(text, OBJSTORE_VERSION_STRING) == 0, NULL,
+          "OBJSTORE_VERSION_STRING \"%s\" spells the version macros (%s)", OBJSTORE_VERSION_STRING,
+          text);
+    check(objVersion() == OBJSTORE_VERSION, NULL,
+          "objVersion() is the header's OBJSTORE_VERSION (0x%06x)", objVersion());
+}
+
+static void testIncompleteAllocatorTableIsRefused(void)
+{
+    ObjAllocFuncs partial = {countMalloc, countCalloc, countRealloc, NULL};
+    ObjAllocFuncs old = objSetAllocators(&partial);
+
+    check(old.mallocFn == malloc && old.freeFn == free, NULL,
+          "the C library's allocator is in force by default");
+    old = objSetAllocators(NULL);
+    check(old.mallocFn == malloc && old.callocFn == calloc && old.reallocFn == realloc &&
+              old.freeFn == free,
+          NULL, "a table without free, and a NULL table, change nothing");
+}
+
+/*
+ * Every block the library allocates while serving a connection (context,
+ * arena path, pin cache, objClientGet's copy) comes from the hooks and goes
+ * back to them: none are live once the data and the client are freed.
+ */
+static void testEveryAllocationGoesThroughTheHooks(void)
+{
+    ObjAllocFuncs counting = {countMalloc, countCalloc, countRealloc, countFree};
+    const char *id = tid("alloc");
+    const char text[] = "counted";
+    long liveBeforeGet;
+    ObjClient *c;
+    ObjBuffer buf;
+    void *got;
+    size_t size;
+
+    countCalls = countLive = 0;
+    objSetAllocators(&counting);
+    c = connectNode();
+    check(countCalls > 0 && countLive > 0, c, "the context comes from the hooks (%ld live)",
+          countLive);
+    expectOk(c, objClientPut(c, id, strlen(id), text, sizeof(text), NULL, 0), "put");
+    liveBeforeGet = countLive;
+    expectOk(c, objClientGet(c, id, strlen(id), 0, &got, &size), "get");
+    check(countLive == liveBeforeGet + 1, c, "objClientGet's copy comes from the hooks");
+    objClientFreeData(got);
+    check(countLive == liveBeforeGet, c, "objClientFreeData gives the copy back to the hooks");
+    expectOk(c, objClientSetPinCache(c, 4), "enable the pin cache");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin (maps the arena, caches the pin)");
+    expectOk(c, objClientRelease(c, id, strlen(id)), "release (kept in the cache)");
+    check(countLive > liveBeforeGet, c, "the arena path and the pin cache come from the hooks");
+    expectOk(c, objClientFlushReleases(c), "flush");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(c);
+    check(countLive == 0, NULL, "no block of the hooks is live after objClientFree (%ld)",
+          countLive);
+    objResetAllocators();
+    check(objSetAllocators(NULL).mallocFn == malloc, NULL,
+          "objResetAllocators puts the C library's allocator back");
 }
 
 /* ---- connection --------------------------------------------------------------------------- */
@@ -956,6 +1065,9 @@ int main(int argc, char **argv)
     testHost = argv[1];
     testPort = atoi(argv[2]);
 
+    testVersionMatchesTheHeader();
+    testIncompleteAllocatorTableIsRefused();
+    testEveryAllocationGoesThroughTheHooks();
     testConnectSucceedsWithoutError();
     testConnectRefusedIsIoError();
     testConnectUnixMissingPathIsIoError();

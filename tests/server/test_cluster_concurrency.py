@@ -9,9 +9,7 @@ import threading
 
 import pytest
 
-from objhelpers import fetch, payload, sha256, stats, wait_locations
-
-KIB, MIB = 1 << 10, 1 << 20
+from objhelpers import KIB, MIB, fetch, payload, sha256, stats, wait_locations
 
 
 @pytest.fixture(scope="module")

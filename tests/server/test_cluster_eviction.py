@@ -10,6 +10,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    MIB,
     codes,
     err_code,
     fetch,
@@ -20,8 +21,6 @@ from objhelpers import (
     to_int,
     wait_locations,
 )
-
-MIB = 1 << 20
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from objhelpers import (
+    MIB,
     codes,
     err_code,
     fetch,
@@ -31,7 +32,6 @@ from objhelpers import (
     wait_until,
 )
 
-MIB = 1 << 20
 BIG = 64 * MIB
 FAIL_CODES = {"UNAVAILABLE", "TIMEOUT", "CHECKSUM", "NOTFOUND"}
 

@@ -11,7 +11,11 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
+    FETCH_SIZES,
+    KIB,
+    MIB,
     codes,
+    delete_everywhere,
     err_code,
     expect_error,
     fetch,
@@ -27,27 +31,10 @@ from objhelpers import (
     xxh3_64,
 )
 
-KIB, MIB = 1 << 10, 1 << 20
-
 
 @pytest.fixture(scope="module")
 def cl(make_cluster_module):
     return make_cluster_module(names=("A", "B", "C"), layout="own", memory="256mb")
-
-
-@pytest.fixture
-def a(cl):
-    return cl["A"].client()
-
-
-@pytest.fixture
-def b(cl):
-    return cl["B"].client()
-
-
-@pytest.fixture
-def c(cl):
-    return cl["C"].client()
 
 
 def put(client, oid, data, meta=None):
@@ -73,25 +60,7 @@ def assert_same_object(client, oid, data, meta):
     assert got_meta == (meta or b""), f"{oid!r:.60}: metadata differs"
 
 
-def cleanup(clients, *oids):
-    for cl_ in clients:
-        for oid in oids:
-            try:
-                cl_.execute_command("OBJ.DEL", oid)
-            except ResponseError:
-                pass
-
-
-SIZES = [
-    (0, None),
-    (0, b"m"),
-    (1, b"meta"),
-    (4 * KIB, b"shape=64x64"),
-    (32 * KIB - 1, b"below the 32 KiB crossover"),
-    (32 * KIB, b"at the 32 KiB crossover"),
-    (1 * MIB, b"\x00binary\r\nmeta\xff"),
-    (64 * MIB, b"large"),
-]
+SIZES = FETCH_SIZES
 
 
 @pytest.mark.parametrize("size,meta", SIZES, ids=[f"{s}B-meta{len(m or b'')}" for s, m in SIZES])
@@ -123,7 +92,7 @@ def test_fetch_copies_object_byte_exact(cl, a, b, uid, size, meta):
     loc = locate(b, uid)
     assert (loc["size"], loc["meta_size"], loc["checksum"]) == (
         size, len(meta or b""), checksum_hex(data, meta))
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_fetch_batch_gives_one_result_per_id(a, b, uid):
@@ -142,7 +111,7 @@ def test_fetch_batch_gives_one_result_per_id(a, b, uid):
     b1 = stats(b)
     assert stat_delta(b0, b1, "fetch_requests", "tcp_fetches") == {
         "fetch_requests": 1, "tcp_fetches": len(objs)}
-    cleanup([a, b], *objs)
+    delete_everywhere([a, b], *objs)
 
 
 def test_fetch_same_id_twice_in_one_call(a, b, uid):
@@ -152,7 +121,7 @@ def test_fetch_same_id_twice_in_one_call(a, b, uid):
     assert fetch(b, uid, uid) == ["OK", "OK"]
     assert_same_object(b, uid, data, b"dup")
     assert stats(b)["tcp_fetches"] - b0["tcp_fetches"] == 1, "one transfer for a repeated id"
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_fetch_of_local_object_answers_at_once(a, b, uid):
@@ -173,7 +142,7 @@ def test_fetch_of_local_object_answers_at_once(a, b, uid):
     assert time.monotonic() - t0 < 0.5
     assert stats(b)["tcp_fetches"] == b2["tcp_fetches"]
     assert stats(a)["tcp_served"] == a2["tcp_served"], "no second transfer"
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_fetch_missing_id_is_notfound(b, uid):
@@ -204,7 +173,7 @@ def test_fetch_mix_of_found_local_and_missing(a, b, uid):
     assert_same_object(b, local, dl, b"z")
     assert b.execute_command("OBJ.EXISTS", missing) == 0
     assert stats(b)["objects_created"] == 0
-    cleanup([a, b], remote1, remote2, local)
+    delete_everywhere([a, b], remote1, remote2, local)
 
 
 def test_fetch_via_rdma_without_rdma_is_notsupported(a, b, uid):
@@ -219,7 +188,7 @@ def test_fetch_via_rdma_without_rdma_is_notsupported(a, b, uid):
 
     assert fetch(b, uid, via="tcp") == ["OK"]
     assert fetch(b, uid, via="auto") == ["OK"]
-    cleanup([a, b], uid)
+    delete_everywhere([a, b], uid)
 
 
 def test_fetch_from_either_source_node(a, b, c, uid):
@@ -230,7 +199,7 @@ def test_fetch_from_either_source_node(a, b, c, uid):
     assert fetch(b, uid) == ["OK"]
     assert_same_object(b, uid, data, b"from C")
     wait_locations(a, uid, ["B", "C"])
-    cleanup([b, c], uid)
+    delete_everywhere([b, c], uid)
 
 
 BAD_ARGS = [
@@ -265,4 +234,4 @@ def test_fetch_inside_multi_is_refused(a, b, uid):
     assert len(reply) == 1 and isinstance(reply[0], ResponseError), reply
     assert err_code(reply[0]) == "WRONGSTATE", reply
     assert b.execute_command("OBJ.EXISTS", uid) == 0
-    cleanup([a], uid)
+    delete_everywhere([a], uid)

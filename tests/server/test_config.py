@@ -8,9 +8,8 @@ with their arity and docs (COMMAND INFO / COMMAND DOCS).
 
 import pytest
 
-from objhelpers import Client, pairs, parse_size, stats, to_str
+from objhelpers import MIB, Client, pairs, parse_size, stats, to_str
 
-MIB = 1 << 20
 
 # name -> arity as Redis counts it (negative: at least that many words)
 ARITIES = {

@@ -19,7 +19,8 @@ import pytest
 from redis.exceptions import ResponseError
 
 from objhelpers import (
-    delete_everywhere,
+    KIB,
+    MIB,
     WIRE_AUTH,
     WIRE_DATA,
     WIRE_FETCH,
@@ -27,6 +28,7 @@ from objhelpers import (
     WIRE_HELLO,
     WIRE_ROLE_ACCEPTOR,
     codes,
+    delete_everywhere,
     err_code,
     expect_error,
     fetch,
@@ -45,7 +47,6 @@ from objhelpers import (
 )
 from objnodes import build_path, registry_key
 
-KIB, MIB = 1 << 10, 1 << 20
 SECRET = b"s3cret"  # the cluster fixture's
 HINT = ("transfer_hint_hits", "transfer_hint_fallbacks")
 
@@ -53,21 +54,6 @@ HINT = ("transfer_hint_hits", "transfer_hint_fallbacks")
 @pytest.fixture(scope="module")
 def cl(make_cluster_module):
     return make_cluster_module(names=("A", "B", "C"), layout="separate", memory="128mb")
-
-
-@pytest.fixture
-def a(cl):
-    return cl["A"].client()
-
-
-@pytest.fixture
-def b(cl):
-    return cl["B"].client()
-
-
-@pytest.fixture
-def c(cl):
-    return cl["C"].client()
 
 
 @pytest.fixture

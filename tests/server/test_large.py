@@ -6,9 +6,8 @@ import hashlib
 import struct
 import time
 
-from objhelpers import info, read_arena, reply_map, stats, to_int, to_str, xxh3_64
+from objhelpers import MIB, info, read_arena, reply_map, stats, to_int, to_str, xxh3_64
 
-MIB = 1 << 20
 SIZE = 300 * MIB
 CHUNK = 8 * MIB
 BUDGET_S = 40

@@ -3,9 +3,8 @@
 Each test has its own server with an 8 MiB arena.
 """
 
-from objhelpers import assert_stats_unchanged, expect_error, stats
+from objhelpers import MIB, assert_stats_unchanged, expect_error, stats
 
-MIB = 1 << 20
 ARENA = 8 * MIB
 MAX_FILL = 16  # an 8 MiB arena cannot hold more than 8 objects of 1 MiB
 

@@ -8,6 +8,7 @@ Each test has its own server so arena_used can be compared exactly.
 """
 
 from objhelpers import (
+    MIB,
     expect_error,
     info,
     read_arena,
@@ -18,8 +19,6 @@ from objhelpers import (
     wait_blocked,
     wait_until,
 )
-
-MIB = 1 << 20
 
 
 def _blob(tag, size=MIB):

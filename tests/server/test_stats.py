@@ -1,8 +1,6 @@
 """OBJ.STATS counts what happens. Each test has its own server, so counts are exact."""
 
-from objhelpers import start_call, stats, wait_blocked, wait_until
-
-MIB = 1 << 20
+from objhelpers import MIB, start_call, stats, wait_blocked, wait_until
 
 
 def _delta(before, after):
