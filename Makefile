@@ -310,7 +310,9 @@ servers:
 
 # Redis's own unit tests (build/redis-src: the installed server's version) in
 # external mode, without and then with the module (tests/redis-suite/run.sh;
-# skipped tests and why: tests/redis-suite/known-incompatible.txt).
+# skipped tests and why: tests/redis-suite/known-incompatible.txt). Another
+# server with its own tests: REDIS_SUITE_SRC=$(SERVERS_CACHE)/redis-8.0.2/src
+# OBJSTORE_SERVER=$(SERVERS_CACHE)/redis-8.0.2/bin/redis-server make test-redis-suite
 test-redis-suite: all
 	tests/redis-suite/run.sh
 

@@ -54,7 +54,9 @@ bindir=$(dirname "$SERVER")
 for p in cli benchmark server check-aof check-rdb; do
     for cand in "$bindir/redis-$p" "$bindir/valkey-$p" "/usr/bin/redis-$p"; do
         if [ -x "$cand" ]; then
+            # A Valkey tree's suite runs src/valkey-*, Redis's src/redis-*.
             ln -s "$cand" "$WORK/src/redis-$p"
+            ln -s "$cand" "$WORK/src/valkey-$p"
             break
         fi
     done
