@@ -8,6 +8,8 @@
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
 #   make lint       clang-format check, the layering check, the link check (tests/lint/)
+#   make servers    Redis 8.0.2 and Valkey 8.1.1 built from Debian 13's source packages
+#   make test-redis-suite   Redis's own unit tests against a server with the module loaded
 #   make deps       install the Debian packages the project needs
 #   SAN=address     build with ASan/UBSan under build/san-address/   DEBUG=1  -O0 -g, extra checks
 #   REDIS_SRC=/path take redismodule.h from a Redis source tree
@@ -89,7 +91,8 @@ EXAMPLES    := $(patsubst client/examples/%.c,$(BUILD)/examples/%,$(wildcard cli
 BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
-        test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma
+        test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
+        servers test-redis-suite
 all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -342,6 +345,24 @@ clean:
 	rm -rf $(BUILD)
 distclean:
 	rm -rf build
+
+# ---- other servers ------------------------------------------------------------------
+# The servers the module must load into besides the installed Redis 7.0, built
+# from Debian 13's source packages into a cache outside the checkout (reused
+# when present; tests/servers/build-server.sh). Run the server suite on one:
+#   make test-server OBJSTORE_SERVER=$(SERVERS_CACHE)/valkey-8.1.1/bin/valkey-server
+SERVERS_CACHE ?= /var/cache/objstore/servers
+servers:
+	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh redis 8.0.2
+	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh valkey 8.1.1
+
+# Redis's own unit tests (build/redis-src: the installed server's version) in
+# external mode, without and then with the module (tests/redis-suite/run.sh;
+# skipped tests and why: tests/redis-suite/known-incompatible.txt). Another
+# server with its own tests: REDIS_SUITE_SRC=$(SERVERS_CACHE)/redis-8.0.2/src
+# OBJSTORE_SERVER=$(SERVERS_CACHE)/redis-8.0.2/bin/redis-server make test-redis-suite
+test-redis-suite: all
+	tests/redis-suite/run.sh
 
 # ---- bench ------------------------------------------------------------------------
 # `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.

@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-deps.sh - install every Debian package objstore needs to build, run,
-# test and benchmark, and enable source packages (for redismodule.h).
+# test and benchmark (with what tests/servers/build-server.sh builds Redis 8.0 and
+# Valkey 8.1 with), and enable source packages (for redismodule.h).
 # Idempotent; needs root or passwordless sudo. Called by `make deps`.
 set -eu
 SUDO=
@@ -11,7 +12,8 @@ PKGS="build-essential pkg-config dpkg-dev clang-format
       python3-pytest python3-redis valgrind
       librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
-      iperf3 gnuplot-nox"
+      iperf3 gnuplot-nox tcl
+      libsystemd-dev libjemalloc-dev"
 
 # --check: exit 0 when every package is installed (make uses it to decide).
 if [ "${1:-}" = --check ]; then

@@ -27,7 +27,10 @@ Environment:
                       a sanitizer build): the module and the test programs come from it
     OBJSTORE_MODULE   the module, if not $OBJSTORE_BUILD/objstore.so
     OBJSTORE_PRELOAD  LD_PRELOAD for the servers (libasan for a sanitizer build)
-    REDIS_SERVER      the redis-server binary (default /usr/bin/redis-server)
+    REDIS_SERVER      the plain redis-server: the directory, the Redis Cluster
+                      (default /usr/bin/redis-server)
+    OBJSTORE_SERVER   the server that loads the module (default $REDIS_SERVER), e.g.
+                      a Redis 8.0 or a valkey-server built by tests/servers/build-server.sh
 """
 
 import os
@@ -48,6 +51,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("OBJSTORE_BUILD") or os.path.join(REPO, "build")
 MODULE = os.environ.get("OBJSTORE_MODULE") or os.path.join(BUILD, "objstore.so")
 REDIS_SERVER = os.environ.get("REDIS_SERVER") or "/usr/bin/redis-server"
+OBJSTORE_SERVER = os.environ.get("OBJSTORE_SERVER") or REDIS_SERVER
 TRANSFER_OFFSET = 10000  # default transfer-port = Redis port + 10000
 
 SANITIZER_PATTERNS = (
@@ -174,7 +178,7 @@ class ObjstoreServer:
             margs += ["arena-dir", self.arena_dir]
         margs += self.module_args
         return [
-            REDIS_SERVER,
+            OBJSTORE_SERVER,
             "--port", str(port),
             "--bind", "127.0.0.1",
             "--save", "",
@@ -484,8 +488,8 @@ def rdma_environment_problem():
         return f"OBJ_RXE_ADDR={addr} is not an address of this host ({e})"
     if not os.path.exists(MODULE):
         return f"module not built: {MODULE} is missing (run `make all` first)"
-    if not os.access(REDIS_SERVER, os.X_OK):
-        return f"{REDIS_SERVER} not found"
+    if not os.access(OBJSTORE_SERVER, os.X_OK):
+        return f"{OBJSTORE_SERVER} not found"
     return None
 
 

@@ -1,6 +1,6 @@
 """Fixtures of the server suite: real redis-server processes, started through the
 shared launcher tests/lib/objnodes.py (see there for the environment it reads:
-OBJSTORE_BUILD, OBJSTORE_MODULE, OBJSTORE_PRELOAD, REDIS_SERVER).
+OBJSTORE_BUILD, OBJSTORE_MODULE, OBJSTORE_PRELOAD, REDIS_SERVER, OBJSTORE_SERVER).
 
 On teardown every server is shut down and three things are checked: it was still
 alive, it removed its arena file, and its output holds no sanitizer or crash report.

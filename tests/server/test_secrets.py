@@ -10,7 +10,7 @@ import os
 import pytest
 
 from objhelpers import wait_locations
-from objnodes import REDIS_SERVER, ObjstoreServer
+from objnodes import OBJSTORE_SERVER, ObjstoreServer
 
 SECRETS = {"cluster-secret": "sekrit-cs-4411", "directory-password": "sekrit-dp-9923"}
 
@@ -28,7 +28,7 @@ class FileConfiguredServer(ObjstoreServer):
         self.conf_path = os.path.join(self.workdir, "redis.conf")
         with open(self.conf_path, "w") as f:
             f.write("".join(line + "\n" for line in self.conf_lines))
-        assert cmd[0] == REDIS_SERVER
+        assert cmd[0] == OBJSTORE_SERVER
         return [cmd[0], self.conf_path, *cmd[1:]]
 
 
