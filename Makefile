@@ -299,3 +299,25 @@ distclean:
 # `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
 bench: ensure-deps all
 	bench/compare-tcp.sh
+
+# ---- the Python package (client/python/) -----------------------------------------
+# `make python`: a venv that sees Debian's numpy and torch (--system-site-packages)
+# with the package pip-installed from client/python, linked against the normal
+# build's libobjstore.a, also under SAN= (the tests then run the sanitizer module in
+# the servers and an uninstrumented client in Python). `make test-python` runs
+# tests/python; PYTHON_PYTEST_ARGS narrows it.
+PY_VENV  := build/python-venv
+PY_STAMP := $(PY_VENV)/.objstore-installed
+PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
+                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
+PYTHON_PYTEST_ARGS ?= tests/python
+.PHONY: python test-python
+python: $(PY_STAMP)
+$(PY_STAMP): $(PY_SRC)
+	$(MAKE) SAN= build/client/libobjstore.a
+	test -x $(PY_VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(PY_VENV)
+	OBJSTORE_ROOT=$(CURDIR) OBJSTORE_BUILD=$(CURDIR)/build $(PY_VENV)/bin/python -m pip install \
+	    -q --no-build-isolation --no-index --no-deps --force-reinstall ./client/python
+	touch $@
+test-python: all python
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(PY_VENV)/bin/python -m pytest -q $(PYTHON_PYTEST_ARGS)
