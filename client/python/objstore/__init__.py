@@ -247,10 +247,11 @@ def _value_parts(value, meta):
         np = _numpy()
         if value.dtype.hasobject:
             raise TypeError("an array of Python objects has no bytes to store: use put_object")
-        arr = np.ascontiguousarray(value)
+        arr = value if value.flags.c_contiguous else value.copy(order="C")
         descr = np.lib.format.dtype_to_descr(arr.dtype)
-        return arr, _encode_header({"kind": "numpy", "dtype": descr, "shape": list(arr.shape)},
-                                   user)
+        # As bytes: numpy exports no buffer for some dtypes (datetime64, ...).
+        return arr.reshape(-1).view(np.uint8), _encode_header(
+            {"kind": "numpy", "dtype": descr, "shape": list(arr.shape)}, user)
     try:
         mv = memoryview(value)
     except TypeError:
