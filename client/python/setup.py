@@ -23,7 +23,7 @@ if not os.path.exists(ARCHIVE):
 core = Extension(
     "objstore._objstore",
     sources=[os.path.join("src", "_objstore.c")],
-    include_dirs=[os.path.join(ROOT, "client")],
+    include_dirs=[ROOT],
     extra_objects=[ARCHIVE],
     libraries=["hiredis", "rdmacm", "ibverbs"],
     extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra",

@@ -35,9 +35,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "objclient_int.h"
-#include "objstore.h"
-#include "rdmaconn.h"
+#include "client/objclient_int.h"
+#include "client/objstore.h"
+#include "client/rdmaconn.h"
 
 #define PYOBJ_MAX_ARGS     4096
 #define PYOBJ_CONNECT_MS   5000
