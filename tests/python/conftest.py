@@ -13,7 +13,7 @@ import pytest
 
 import objstore
 from objhelpers import ID_SALT
-from objnodes import ObjstoreServer, finish, make_uid
+from objnodes import Cluster, ObjstoreServer, finish, make_uid
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,20 @@ _uid_counter = itertools.count()
 def uid(request):
     """Binary id unique to this test; uid(b'x') derives more ids from it."""
     return make_uid(request, b"py:", next(_uid_counter), ID_SALT)
+
+
+@pytest.fixture(scope="module")
+def make_cluster_module():
+    """Factory: make_cluster_module(names=("A", "B", "C"), layout="own") -> a started
+    Cluster shared by one test module; stopped and checked at its end."""
+    made = []
+
+    def factory(**kw):
+        c = Cluster(**kw)
+        made.append(c)
+        return c.start()
+
+    yield factory
+    report = [r for r in (c.stop() for c in made) if r]
+    if report:
+        pytest.fail("\n\n".join(report), pytrace=False)

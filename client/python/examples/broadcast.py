@@ -11,14 +11,25 @@ first (client/python/README.md, "Examples"):
     build/python-venv/bin/python client/python/examples/broadcast.py
 """
 
+import os
 import sys
 
 import numpy as np
 
 import objstore
 
-NODES = {"node1": 7001, "node2": 7002, "node3": 7003}
 LAYERS = [(256, 512), (512, 512), (512, 10)]
+
+
+def nodes_from_env():
+    """[(name, port)] of the three nodes: conf/cluster-node*.conf's, or
+    OBJSTORE_EXAMPLE_NODES="name=port,name=port,name=port" (the tests use that)."""
+    spec = os.environ.get("OBJSTORE_EXAMPLE_NODES", "node1=7001,node2=7002,node3=7003")
+    return [(n, int(p)) for n, p in (item.split("=") for item in spec.split(","))]
+
+
+NODES = dict(nodes_from_env())
+SOURCE, *OTHERS = NODES
 
 
 def forward(weights, x):
@@ -37,12 +48,12 @@ def main():
     key = f"weights:{rng.integers(1 << 30)}"
     want = forward(weights, x)
 
-    with objstore.connect("127.0.0.1", NODES["node1"]) as src:
+    with objstore.connect("127.0.0.1", NODES[SOURCE]) as src:
         src.put_object(key, weights, meta="mlp v1")
         size = src.info(key)["size"]
-        for name in ("node2", "node3"):
+        for name in OTHERS:
             with objstore.connect("127.0.0.1", NODES[name]) as c:
-                status = c.fetch(key, from_="node1", timeout=30)[key]
+                status = c.fetch(key, from_=SOURCE, timeout=30)[key]
                 if status is not None:
                     raise status
                 w = c.get_object(key)  # views of this node's replica: no copy

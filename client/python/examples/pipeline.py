@@ -11,23 +11,33 @@ sums and checks them. Start the nodes first (client/python/README.md, "Examples"
 """
 
 import multiprocessing as mp
+import os
 import sys
 
 import numpy as np
 
 import objstore
 
-PRODUCER = 7001
-WORKER_NODES = (7002, 7003)
 TASKS = 16
 ROWS, COLS = 512, 1024  # 4 MiB of float64 per task
+
+
+def nodes_from_env():
+    """[(name, port)] of the three nodes: conf/cluster-node*.conf's, or
+    OBJSTORE_EXAMPLE_NODES="name=port,name=port,name=port" (the tests use that)."""
+    spec = os.environ.get("OBJSTORE_EXAMPLE_NODES", "node1=7001,node2=7002,node3=7003")
+    return [(n, int(p)) for n, p in (item.split("=") for item in spec.split(","))]
+
+
+(SOURCE, PRODUCER), *_WORKERS = nodes_from_env()
+WORKER_NODES = tuple(port for _, port in _WORKERS)
 
 
 def worker(port, tasks, results):
     """One worker process: its own connection (a client never crosses a fork)."""
     with objstore.connect("127.0.0.1", port) as c:
         for key in iter(tasks.get, None):
-            status = c.fetch([key], from_="node1", timeout=30)[key]
+            status = c.fetch([key], from_=SOURCE, timeout=30)[key]
             if status is not None:
                 raise status
             a = c.get(key)  # a read-only view of this node's replica
