@@ -7,6 +7,7 @@ the C client library's (objstore._objstore wraps it); this module turns them
 into Python values. API at a glance and usage: client/python/README.md.
 """
 
+import functools
 import json
 import math
 import pickle
@@ -186,8 +187,10 @@ def _encode_header(fields, user_meta):
     return json.dumps(head, separators=(",", ":")).encode()
 
 
+@functools.lru_cache(maxsize=256)
 def _decode_header(meta):
-    """(header dict or None, the user's metadata bytes)."""
+    """(header dict or None, the user's metadata bytes); cached, as gets of one kind of
+    array repeat the same header (callers must not change the dict)."""
     if meta and meta.startswith(_HEADER):
         try:
             head = json.loads(meta)
@@ -551,13 +554,19 @@ def _fields(reply):
 
 
 def _numpy_layout(head):
-    np = _numpy()
-    if head["kind"] == "torch":
-        name = head["dtype"]
-        dt = np.dtype("int16") if name == "bfloat16" else np.dtype(_TORCH_TO_NUMPY.get(name, name))
-    else:
-        dt = np.lib.format.descr_to_dtype(_tuplify(head["dtype"]))
-    return dt, tuple(head["shape"])
+    """(numpy dtype, shape) of a numpy or torch header; computed once per header (the
+    headers are cached by _decode_header)."""
+    layout = head.get("_layout")
+    if layout is None:
+        np = _numpy()
+        if head["kind"] == "torch":
+            name = head["dtype"]
+            dt = np.dtype("int16") if name == "bfloat16" else np.dtype(
+                _TORCH_TO_NUMPY.get(name, name))
+        else:
+            dt = np.lib.format.descr_to_dtype(_tuplify(head["dtype"]))
+        layout = head["_layout"] = (dt, tuple(head["shape"]))
+    return layout
 
 
 _TORCH_TO_NUMPY = {"float32": "float32", "float64": "float64", "float16": "float16",
