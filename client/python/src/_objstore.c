@@ -119,6 +119,7 @@ static PyObject *errRaiseSaved(const SavedErr *e)
  * module can send the commands the library has no call for (LOCATE, NODES,
  * LIST, STATS, multi-id FETCH) on the very connection that holds the pins.
  */
+/* The transport's operations (objclient_int.h) over a hiredis context: thin shims. */
 static redisReply *tcpCommand(void *conn, int argc, const char **argv, const size_t *lens)
 {
     return redisCommandArgv(conn, argc, argv, lens);
@@ -169,6 +170,7 @@ static const ObjClientTransport tcpTransport = {
     .free = tcpFree,
 };
 
+/* The RDMA connection (rdmaconn.h) as a transport: the same shims over objRdma*. */
 static redisReply *rdmaCommand(void *conn, int argc, const char **argv, const size_t *lens)
 {
     return objRdmaCommandArgv(conn, argc, argv, lens);
@@ -455,6 +457,7 @@ out_free:
     return -1;
 }
 
+/* Drop what argvFromSeq made. Accepts a zeroed Argv. Can't fail. */
 static void argvFree(Argv *a)
 {
     Py_CLEAR(a->keep);
@@ -596,6 +599,8 @@ static void bufferDetach(BufferObject *b)
     }
 }
 
+/* The last reference is gone: give the pin back (or abort an unsealed creation), drop
+ * the share of the client, free the copy. Can't fail. */
 static void bufferDealloc(BufferObject *b)
 {
     if (b->weakrefs != NULL)
@@ -630,6 +635,7 @@ static int bufferGet(BufferObject *b, Py_buffer *view, int flags)
     return 0;
 }
 
+/* One view of the bytes is gone. Can't fail. */
 static void bufferRelease(BufferObject *b, Py_buffer *view)
 {
     b->exports--;
@@ -644,6 +650,8 @@ PyDoc_STRVAR(bufferReleaseDoc, "release()\n--\n\n"
                                "Give the pin back now. Raises BufferError while views of the\n"
                                "memory (memoryviews, arrays, tensors) are still alive.");
 
+/* release(): the pin goes now. Returns None, or NULL (BufferError) while views live or
+ * for an object still being created. */
 static PyObject *bufferReleaseMethod(BufferObject *b, PyObject *unused)
 {
     if (b->exports > 0)
@@ -710,6 +718,8 @@ PyDoc_STRVAR(bufferSealDoc, "seal()\n--\n\n"
                             "Seal a created object: it becomes immutable and visible. Views\n"
                             "still alive keep it pinned (and stay writable: do not write).");
 
+/* seal(): see bufferSealDoc. Returns None, or NULL with the exception set (an object
+ * whose seal failed stays created, so that the caller can abort it). */
 static PyObject *bufferSeal(BufferObject *b, PyObject *unused)
 {
     ClientObject *c = b->client;
@@ -744,6 +754,7 @@ static PyObject *bufferSeal(BufferObject *b, PyObject *unused)
 
 PyDoc_STRVAR(bufferAbortDoc, "abort()\n--\n\nFree a created object without sealing it.");
 
+/* abort(): free a created object (remote mode: send nothing). Returns None or NULL. */
 static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
 {
     ClientObject *c = b->client;
@@ -781,6 +792,8 @@ PyDoc_STRVAR(bufferLayoutDoc,
              "_set_layout(code, bits, lanes, shape)\n--\n\n"
              "The DLPack dtype (code, bits, lanes) and shape that __dlpack__ exports.");
 
+/* _set_layout(code, bits, lanes, shape): what __dlpack__ exports. Returns None, or NULL
+ * (ValueError) for a layout that does not fit the object. */
 static PyObject *bufferSetLayout(BufferObject *b, PyObject *args)
 {
     int code, bits, lanes;
@@ -887,6 +900,9 @@ static void dlCapsuleDestructor(PyObject *cap)
         m->deleter(m);
 }
 
+/* __dlpack__(stream=None): a "dltensor" capsule of the bytes (CPU, compact row-major);
+ * the tensor holds a reference to the Buffer, so the pin lives as long as it does.
+ * Returns the capsule, or NULL (BufferError for a released object or a stream). */
 static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"stream", NULL};
@@ -924,6 +940,7 @@ static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
     return cap;
 }
 
+/* __dlpack_device__, `with`, and the read-only attributes: trivial accessors. */
 static PyObject *bufferDlpackDevice(BufferObject *b, PyObject *unused)
 {
     return Py_BuildValue("(ii)", 1, 0);
@@ -1041,6 +1058,9 @@ static int idArg(PyObject *o, const char **id, size_t *len)
     return 0;
 }
 
+/* command(args): one command on the client's connection. Returns the reply converted by
+ * replyToPy, or NULL: the exception of an error reply's code word, ConnectionFailed,
+ * ClientClosed/ClientForked, or TypeError for arguments of the wrong type. */
 static PyObject *clientCommand(ClientObject *c, PyObject *args)
 {
     redisReply *r;
@@ -1122,6 +1142,8 @@ static redisReply *clientGetCopyLocked(ClientObject *c, const char *id, size_t i
     return NULL;
 }
 
+/* pin(id, timeout_ms): a Buffer holding a pin of the sealed object (OBJ.PIN through the
+ * library), or in remote mode a copy (OBJ.GET WITHMETA, no pin). Returns it or NULL. */
 static PyObject *clientPin(ClientObject *c, PyObject *args)
 {
     PyObject *idObj;
@@ -1179,6 +1201,8 @@ static PyObject *clientPin(ClientObject *c, PyObject *args)
     return (PyObject *)b;
 }
 
+/* create(id, size, meta): a writable Buffer of a created object in the arena (remote
+ * mode: of a local buffer sent at seal). Returns it or NULL. */
 static PyObject *clientCreate(ClientObject *c, PyObject *args)
 {
     PyObject *idObj;
@@ -1245,6 +1269,7 @@ typedef struct Parts {
     size_t total;
 } Parts;
 
+/* Release the views partsGet took. Can't fail. */
 static void partsFree(Parts *p)
 {
     for (Py_ssize_t i = 0; i < p->n; i++)
@@ -1360,6 +1385,8 @@ static int clientPutCopyLocked(ClientObject *c, const char *id, size_t idLen, co
     return rv;
 }
 
+/* put(id, parts, offsets, size, meta): one object of size bytes made of the parts at
+ * their offsets, sealed. Returns None, or NULL with the exception set (nothing left). */
 static PyObject *clientPut(ClientObject *c, PyObject *args)
 {
     PyObject *idObj, *bufs, *offs;
@@ -1390,6 +1417,7 @@ static PyObject *clientPut(ClientObject *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The pin cache and prefault of the library, under the client lock. Return None or NULL. */
 static PyObject *clientSetPinCache(ClientObject *c, PyObject *args)
 {
     Py_ssize_t maxIdle;
@@ -1476,6 +1504,7 @@ PyDoc_STRVAR(clientCloseDoc,
              "No further calls. The connection closes now, or, while Buffers of this\n"
              "client are alive, when the last of them goes (their memory stays valid).");
 
+/* close(): see clientCloseDoc. Returns None. Can't fail. */
 static PyObject *clientClose(ClientObject *c, PyObject *unused)
 {
     if (c->closed)
@@ -1491,6 +1520,7 @@ static PyObject *clientClose(ClientObject *c, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Read-only attributes. */
 static PyObject *clientGetZeroCopy(ClientObject *c, void *unused)
 {
     return PyBool_FromLong(c->zeroCopy);
@@ -1511,6 +1541,8 @@ static PyObject *clientGetLiveBuffers(ClientObject *c, void *unused)
     return PyLong_FromSsize_t(c->liveBuffers);
 }
 
+/* The last reference is gone (so no Buffer of it lives): close the connection, unless
+ * this is a forked child, whose copy of it is the parent's. Can't fail. */
 static void clientDealloc(ClientObject *c)
 {
     /* In a forked child the connection (and any RDMA resources) are the parent's: leave them. */
@@ -1652,6 +1684,9 @@ static int connectProbeArena(ObjClient *oc, SavedErr *e)
     return -1;
 }
 
+/* connect(...): connect, AUTH, wrap in the library's client and probe the arena (see
+ * the method's doc). Returns a Client, or NULL: ConnectionFailed, AuthError (by code word),
+ * ZeroCopyUnavailable when zero_copy=1 and the arena cannot be mapped, ValueError. */
 static PyObject *modConnect(PyObject *mod, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"host",     "port",     "unix_socket", "rdma",
@@ -1728,6 +1763,8 @@ static PyObject *modConnect(PyObject *mod, PyObject *args, PyObject *kw)
     return (PyObject *)c;
 }
 
+/* _set_errors(base, {word: class}, connection, map, closed, forked): the exception
+ * classes, from the Python layer. Returns None or NULL (TypeError). */
 static PyObject *modSetErrors(PyObject *mod, PyObject *args)
 {
     PyObject *base, *table, *conn, *map, *closed, *forked;
@@ -1761,6 +1798,7 @@ static struct PyModuleDef objstoreModule = {
     .m_methods = modMethods,
 };
 
+/* The module: its two types and two functions. Returns it or NULL. */
 PyMODINIT_FUNC PyInit__objstore(void)
 {
     PyObject *m;
