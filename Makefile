@@ -312,9 +312,11 @@ PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
                        client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
 PYTHON_PYTEST_ARGS ?= tests/python
 .PHONY: python test-python
-python: $(PY_STAMP)
-$(PY_STAMP): $(PY_SRC)
-	$(MAKE) SAN= build/client/libobjstore.a
+# Always through a make without SAN, where build/client/libobjstore.a has its rule (so a
+# changed client library reinstalls the package).
+python:
+	$(MAKE) SAN= $(PY_STAMP)
+$(PY_STAMP): $(PY_SRC) build/client/libobjstore.a
 	test -x $(PY_VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(PY_VENV)
 	OBJSTORE_ROOT=$(CURDIR) OBJSTORE_BUILD=$(CURDIR)/build $(PY_VENV)/bin/python -m pip install \
 	    -q --no-build-isolation --no-index --no-deps --force-reinstall ./client/python
