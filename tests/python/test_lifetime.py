@@ -194,3 +194,28 @@ def test_interpreter_exit_with_live_views(server, rc, uid):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str(sum(range(1000)))
     wait_for(lambda: pins(rc, uid) == 0, "the node drops the exited process's pins")
+
+
+def test_close_while_another_thread_waits_in_a_call(server, rc, uid):
+    """close() from one thread while another is blocked in a get: the waiting call
+    completes with a valid view, and the connection goes once that view is gone."""
+    c = objstore.connect("127.0.0.1", server.port)
+    got = {}
+
+    def waiter():
+        got["v"] = c.get(uid, timeout=objstore.FOREVER)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    wait_for(lambda: int(dict(zip(*[iter(rc.obj("OBJ.STATS"))] * 2))[b"blocked_clients"]) >= 1,
+             "the waiter blocks on the node")
+    c.close()  # returns at once: the call under way keeps the connection
+    with objstore.connect("127.0.0.1", server.port) as other:
+        other.put(uid, b"arrived")
+    t.join()
+    v = got.pop("v")
+    assert bytes(v) == b"arrived" and pins(rc, uid) == 1
+    with pytest.raises(objstore.ClientClosed):
+        c.get(uid)
+    del v
+    wait_for(lambda: pins(rc, uid) == 0, "the pin goes with the last view")

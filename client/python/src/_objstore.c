@@ -227,6 +227,7 @@ typedef struct ClientObject {
     int closed;             /* close() was called: no new calls */
     int zeroCopy;           /* the arena is mapped: pins and creates work in place */
     Py_ssize_t liveBuffers; /* Buffers that point into the mapping (GIL-guarded) */
+    Py_ssize_t inflight;    /* calls under way (GIL-guarded): close() waits for them */
 } ClientObject;
 
 static PyTypeObject ClientType;
@@ -351,6 +352,39 @@ static void clientSaveErr(ClientObject *c, SavedErr *e)
 {
     e->code = objClientErrCode(c->oc);
     snprintf(e->msg, sizeof(e->msg), "%s", objClientErrMsg(c->oc));
+}
+
+/*
+ * Free the library's client once nothing needs it: closed, no Buffer points into the
+ * mapping, no call is under way (a call that finishes after close() may still hand
+ * out a view). With the GIL held; releases it while it waits for the mutex. Can't fail.
+ */
+static void clientMaybeDestroy(ClientObject *c)
+{
+    if (!c->closed || c->liveBuffers > 0 || c->inflight > 0 || c->oc == NULL || c->pid != getpid())
+        return;
+    Py_BEGIN_ALLOW_THREADS;
+    pthread_mutex_lock(&c->lock);
+    clientDestroyLocked(c);
+    pthread_mutex_unlock(&c->lock);
+    Py_END_ALLOW_THREADS;
+}
+
+/* A method of c starts: close() now waits for it (see clientMaybeDestroy). Accepts NULL. */
+static void clientCallBegin(ClientObject *c)
+{
+    if (c != NULL)
+        c->inflight++;
+}
+
+/* The method is done, with result r (passed through; NULL keeps its exception). */
+static PyObject *clientCallEnd(ClientObject *c, PyObject *r)
+{
+    if (c != NULL) {
+        c->inflight--;
+        clientMaybeDestroy(c);
+    }
+    return r;
 }
 
 /* ---- replies -> Python ------------------------------------------------------------------- */
@@ -589,13 +623,7 @@ static void bufferDetach(BufferObject *b)
     if (b->arena) {
         b->arena = 0;
         c->liveBuffers--;
-        if (c->liveBuffers == 0 && c->closed && c->oc != NULL && c->pid == getpid()) {
-            Py_BEGIN_ALLOW_THREADS;
-            pthread_mutex_lock(&c->lock);
-            clientDestroyLocked(c);
-            pthread_mutex_unlock(&c->lock);
-            Py_END_ALLOW_THREADS;
-        }
+        clientMaybeDestroy(c);
     }
 }
 
@@ -720,7 +748,7 @@ PyDoc_STRVAR(bufferSealDoc, "seal()\n--\n\n"
 
 /* seal(): see bufferSealDoc. Returns None, or NULL with the exception set (an object
  * whose seal failed stays created, so that the caller can abort it). */
-static PyObject *bufferSeal(BufferObject *b, PyObject *unused)
+static PyObject *bufferSealIn(BufferObject *b, PyObject *unused)
 {
     ClientObject *c = b->client;
     int rv, sealed = 0, remote = b->state == BUF_COPY_CREATE, pinAfter = b->exports > 0;
@@ -752,10 +780,19 @@ static PyObject *bufferSeal(BufferObject *b, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* bufferSealIn, counted as a call under way of its client. */
+static PyObject *bufferSeal(BufferObject *b, PyObject *unused)
+{
+    ClientObject *owner = b->client;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, bufferSealIn(b, unused));
+}
+
 PyDoc_STRVAR(bufferAbortDoc, "abort()\n--\n\nFree a created object without sealing it.");
 
 /* abort(): free a created object (remote mode: send nothing). Returns None or NULL. */
-static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
+static PyObject *bufferAbortIn(BufferObject *b, PyObject *unused)
 {
     ClientObject *c = b->client;
     const char *id = PyBytes_AS_STRING(b->id);
@@ -786,6 +823,15 @@ static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
     if (rv < 0)
         return errRaiseSaved(&e);
     Py_RETURN_NONE;
+}
+
+/* bufferAbortIn, counted as a call under way of its client. */
+static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
+{
+    ClientObject *owner = b->client;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, bufferAbortIn(b, unused));
 }
 
 PyDoc_STRVAR(bufferLayoutDoc,
@@ -1061,7 +1107,7 @@ static int idArg(PyObject *o, const char **id, size_t *len)
 /* command(args): one command on the client's connection. Returns the reply converted by
  * replyToPy, or NULL: the exception of an error reply's code word, ConnectionFailed,
  * ClientClosed/ClientForked, or TypeError for arguments of the wrong type. */
-static PyObject *clientCommand(ClientObject *c, PyObject *args)
+static PyObject *clientCommandIn(ClientObject *c, PyObject *args)
 {
     redisReply *r;
     PyObject *out;
@@ -1090,6 +1136,15 @@ static PyObject *clientCommand(ClientObject *c, PyObject *args)
     out = replyToPy(r);
     freeReplyObject(r);
     return out;
+}
+
+/* clientCommandIn, counted as a call under way of its client. */
+static PyObject *clientCommand(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientCommandIn(c, args));
 }
 
 /* Pin in the arena (mutex held). Returns 0, or -1 with *e set. */
@@ -1144,7 +1199,7 @@ static redisReply *clientGetCopyLocked(ClientObject *c, const char *id, size_t i
 
 /* pin(id, timeout_ms): a Buffer holding a pin of the sealed object (OBJ.PIN through the
  * library), or in remote mode a copy (OBJ.GET WITHMETA, no pin). Returns it or NULL. */
-static PyObject *clientPin(ClientObject *c, PyObject *args)
+static PyObject *clientPinIn(ClientObject *c, PyObject *args)
 {
     PyObject *idObj;
     long long timeoutMs = 0;
@@ -1201,9 +1256,18 @@ static PyObject *clientPin(ClientObject *c, PyObject *args)
     return (PyObject *)b;
 }
 
+/* clientPinIn, counted as a call under way of its client. */
+static PyObject *clientPin(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientPinIn(c, args));
+}
+
 /* create(id, size, meta): a writable Buffer of a created object in the arena (remote
  * mode: of a local buffer sent at seal). Returns it or NULL. */
-static PyObject *clientCreate(ClientObject *c, PyObject *args)
+static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
 {
     PyObject *idObj;
     Py_ssize_t size;
@@ -1259,6 +1323,15 @@ static PyObject *clientCreate(ClientObject *c, PyObject *args)
         return NULL;
     }
     return (PyObject *)b;
+}
+
+/* clientCreateIn, counted as a call under way of its client. */
+static PyObject *clientCreate(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientCreateIn(c, args));
 }
 
 /* The parts of one put: contiguous views of the caller's buffers and where they go. */
@@ -1387,7 +1460,7 @@ static int clientPutCopyLocked(ClientObject *c, const char *id, size_t idLen, co
 
 /* put(id, parts, offsets, size, meta): one object of size bytes made of the parts at
  * their offsets, sealed. Returns None, or NULL with the exception set (nothing left). */
-static PyObject *clientPut(ClientObject *c, PyObject *args)
+static PyObject *clientPutIn(ClientObject *c, PyObject *args)
 {
     PyObject *idObj, *bufs, *offs;
     Py_ssize_t total, metaLen = 0;
@@ -1417,8 +1490,17 @@ static PyObject *clientPut(ClientObject *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* clientPutIn, counted as a call under way of its client. */
+static PyObject *clientPut(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientPutIn(c, args));
+}
+
 /* The pin cache and prefault of the library, under the client lock. Return None or NULL. */
-static PyObject *clientSetPinCache(ClientObject *c, PyObject *args)
+static PyObject *clientSetPinCacheIn(ClientObject *c, PyObject *args)
 {
     Py_ssize_t maxIdle;
     SavedErr e;
@@ -1443,7 +1525,16 @@ static PyObject *clientSetPinCache(ClientObject *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *clientFlushReleases(ClientObject *c, PyObject *unused)
+/* clientSetPinCacheIn, counted as a call under way of its client. */
+static PyObject *clientSetPinCache(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientSetPinCacheIn(c, args));
+}
+
+static PyObject *clientFlushReleasesIn(ClientObject *c, PyObject *unused)
 {
     SavedErr e;
     int rv = 0;
@@ -1463,7 +1554,16 @@ static PyObject *clientFlushReleases(ClientObject *c, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *clientPinCacheStats(ClientObject *c, PyObject *unused)
+/* clientFlushReleasesIn, counted as a call under way of its client. */
+static PyObject *clientFlushReleases(ClientObject *c, PyObject *unused)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientFlushReleasesIn(c, unused));
+}
+
+static PyObject *clientPinCacheStatsIn(ClientObject *c, PyObject *unused)
 {
     ObjPinCacheStats st;
 
@@ -1481,7 +1581,16 @@ static PyObject *clientPinCacheStats(ClientObject *c, PyObject *unused)
                          (Py_ssize_t)st.maxIdle);
 }
 
-static PyObject *clientSetPrefault(ClientObject *c, PyObject *args)
+/* clientPinCacheStatsIn, counted as a call under way of its client. */
+static PyObject *clientPinCacheStats(ClientObject *c, PyObject *unused)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientPinCacheStatsIn(c, unused));
+}
+
+static PyObject *clientSetPrefaultIn(ClientObject *c, PyObject *args)
 {
     Py_ssize_t minBytes;
 
@@ -1499,10 +1608,20 @@ static PyObject *clientSetPrefault(ClientObject *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* clientSetPrefaultIn, counted as a call under way of its client. */
+static PyObject *clientSetPrefault(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientSetPrefaultIn(c, args));
+}
+
 PyDoc_STRVAR(clientCloseDoc,
              "close()\n--\n\n"
              "No further calls. The connection closes now, or, while Buffers of this\n"
-             "client are alive, when the last of them goes (their memory stays valid).");
+             "client are alive or other threads' calls are under way, when the last of\n"
+             "them is done (the memory of live views stays valid).");
 
 /* close(): see clientCloseDoc. Returns None. Can't fail. */
 static PyObject *clientClose(ClientObject *c, PyObject *unused)
@@ -1510,13 +1629,7 @@ static PyObject *clientClose(ClientObject *c, PyObject *unused)
     if (c->closed)
         Py_RETURN_NONE;
     c->closed = 1;
-    if (c->pid != getpid() || c->oc == NULL || c->liveBuffers > 0)
-        Py_RETURN_NONE;
-    Py_BEGIN_ALLOW_THREADS;
-    pthread_mutex_lock(&c->lock);
-    clientDestroyLocked(c);
-    pthread_mutex_unlock(&c->lock);
-    Py_END_ALLOW_THREADS;
+    clientMaybeDestroy(c);
     Py_RETURN_NONE;
 }
 
@@ -1716,6 +1829,7 @@ static PyObject *modConnect(PyObject *mod, PyObject *args, PyObject *kw)
     c->closed = 0;
     c->zeroCopy = 0;
     c->liveBuffers = 0;
+    c->inflight = 0;
     c->pid = getpid();
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->qlock, NULL);
