@@ -98,6 +98,8 @@ def bench_put(c, r, sizes, rows):
         # put includes the OBJ.DEL round trip: conservative
         t_put, t_memcpy = timeit_pair(put_once, lambda: np.copyto(dst, src))
         del dst
+        # np.copy allocates its destination, as a put allocates in the arena.
+        _, t_npcopy = timeit_pair(put_once, lambda: np.copy(src))
         t_set = None
         if size <= REDIS_MAX_BULK:
             raw = src.tobytes()
@@ -105,7 +107,7 @@ def bench_put(c, r, sizes, rows):
             r.delete("bench:set")
             del raw
         for impl, t in (("objstore put", t_put), ("numpy memcpy", t_memcpy),
-                        ("redis-py SET", t_set)):
+                        ("numpy np.copy", t_npcopy), ("redis-py SET", t_set)):
             if t is not None:
                 rows.append(("put", size, impl, size / t / 1e6, "MB/s"))
         if size >= 16 * MIB:
@@ -230,14 +232,16 @@ def write_results(rows, put_sizes, get_sizes, command, out):
              "one run, medians of repetitions. Zero copy itself is shown by addresses and "
              "RSS in tests/python, not here.", "",
              "## put of a numpy array (MB/s)", "",
-             "| size | objstore put | numpy memcpy | redis-py SET | put / memcpy |",
-             "|---|---|---|---|---|"]
+             "| size | objstore put | numpy memcpy (copyto, warm) | np.copy (allocates) | "
+             "redis-py SET | put / memcpy | put / np.copy |",
+             "|---|---|---|---|---|---|---|"]
     for s in put_sizes:
         vals = [next((v for f, z, i, v, _ in rows if f == "put" and z == s and i == impl), None)
-                for impl in ("objstore put", "numpy memcpy", "redis-py SET")]
+                for impl in ("objstore put", "numpy memcpy", "numpy np.copy", "redis-py SET")]
         r = ratio(rows, "put", s, "objstore put", "numpy memcpy")
+        r2 = ratio(rows, "put", s, "objstore put", "numpy np.copy")
         lines.append(f"| {human(s)} | " + " | ".join("n/a" if v is None else f"{v:.0f}"
-                                                     for v in vals) + f" | {r:.2f}x |")
+                                                     for v in vals) + f" | {r:.2f}x | {r2:.2f}x |")
     lines += ["", "Target: put >= 0.8x memcpy from 16 MiB. A put here is OBJ.CREATE, the "
               "copy, OBJ.SEAL and an OBJ.DEL (so that the next put reuses the arena range). "
               "redis-py SET stops at 512 MiB (Redis's proto-max-bulk-len).", "",
