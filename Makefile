@@ -311,7 +311,7 @@ PY_STAMP := $(PY_VENV)/.objstore-installed
 PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
                        client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
 PYTHON_PYTEST_ARGS ?= tests/python
-.PHONY: python test-python
+.PHONY: python test-python test-python-rdma
 # Always through a make without SAN, where build/client/libobjstore.a has its rule (so a
 # changed client library reinstalls the package).
 python:
@@ -323,3 +323,6 @@ $(PY_STAMP): $(PY_SRC) build/client/libobjstore.a
 	touch $@
 test-python: all python
 	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(PY_VENV)/bin/python -m pytest -q $(PYTHON_PYTEST_ARGS)
+# The package over RDMA (rdma-client-port), on a device or in the Soft-RoCE guest.
+test-python-rdma: all python
+	tests/softroce/run.sh tests/python/rdma-in-guest.sh
