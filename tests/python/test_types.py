@@ -257,3 +257,30 @@ def test_get_object_of_plain_bytes_is_refused(oc, uid):
 def test_auto_get_of_a_pickled_object(oc, uid):
     oc.put_object(uid, [1, 2, 3])
     assert oc.get(uid) == [1, 2, 3]
+
+
+def test_arrays_from_get_export_dlpack(oc, rc, uid):
+    t = need_torch()
+    oc.put(uid, np.arange(24, dtype=np.int32).reshape(4, 6))
+    a = oc.get(uid)
+    assert isinstance(a, np.ndarray) and not a.flags.writeable
+    tt = t.from_dlpack(a)  # numpy alone refuses read-only arrays
+    assert tt.data_ptr() == a.ctypes.data and tt.shape == (4, 6) and int(tt[3, 5]) == 23
+    s = a[1:, ::2]
+    ss = t.from_dlpack(s)
+    assert ss.data_ptr() == s.ctypes.data and ss.tolist() == s.tolist()
+    nn = np.from_dlpack(s)
+    assert np.shares_memory(nn, a) and nn.tolist() == s.tolist()
+    del a, s
+    gc.collect()
+    assert pins(rc, uid) == 1, "the DLPack tensors keep the pin"
+    del tt, ss, nn
+    gc.collect()
+    assert pins(rc, uid) == 0
+
+
+def test_arrays_from_get_pickle_as_plain_copies(oc, uid):
+    oc.put(uid, np.arange(5.0))
+    a = oc.get(uid)
+    b = pickle.loads(pickle.dumps(a))
+    assert np.array_equal(a, b) and not np.shares_memory(a, b)

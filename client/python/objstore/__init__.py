@@ -18,7 +18,7 @@ from . import _objstore
 from ._objstore import Buffer
 
 __all__ = [
-    "connect", "Client", "Buffer", "Creation", "FOREVER",
+    "connect", "Client", "Buffer", "Creation", "ObjectArray", "FOREVER",
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
@@ -582,17 +582,48 @@ def _tuplify(descr):
     return descr
 
 
+try:
+    import numpy as _np
+except ImportError:  # numpy is needed only for arrays
+    _np = None
+
+if _np is not None:
+    class ObjectArray(_np.ndarray):
+        """The numpy array get() returns: a read-only view of the object's bytes that
+        also exports DLPack (numpy itself refuses to export read-only arrays). Slices
+        and results of arithmetic stay ObjectArrays; each exports its own memory."""
+
+        def __dlpack__(self, stream=None):
+            if stream is not None:
+                raise BufferError("a CPU array takes no stream")
+            dt = self.dtype
+            code = _DL_CODES.get(dt.kind)
+            if code is None or not dt.isnative:
+                raise BufferError(f"dtype {dt} has no DLPack equivalent")
+            size = dt.itemsize
+            if any(st % size for st in self.strides):
+                raise BufferError("strides that are not whole elements")
+            return _objstore._dlpack_export(self, self.ctypes.data, tuple(self.shape),
+                                            tuple(st // size for st in self.strides), code,
+                                            size * 8, 1)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+
 def _as_numpy(buf, head):
     np = _numpy()
     mv = memoryview(buf)  # the array's base: holds the export (and the pin) while it lives
     if head is None or head.get("kind") not in ("numpy", "torch", "memoryview"):
-        return np.frombuffer(mv, dtype=np.uint8)
-    if head["kind"] == "memoryview":
-        return np.asarray(mv.cast("B").cast(head["format"], head["shape"])
-                          if head["shape"] else mv.cast("B").cast(head["format"]))
-    dt, shape = _numpy_layout(head)
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    return np.frombuffer(mv, dtype=dt, count=count).reshape(shape)
+        arr = np.frombuffer(mv, dtype=np.uint8)
+    elif head["kind"] == "memoryview":
+        arr = np.asarray(mv.cast("B").cast(head["format"], head["shape"])
+                         if head["shape"] else mv.cast("B").cast(head["format"]))
+    else:
+        dt, shape = _numpy_layout(head)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        arr = np.frombuffer(mv, dtype=dt, count=count).reshape(shape)
+    return arr.view(ObjectArray)
 
 
 def _as_torch(buf, head):

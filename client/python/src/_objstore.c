@@ -911,6 +911,7 @@ typedef struct DLManagedTensor {
 typedef struct DlExport {
     DLManagedTensor m;
     int64_t shape[BUF_MAX_NDIM];
+    int64_t strides[BUF_MAX_NDIM]; /* in elements; used by dlpackExport only */
 } DlExport;
 
 /*
@@ -990,6 +991,71 @@ static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
 static PyObject *bufferDlpackDevice(BufferObject *b, PyObject *unused)
 {
     return Py_BuildValue("(ii)", 1, 0);
+}
+
+/* The consumer is done with an array export (see dlDeleter): the owner's reference goes. */
+static void dlOwnerDeleter(DLManagedTensor *m)
+{
+    PyGILState_STATE g;
+
+    if (Py_IsInitialized()) {
+        g = PyGILState_Ensure();
+        Py_DECREF((PyObject *)m->manager_ctx);
+        PyGILState_Release(g);
+    }
+    free(m);
+}
+
+/*
+ * _dlpack_export(owner, address, shape, strides, code, bits, lanes): a "dltensor"
+ * capsule of memory that owner keeps alive (an array of a get: its base holds the
+ * pin); strides in elements, or None for compact row-major. Why: numpy refuses to
+ * export read-only arrays through DLPack, and every view of a get is read-only.
+ * Returns the capsule, or NULL (ValueError for more than 32 dimensions).
+ */
+static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
+{
+    PyObject *owner, *addr, *shape, *strides, *cap;
+    int code, bits, lanes;
+    DlExport *x;
+    Py_ssize_t n;
+
+    if (!PyArg_ParseTuple(args, "OOO!Oiii", &owner, &addr, &PyTuple_Type, &shape, &strides, &code,
+                          &bits, &lanes))
+        return NULL;
+    n = PyTuple_GET_SIZE(shape);
+    if (n > BUF_MAX_NDIM ||
+        (strides != Py_None && (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != n)))
+        return PyErr_Format(PyExc_ValueError, "unsupported shape or strides for DLPack");
+    x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        x->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+        if (strides != Py_None)
+            x->strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    }
+    x->m.dl_tensor.data = PyLong_AsVoidPtr(addr);
+    if (PyErr_Occurred()) {
+        free(x);
+        return NULL;
+    }
+    x->m.dl_tensor.device.device_type = 1;
+    x->m.dl_tensor.ndim = (int32_t)n;
+    x->m.dl_tensor.dtype.code = (uint8_t)code;
+    x->m.dl_tensor.dtype.bits = (uint8_t)bits;
+    x->m.dl_tensor.dtype.lanes = (uint16_t)lanes;
+    x->m.dl_tensor.shape = x->shape;
+    x->m.dl_tensor.strides = strides == Py_None ? NULL : x->strides;
+    x->m.manager_ctx = owner;
+    x->m.deleter = dlOwnerDeleter;
+    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
+    if (cap == NULL) {
+        free(x);
+        return NULL;
+    }
+    Py_INCREF(owner);
+    return cap;
 }
 
 static PyObject *bufferEnter(BufferObject *b, PyObject *unused)
@@ -1901,6 +1967,7 @@ static PyMethodDef modMethods[] = {
      "        password=None, zero_copy=-1)\n--\n\n"
      "A Client. zero_copy: -1 map the arena when possible, 1 require it, 0 copies only."},
     {"_set_errors", modSetErrors, METH_VARARGS, NULL},
+    {"_dlpack_export", modDlpackExport, METH_VARARGS, NULL},
     {NULL},
 };
 
