@@ -321,8 +321,11 @@ $(PY_STAMP): $(PY_SRC) build/client/libobjstore.a
 	OBJSTORE_ROOT=$(CURDIR) OBJSTORE_BUILD=$(CURDIR)/build $(PY_VENV)/bin/python -m pip install \
 	    -q --no-build-isolation --no-index --no-deps --force-reinstall ./client/python
 	touch $@
-test-python: all python
+# `python` runs after `all` (not beside it under -j: both would build the client library).
+test-python: all
+	$(MAKE) python
 	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(PY_VENV)/bin/python -m pytest -q $(PYTHON_PYTEST_ARGS)
 # The package over RDMA (rdma-client-port), on a device or in the Soft-RoCE guest.
-test-python-rdma: all python
+test-python-rdma: all
+	$(MAKE) python
 	tests/softroce/run.sh tests/python/rdma-in-guest.sh
