@@ -42,20 +42,40 @@ def _demote():
     os.setuid(65534)
 
 
+def _nobody_can_run_python():
+    """Whether user nobody can import this interpreter's objstore (the checkout may live
+    in a directory only root can enter)."""
+    try:
+        p = subprocess.run([sys.executable, "-c", "import objstore, numpy"], capture_output=True,
+                           timeout=60, preexec_fn=_demote, cwd="/")
+    except OSError:
+        return False
+    return p.returncode == 0
+
+
+def _client_command(path, script_args):
+    """The command line of a client process that cannot open the arena file at path.
+    Not root: the file's mode is taken away (by the caller). Root opens any file: the
+    client runs as nobody when nobody can run it; else in a mount namespace of its own
+    where an empty tmpfs hides the arena's directory."""
+    argv = [sys.executable, "-c", REMOTE_SCRIPT, *script_args]
+    if os.geteuid() != 0:
+        return argv, {}
+    assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0, "the arena dir is private"
+    if _nobody_can_run_python():
+        return argv, dict(preexec_fn=_demote, cwd="/")
+    hide = 'mount -t tmpfs objstore-hidden "$0" && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide,
+            os.path.dirname(path), *argv], {}
+
+
 def test_client_without_access_to_the_arena_copies(server, rc, uid):
     path = arena_path(rc)
-    env = dict(os.environ)
-    if os.geteuid() == 0:
-        # root opens any file: the client runs as nobody, who cannot reach the arena
-        # (it lives in a private 0700 directory of the node).
-        run = dict(preexec_fn=_demote)
-        assert os.stat(os.path.dirname(path)).st_mode & 0o077 == 0
-    else:
+    argv, run = _client_command(path, [str(server.port), uid.hex()])
+    if os.geteuid() != 0:
         os.chmod(path, 0)
-        run = {}
     try:
-        p = subprocess.run([sys.executable, "-c", REMOTE_SCRIPT, str(server.port),
-                            uid.hex()], capture_output=True, text=True, timeout=120, env=env, **run)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=120, **run)
     finally:
         if os.geteuid() != 0:
             os.chmod(path, 0o600)
