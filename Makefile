@@ -368,3 +368,33 @@ test-redis-suite: all
 # `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
 bench: ensure-deps all
 	bench/compare-tcp.sh
+
+# ---- the Python package (client/python/) -----------------------------------------
+# `make python`: a venv that sees Debian's numpy and torch (--system-site-packages)
+# with the package pip-installed from client/python, linked against the normal
+# build's libobjstore.a, also under SAN= (the tests then run the sanitizer module in
+# the servers and an uninstrumented client in Python). `make test-python` runs
+# tests/python; PYTHON_PYTEST_ARGS narrows it.
+PY_VENV  := build/python-venv
+PY_STAMP := $(PY_VENV)/.objstore-installed
+PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
+                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
+PYTHON_PYTEST_ARGS ?= tests/python
+.PHONY: python test-python test-python-rdma
+# Always through a make without SAN, where build/client/libobjstore.a has its rule (so a
+# changed client library reinstalls the package).
+python:
+	$(MAKE) SAN= $(PY_STAMP)
+$(PY_STAMP): $(PY_SRC) build/client/libobjstore.a
+	test -x $(PY_VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(PY_VENV)
+	OBJSTORE_ROOT=$(CURDIR) OBJSTORE_BUILD=$(CURDIR)/build $(PY_VENV)/bin/python -m pip install \
+	    -q --no-build-isolation --no-index --no-deps --force-reinstall ./client/python
+	touch $@
+# `python` runs after `all` (not beside it under -j: both would build the client library).
+test-python: all
+	$(MAKE) python
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(PY_VENV)/bin/python -m pytest -q $(PYTHON_PYTEST_ARGS)
+# The package over RDMA (rdma-client-port), on a device or in the Soft-RoCE guest.
+test-python-rdma: all
+	$(MAKE) python
+	tests/softroce/run.sh tests/python/rdma-in-guest.sh

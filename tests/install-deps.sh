@@ -13,7 +13,8 @@ PKGS="build-essential pkg-config dpkg-dev clang-format
       librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
       iperf3 gnuplot-nox tcl
-      libsystemd-dev libjemalloc-dev"
+      libsystemd-dev libjemalloc-dev
+      python3-dev python3-setuptools python3-wheel python3-pip python3-venv python3-numpy python3-torch"
 
 # --check: exit 0 when every package is installed (make uses it to decide).
 if [ "${1:-}" = --check ]; then

@@ -1,0 +1,738 @@
+"""objstore: the Python client of the objstore object store.
+
+Zero-copy puts and gets of bytes, numpy arrays, torch tensors and pickle-5
+objects; pins that live exactly as long as the Python objects that use the
+memory. The connection, the arena mapping, the pins and the RDMA transport are
+the C client library's (objstore._objstore wraps it); this module turns them
+into Python values. API at a glance and usage: client/python/README.md.
+"""
+
+import functools
+import json
+import math
+import pickle
+import urllib.parse
+import warnings
+
+from . import _objstore
+from ._objstore import Buffer
+
+__all__ = [
+    "connect", "Client", "Buffer", "Creation", "ObjectArray", "FOREVER",
+    "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
+    "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
+    "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
+    "ClientForked",
+]
+
+FOREVER = math.inf  # timeout: wait as long as it takes
+ID_MAX = 512
+ALIGN = 64  # out-of-band buffers of put_object start on this boundary
+
+# ---- errors ----------------------------------------------------------------------------
+
+
+class ObjstoreError(Exception):
+    """Any error of objstore. `code` is the node's code word (e.g. "NOTFOUND"), or
+    None for a local cause."""
+
+    code = None
+
+    def __init__(self, message=""):
+        super().__init__(message)
+        word = message.split(" ", 1)[0] if isinstance(message, str) else ""
+        if word.isupper():
+            self.code = word
+
+
+class BadArgument(ObjstoreError, ValueError):
+    """BADARG: the node refused an argument."""
+
+
+class ObjectNotFound(ObjstoreError):
+    """NOTFOUND: no such (sealed) object."""
+
+
+class ObjectExists(ObjstoreError):
+    """EXISTS: the id is taken."""
+
+
+class OutOfMemory(ObjstoreError):
+    """OOM: the arena is full."""
+
+
+class NotSealed(ObjstoreError):
+    """NOTSEALED: the object is still being created."""
+
+
+class WrongState(ObjstoreError):
+    """WRONGSTATE: not allowed in the object's state (or not this connection's)."""
+
+
+class Timeout(ObjstoreError, TimeoutError):
+    """TIMEOUT: the wait ran out."""
+
+
+class Unavailable(ObjstoreError):
+    """UNAVAILABLE: the directory or a peer node cannot be reached."""
+
+
+class NotSupported(ObjstoreError):
+    """NOTSUPPORTED: e.g. VIA rdma where RDMA is impossible."""
+
+
+class ChecksumMismatch(ObjstoreError):
+    """CHECKSUM: a fetched copy did not match the owner's checksum."""
+
+
+class Busy(ObjstoreError):
+    """BUSY: a peer's limit was reached; try again."""
+
+
+class AuthError(ObjstoreError):
+    """NOAUTH, WRONGPASS, NOPERM: authentication or ACL."""
+
+
+class ConnectionFailed(ObjstoreError, ConnectionError):
+    """The connection could not be made, or broke."""
+
+
+class ZeroCopyUnavailable(ObjstoreError):
+    """The arena cannot be mapped (connect(zero_copy=True) on another host, or without
+    access to the arena file)."""
+
+
+class ClientClosed(ObjstoreError, ValueError):
+    """The client was closed."""
+
+
+class ClientForked(ObjstoreError, RuntimeError):
+    """The client was connected by the parent process: connect again in the child."""
+
+
+ERROR_CODES = {
+    "BADARG": BadArgument, "NOTFOUND": ObjectNotFound, "EXISTS": ObjectExists,
+    "OOM": OutOfMemory, "NOTSEALED": NotSealed, "WRONGSTATE": WrongState, "TIMEOUT": Timeout,
+    "UNAVAILABLE": Unavailable, "NOTSUPPORTED": NotSupported, "CHECKSUM": ChecksumMismatch,
+    "BUSY": Busy, "NOAUTH": AuthError, "WRONGPASS": AuthError, "NOPERM": AuthError,
+}
+
+_objstore._set_errors(ObjstoreError, dict(ERROR_CODES), ConnectionFailed, ZeroCopyUnavailable,
+                      ClientClosed, ClientForked)
+
+# ---- arguments ------------------------------------------------------------------------------
+
+
+def _id(value):
+    """An id as bytes: str (UTF-8) or bytes-like, 1 to 512 bytes."""
+    if isinstance(value, str):
+        value = value.encode()
+    elif isinstance(value, (bytearray, memoryview)):
+        value = bytes(value)
+    elif not isinstance(value, bytes):
+        raise TypeError(f"an id is str or bytes, not {type(value).__name__}")
+    if not 1 <= len(value) <= ID_MAX:
+        raise ValueError(f"an id has 1 to {ID_MAX} bytes, not {len(value)}")
+    return value
+
+
+def _timeout_ms(timeout):
+    """Seconds -> the library's convention: 0 do not wait, -1 forever, else ms."""
+    if timeout is None:
+        return 0
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout is seconds (int or float), not {type(timeout).__name__}")
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"timeout must be >= 0 seconds, not {timeout}")
+    if math.isinf(timeout):
+        return -1
+    if timeout == 0:
+        return 0
+    ms = max(1, int(round(timeout * 1000)))
+    if ms > 2**62:
+        raise ValueError("timeout too large (use objstore.FOREVER)")
+    return ms
+
+
+def _meta_arg(meta):
+    if meta is None:
+        return b""
+    if isinstance(meta, str):
+        return meta.encode()
+    if isinstance(meta, (bytes, bytearray, memoryview)):
+        return bytes(meta)
+    raise TypeError(f"meta is bytes or str, not {type(meta).__name__}")
+
+
+def _size_arg(size):
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"size is an int, not {type(size).__name__}")
+    if size < 0:
+        raise ValueError(f"size must be >= 0, not {size}")
+    if size >= 2**63:
+        raise ValueError(f"size {size} is too large")
+    return size
+
+
+# ---- metadata: how a value's type travels -------------------------------------------------
+
+_HEADER = b'{"objpy":1'
+
+
+def _encode_header(fields, user_meta):
+    head = {"objpy": 1}
+    head.update(fields)
+    if user_meta:
+        head["user"] = user_meta.hex()
+    return json.dumps(head, separators=(",", ":")).encode()
+
+
+@functools.lru_cache(maxsize=256)
+def _decode_header(meta):
+    """(header dict or None, the user's metadata bytes); cached, as gets of one kind of
+    array repeat the same header (callers must not change the dict)."""
+    if meta and meta.startswith(_HEADER):
+        try:
+            head = json.loads(meta)
+        except ValueError:
+            return None, meta
+        return head, bytes.fromhex(head.get("user", ""))
+    return None, meta
+
+
+def _numpy():
+    import numpy
+    return numpy
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _is_numpy(value):
+    mod = type(value).__module__
+    return mod == "numpy" and type(value).__name__ == "ndarray"
+
+
+def _is_torch(value):
+    return type(value).__module__.startswith("torch") and type(value).__name__ in (
+        "Tensor", "Parameter")
+
+
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 1}
+
+
+def _dl_layout(buf, dtype, shape):
+    """Set the DLPack dtype and shape a Buffer exports (numpy dtype)."""
+    code = _DL_CODES.get(dtype.kind)
+    if code is None or not dtype.isnative:
+        return  # exported as bytes
+    buf._set_layout(code, dtype.itemsize * 8, 1, list(shape))
+
+
+def _value_parts(value, meta):
+    """(buffer to copy, metadata) for put()."""
+    user = _meta_arg(meta)
+    if isinstance(value, (bytes, bytearray)):
+        return value, user
+    if _is_torch(value):
+        torch = _torch()
+        t = value.detach()
+        if t.device.type != "cpu":
+            raise ValueError(f"a tensor on {t.device} cannot be put: move it to the CPU first")
+        t = t.resolve_conj().resolve_neg().contiguous()
+        name = str(t.dtype).split(".", 1)[1]
+        arr = t.view(torch.int16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
+        return arr, _encode_header({"kind": "torch", "dtype": name, "shape": list(t.shape)},
+                                   user)
+    if _is_numpy(value):
+        np = _numpy()
+        if value.dtype.hasobject:
+            raise TypeError("an array of Python objects has no bytes to store: use put_object")
+        arr = value if value.flags.c_contiguous else value.copy(order="C")
+        descr = np.lib.format.dtype_to_descr(arr.dtype)
+        # As bytes: numpy exports no buffer for some dtypes (datetime64, ...).
+        return arr.reshape(-1).view(np.uint8), _encode_header(
+            {"kind": "numpy", "dtype": descr, "shape": list(arr.shape)}, user)
+    try:
+        mv = memoryview(value)
+    except TypeError:
+        raise TypeError(f"put() takes bytes or an object with the buffer protocol (numpy, "
+                        f"torch CPU tensor, memoryview), not {type(value).__name__}; "
+                        f"use put_object for other Python objects") from None
+    if not mv.c_contiguous:
+        mv = memoryview(mv.tobytes())
+    if mv.format == "B" and mv.ndim == 1:
+        return mv, user
+    return mv, _encode_header({"kind": "memoryview", "format": mv.format,
+                               "shape": list(mv.shape)}, user)
+
+
+# ---- the client ----------------------------------------------------------------------------
+
+
+class Creation:
+    """A created object being written: use as `with client.create(id, n) as view:`.
+    Leaving the block seals it; an exception aborts it."""
+
+    def __init__(self, buf, dtype=None, shape=None):
+        self.buffer = buf
+        self._views = []
+        self._dtype = dtype
+        self._shape = shape
+
+    @property
+    def view(self):
+        """A writable view of the object's bytes (a numpy array with dtype/shape)."""
+        mv = memoryview(self.buffer)
+        self._views.append(mv)
+        if self._dtype is None:
+            return mv
+        np = _numpy()
+        return np.frombuffer(mv, dtype=self._dtype).reshape(self._shape)
+
+    def _drop_views(self):
+        for mv in self._views:
+            try:
+                mv.release()
+            except BufferError:
+                pass  # an array made from it lives on: the object stays pinned for it
+        self._views.clear()
+
+    def seal(self):
+        self._drop_views()
+        self.buffer.seal()
+
+    def abort(self):
+        self._drop_views()
+        self.buffer.abort()
+
+    def __enter__(self):
+        return self.view
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.seal()
+        else:
+            self.abort()
+        return False
+
+
+class Client:
+    """One connection to one node. Thread-safe (one call at a time; the GIL is
+    released while it waits). Not usable after fork: connect again in the child."""
+
+    def __init__(self, core, url=None):
+        self._c = core
+        self.url = url
+
+    # -- life cycle
+    @property
+    def zero_copy(self):
+        """True when this client maps the node's arena (gets are views of it); False in
+        remote mode, where the same API works through copies."""
+        return self._c.zero_copy
+
+    @property
+    def closed(self):
+        return self._c.closed
+
+    def close(self):
+        """No further calls; the connection closes once no view of it is alive."""
+        self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        mode = "zero-copy" if self.zero_copy else "copying"
+        state = "closed" if self.closed else mode
+        return f"<objstore.Client {self.url or ''} {state}>"
+
+    def command(self, *args):
+        """Send any command on this connection (ids, pins and all); the reply as Python
+        values (bytes, str for status, int, list, None)."""
+        return self._c.command(args)
+
+    # -- put / create
+    def put(self, id, value, meta=None):
+        """Store value (bytes, numpy array, torch CPU tensor, anything with the buffer
+        protocol) under id: one copy from value's memory into the arena, then sealed.
+        dtype and shape travel in the metadata, so get() gives the same kind back."""
+        key = _id(id)
+        buf, header = _value_parts(value, meta)
+        n = memoryview(buf).nbytes
+        self._c.put(key, [buf], [0], n, header)
+
+    def create(self, id, size, meta=None, *, dtype=None, shape=None):
+        """A writable view of a new object's arena bytes: `with client.create(id, n) as v`
+        seals on leaving, aborts on an exception. With dtype (and shape) the view is a
+        numpy array and get() returns one."""
+        key = _id(id)
+        user = _meta_arg(meta)
+        if dtype is not None:
+            np = _numpy()
+            dt = np.dtype(dtype)
+            shape = tuple(shape) if shape is not None else (_size_arg(size) // dt.itemsize,)
+            size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            header = _encode_header({"kind": "numpy", "dtype": np.lib.format.dtype_to_descr(dt),
+                                     "shape": list(shape)}, user)
+            return Creation(self._c.create(key, _size_arg(size), header), dt, shape)
+        return Creation(self._c.create(key, _size_arg(size), user))
+
+    # -- get
+    def pin(self, id, timeout=None):
+        """The object's Buffer: pinned in the arena until it and every view made from it
+        are gone (or .release()). Supports the buffer protocol, DLPack and `with`."""
+        buf = self._c.pin(_id(id), _timeout_ms(timeout))
+        head, _ = _decode_header(buf.meta)
+        if head is not None and head.get("kind") in ("numpy", "torch"):
+            try:
+                dtype, shape = _numpy_layout(head)
+                _dl_layout(buf, dtype, shape)
+            except Exception:  # an unknown dtype is exported as bytes
+                pass
+        return buf
+
+    def get(self, id, timeout=None, kind="auto", with_meta=False):
+        """A read-only zero-copy view of the sealed object: kind "auto" gives back what
+        was put (numpy array, torch tensor, memoryview; the object for put_object),
+        or ask for "memoryview", "numpy", "torch", "buffer" (the Buffer itself), "bytes"
+        (a copy). timeout: seconds to wait for a missing id (None: do not wait,
+        FOREVER). with_meta: return (value, user metadata)."""
+        if kind not in ("auto", "memoryview", "numpy", "torch", "buffer", "bytes"):
+            raise ValueError(f"unknown kind {kind!r}")
+        buf = self.pin(id, timeout)
+        head, user = _decode_header(buf.meta)
+        value = _convert(buf, head, kind)
+        return (value, user) if with_meta else value
+
+    # -- Python objects
+    def put_object(self, id, obj, meta=None):
+        """Pickle obj (protocol 5): its out-of-band buffers (numpy arrays, ...) are copied
+        once, straight into the arena, each aligned to 64 bytes."""
+        key = _id(id)
+        user = _meta_arg(meta)
+        buffers = []
+        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        parts, offsets, table = [data], [0], []
+        pos = len(data)
+        for pb in buffers:
+            raw = pb.raw()
+            pos = (pos + ALIGN - 1) // ALIGN * ALIGN
+            parts.append(raw)
+            offsets.append(pos)
+            table.append([pos, raw.nbytes])
+            pos += raw.nbytes
+        header = _encode_header({"kind": "pickle5", "plen": len(data), "bufs": table}, user)
+        self._c.put(key, parts, offsets, pos, header)
+
+    def get_object(self, id, timeout=None):
+        """The object put by put_object; its arrays are zero-copy read-only views."""
+        buf = self.pin(id, timeout)
+        head, _ = _decode_header(buf.meta)
+        if head is None or head.get("kind") != "pickle5":
+            raise ValueError(f"{id!r} was not stored by put_object")
+        return _unpickle(buf, head)
+
+    # -- the other commands
+    def delete(self, id):
+        """OBJ.DEL: "OK" (freed now) or "DEFERRED" (pinned: freed when the last pin goes)."""
+        return self._c.command(("OBJ.DEL", _id(id)))
+
+    def exists(self, id):
+        return self._c.command(("OBJ.EXISTS", _id(id))) == 1
+
+    def info(self, id):
+        """OBJ.INFO as a dict (state, size, meta_size, offset, pins, checksum, ...)."""
+        return _fields(self._c.command(("OBJ.INFO", _id(id))))
+
+    def stats(self):
+        """OBJ.STATS as a dict."""
+        return _fields(self._c.command(("OBJ.STATS",)))
+
+    def locate(self, id):
+        """OBJ.LOCATE: {size, meta_size, checksum, locations: [node names]}."""
+        out = _fields(self._c.command(("OBJ.LOCATE", _id(id))))
+        out["locations"] = [_text(n) for n in out.get("locations", [])]
+        return out
+
+    def nodes(self):
+        """OBJ.NODES: one dict per live node."""
+        return [_fields(n) for n in self._c.command(("OBJ.NODES",))]
+
+    def fetch(self, ids, from_=None, via=None, timeout=None):
+        """OBJ.FETCH: pull objects to this node. Returns {id: None (now local) or the
+        ObjstoreError of that id}. via: "auto", "tcp", "rdma"; from_: a node name to
+        ask first; timeout: seconds (None: the node's fetch-timeout)."""
+        if isinstance(ids, (str, bytes)):
+            ids = [ids]
+        keys = [_id(i) for i in ids]
+        if not keys:
+            raise ValueError("fetch needs at least one id")
+        args = ["OBJ.FETCH", *keys]
+        if timeout is not None:
+            ms = _timeout_ms(timeout)
+            args += ["TIMEOUT", 0 if ms < 0 else ms]
+        if via is not None:
+            if via not in ("auto", "tcp", "rdma"):
+                raise ValueError(f"via is 'auto', 'tcp' or 'rdma', not {via!r}")
+            args += ["VIA", via]
+        if from_ is not None:
+            node = _id(from_)
+            if len(node) > 128:
+                raise ValueError("a node name has 1 to 128 bytes")
+            args += ["FROM", node]
+        reply = self._c.command(args)
+        if isinstance(reply, str):
+            reply = [reply] * len(keys)
+        out = {}
+        for given, r in zip(ids, reply):
+            out[given] = r if isinstance(r, BaseException) else None
+        return out
+
+    def list(self, match=None, count=None):
+        """Iterate over the ids (bytes) of sealed objects (OBJ.LIST, cursor by cursor)."""
+        args = []
+        if match is not None:
+            args += ["MATCH", _id(match) if not isinstance(match, str) else match.encode()]
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+                raise ValueError("count is a positive int")
+            args += ["COUNT", count]
+        return _ListIter(self._c, args)
+
+    # -- pin cache (the C library's; off by default)
+    def set_pin_cache(self, max_idle):
+        """Keep up to max_idle released pins on the node for fast re-gets (0: off)."""
+        self._c.set_pin_cache(_size_arg(max_idle))
+
+    def flush_releases(self):
+        self._c.flush_releases()
+
+    def pin_cache_stats(self):
+        return self._c.pin_cache_stats()
+
+
+class _ListIter:
+    def __init__(self, core, args):
+        self._core, self._args = core, args
+        self._cursor, self._batch, self._done = b"0", [], False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while not self._batch:
+            if self._done:
+                raise StopIteration
+            cursor, ids = self._core.command(("OBJ.LIST", self._cursor, *self._args))
+            self._cursor = cursor
+            self._done = cursor in (b"0", 0, "0")
+            self._batch = list(reversed(ids))
+        return self._batch.pop()
+
+
+def _text(v):
+    return v.decode(errors="replace") if isinstance(v, bytes) else v
+
+
+def _fields(reply):
+    """A flat field/value reply as a dict: str keys, numbers as int."""
+    out = {}
+    for k, v in zip(reply[::2], reply[1::2]):
+        if isinstance(v, bytes):
+            t = v.decode(errors="replace")
+            v = int(t) if t.isdigit() else t
+        out[_text(k)] = v
+    return out
+
+
+def _numpy_layout(head):
+    """(numpy dtype, shape) of a numpy or torch header; computed once per header (the
+    headers are cached by _decode_header)."""
+    layout = head.get("_layout")
+    if layout is None:
+        np = _numpy()
+        if head["kind"] == "torch":
+            name = head["dtype"]
+            dt = np.dtype("int16") if name == "bfloat16" else np.dtype(
+                _TORCH_TO_NUMPY.get(name, name))
+        else:
+            dt = np.lib.format.descr_to_dtype(_tuplify(head["dtype"]))
+        layout = head["_layout"] = (dt, tuple(head["shape"]))
+    return layout
+
+
+_TORCH_TO_NUMPY = {"float32": "float32", "float64": "float64", "float16": "float16",
+                   "complex64": "complex64", "complex128": "complex128", "bool": "bool",
+                   "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
+                   "int64": "int64"}
+
+
+def _tuplify(descr):
+    """json turned descr's tuples into lists; numpy wants them back."""
+    if isinstance(descr, list):
+        return [tuple(_tuplify(x) if isinstance(x, list) else x for x in f) for f in descr]
+    return descr
+
+
+try:
+    import numpy as _np
+except ImportError:  # numpy is needed only for arrays
+    _np = None
+
+if _np is not None:
+    class ObjectArray(_np.ndarray):
+        """The numpy array get() returns: a read-only view of the object's bytes that
+        also exports DLPack (numpy itself refuses to export read-only arrays). Slices
+        and results of arithmetic stay ObjectArrays; each exports its own memory."""
+
+        def __dlpack__(self, stream=None):
+            if stream is not None:
+                raise BufferError("a CPU array takes no stream")
+            dt = self.dtype
+            code = _DL_CODES.get(dt.kind)
+            if code is None or not dt.isnative:
+                raise BufferError(f"dtype {dt} has no DLPack equivalent")
+            size = dt.itemsize
+            if any(st % size for st in self.strides):
+                raise BufferError("strides that are not whole elements")
+            return _objstore._dlpack_export(self, self.ctypes.data, tuple(self.shape),
+                                            tuple(st // size for st in self.strides), code,
+                                            size * 8, 1)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+
+def _as_numpy(buf, head):
+    np = _numpy()
+    mv = memoryview(buf)  # the array's base: holds the export (and the pin) while it lives
+    if head is None or head.get("kind") not in ("numpy", "torch", "memoryview"):
+        arr = np.frombuffer(mv, dtype=np.uint8)
+    elif head["kind"] == "memoryview":
+        arr = np.asarray(mv.cast("B").cast(head["format"], head["shape"])
+                         if head["shape"] else mv.cast("B").cast(head["format"]))
+    else:
+        dt, shape = _numpy_layout(head)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        arr = np.frombuffer(mv, dtype=dt, count=count).reshape(shape)
+    return arr.view(ObjectArray)
+
+
+def _as_torch(buf, head):
+    torch = _torch()
+    arr = _as_numpy(buf, head)
+    with warnings.catch_warnings():
+        # torch has no read-only tensors; it warns about every read-only array
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(arr)
+    if head is not None and head.get("kind") == "torch" and head["dtype"] == "bfloat16":
+        t = t.view(torch.bfloat16)
+    return t
+
+
+def _as_memoryview(buf, head):
+    mv = memoryview(buf)
+    if head is not None and head.get("kind") == "memoryview":
+        return mv.cast(head["format"], head["shape"]) if head["shape"] else mv.cast(
+            head["format"])
+    return mv
+
+
+def _unpickle(buf, head):
+    mv = memoryview(buf)
+    plen = head["plen"]
+    oob = [mv[off:off + n] for off, n in head["bufs"]]
+    try:
+        return pickle.loads(mv[:plen], buffers=oob)
+    finally:
+        del oob
+
+
+def _convert(buf, head, kind):
+    stored = head.get("kind") if head is not None else "bytes"
+    if kind == "buffer":
+        return buf
+    if kind == "bytes":
+        with memoryview(buf) as mv:
+            return mv.tobytes()
+    if kind == "auto":
+        kind = {"numpy": "numpy", "torch": "torch", "pickle5": "object"}.get(stored, "memoryview")
+    if kind == "numpy":
+        return _as_numpy(buf, head)
+    if kind == "torch":
+        return _as_torch(buf, head)
+    if kind == "object":
+        return _unpickle(buf, head)
+    return _as_memoryview(buf, head)
+
+
+# ---- connect -------------------------------------------------------------------------------
+
+def connect(host="127.0.0.1", port=6379, *, password=None, username=None, transport="tcp",
+            unix_socket=None, zero_copy=None, pin_cache=0, prefault=0):
+    """Connect to a node; returns a Client (a context manager).
+
+    host may be a URL: objstore://[user:password@]host:port, redis://..., rdma://host:port
+    (Redis protocol over RDMA to the node's rdma-client-port), unix:///path/to/socket;
+    a query ?zero_copy=0 forces copies. transport: "tcp" or "rdma". zero_copy: None maps
+    the arena when it can (client.zero_copy says whether it did), True requires it
+    (ZeroCopyUnavailable otherwise), False always copies. pin_cache: the C library's
+    pin cache size (0: off). prefault: populate page tables of pinned objects at least
+    this large."""
+    url = None
+    if isinstance(host, str) and "://" in host:
+        url = host
+        u = urllib.parse.urlsplit(host)
+        scheme = u.scheme.lower()
+        if scheme in ("objstore", "redis", "tcp"):
+            transport = "tcp"
+        elif scheme == "rdma":
+            transport = "rdma"
+        elif scheme == "unix":
+            unix_socket = u.path
+        else:
+            raise ValueError(f"unknown URL scheme {u.scheme!r} (objstore, redis, rdma, unix)")
+        host = u.hostname or "127.0.0.1"
+        port = u.port or port
+        if u.username:
+            username = urllib.parse.unquote(u.username)
+        if u.password is not None:
+            password = urllib.parse.unquote(u.password)
+        elif u.username and password is None:  # redis://password@host
+            password, username = username, None
+        q = urllib.parse.parse_qs(u.query)
+        if "zero_copy" in q:
+            zero_copy = q["zero_copy"][-1] not in ("0", "false", "no")
+    if not isinstance(host, str):
+        raise TypeError("host is a str")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port must be 1 to 65535, not {port!r}")
+    if transport not in ("tcp", "rdma"):
+        raise ValueError(f"transport is 'tcp' or 'rdma', not {transport!r}")
+    for name, v in (("password", password), ("username", username)):
+        if v is not None and not isinstance(v, str):
+            raise TypeError(f"{name} is a str")
+    zc = {None: -1, True: 1, False: 0}.get(zero_copy)
+    if zc is None:
+        raise TypeError("zero_copy is None, True or False")
+    core = _objstore.connect(host, port, unix_socket, transport == "rdma", username, password,
+                             zc)
+    client = Client(core, url or (f"unix://{unix_socket}" if unix_socket
+                                  else f"{transport}://{host}:{port}"))
+    try:
+        if pin_cache:
+            client.set_pin_cache(pin_cache)
+        if prefault:
+            core.set_prefault(_size_arg(prefault))
+    except BaseException:
+        client.close()
+        raise
+    return client
