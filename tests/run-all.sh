@@ -2,8 +2,8 @@
 # run-all.sh - the whole test suite, as `make test` and CI run it:
 #   1. build (normal) and lint
 #   2. unit tests (C, cmocka)
-#   3. server tests against a real redis-server (pytest, tests/server), and the
-#      obj-benchmark smoke test
+#   3. server tests against a real redis-server (pytest, tests/server), the
+#      obj-benchmark smoke test and the Python client (tests/python)
 #   4. the same unit + server suites under ASan/UBSan (build/san-address/)
 #   5. the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
 #      stream's control messages and offsets)
@@ -33,6 +33,7 @@ step "lint" make lint
 step "unit" make -j"$JOBS" test-unit
 step "server" make test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
 step "benchmark smoke" make test-server PYTEST_ARGS="tests/server/test_benchmark_smoke.py"
+step "python client" make test-python
 
 # The sanitizer build lives in build/san-address/; OBJSTORE_BUILD (set by make
 # SAN=address test-server) makes the launcher load that module and run that
@@ -43,6 +44,9 @@ step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
 step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
+step "python client (ASan/UBSan module)" env OBJSTORE_PRELOAD="$SAN_LIB" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    make SAN=address test-python
 
 step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
 step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh

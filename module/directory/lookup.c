@@ -341,7 +341,8 @@ void dirDoLookups(ObjList *writes, DirOp **ops, size_t n)
 {
     DirBatch b = {0}, nb = {0};
     ObjListLink *l;
-    objListForEach(writes, l) dirAddWrite(&b, dirOpOf(l));
+    objListForEach(writes, l)
+        dirAddWrite(&b, dirOpOf(l));
     size_t first = b.n; /* the lookups' commands start here */
     DirResult **res = dirCalloc(n, sizeof(*res));
     unsigned char *needNodes = dirCalloc(n, 1);

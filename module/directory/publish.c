@@ -111,8 +111,7 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
     uint64_t publishes = 0, unpublishes = 0;
     ObjListLink *l, *tmp;
     size_t i = 0;
-    objListForEachSafe(writes, l, tmp)
-    {
+    objListForEachSafe(writes, l, tmp) {
         DirOp *op = dirOpOf(l);
         size_t replies = op->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
         for (size_t k = i; k < i + replies; k++)

@@ -49,8 +49,7 @@ void dirTakeLocked(ObjList *out, size_t max)
 void dirTakeReadsLocked(ObjList *out)
 {
     ObjListLink *l, *tmp;
-    objListForEachSafe(&dir.queue, l, tmp)
-    {
+    objListForEachSafe(&dir.queue, l, tmp) {
         DirOp *op = dirOpOf(l);
         if (dirOpIsWrite(op))
             continue;
@@ -66,7 +65,8 @@ void dirRequeueFront(ObjList *list)
 {
     ObjListLink *l;
     pthread_mutex_lock(&dir.lock);
-    objListForEach(list, l) dirCountLocked(dirOpOf(l), 1);
+    objListForEach(list, l)
+        dirCountLocked(dirOpOf(l), 1);
     objListSpliceFront(&dir.queue, list);
     pthread_mutex_unlock(&dir.lock);
 }

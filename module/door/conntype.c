@@ -718,7 +718,8 @@ static int doorSweep(struct aeEventLoop *el, long long id, void *data)
 {
     ObjListLink *it, *next;
 
-    objListForEachSafe(&door.links, it, next) doorServe(objListEntry(it, DoorLink, link), 1);
+    objListForEachSafe(&door.links, it, next)
+        doorServe(objListEntry(it, DoorLink, link), 1);
     return DOOR_SWEEP_MS;
 }
 
@@ -991,8 +992,7 @@ void doorStop(void)
         aeDeleteTimeEvent(server.el, door.kickId);
     door.sweepArmed = door.kickArmed = 0;
     ObjListLink *it;
-    objListForEach(&door.links, it)
-    {
+    objListForEach(&door.links, it) {
         DoorLink *l = objListEntry(it, DoorLink, link);
         if (rdmaStreamGetState(l->s) == RDMA_STREAM_OPEN && rdma_disconnect(rdmaStreamId(l->s)))
             serverLog(LL_VERBOSE, "RDMA clients: %s: rdma_disconnect: %s", l->addr,

@@ -311,8 +311,7 @@ static Pending *pendingFind(RedisModuleBlockedClient *bc)
 {
     ObjListLink *it;
 
-    objListForEach(&pendingFetches, it)
-    {
+    objListForEach(&pendingFetches, it) {
         Pending *p = objListEntry(it, Pending, link);
         if (p->bc == bc)
             return p;

@@ -64,8 +64,7 @@ static Waiter *waiterFind(RedisModuleBlockedClient *bc)
 {
     ObjListLink *it;
 
-    objListForEach(&waiters, it)
-    {
+    objListForEach(&waiters, it) {
         Waiter *w = objListEntry(it, Waiter, link);
         if (w->bc == bc)
             return w;
@@ -162,8 +161,7 @@ void waitersRecheck(const char *id, size_t idLen)
     if (objListEmpty(&waiters))
         return;
     objTableLock(objNode.table);
-    objListForEachSafe(&waiters, it, next)
-    {
+    objListForEachSafe(&waiters, it, next) {
         Waiter *w = objListEntry(it, Waiter, link);
         int match = !id || (w->idLen == idLen && memcmp(w->id, id, idLen) == 0);
         if (match && waiterReady(w))
