@@ -104,7 +104,7 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
 int objClientRelease(ObjClient *c, const void *id, size_t idLen);
 
 /*
- * Client-side pin cache (off by default; see README "Pin cache"). With it on,
+ * Client-side pin cache (off by default; see docs/client.md, "Pin cache"). With it on,
  * objClientRelease does not send OBJ.RELEASE at once: the object stays pinned
  * on the server, and a later objClientPin of the same id (by value) is served
  * from the cache without a round trip. Released ("idle") entries are given

@@ -1,6 +1,6 @@
 """Helpers shared by the objstore pytest suites (tests/server, tests/rdma).
 
-The README's command reference is the contract under test. These helpers keep
+docs/commands.md is the contract under test. These helpers keep
 the tests short: a redis-py client that hands back server errors verbatim (so
 the first word of an error is always the objstore code word), parsers for the
 field/value arrays that OBJ.STATS and OBJ.INFO answer, XXH3-64 through the

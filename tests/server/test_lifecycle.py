@@ -1,4 +1,4 @@
-"""Happy paths of every OBJ.* command, as the README's command reference states them.
+"""Happy paths of every OBJ.* command, as docs/commands.md states them.
 
 Binary ids (NUL, CR/LF, 0xff) and binary data (every byte value) throughout;
 0-byte objects, metadata, the 512-byte id limit, and the zero-copy view: what
