@@ -18,6 +18,8 @@
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
  *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
+ *   (an id that is empty or starts with '}' cannot be its own hash tag:
+ *   objstore:h{<hex CRC16(id)>}:<id>:meta and :loc instead, slotsObjKey)
  *
  * The thread registers the node and renews it every heartbeat, so a dead
  * node drops out by itself when its key expires. Publish/unpublish requests

@@ -1,6 +1,7 @@
 /*
  * keys.c - the directory's key schema: an object's meta hash and location
- * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object), a
+ * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object, built
+ * by slotsObjKey), a
  * node's hash (objstore:node:<name>) and the node registry's buckets
  * (objstore:nodes:{b<k>}). Every builder returns a malloc'd, NUL-terminated
  * key and its length; none can fail.
@@ -10,20 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Builds the key objstore:{<id>}<suffix> (binary-safe). The hash tag is the
- * same for both of an object's keys whatever the id holds, so they share a
- * slot. */
+/* Builds the directory key of object id with suffix (":meta", ":loc"),
+ * binary-safe: objstore:{<id>}<suffix>, or for an id that cannot be its own
+ * hash tag objstore:h{<hex>}:<id><suffix> (slotsObjKey). Either way all of
+ * an id's keys share one slot. */
 char *dirObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut)
 {
-    static const char prefix[] = "objstore:{";
-    size_t plen = sizeof(prefix) - 1, slen = strlen(suffix);
-    char *k = dirMalloc(plen + idLen + 1 + slen + 1);
-    memcpy(k, prefix, plen);
-    if (idLen > 0)
-        memcpy(k + plen, id, idLen);
-    k[plen + idLen] = '}';
-    memcpy(k + plen + idLen + 1, suffix, slen + 1);
-    *lenOut = plen + idLen + 1 + slen;
+    char *k = dirMalloc(idLen + strlen(suffix) + SLOTS_OBJ_KEY_EXTRA + 1);
+    *lenOut = slotsObjKey(k, id, idLen, suffix);
     return k;
 }
 

@@ -218,6 +218,58 @@ def test_a_slot_moved_between_masters_is_followed_through_ask_and_moved(rc, cl, 
     drop(cl, ("A", "B"), old, new)
 
 
+def braced_ids(u):
+    """Ids whose braces would break a hash tag naively wrapped around them: an empty
+    tag ('}' first), a tag of braces, binary bytes. u makes them unique."""
+    return [b"}" + u, b"}x" + u, b"{" + u, b"{}" + u, b"}{" + u, b"{a}" + u, b"}}" + u,
+            u + b"}", b"\x00}\xff{" + u, b"}\x00\xfe" + u]
+
+
+def not_found(client, oid):
+    try:
+        locate(client, oid)
+    except ResponseError as e:
+        return err_code(e) == "NOTFOUND"
+    return False
+
+
+def keys_holding(rc, part):
+    """Every key on every master whose name contains part."""
+    found = set()
+    for port in rc.master_ports():
+        found |= {k for k in objstore_keys(rc, port) if part in k}
+    return found
+
+
+def test_ids_with_any_braces_are_published_and_unpublished_in_one_slot(rc, cl, uid):
+    """Every key of an id lands in one slot whatever bytes the id holds: with an id
+    starting with '}' (an empty hash tag) the unpublish script's two keys used to
+    fall in two slots, the cluster refused it (CROSSSLOT) and the object stayed
+    located after its last copy was deleted."""
+    a, b = cl["A"].client(), cl["B"].client()
+    u = uid(b"")
+    ids = braced_ids(u)
+    errors0 = stats(a)["directory_errors"]
+    for i, oid in enumerate(ids):
+        put(a, oid, payload(1000 + i, 70 + i))
+    for oid in ids:
+        wait_locations(b, oid, ["A"], timeout=10.0)
+    assert fetch(b, *ids) == ["OK"] * len(ids)
+    for i, oid in enumerate(ids):
+        get_exact(b, oid, payload(1000 + i, 70 + i))
+        wait_locations(a, oid, ["A", "B"], timeout=10.0)
+    assert len(keys_holding(rc, u)) == 2 * len(ids), "two directory keys per object"
+
+    drop(cl, ("A", "B"), *ids)  # A's delete may be DEFERRED behind the send's pin
+    wait_drained(cl)
+    for oid in ids:
+        wait_until(lambda: not_found(b, oid), 10.0, what=f"OBJ.LOCATE {oid!r} NOTFOUND")
+    wait_until(lambda: not keys_holding(rc, u), 10.0,
+               what=f"no directory key left (left: {sorted(keys_holding(rc, u))[:4]})")
+    st = stats(a)
+    assert st["directory_errors"] == errors0, st.get("directory_last_error")
+
+
 def test_directory_password_is_sent_to_every_shard(uid):
     """A cluster with requirepass on every node: nodes with directory-password
     register, and publish to and look up on all three masters."""
