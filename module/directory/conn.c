@@ -116,6 +116,26 @@ static redisContext *dirOpen(const char *host, int port, char *err, size_t errLe
 }
 
 /*
+ * Warns when the directory Redis behind ctx (host:port) may evict keys: an
+ * evicted object key is lost without a trace the node could notice (only
+ * a lost registration is noticed), so the object stays unlocated until its
+ * node re-publishes for another reason. Skipped silently when the server
+ * refuses CONFIG (renamed, or not in the ACL). Can't fail.
+ */
+static void dirCheckEvictionPolicy(redisContext *ctx, const SlotsAddr *a)
+{
+    redisReply *r = redisCommand(ctx, "CONFIG GET maxmemory-policy");
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "noeviction") != 0)
+        dirLog("warning",
+               "directory %.64s:%d runs with maxmemory-policy %.32s: keys it evicts leave "
+               "objects unlocated until their node re-publishes them; run the directory "
+               "with maxmemory-policy noeviction",
+               a->host, a->port, r->element[1]->str);
+    freeReplyObject(r);
+}
+
+/*
  * Makes sure master m has a connection. Without force, a master that failed
  * less than a backoff ago is not tried again, so that commands for a dead
  * shard fail at once. Returns 0, or -1 (dir.conns[m].err says why).
@@ -133,6 +153,10 @@ int dirConnEnsure(int m, int force)
     if (c->ctx == NULL) {
         dirConnFail(m, "%s", err);
         return -1;
+    }
+    if (!c->policyChecked) {
+        c->policyChecked = 1;
+        dirCheckEvictionPolicy(c->ctx, a);
     }
     return 0;
 }

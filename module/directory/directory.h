@@ -52,6 +52,9 @@ typedef struct DirConfig {
     uint32_t features; /* OBJ_FEAT_* (wire.h) */
     int heartbeatMs;   /* renew interval, e.g. 1000 */
     int ttlMs;         /* node key lifetime, e.g. 5000 */
+    /* Where notices and warnings go ("notice", "warning"), from the directory
+     * thread; NULL: nowhere. */
+    void (*log)(const char *level, const char *msg);
 } DirConfig;
 
 /* A live node as the directory sees it. */

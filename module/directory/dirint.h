@@ -84,6 +84,7 @@ typedef struct DirConn {
     redisContext *ctx; /* NULL while disconnected */
     int64_t retryMs;   /* monotonic: no new connect attempt before it */
     char err[256];     /* why it is down, for DIR_UNAVAILABLE results */
+    int policyChecked; /* its maxmemory-policy was read (once per master) */
 } DirConn;
 
 /* One command of a batch, formatted once so that a redirection can resend
@@ -174,6 +175,8 @@ struct timeval dirTimeval(int ms);
 /* Schedules the next connect attempt one backoff from now and doubles it. */
 void dirBackoff(void);
 void dirNoteError(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dirLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dirScheduleSnapshot(const char *why);
 void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups);
 int dirStopRequested(void);
 int dirOpIsWrite(const DirOp *op);

@@ -20,10 +20,26 @@ static const char dirUnpublishScript[] =
     "return 1";
 
 /*
+ * Whether the replies to the heartbeat's HSET and SADD say the directory
+ * had lost this node's registration: HSET answers how many fields it added
+ * (0 when the hash was there) and SADD whether the name was new. Either
+ * means the entries were flushed, evicted, expired, or never reached the
+ * replica that now serves them, and the object keys written alongside may
+ * be gone too.
+ */
+static int dirRegistrationWasLost(const redisReply *hset, const redisReply *sadd)
+{
+    return (hset != NULL && hset->type == REDIS_REPLY_INTEGER && hset->integer > 0) ||
+           (sadd != NULL && sadd->type == REDIS_REPLY_INTEGER && sadd->integer > 0);
+}
+
+/*
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
- * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
- * shard could not be reached (dirConnFail has run). Error replies are
- * counted only. Then dirPingMasters.
+ * and SADD it to its registry bucket, in one round. When the replies say
+ * the registration had been lost, a full re-publish is scheduled (the
+ * directory is soft state, the node's objects the truth). Returns 0, or -1
+ * when a shard could not be reached (dirConnFail has run). Error replies
+ * are counted only. Then dirPingMasters.
  */
 int dirHeartbeat(void)
 {
@@ -61,6 +77,9 @@ int dirHeartbeat(void)
         else
             dirAck(b.cmds[i].reply);
     }
+    if (dirRegistrationWasLost(b.cmds[0].reply, b.cmds[2].reply))
+        dirScheduleSnapshot("this node's registration was missing from the directory "
+                            "(flushed, evicted, expired, or lost in a failover)");
     dirBatchFree(&b);
     dirPingMasters();
     return rc;

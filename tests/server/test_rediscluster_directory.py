@@ -270,6 +270,34 @@ def test_ids_with_any_braces_are_published_and_unpublished_in_one_slot(rc, cl, u
     assert st["directory_errors"] == errors0, st.get("directory_last_error")
 
 
+def test_objects_are_located_again_after_flushall_on_every_master(rc, cl, uid):
+    """The cluster loses every key while the nodes' connections stay up: each node
+    finds its registration missing at its next heartbeat and re-publishes, within
+    node-ttl (3 s here) plus slack."""
+    objs = {}
+    for i, name in enumerate(NAMES):
+        for k in range(8):
+            oid = uid(b"%s.%d" % (name.encode(), k))
+            objs[oid] = (name, payload(2000 + 31 * k, 80 + i))
+            put(cl[name].client(), oid, objs[oid][1])
+    d = cl["D"].client()
+    for oid, (holder, _) in objs.items():
+        wait_locations(d, oid, [holder], timeout=10.0)
+
+    for port in rc.master_ports():
+        rc.client(port).execute_command("FLUSHALL")
+
+    within = cl["A"].node_ttl / 1000 + 3.0
+    wait_nodes(d, NAMES, timeout=within)
+    for oid, (holder, _) in objs.items():
+        wait_locations(d, oid, [holder], timeout=within)
+    remote = [oid for oid, (holder, _) in objs.items() if holder != "D"]
+    assert fetch(d, *remote) == ["OK"] * len(remote)
+    for oid in remote:
+        get_exact(d, oid, objs[oid][1])
+    drop(cl, NAMES, *objs)
+
+
 def test_directory_password_is_sent_to_every_shard(uid):
     """A cluster with requirepass on every node: nodes with directory-password
     register, and publish to and look up on all three masters."""
