@@ -34,6 +34,7 @@ void dirConnFail(int m, const char *fmt, ...)
 
     redisFree(c->ctx);
     c->ctx = NULL;
+    c->markSeq = 0; /* the re-publish below covers whatever it lost */
     c->retryMs = dirNowMs() + dir.backoffMs;
     dir.mapStale = 1;
     dirBackoff();
@@ -310,10 +311,12 @@ static void dirMapAdopt(SlotsMap *fresh)
     DirConn *conns = dirCalloc((size_t)fresh->nMasters, sizeof(*conns));
     for (int m = 0; m < dir.nConns; m++) {
         int to = slotsMapFind(fresh, dir.map.masters[m].host, dir.map.masters[m].port);
-        if (to >= 0)
+        if (to >= 0) {
             conns[to] = dir.conns[m];
-        else
+        } else {
             redisFree(dir.conns[m].ctx);
+            free(dir.conns[m].markKey);
+        }
     }
     free(dir.conns);
     slotsMapReset(&dir.map);
@@ -323,6 +326,7 @@ static void dirMapAdopt(SlotsMap *fresh)
     dir.mapCovered = slotsMapCovered(&dir.map);
     dir.haveMap = 1;
     dir.mapStale = 0;
+    dir.mapGen++;
 }
 
 /*
@@ -360,40 +364,14 @@ int dirAllUp(void)
     return 1;
 }
 
-/*
- * On a Redis Cluster, every master this node holds a connection to answers
- * a PING once per heartbeat. The heartbeat itself reaches only the shards
- * of this node's two keys; without this a failover of another shard goes
- * unnoticed by a node with nothing to write there, and that node never
- * re-publishes what the promoted replica may have lost. A dead link is
- * handled like any other (dirConnFail: map re-read, full re-publish). Can't
- * fail.
- */
-void dirPingMasters(void)
-{
-    if (dir.nConns < 2)
-        return; /* one Redis: the heartbeat just talked to it */
-    for (int m = 0; m < dir.nConns; m++) {
-        redisContext *ctx = dir.conns[m].ctx;
-        if (ctx == NULL)
-            continue;
-        redisReply *r = redisCommand(ctx, "PING");
-        if (r == NULL) {
-            char why[128];
-            snprintf(why, sizeof(why), "%s", ctx->errstr);
-            dirConnFail(m, "PING: %s", why);
-            continue;
-        }
-        freeReplyObject(r);
-    }
-}
-
 /* Closes every connection and forgets the slot map (dirStop, after the
  * last command). Can't fail. */
 void dirConnsCloseAll(void)
 {
-    for (int m = 0; m < dir.nConns; m++)
+    for (int m = 0; m < dir.nConns; m++) {
         redisFree(dir.conns[m].ctx);
+        free(dir.conns[m].markKey);
+    }
     free(dir.conns);
     dir.conns = NULL;
     dir.nConns = 0;

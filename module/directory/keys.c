@@ -1,10 +1,10 @@
 /*
  * keys.c - the directory's key schema: an object's meta hash and location
  * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object, built
- * by slotsObjKey), a
- * node's hash (objstore:node:<name>) and the node registry's buckets
- * (objstore:nodes:{b<k>}). Every builder returns a malloc'd, NUL-terminated
- * key and its length; none can fail.
+ * by slotsObjKey), a node's hash (objstore:node:<name>), the node registry's
+ * buckets (objstore:nodes:{b<k>}) and a node's marker on each master
+ * (objstore:mark:{<tag>}:<name>). Every builder returns a malloc'd,
+ * NUL-terminated key and its length; none can fail.
  */
 #include "dirint.h"
 
@@ -42,6 +42,21 @@ char *dirBucketKey(int k, size_t *lenOut)
     char *key = dirMalloc((size_t)n + 1);
     memcpy(key, buf, (size_t)n + 1);
     *lenOut = (size_t)n;
+    return key;
+}
+
+/* Builds objstore:mark:{<tag>}:<name>, this node's marker key whose slot
+ * is the one of the decimal tag (the name may hold braces: it comes after
+ * the tag). */
+char *dirMarkKey(unsigned tag, size_t *lenOut)
+{
+    char head[64];
+    int n = snprintf(head, sizeof(head), "%s{%u}:", OBJ_DIR_MARK_PREFIX, tag);
+    char *key = dirMalloc((size_t)n + dir.nameLen + 1);
+    memcpy(key, head, (size_t)n);
+    memcpy(key + n, dir.cfg.nodeName, dir.nameLen);
+    key[(size_t)n + dir.nameLen] = '\0';
+    *lenOut = (size_t)n + dir.nameLen;
     return key;
 }
 

@@ -37,9 +37,13 @@ static int dirRegistrationWasLost(const redisReply *hset, const redisReply *sadd
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
  * and SADD it to its registry bucket, in one round. When the replies say
  * the registration had been lost, a full re-publish is scheduled (the
- * directory is soft state, the node's objects the truth). Returns 0, or -1
- * when a shard could not be reached (dirConnFail has run). Error replies
- * are counted only. Then dirPingMasters.
+ * directory is soft state, the node's objects the truth). Every master
+ * gets this node's marker in the same round (dirAddMarks): a shard that
+ * lost writes is found even when it holds neither of the registration's
+ * keys, and a failover of a shard this node has nothing to write to is
+ * noticed too (its dead link). Returns 0, or -1 when the registration's
+ * shards could not be reached (dirConnFail has run). Error replies are
+ * counted only.
  */
 int dirHeartbeat(void)
 {
@@ -68,10 +72,13 @@ int dirHeartbeat(void)
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, HSET_ARGC, hset, hsetLen);
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 3, expire, expireLen);
     dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, sadd, saddLen);
+    enum { REGISTRATION_CMDS = 3 };
+    dirAddMarks(&b, 0, 1);
     dir.nextHeartbeatMs = dirNowMs() + dir.cfg.heartbeatMs;
     dirBatchRun(&b);
+    dirCheckMarks(&b);
     int rc = 0;
-    for (size_t i = 0; i < b.n; i++) {
+    for (size_t i = 0; i < REGISTRATION_CMDS; i++) {
         if (b.cmds[i].reply == NULL)
             rc = -1;
         else
@@ -81,8 +88,120 @@ int dirHeartbeat(void)
         dirScheduleSnapshot("this node's registration was missing from the directory "
                             "(flushed, evicted, expired, or lost in a failover)");
     dirBatchFree(&b);
-    dirPingMasters();
     return rc;
+}
+
+/* ---- markers --------------------------------------------------------------------------- */
+
+/*
+ * This node's marker key on master m, in a slot m serves, or NULL when none
+ * was found (m serves no slot). Found again, and the expectation dropped,
+ * when the map moved the old key's slot elsewhere; a failed search is not
+ * repeated until the map changes. Can't fail otherwise.
+ */
+static const char *dirMarkKeyOf(int m, size_t *lenOut)
+{
+    DirConn *c = &dir.conns[m];
+    if (c->markKey != NULL &&
+        slotsMapOwner(&dir.map, slotsKeySlot(c->markKey, c->markKeyLen)) == m) {
+        *lenOut = c->markKeyLen;
+        return c->markKey;
+    }
+    if (c->markKey == NULL && c->markGen == dir.mapGen)
+        return NULL;
+    free(c->markKey);
+    c->markKey = NULL;
+    c->markSeq = 0;
+    c->markGen = dir.mapGen;
+    for (unsigned tag = 0; tag < OBJ_DIR_MARK_TAGS; tag++) {
+        char t[16];
+        int n = snprintf(t, sizeof(t), "%u", tag);
+        if (slotsMapOwner(&dir.map, slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1)) == m) {
+            c->markKey = dirMarkKey(tag, &c->markKeyLen);
+            *lenOut = c->markKeyLen;
+            return c->markKey;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Appends to b one marker per master -- every master of the map (every),
+ * or those the first upTo commands of b go to -- after everything already
+ * in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
+ * value for the batch. A master runs a connection's commands in order, and
+ * its replicas replay them in that order, so a master (or a promoted
+ * replica) that still holds the value this node last wrote there holds
+ * every write this node had acknowledged before it; anything else (the
+ * key missing or older) means that shard lost some of them, which
+ * dirCheckMarks finds in the same reply. Can't fail.
+ */
+void dirAddMarks(DirBatch *b, size_t upTo, int every)
+{
+    if (!dir.haveMap || dir.nConns == 0)
+        return;
+    unsigned char *want = dirCalloc((size_t)dir.nConns, 1);
+    for (int m = 0; every && m < dir.nConns; m++)
+        want[m] = 1;
+    for (size_t i = 0; !every && i < upTo && i < b->n; i++) {
+        int m = slotsMapOwner(&dir.map, b->cmds[i].slot);
+        if (m >= 0)
+            want[m] = 1;
+    }
+    uint64_t value = ++dir.markNext;
+    char val[24], ttl[24];
+    snprintf(val, sizeof(val), "%" PRIu64, value);
+    snprintf(ttl, sizeof(ttl), "%d", dir.cfg.ttlMs);
+    for (int m = 0; m < dir.nConns; m++) {
+        size_t keyLen;
+        const char *key = want[m] ? dirMarkKeyOf(m, &keyLen) : NULL;
+        if (key == NULL)
+            continue;
+        const char *argv[] = {"SET", key, val, "PX", ttl, "GET"};
+        size_t lens[] = {3, keyLen, strlen(val), 2, strlen(ttl), 3};
+        dirBatchAdd(b, key, keyLen, 6, argv, lens);
+        DirCmd *c = &b->cmds[b->n - 1];
+        c->mark = 1;
+        c->markMaster = m;
+        c->markVal = value;
+    }
+    free(want);
+}
+
+/*
+ * Reads the markers' replies of a run batch: a master whose previous
+ * marker value is not what this node last saw acknowledged there lost
+ * writes (a flush, an eviction, a replica promoted without them), and a
+ * full re-publish is scheduled. A marker that was not answered, went to
+ * another master (a redirection) or was refused (a server without SET
+ * ... GET) leaves no expectation. Can't fail.
+ */
+void dirCheckMarks(const DirBatch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const DirCmd *cmd = &b->cmds[i];
+        if (!cmd->mark || cmd->markMaster >= dir.nConns)
+            continue;
+        DirConn *c = &dir.conns[cmd->markMaster];
+        const redisReply *r = cmd->reply;
+        if (r == NULL || cmd->master != cmd->markMaster || r->type == REDIS_REPLY_ERROR) {
+            c->markSeq = 0;
+            continue;
+        }
+        char want[24];
+        int n = snprintf(want, sizeof(want), "%" PRIu64, c->markSeq);
+        int lost = c->markSeq != 0 && (r->type != REDIS_REPLY_STRING || r->len != (size_t)n ||
+                                       memcmp(r->str, want, (size_t)n) != 0);
+        c->markSeq = cmd->markVal;
+        if (lost) {
+            char why[160];
+            const SlotsAddr *a = &dir.map.masters[cmd->markMaster];
+            snprintf(why, sizeof(why),
+                     "directory %.64s:%d lost writes of this node (its marker was %s)", a->host,
+                     a->port, r->type == REDIS_REPLY_STRING ? "older" : "missing");
+            dirScheduleSnapshot(why);
+        }
+    }
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
@@ -153,7 +272,8 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
 
 /*
  * Sends a list of publishes/unpublishes in pipelined rounds (each round one
- * batch over all shards), renewing the heartbeat between rounds when it is
+ * batch over all shards, closed by a marker per shard it wrote to),
+ * renewing the heartbeat between rounds when it is
  * due, and frees each operation once its replies are in. Returns 0 when
  * all were answered (the list ends empty), or -1 when a shard could not be
  * reached or a stop was requested: the list then holds the operations not
@@ -175,7 +295,9 @@ int dirSendWrites(ObjList *list)
             dirAddWrite(&b, dirOpOf(l));
             objListPushBack(&round, l);
         }
+        dirAddMarks(&b, b.n, 0);
         dirBatchRun(&b);
+        dirCheckMarks(&b);
         dirTakeWriteReplies(&b, &round);
         dirBatchFree(&b);
         if (!objListEmpty(&round)) {

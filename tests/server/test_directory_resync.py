@@ -1,7 +1,8 @@
 """The directory is soft state, the nodes are the truth: when the directory Redis
 loses a node's entries while the node's connection to it stays up (FLUSHALL, keys
 evicted or expired, a replica promoted without the last writes), the node notices
-at its next heartbeat that its registration was missing and re-publishes every
+at its next heartbeat -- its registration was missing, or its marker on a
+directory master was not the value it last wrote there -- and re-publishes every
 object it holds, within node-ttl. And a node warns at start when its directory may
 evict keys (maxmemory-policy other than noeviction), the one loss it cannot notice
 when the registration survives it.
@@ -71,6 +72,32 @@ def test_a_lost_registration_with_some_object_keys_brings_them_back(cl, uid):
                              *[b"objstore:{" + oid + b"}:loc" for oid in lost]) == 4
 
     located_and_fetched(b, objs, ["A"])
+
+
+def test_a_directory_rolled_back_behind_an_intact_registration_is_noticed(cl, uid):
+    """What a replica promoted without the last writes looks like through a
+    connection that survived (a proxy in front): the registration is there, the
+    last objects' keys are not, and the node's marker holds the older value it had
+    then. The marker tells the node, which re-publishes."""
+    a, b = cl["A"].client(), cl["B"].client()
+    d = cl.dir.client()
+    objs = put_many(a, [uid(b"old%d" % i) for i in range(3)])
+    for oid in objs:
+        wait_locations(b, oid, ["A"])
+    marks = list(d.scan_iter(match=b"objstore:mark:*:A"))
+    assert len(marks) == 1, f"node A's markers on one Redis: {marks}"
+    earlier = d.get(marks[0])
+
+    late = {oid: payload(5000 + i, 50 + i) for i, oid in enumerate(
+        [uid(b"late%d" % i) for i in range(3)])}
+    for oid, data in late.items():
+        assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
+    for oid in late:
+        wait_locations(b, oid, ["A"])
+    assert d.delete(*[b"objstore:{" + oid + s for oid in late for s in (b"}:meta", b"}:loc")]) == 6
+    d.set(marks[0], earlier, px=NODE_TTL_MS)
+
+    located_and_fetched(b, {**objs, **late}, ["A"])
 
 
 def test_objects_of_a_node_that_was_stopped_past_its_ttl_are_located_again(cl, uid):

@@ -298,6 +298,38 @@ def test_objects_are_located_again_after_flushall_on_every_master(rc, cl, uid):
     drop(cl, NAMES, *objs)
 
 
+def test_objects_are_located_again_after_flushall_on_a_master_without_the_registration(
+        rc, cl, uid):
+    """One shard loses every key while the connections stay up, and node A's
+    registration (its hash and its registry bucket) lives on the other shards, so
+    the heartbeat finds it intact: A's marker on that shard is what tells A, and A
+    re-publishes within node-ttl plus slack."""
+    home = {rc.master_of(b"objstore:node:A"), rc.master_of(registry_key("A"))}
+    victim = next(p for p in rc.master_ports() if p not in home)
+    objs, i = {}, 0
+    while len(objs) < 8:
+        oid = uid(b"%d" % i)
+        i += 1
+        if rc.master_of(b"objstore:{" + oid + b"}:meta") == victim:
+            objs[oid] = payload(3000 + 17 * len(objs), 90 + len(objs))
+    a, d = cl["A"].client(), cl["D"].client()
+    for oid, data in objs.items():
+        put(a, oid, data)
+    for oid in objs:
+        wait_locations(d, oid, ["A"], timeout=10.0)
+
+    rc.client(victim).execute_command("FLUSHALL")
+
+    within = cl["A"].node_ttl / 1000 + 3.0
+    for oid in objs:
+        wait_locations(d, oid, ["A"], timeout=within)
+    assert fetch(d, *objs) == ["OK"] * len(objs)
+    for oid, data in objs.items():
+        get_exact(d, oid, data)
+    wait_nodes(d, NAMES, timeout=within)
+    drop(cl, NAMES, *objs)
+
+
 def test_directory_password_is_sent_to_every_shard(uid):
     """A cluster with requirepass on every node: nodes with directory-password
     register, and publish to and look up on all three masters."""
