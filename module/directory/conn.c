@@ -36,8 +36,13 @@ void dirConnFail(int m, const char *fmt, ...)
     c->ctx = NULL;
     c->markSeq = 0; /* the re-publish below covers whatever it lost */
     c->retryMs = dirNowMs() + dir.backoffMs;
-    dir.mapStale = 1;
-    dirBackoff();
+    /* A re-read already pending keeps its time: under a stream of lookups
+     * for the dead shard, each one's failed retry would otherwise push the
+     * re-read back again, and the node would never learn the new master. */
+    if (!dir.mapStale) {
+        dir.mapStale = 1;
+        dirBackoff();
+    }
     pthread_mutex_lock(&dir.lock);
     dir.stats.connected = 0;
     dir.needSnapshot = 1;

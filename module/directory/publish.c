@@ -126,8 +126,9 @@ static const char *dirMarkKeyOf(int m, size_t *lenOut)
 }
 
 /*
- * Appends to b one marker per master -- every master of the map (every),
- * or those the first upTo commands of b go to -- after everything already
+ * Appends to b one marker per master -- every master this node holds a
+ * connection to (every), or those the first upTo commands of b go to --
+ * after everything already
  * in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
  * value for the batch. A master runs a connection's commands in order, and
  * its replicas replay them in that order, so a master (or a promoted
@@ -142,7 +143,7 @@ void dirAddMarks(DirBatch *b, size_t upTo, int every)
         return;
     unsigned char *want = dirCalloc((size_t)dir.nConns, 1);
     for (int m = 0; every && m < dir.nConns; m++)
-        want[m] = 1;
+        want[m] = dir.conns[m].ctx != NULL; /* a lost one is retried by its own backoff */
     for (size_t i = 0; !every && i < upTo && i < b->n; i++) {
         int m = slotsMapOwner(&dir.map, b->cmds[i].slot);
         if (m >= 0)
