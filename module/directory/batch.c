@@ -75,7 +75,6 @@ static void dirRedirect(DirCmd *c)
         dirConnsSync();
         if (rd.kind == SLOTS_REDIRECT_MOVED) {
             slotsMapAssign(&dir.map, rd.slot, rd.slot, host, rd.to.port);
-            dir.mapGen++;
             dir.mapStale = 1;
             dir.nextConnectMs = dirNowMs(); /* re-read the whole map at once */
         }

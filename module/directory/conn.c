@@ -331,7 +331,6 @@ static void dirMapAdopt(SlotsMap *fresh)
     dir.mapCovered = slotsMapCovered(&dir.map);
     dir.haveMap = 1;
     dir.mapStale = 0;
-    dir.mapGen++;
 }
 
 /*

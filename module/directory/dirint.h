@@ -58,9 +58,10 @@
  * scheduler's objects live on a handful of nodes. A dead node stays listed
  * that much longer; a fetch from it fails over to the next location. */
 #define OBJ_DIR_NODE_CACHE 256
-/* Tags tried for a marker key in a slot of a given master (dirMarkKeyOf):
- * a master serving even one slot is found among them. */
-#define OBJ_DIR_MARK_TAGS   (1 << 20)
+/* Decimal tags 0..OBJ_DIR_MARK_TAGS-1 hash to every one of the 16384 slots
+ * (109758 of them do), so each master gets a marker key in a slot of its
+ * own (dirMarkKeyOf). */
+#define OBJ_DIR_MARK_TAGS   (1 << 17)
 #define OBJ_DIR_MARK_PREFIX "objstore:mark:"
 
 /* MOVED/ASK hops followed for one command before giving up on it. */
@@ -91,11 +92,10 @@ typedef struct DirConn {
     char err[256];     /* why it is down, for DIR_UNAVAILABLE results */
     int policyChecked; /* its maxmemory-policy was read (once per master) */
     /* This node's marker on this master (see dirAddMarks): its key, in a slot
-     * the master serves (NULL: none found for map generation markGen), and
-     * the value the master last acknowledged (0: none expected yet). */
+     * the master serves (NULL: none yet), and the value the master last
+     * acknowledged (0: none expected yet). */
     char *markKey;
     size_t markKeyLen;
-    uint64_t markGen;
     uint64_t markSeq;
 } DirConn;
 
@@ -163,7 +163,6 @@ typedef struct DirState {
     int haveMap;       /* map has been read at least once */
     int mapStale;      /* a MOVED or a lost master: re-read it at nextConnectMs */
     int mapCovered;    /* slots that have a master */
-    uint64_t mapGen;   /* bumped whenever the map changes */
     uint64_t markNext; /* the last marker value written (dirAddMarks) */
     DirConn *conns;    /* nConns == map.nMasters, same order */
     int nConns;

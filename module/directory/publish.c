@@ -94,30 +94,39 @@ int dirHeartbeat(void)
 /* ---- markers --------------------------------------------------------------------------- */
 
 /*
- * This node's marker key on master m, in a slot m serves, or NULL when none
- * was found (m serves no slot). Found again, and the expectation dropped,
- * when the map moved the old key's slot elsewhere; a failed search is not
- * repeated until the map changes. Can't fail otherwise.
+ * This node's marker key on master m, in a slot m serves, or NULL when m
+ * serves none. Found again, and the expectation dropped, when the map moved
+ * the old key's slot elsewhere. Can't fail otherwise.
  */
 static const char *dirMarkKeyOf(int m, size_t *lenOut)
 {
+    /* A decimal tag that hashes to each slot (UINT32_MAX: none below
+     * OBJ_DIR_MARK_TAGS), filled once; only this thread reads it. */
+    static uint32_t tagOf[SLOTS_COUNT];
+    static int tagsReady;
+    if (!tagsReady) {
+        memset(tagOf, 0xff, sizeof(tagOf));
+        for (uint32_t tag = 0; tag < OBJ_DIR_MARK_TAGS; tag++) {
+            char t[16];
+            int n = snprintf(t, sizeof(t), "%" PRIu32, tag);
+            int slot = slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1);
+            if (tagOf[slot] == UINT32_MAX)
+                tagOf[slot] = tag;
+        }
+        tagsReady = 1;
+    }
     DirConn *c = &dir.conns[m];
     if (c->markKey != NULL &&
         slotsMapOwner(&dir.map, slotsKeySlot(c->markKey, c->markKeyLen)) == m) {
         *lenOut = c->markKeyLen;
         return c->markKey;
     }
-    if (c->markKey == NULL && c->markGen == dir.mapGen)
-        return NULL;
     free(c->markKey);
     c->markKey = NULL;
     c->markSeq = 0;
-    c->markGen = dir.mapGen;
-    for (unsigned tag = 0; tag < OBJ_DIR_MARK_TAGS; tag++) {
-        char t[16];
-        int n = snprintf(t, sizeof(t), "%u", tag);
-        if (slotsMapOwner(&dir.map, slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1)) == m) {
-            c->markKey = dirMarkKey(tag, &c->markKeyLen);
+    for (int slot = 0; slot < SLOTS_COUNT; slot++) {
+        if (slotsMapOwner(&dir.map, slot) == m && tagOf[slot] != UINT32_MAX) {
+            c->markKey = dirMarkKey(tagOf[slot], &c->markKeyLen);
             *lenOut = c->markKeyLen;
             return c->markKey;
         }
