@@ -123,10 +123,10 @@ static redisContext *dirOpen(const char *host, int port, char *err, size_t errLe
 
 /*
  * Warns when the directory Redis behind ctx (host:port) may evict keys: an
- * evicted object key is lost without a trace the node could notice (only
- * a lost registration is noticed), so the object stays unlocated until its
- * node re-publishes for another reason. Skipped silently when the server
- * refuses CONFIG (renamed, or not in the ACL). Can't fail.
+ * evicted object key is lost without a trace the node could notice (a lost
+ * registration or marker is noticed, a lone object key is not), so the
+ * object stays unlocated until its node re-publishes for another reason. Skipped silently when the
+ * server refuses CONFIG (renamed, or not in the ACL). Can't fail.
  */
 static void dirCheckEvictionPolicy(redisContext *ctx, const SlotsAddr *a)
 {

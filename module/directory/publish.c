@@ -37,13 +37,13 @@ static int dirRegistrationWasLost(const redisReply *hset, const redisReply *sadd
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
  * and SADD it to its registry bucket, in one round. When the replies say
  * the registration had been lost, a full re-publish is scheduled (the
- * directory is soft state, the node's objects the truth). Every master
- * gets this node's marker in the same round (dirAddMarks): a shard that
- * lost writes is found even when it holds neither of the registration's
- * keys, and a failover of a shard this node has nothing to write to is
- * noticed too (its dead link). Returns 0, or -1 when the registration's
- * shards could not be reached (dirConnFail has run). Error replies are
- * counted only.
+ * directory is soft state, the node's objects the truth). Every master it
+ * holds a connection to gets this node's marker in the same round
+ * (dirAddMarks): a shard that lost writes is found even when it holds
+ * neither of the registration's keys, and a failover of a shard this node
+ * has nothing to write to is noticed too (its dead link). Returns 0, or -1
+ * when the registration's shards could not be reached (dirConnFail has
+ * run). Error replies are counted only.
  */
 int dirHeartbeat(void)
 {
@@ -137,8 +137,7 @@ static const char *dirMarkKeyOf(int m, size_t *lenOut)
 /*
  * Appends to b one marker per master -- every master this node holds a
  * connection to (every), or those the first upTo commands of b go to --
- * after everything already
- * in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
+ * after everything already in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
  * value for the batch. A master runs a connection's commands in order, and
  * its replicas replay them in that order, so a master (or a promoted
  * replica) that still holds the value this node last wrote there holds

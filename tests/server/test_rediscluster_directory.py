@@ -129,8 +129,15 @@ def test_directory_keys_spread_over_all_masters(rc, cl, uid):
         assert all(r == b"OK" for r in pipe.execute())
     wait_drained(cl)
     prefix = b"objstore:{" + uid(b"")
-    per_master = {p: objstore_keys(rc, p, prefix.replace(b"*", b"\\*") + b"*")
-                  for p in rc.master_ports()}
+
+    def keys_per_master():
+        return {p: objstore_keys(rc, p, prefix.replace(b"*", b"\\*") + b"*")
+                for p in rc.master_ports()}
+
+    # A drained queue may still have its last round in flight: wait for it.
+    wait_until(lambda: sum(len(k) for k in keys_per_master().values()) >= 2 * n, 10.0,
+               what=f"the directory keys of all {n} objects")
+    per_master = keys_per_master()
     assert len(per_master) == 3
     total = sum(len(k) for k in per_master.values())
     assert total == 2 * n, f"{total} directory keys for {n} objects (expected 2 per object)"
