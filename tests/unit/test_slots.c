@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -180,6 +181,24 @@ static void test_object_keys_keep_their_layout_and_slot(void **state)
     }
 }
 
+/* The directory picks each master's marker key objstore:mark:{<tag>}:<name>
+ * from the decimal tags below OBJ_DIR_MARK_TAGS (module/directory/dirint.h,
+ * 1 << 17), counting on them to reach every slot. */
+static void test_decimal_tags_below_2_17_reach_every_slot(void **state)
+{
+    (void)state;
+    static unsigned char hit[SLOTS_COUNT];
+    int reached = 0;
+    for (unsigned tag = 0; tag < (1u << 17); tag++) {
+        char t[16];
+        int n = snprintf(t, sizeof(t), "%u", tag);
+        int slot = slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1);
+        reached += !hit[slot];
+        hit[slot] = 1;
+    }
+    assert_int_equal(reached, SLOTS_COUNT);
+}
+
 typedef struct RedirectCase {
     const char *msg;
     SlotsRedirectKind kind;
@@ -324,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_every_key_of_any_id_lands_in_one_slot),
         cmocka_unit_test(test_object_keys_of_distinct_ids_never_meet),
         cmocka_unit_test(test_object_keys_keep_their_layout_and_slot),
+        cmocka_unit_test(test_decimal_tags_below_2_17_reach_every_slot),
         cmocka_unit_test(test_redirects_parse),
         cmocka_unit_test(test_redirects_refuse_malformed_replies),
         cmocka_unit_test(test_seed_lists_parse),
