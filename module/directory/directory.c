@@ -76,6 +76,7 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     memset(dir.nodeCache, 0, sizeof(dir.nodeCache)); /* entries of an earlier start */
     slotsMapInit(&dir.map);
     dir.haveMap = dir.mapStale = dir.mapCovered = 0;
+    dir.markNext = 0;
     dir.conns = NULL;
     dir.nConns = 0;
     dir.everConnected = 0;

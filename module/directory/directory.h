@@ -18,13 +18,18 @@
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
  *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
+ *   objstore:mark:{<tag>}:<name>  string  this node's marker on the master
+ *                                 serving slot(<tag>) (PX ttl, docs/cluster.md)
+ *   (an id that is empty or starts with '}' cannot be its own hash tag:
+ *   objstore:h{<hex CRC16(id)>}:<id>:meta and :loc instead, slotsObjKey)
  *
  * The thread registers the node and renews it every heartbeat, so a dead
  * node drops out by itself when its key expires. Publish/unpublish requests
  * are queued and never block the caller. When the directory is unreachable
  * the thread retries with backoff; once it is back it re-registers and
  * re-publishes every local object (through the snapshot callback), because
- * a restarted directory Redis may have lost everything.
+ * a restarted directory Redis may have lost everything; so it does when a
+ * heartbeat finds the registration or a marker gone while the link stayed up.
  * Pure C (hiredis + pthreads): no Redis module headers.
  */
 #ifndef OBJSTORE_DIRECTORY_H
@@ -50,6 +55,9 @@ typedef struct DirConfig {
     uint32_t features; /* OBJ_FEAT_* (wire.h) */
     int heartbeatMs;   /* renew interval, e.g. 1000 */
     int ttlMs;         /* node key lifetime, e.g. 5000 */
+    /* Where notices and warnings go ("notice", "warning"), from the directory
+     * thread; NULL: nowhere. */
+    void (*log)(const char *level, const char *msg);
 } DirConfig;
 
 /* A live node as the directory sees it. */

@@ -349,7 +349,10 @@ void dirDoLookups(ObjList *writes, DirOp **ops, size_t n)
     int64_t cacheNow = dirNowMs();
     dir.nodeCacheGen++;
     dirAddLookups(&b, ops, n);
+    if (first > 0) /* markers after the writes (and the lookups), where they went */
+        dirAddMarks(&b, first, 0);
     dirBatchRun(&b);
+    dirCheckMarks(&b);
     if (!objListEmpty(writes))
         dirTakeWriteReplies(&b, writes);
 

@@ -20,10 +20,30 @@ static const char dirUnpublishScript[] =
     "return 1";
 
 /*
+ * Whether the replies to the heartbeat's HSET and SADD say the directory
+ * had lost this node's registration: HSET answers how many fields it added
+ * (0 when the hash was there) and SADD whether the name was new. Either
+ * means the entries were flushed, evicted, expired, or never reached the
+ * replica that now serves them, and the object keys written alongside may
+ * be gone too.
+ */
+static int dirRegistrationWasLost(const redisReply *hset, const redisReply *sadd)
+{
+    return (hset != NULL && hset->type == REDIS_REPLY_INTEGER && hset->integer > 0) ||
+           (sadd != NULL && sadd->type == REDIS_REPLY_INTEGER && sadd->integer > 0);
+}
+
+/*
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
- * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
- * shard could not be reached (dirConnFail has run). Error replies are
- * counted only. Then dirPingMasters.
+ * and SADD it to its registry bucket, in one round. When the replies say
+ * the registration had been lost, a full re-publish is scheduled (the
+ * directory is soft state, the node's objects the truth). Every master it
+ * holds a connection to gets this node's marker in the same round
+ * (dirAddMarks): a shard that lost writes is found even when it holds
+ * neither of the registration's keys, and a failover of a shard this node
+ * has nothing to write to is noticed too (its dead link). Returns 0, or -1
+ * when the registration's shards could not be reached (dirConnFail has
+ * run). Error replies are counted only.
  */
 int dirHeartbeat(void)
 {
@@ -52,18 +72,145 @@ int dirHeartbeat(void)
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, HSET_ARGC, hset, hsetLen);
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 3, expire, expireLen);
     dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, sadd, saddLen);
+    enum { REGISTRATION_CMDS = 3 };
+    dirAddMarks(&b, 0, 1);
     dir.nextHeartbeatMs = dirNowMs() + dir.cfg.heartbeatMs;
     dirBatchRun(&b);
+    dirCheckMarks(&b);
     int rc = 0;
-    for (size_t i = 0; i < b.n; i++) {
+    for (size_t i = 0; i < REGISTRATION_CMDS; i++) {
         if (b.cmds[i].reply == NULL)
             rc = -1;
         else
             dirAck(b.cmds[i].reply);
     }
+    if (dirRegistrationWasLost(b.cmds[0].reply, b.cmds[2].reply))
+        dirScheduleSnapshot("this node's registration was missing from the directory "
+                            "(flushed, evicted, expired, or lost in a failover)");
     dirBatchFree(&b);
-    dirPingMasters();
     return rc;
+}
+
+/* ---- markers --------------------------------------------------------------------------- */
+
+/*
+ * This node's marker key on master m, in a slot m serves, or NULL when m
+ * serves none. Found again, and the expectation dropped, when the map moved
+ * the old key's slot elsewhere. Can't fail otherwise.
+ */
+static const char *dirMarkKeyOf(int m, size_t *lenOut)
+{
+    /* A decimal tag that hashes to each slot (UINT32_MAX: none below
+     * OBJ_DIR_MARK_TAGS), filled once; only this thread reads it. */
+    static uint32_t tagOf[SLOTS_COUNT];
+    static int tagsReady;
+    if (!tagsReady) {
+        memset(tagOf, 0xff, sizeof(tagOf));
+        for (uint32_t tag = 0; tag < OBJ_DIR_MARK_TAGS; tag++) {
+            char t[16];
+            int n = snprintf(t, sizeof(t), "%" PRIu32, tag);
+            int slot = slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1);
+            if (tagOf[slot] == UINT32_MAX)
+                tagOf[slot] = tag;
+        }
+        tagsReady = 1;
+    }
+    DirConn *c = &dir.conns[m];
+    if (c->markKey != NULL &&
+        slotsMapOwner(&dir.map, slotsKeySlot(c->markKey, c->markKeyLen)) == m) {
+        *lenOut = c->markKeyLen;
+        return c->markKey;
+    }
+    free(c->markKey);
+    c->markKey = NULL;
+    c->markSeq = 0;
+    for (int slot = 0; slot < SLOTS_COUNT; slot++) {
+        if (slotsMapOwner(&dir.map, slot) == m && tagOf[slot] != UINT32_MAX) {
+            c->markKey = dirMarkKey(tagOf[slot], &c->markKeyLen);
+            *lenOut = c->markKeyLen;
+            return c->markKey;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Appends to b one marker per master -- every master this node holds a
+ * connection to (every), or those the first upTo commands of b go to --
+ * after everything already in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
+ * value for the batch. A master runs a connection's commands in order, and
+ * its replicas replay them in that order, so a master (or a promoted
+ * replica) that still holds the value this node last wrote there holds
+ * every write this node had acknowledged before it; anything else (the
+ * key missing or older) means that shard lost some of them, which
+ * dirCheckMarks finds in the same reply. Can't fail.
+ */
+void dirAddMarks(DirBatch *b, size_t upTo, int every)
+{
+    if (!dir.haveMap || dir.nConns == 0)
+        return;
+    unsigned char *want = dirCalloc((size_t)dir.nConns, 1);
+    for (int m = 0; every && m < dir.nConns; m++)
+        want[m] = dir.conns[m].ctx != NULL; /* a lost one is retried by its own backoff */
+    for (size_t i = 0; !every && i < upTo && i < b->n; i++) {
+        int m = slotsMapOwner(&dir.map, b->cmds[i].slot);
+        if (m >= 0)
+            want[m] = 1;
+    }
+    uint64_t value = ++dir.markNext;
+    char val[24], ttl[24];
+    snprintf(val, sizeof(val), "%" PRIu64, value);
+    snprintf(ttl, sizeof(ttl), "%d", dir.cfg.ttlMs);
+    for (int m = 0; m < dir.nConns; m++) {
+        size_t keyLen;
+        const char *key = want[m] ? dirMarkKeyOf(m, &keyLen) : NULL;
+        if (key == NULL)
+            continue;
+        const char *argv[] = {"SET", key, val, "PX", ttl, "GET"};
+        size_t lens[] = {3, keyLen, strlen(val), 2, strlen(ttl), 3};
+        dirBatchAdd(b, key, keyLen, 6, argv, lens);
+        DirCmd *c = &b->cmds[b->n - 1];
+        c->mark = 1;
+        c->markMaster = m;
+        c->markVal = value;
+    }
+    free(want);
+}
+
+/*
+ * Reads the markers' replies of a run batch: a master whose previous
+ * marker value is not what this node last saw acknowledged there lost
+ * writes (a flush, an eviction, a replica promoted without them), and a
+ * full re-publish is scheduled. A marker that was not answered, went to
+ * another master (a redirection) or was refused (a server without SET
+ * ... GET) leaves no expectation. Can't fail.
+ */
+void dirCheckMarks(const DirBatch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const DirCmd *cmd = &b->cmds[i];
+        if (!cmd->mark || cmd->markMaster >= dir.nConns)
+            continue;
+        DirConn *c = &dir.conns[cmd->markMaster];
+        const redisReply *r = cmd->reply;
+        if (r == NULL || cmd->master != cmd->markMaster || r->type == REDIS_REPLY_ERROR) {
+            c->markSeq = 0;
+            continue;
+        }
+        char want[24];
+        int n = snprintf(want, sizeof(want), "%" PRIu64, c->markSeq);
+        int lost = c->markSeq != 0 && (r->type != REDIS_REPLY_STRING || r->len != (size_t)n ||
+                                       memcmp(r->str, want, (size_t)n) != 0);
+        c->markSeq = cmd->markVal;
+        if (lost) {
+            char why[160];
+            const SlotsAddr *a = &dir.map.masters[cmd->markMaster];
+            snprintf(why, sizeof(why),
+                     "directory %.64s:%d lost writes of this node (its marker was %s)", a->host,
+                     a->port, r->type == REDIS_REPLY_STRING ? "older" : "missing");
+            dirScheduleSnapshot(why);
+        }
+    }
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
@@ -133,7 +280,8 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
 
 /*
  * Sends a list of publishes/unpublishes in pipelined rounds (each round one
- * batch over all shards), renewing the heartbeat between rounds when it is
+ * batch over all shards, closed by a marker per shard it wrote to),
+ * renewing the heartbeat between rounds when it is
  * due, and frees each operation once its replies are in. Returns 0 when
  * all were answered (the list ends empty), or -1 when a shard could not be
  * reached or a stop was requested: the list then holds the operations not
@@ -155,7 +303,9 @@ int dirSendWrites(ObjList *list)
             dirAddWrite(&b, dirOpOf(l));
             objListPushBack(&round, l);
         }
+        dirAddMarks(&b, b.n, 0);
         dirBatchRun(&b);
+        dirCheckMarks(&b);
         dirTakeWriteReplies(&b, &round);
         dirBatchFree(&b);
         if (!objListEmpty(&round)) {

@@ -80,6 +80,32 @@ void dirNoteError(const char *fmt, ...)
     pthread_mutex_unlock(&dir.lock);
 }
 
+/* Hands a notice or warning to the log hook of the config, if any. */
+void dirLog(const char *level, const char *fmt, ...)
+{
+    if (dir.cfg.log == NULL)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    dir.cfg.log(level, msg);
+}
+
+/* The directory lost (some of) this node's entries while the link stayed up:
+ * a full re-publish is due at the next chance, logged with why unless one
+ * was due already (at start, after a reconnect). Can't fail. */
+void dirScheduleSnapshot(const char *why)
+{
+    pthread_mutex_lock(&dir.lock);
+    int already = dir.needSnapshot;
+    dir.needSnapshot = 1;
+    pthread_mutex_unlock(&dir.lock);
+    if (!already)
+        dirLog("notice", "directory: %s; re-publishing every local object", why);
+}
+
 /* Adds finished work to the counters. Any thread. */
 void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups)
 {
