@@ -301,3 +301,16 @@ distclean:
 # `make bench` prints the table and writes bench/results/bench-tcp.csv + plots.
 bench: ensure-deps all
 	bench/compare-tcp.sh
+
+# ---- chaos ------------------------------------------------------------------------
+# Nodes in network namespaces under random faults (tests/chaos; needs root, ip, tc),
+# and the namespace harness's own tests. CHAOS_SECONDS (default 180), CHAOS_SEED;
+# the report goes to $(BUILD)/chaos/report.json. CHAOS_ARGS: what pytest runs, e.g.
+# CHAOS_ARGS=tests/chaos/test_netns.py. With SAN=address, set OBJSTORE_PRELOAD to
+# libasan as tests/run-all.sh does.
+CHAOS_SECONDS ?= 180
+CHAOS_ARGS ?= tests/chaos
+.PHONY: test-chaos
+test-chaos: all
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) CHAOS_SECONDS=$(CHAOS_SECONDS) \
+	    /usr/bin/python3 -m pytest -q $(CHAOS_ARGS)

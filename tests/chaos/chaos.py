@@ -79,6 +79,10 @@ class Config:
         self.quiesce_seconds = 10.0  # bound on waiting for idle levels
         self.max_ops_per_epoch = 200000  # per client: a bound besides time
         self.json_path = os.environ.get("CHAOS_REPORT")
+        # Re-create deleted ids (new generations of one id), as the issue asks. 0: every
+        # put takes a fresh id, which keeps the directory's generation mix-up (see
+        # report_unfetchable) out of the way of the other invariants.
+        self.reuse_ids = os.environ.get("CHAOS_REUSE_IDS", "1") != "0"
         for k, v in kw.items():
             setattr(self, k, v)
 
@@ -632,6 +636,8 @@ class ChaosClient:
         self.chaos = chaos
         self.k = k
         self.own = [b"c%d:%d" % (k, j) for j in range(chaos.cfg.ids_per_client)]
+        self.prefix = b"c%d:" % k
+        self.fresh = 0
         self.conns = {}  # node -> (client, incarnation)
         self.rng = None
 
@@ -721,8 +727,18 @@ class ChaosClient:
         return self.rng.randint(1 << 20, 3 << 20)
 
     def free_own_id(self):
-        free = [o for o in self.own if self.chaos.model.get(o) is None]
-        return self.rng.choice(free) if free else None
+        """One of this client's ids that holds no primary now (None: all do)."""
+        free = [j for j, o in enumerate(self.own) if self.chaos.model.get(o) is None]
+        if not free:
+            return None
+        j = self.rng.choice(free)
+        if not self.chaos.cfg.reuse_ids:
+            self.fresh += 1
+            self.own[j] = b"c%d:%d.%d" % (self.k, j, self.fresh)
+        return self.own[j]
+
+    def is_mine(self, oid):
+        return oid.startswith(self.prefix)
 
     def run_op(self, name, op, fn):
         """fn(client, incarnation) against node name, with connection errors sorted out;
@@ -940,7 +956,7 @@ class ChaosClient:
         what it held. (OBJ.RELEASE cannot name the pin it drops yet: the server drops
         the oldest, so the view that is still in use loses its pin.)"""
         mine = [o for o in self.chaos.model.snapshot()
-                if o.oid in self.own and not self.chaos.node(o.node).killed]
+                if self.is_mine(o.oid) and not self.chaos.node(o.node).killed]
         spare = self.free_own_id()
         if not mine or spare is None:
             return
@@ -986,7 +1002,7 @@ class ChaosClient:
                 return
 
     def op_delete(self):
-        mine = [o for o in self.chaos.model.snapshot() if o.oid in self.own]
+        mine = [o for o in self.chaos.model.snapshot() if self.is_mine(o.oid)]
         if not mine:
             return self.op_put()
         o = self.rng.choice(mine)
