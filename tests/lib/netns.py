@@ -5,7 +5,7 @@ many nodes sharing bandwidth. This module puts each node (and the directory Redi
 a network namespace of its own, with a veth pair to one bridge, optionally rate limited
 in both directions (tc tbf), and lets a test cut and heal a link, pause and continue a
 node, kill -9 and restart it, flush or restart the directory, and read every node's
-stats. The recipe and its pitfalls: docs/testing.md (network namespaces).
+stats. Its users: tests/chaos (its own tests in test_netns.py, and the chaos run).
 
     netns_problem()        why namespaces cannot be made here (None: they can)
     NetnsLab               the bridge, the namespaces and their links; close() removes all
