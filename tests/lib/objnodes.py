@@ -210,7 +210,7 @@ class ObjstoreServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return f"exited with status {self.proc.returncode}"
-            if ping(self.port, timeout=self.ping_timeout):
+            if self.answers_ping(self.ping_timeout):
                 return None
             time.sleep(0.02)
         return f"no PING answer within {self.start_timeout:.0f}s"
@@ -275,7 +275,7 @@ class ObjstoreServer:
             problems.append(f"{self.label} died during the test (status {self.proc.returncode})")
         else:
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+                c = self.admin_connection(10)
                 c.execute_command("SHUTDOWN", "NOSAVE")
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 pass  # the server closes the connection as it exits
@@ -315,13 +315,26 @@ class ObjstoreServer:
         shutil.rmtree(self.arena_dir, ignore_errors=True)
 
     # ---- access ------------------------------------------------------------------
+    # How the test reaches the server: 127.0.0.1:port here; a subclass whose server
+    # lives elsewhere (tests/lib/netns.py: a network namespace) overrides these three.
+    def answers_ping(self, timeout):
+        return ping(self.port, timeout=timeout)
+
+    def admin_connection(self, timeout):
+        """A plain redis-py connection (SHUTDOWN at stop)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout)
+
+    def new_client(self, timeout):
+        """A dedicated raw-reply Client, not tracked (client() tracks it)."""
+        return Client(self.port, timeout=timeout)
+
     def client(self, timeout=None):
-        c = Client(self.port, timeout=self.client_timeout if timeout is None else timeout)
+        c = self.new_client(self.client_timeout if timeout is None else timeout)
         self.clients.append(c)
         return c
 
     def stats(self):
-        c = Client(self.port, timeout=self.client_timeout)
+        c = self.new_client(self.client_timeout)
         try:
             return stats(c)
         finally:
