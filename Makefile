@@ -369,7 +369,6 @@ test-redis-suite: all
 bench: ensure-deps all
 	bench/compare-tcp.sh
 
-<<<<<<< HEAD
 # ---- the Python package (client/python/) -----------------------------------------
 # `make python`: a venv that sees Debian's numpy and torch (--system-site-packages)
 # with the package pip-installed from client/python, linked against the normal
@@ -399,7 +398,7 @@ test-python: all
 test-python-rdma: all
 	$(MAKE) python
 	tests/softroce/run.sh tests/python/rdma-in-guest.sh
-=======
+
 # ---- chaos ------------------------------------------------------------------------
 # Nodes in network namespaces under random faults (tests/chaos; needs root, ip, tc),
 # and the namespace harness's own tests. CHAOS_SECONDS (default 180), CHAOS_SEED;
@@ -412,4 +411,3 @@ CHAOS_ARGS ?= tests/chaos
 test-chaos: all
 	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) CHAOS_SECONDS=$(CHAOS_SECONDS) \
 	    /usr/bin/python3 -m pytest -q $(CHAOS_ARGS)
->>>>>>> wt-chaos
