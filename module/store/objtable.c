@@ -45,6 +45,7 @@ struct ObjTable {
     ObjList lru;       /* ObjEntry.lru: least recently used first */
     uint64_t lruBytes; /* arena bytes eviction could give back */
     uint64_t tick;
+    uint64_t lastGen; /* ObjEntry.gen of the newest entry */
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
     void *evictArg;
@@ -400,6 +401,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     memcpy(e->id, id, idLen);
     e->idLen = idLen;
     e->hash = tableHash(t, id, idLen);
+    e->gen = ++t->lastGen;
     e->block = b;
     e->offset = allocBlockOffset(b);
     e->dataSize = dataSize;
@@ -499,20 +501,38 @@ static void holdUnpin(ObjTable *t, uint64_t holder, Hold *h)
         entryUnpinned(t, e);
 }
 
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder)
+/* Does hold h pin an object of this id that sel and value name? */
+static int holdMatches(const Hold *h, const void *id, size_t idLen, ObjPinSel sel, uint64_t value)
+{
+    const ObjEntry *e = h->e;
+
+    if (!h->pins || e->idLen != idLen || memcmp(e->id, id, idLen) != 0)
+        return 0;
+    return sel == OBJ_PIN_GEN ? e->gen == value : sel == OBJ_PIN_OFFSET ? e->offset == value : 1;
+}
+
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value)
 {
     HolderRec *r = *holderSlot(t, holder);
+    Hold *found = NULL;
 
     if (!r)
         return OBJ_ST_WRONGSTATE;
+    /* One Hold per (holder, object): two matches are two objects of the id. */
     for (size_t i = 0; i < r->count; i++) {
-        Hold *h = &r->holds[i];
-        if (h->pins && h->e->idLen == idLen && memcmp(h->e->id, id, idLen) == 0) {
-            holdUnpin(t, holder, h);
-            return OBJ_ST_OK;
-        }
+        if (!holdMatches(&r->holds[i], id, idLen, sel, value))
+            continue;
+        if (found)
+            return OBJ_ST_AMBIGUOUS;
+        found = &r->holds[i];
+        if (sel != OBJ_PIN_SOLE)
+            break;
     }
-    return OBJ_ST_WRONGSTATE;
+    if (!found)
+        return OBJ_ST_WRONGSTATE;
+    holdUnpin(t, holder, found);
+    return OBJ_ST_OK;
 }
 
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder)

@@ -32,7 +32,9 @@ typedef enum ObjStatus {
     OBJ_ST_OOM,        /* arena cannot hold it */
     OBJ_ST_NOTFOUND,   /* no visible object with that id */
     OBJ_ST_WRONGSTATE, /* not allowed in this state / by this holder */
-    OBJ_ST_DEFERRED    /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_DEFERRED,   /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_AMBIGUOUS,  /* a release that names no pin, while the holder pins several objects */
+    OBJ_ST_LIMIT       /* the table holds max-objects objects (see objTableSetMaxObjects) */
 } ObjStatus;
 
 typedef enum ObjState { OBJ_CREATED = 0, OBJ_SEALED = 1 } ObjState;
@@ -46,6 +48,7 @@ typedef struct ObjEntry {
     char *id;
     size_t idLen;
     uint64_t hash;
+    uint64_t gen; /* this object's number on this node: one per creation, never reused */
     AllocBlock *block;
     uint64_t offset; /* data offset in the arena; metadata follows the data */
     uint64_t dataSize;
@@ -102,9 +105,20 @@ ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
 ObjStatus objTableDelete(ObjTable *t, ObjEntry *e);
 /* Pin a sealed entry on behalf of holder. OBJ_ST_WRONGSTATE if not sealed. */
 ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Which of a holder's pins of an id a release drops: an id may name a
+ * deleted-but-pinned object and its successor at once, so a release names
+ * the object by the generation or the offset its pin returned. */
+typedef enum ObjPinSel {
+    OBJ_PIN_SOLE,   /* the holder's only pinned object of that id */
+    OBJ_PIN_GEN,    /* the one whose gen is the value */
+    OBJ_PIN_OFFSET, /* the one whose offset is the value */
+} ObjPinSel;
 /* Drop one pin that holder has on an object with this id (also one that was
- * deleted while pinned). OBJ_ST_WRONGSTATE if holder holds none. */
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder);
+ * deleted while pinned), chosen by sel and value. OBJ_ST_WRONGSTATE if
+ * holder holds no such pin; OBJ_ST_AMBIGUOUS (nothing dropped) for
+ * OBJ_PIN_SOLE while holder pins more than one object of that id. */
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value);
 /* Drop one pin on exactly this entry (for holders that keep the pointer). */
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* A holder went away: abort what it created, drop every pin it held.

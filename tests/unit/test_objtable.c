@@ -115,7 +115,7 @@ static ObjEntry *testFind(ObjTable *t, const char *id)
 
 static ObjStatus testRelease(ObjTable *t, const char *id, uint64_t holder)
 {
-    return objTableRelease(t, id, strlen(id), holder);
+    return objTableRelease(t, id, strlen(id), holder, OBJ_PIN_SOLE, 0);
 }
 
 static uint64_t testUsed(ObjTable *t)
@@ -600,6 +600,85 @@ static void testUnpinDropsAPinOnExactlyThatEntry(void **state)
     assert_int_equal(testStats(t).deleting, 0);
     assert_int_equal(testUsed(t), testRoundUp(100));
     assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* Pins of two generations of one id (pinned, deleted, made again, pinned):
+ * BOB holds the old and the new object, ALICE only the new one. */
+static void testTwoGenerations(ObjTable *t, ObjEntry **old, ObjEntry **neu)
+{
+    *old = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, *old, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, *old), OBJ_ST_DEFERRED);
+    *neu = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, *neu, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, *neu, ALICE), OBJ_ST_OK);
+    assert_true((*neu)->gen > (*old)->gen);
+    assert_int_not_equal((*neu)->offset, (*old)->offset);
+}
+
+static void testReleaseByGenerationDropsThatObjectsPin(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, neu->gen), OBJ_ST_OK);
+    assert_int_equal(neu->pins, 1); /* ALICE's */
+    assert_int_equal(old->pins, 1); /* still BOB's: its memory stays */
+    assert_int_equal(testStats(t).deleting, 1);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, neu->gen), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, old->gen), OBJ_ST_OK);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReleaseByOffsetDropsThatObjectsPin(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    uint64_t oldOffset = old->offset;
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, neu->offset), OBJ_ST_OK);
+    assert_int_equal(old->pins, 1);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, oldOffset), OBJ_ST_OK);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, oldOffset),
+                     OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReleaseNamingNoPinIsRefusedWhileTwoGenerationsArePinned(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_AMBIGUOUS);
+    assert_int_equal(old->pins, 1);
+    assert_int_equal(neu->pins, 2);
+    assert_int_equal(testRelease(t, "obj", ALICE), OBJ_ST_OK); /* ALICE pins one object only */
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, old->gen), OBJ_ST_OK);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK); /* one object left */
+    assert_int_equal(testStats(t).pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testGenerationsAreNeverReused(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    uint64_t last = 0;
+    for (int i = 0; i < 100; i++) {
+        ObjEntry *e = testPut(t, "obj", 10, ALICE);
+        assert_true(e->gen > last);
+        last = e->gen;
+        assert_int_equal(objTableDelete(t, e), OBJ_ST_OK);
+    }
     testDestroy(t);
 }
 
@@ -1551,6 +1630,10 @@ int main(void)
         TEST(testEntryOverADeletedOneClearsItsBytes),
         TEST(testPinCountsAreWideEnoughNotToWrap),
         TEST(testIndexHashIsSeededPerTable),
+        TEST(testReleaseByGenerationDropsThatObjectsPin),
+        TEST(testReleaseByOffsetDropsThatObjectsPin),
+        TEST(testReleaseNamingNoPinIsRefusedWhileTwoGenerationsArePinned),
+        TEST(testGenerationsAreNeverReused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
