@@ -124,7 +124,7 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
             else
                 unpublishes++;
             objListUnlink(l);
-            free(op);
+            dirOpFree(op);
         }
         i += replies;
     }

@@ -36,6 +36,15 @@ int objReplyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
                      (unsigned long long)as.largestFree);
             return RedisModule_ReplyWithError(ctx, msg);
         }
+        case OBJ_ST_LIMIT: {
+            ObjTableStats ts;
+            objTableGetStats(objNode.table, &ts);
+            snprintf(msg, sizeof(msg),
+                     "OOM object limit reached: the node holds %llu objects (max-objects); "
+                     "delete objects or raise objstore.max-objects",
+                     (unsigned long long)ts.maxObjects);
+            return RedisModule_ReplyWithError(ctx, msg);
+        }
         case OBJ_ST_AMBIGUOUS:
             return RedisModule_ReplyWithError(
                 ctx, "WRONGSTATE this connection pins more than one object under this id (it was "

@@ -69,6 +69,8 @@ typedef struct ObjEntry {
 typedef struct ObjTableStats {
     uint64_t objects, sealed, created, pinnedObjects, deleting, bytesSealed;
     uint64_t creates, seals, aborts, deletes, deferredDeletes, oomErrors, evictions;
+    uint64_t maxObjects;  /* objTableSetMaxObjects; 0: no limit */
+    uint64_t limitErrors; /* creates refused at maxObjects (also counted in oomErrors) */
 } ObjTableStats;
 
 typedef struct ObjTable ObjTable;
@@ -91,9 +93,9 @@ void objTableUnlock(ObjTable *t);
 ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen);
 
 /* Reserve dataSize + metaSize bytes and add a created entry owned by holder.
- * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS or OBJ_ST_OOM (after evicting
- * unpinned replicas if that makes room). Ids are 1..OBJ_ID_MAX bytes: the
- * caller validates. */
+ * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS, OBJ_ST_LIMIT (the table holds
+ * max objects) or OBJ_ST_OOM (both after evicting unpinned replicas if that
+ * makes room). Ids are 1..OBJ_ID_MAX bytes: the caller validates. */
 ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
                               uint64_t metaSize, uint64_t holder, ObjEntry **out);
 /* created -> sealed, by its creator. OBJ_ST_WRONGSTATE otherwise. */
@@ -127,6 +129,10 @@ int objTableHolderGone(ObjTable *t, uint64_t holder);
 /* Call fn(e, arg) for each replica just before eviction frees it (under the
  * table lock: fn must only queue work, e.g. a directory removal). */
 void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg);
+/* Cap the entries the table holds (visible ones and those deleted but still
+ * pinned: each costs heap outside the arena) at max; 0: no limit. Lowering
+ * it below the current count refuses new entries until enough go. */
+void objTableSetMaxObjects(ObjTable *t, uint64_t max);
 /* Mark a sealed entry as a replica (evictable when unpinned). */
 void objTableMarkReplica(ObjTable *t, ObjEntry *e);
 
