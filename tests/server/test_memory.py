@@ -11,7 +11,16 @@ answering OOM with the reason when it is reached. Each test has its own server.
 import pytest
 from redis.exceptions import ResponseError
 
-from objhelpers import MIB, assert_stats_unchanged, expect_error, stats, to_str, wait_until
+from objhelpers import (
+    MIB,
+    assert_stats_unchanged,
+    expect_error,
+    fetch,
+    stats,
+    to_str,
+    wait_locations,
+    wait_until,
+)
 
 N = 2000
 
@@ -168,3 +177,27 @@ def test_max_objects_refuses_bad_values(make_server, value):
     with pytest.raises(ResponseError):
         c.execute_command("CONFIG", "SET", "objstore.max-objects", value)
     assert _config_get(c, "objstore.max-objects") == "-1"
+
+
+def test_a_fetch_at_the_cap_evicts_a_replica_or_answers_oom_with_the_reason(make_cluster, uid):
+    cl = make_cluster(names=("A", "B"), layout="separate", memory="64mb")
+    a, b = cl["A"].client(), cl["B"].client()
+    ids = [uid(b"f%d" % i) for i in range(3)]
+    for oid in ids:
+        a.execute_command("OBJ.PUT", oid, b"remote " + oid)
+        wait_locations(a, oid, ["A"])
+    b.execute_command("OBJ.PUT", uid(b"own"), b"a primary of B")
+    b.execute_command("CONFIG", "SET", "objstore.max-objects", "2")
+    assert fetch(b, ids[0]) == ["OK"]
+    before = stats(b)
+    assert fetch(b, ids[1]) == ["OK"], "the unpinned replica was not evicted to make room"
+    st = stats(b)
+    assert st["evictions"] == before["evictions"] + 1 and st["objects"] == 2
+    assert b.execute_command("OBJ.EXISTS", ids[0]) == 0
+    assert b.execute_command("OBJ.EXISTS", uid(b"own")) == 1, "a primary was evicted"
+    b.execute_command("OBJ.PIN", ids[1])
+    [answer] = fetch(b, ids[2])
+    assert answer.startswith("OOM") and "max-objects" in answer, answer
+    assert b.execute_command("OBJ.EXISTS", ids[2]) == 0
+    b.execute_command("OBJ.RELEASE", ids[1])
+    assert b.execute_command("OBJ.GET", ids[1]) == b"remote " + ids[1]
