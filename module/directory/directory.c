@@ -200,7 +200,7 @@ static void dirEnqueueWrite(DirOp *op)
     pthread_mutex_lock(&dir.lock);
     if (!dir.accepting) {
         pthread_mutex_unlock(&dir.lock);
-        free(op);
+        dirOpFree(op);
         return;
     }
     if (dir.pendingWrites >= OBJ_DIR_QUEUE_MAX) {
@@ -210,7 +210,7 @@ static void dirEnqueueWrite(DirOp *op)
                  OBJ_DIR_QUEUE_MAX);
         dir.needSnapshot = 1;
         pthread_mutex_unlock(&dir.lock);
-        free(op);
+        dirOpFree(op);
         return;
     }
     dirPushLocked(op);

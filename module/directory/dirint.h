@@ -26,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/heap.h"
 #include "common/list.h"
 #include "directory.h"
 #include "slots.h"
@@ -197,6 +198,7 @@ void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups);
 int dirStopRequested(void);
 int dirOpIsWrite(const DirOp *op);
 DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen);
+void dirOpFree(DirOp *op);
 void dirOpsFree(ObjList *list);
 DirResult *dirResultNew(const char *id, size_t idLen);
 void dirResultSet(DirResult *res, DirStatus status, const char *fmt, ...);

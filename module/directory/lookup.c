@@ -317,7 +317,7 @@ static void dirAnswerLookups(DirOp **ops, DirResult **res, size_t n)
     dirCountDone(0, 0, n);
     for (size_t i = 0; i < n; i++) {
         ops[i]->cb(res[i], ops[i]->arg);
-        free(ops[i]);
+        dirOpFree(ops[i]);
     }
 }
 
@@ -495,7 +495,7 @@ void dirRunList(DirOp *op)
     else
         dirDoList(res);
     op->cb(res, op->arg);
-    free(op);
+    dirOpFree(op);
 }
 
 /*
@@ -535,5 +535,5 @@ void dirRunNode(DirOp *op)
         dirBatchFree(&b);
     }
     op->cb(res, op->arg);
-    free(op);
+    dirOpFree(op);
 }

@@ -271,7 +271,7 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
             else
                 unpublishes++;
             objListUnlink(l);
-            free(op);
+            dirOpFree(op);
         }
         i += replies;
     }

@@ -130,10 +130,14 @@ int dirOpIsWrite(const DirOp *op)
     return op->kind == DIR_OP_PUBLISH || op->kind == DIR_OP_UNPUBLISH;
 }
 
-/* A fresh op of kind carrying a copy of id, in no list; can't fail. */
+/* A fresh op of kind carrying a copy of id, in no list; can't fail. Ops
+ * are counted heap (OBJ_HEAP_DIRECTORY): while the directory is down, up to
+ * OBJ_DIR_QUEUE_MAX of them wait, one per seal and delete. */
 DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
 {
-    DirOp *op = dirCalloc(1, sizeof(*op) + idLen + 1);
+    DirOp *op = objHeapCalloc(OBJ_HEAP_DIRECTORY, 1, sizeof(*op) + idLen + 1);
+    if (op == NULL)
+        dirOom();
     objListInit(&op->link);
     op->kind = kind;
     op->idLen = idLen;
@@ -142,12 +146,18 @@ DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
     return op;
 }
 
+/* Frees an op from dirOpNew (in no list). Accepts NULL. */
+void dirOpFree(DirOp *op)
+{
+    objHeapFree(OBJ_HEAP_DIRECTORY, op);
+}
+
 /* Frees every op of list without answering it; list ends empty. */
 void dirOpsFree(ObjList *list)
 {
     ObjListLink *l;
     while ((l = objListPopFront(list)) != NULL)
-        free(dirOpOf(l));
+        dirOpFree(dirOpOf(l));
 }
 
 /* A fresh result for the callback, carrying a copy of the id; can't fail. */
@@ -183,7 +193,7 @@ void dirFailOne(DirOp *op, const char *why)
         dirResultSet(res, DIR_UNAVAILABLE, "%s", why);
         op->cb(res, op->arg);
     }
-    free(op);
+    dirOpFree(op);
 }
 
 /* Answers every read in a list with DIR_UNAVAILABLE and frees the list

@@ -342,20 +342,39 @@ static int ObjPin_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     return getOrPin(ctx, argv, argc, 1);
 }
 
-/* OBJ.RELEASE id */
+/* OBJ.RELEASE id [GEN g | OFFSET o]: without GEN or OFFSET, the pin of the
+ * one object this connection pins under id (AMBIGUOUS when it pins two). */
 static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     const char *id;
     size_t idLen;
+    ObjPinSel sel = OBJ_PIN_SOLE;
+    uint64_t value = 0;
 
-    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+    if (argc != 2 && argc != 4)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1)
         return REDISMODULE_OK;
+    if (argc == 4) {
+        if (argIs(argv[2], "GEN")) {
+            sel = OBJ_PIN_GEN;
+        } else if (argIs(argv[2], "OFFSET")) {
+            sel = OBJ_PIN_OFFSET;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "BADARG expected GEN g or OFFSET o");
+        }
+        if (argU64(ctx, argv[3], sel == OBJ_PIN_GEN ? "GEN" : "OFFSET", &value) == -1)
+            return REDISMODULE_OK;
+    }
     objTableLock(objNode.table);
-    ObjStatus st = objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx));
+    ObjStatus st =
+        objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx), sel, value);
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK)
         objNode.cnt.releases++;
-    return objReplyStatus(ctx, st, "this connection holds no pin on the object");
+    return objReplyStatus(ctx, st,
+                          sel == OBJ_PIN_SOLE ? "this connection holds no pin on the object"
+                                              : "this connection holds no pin on that object");
 }
 
 /* OBJ.DEL id */
@@ -547,6 +566,16 @@ static RedisModuleCommandArg argsGet[] = {ARG("id", STRING, 0),
                                           {0}};
 static RedisModuleCommandArg argsPin[] = {
     ARG("id", STRING, 0), TOKARG("timeout", "TIMEOUT", INTEGER, OPTIONAL), {0}};
+static RedisModuleCommandArg argsRelease[] = {
+    ARG("id", STRING, 0),
+    {.name = "which",
+     .type = REDISMODULE_ARG_TYPE_ONEOF,
+     .key_spec_index = -1,
+     .flags = OPTIONAL,
+     .subargs = (RedisModuleCommandArg[]){TOKARG("gen", "GEN", INTEGER, 0),
+                                          TOKARG("offset", "OFFSET", INTEGER, 0),
+                                          {0}}},
+    {0}};
 static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
                                            TOKARG("pattern", "MATCH", PATTERN, OPTIONAL),
                                            TOKARG("count", "COUNT", INTEGER, OPTIONAL),
@@ -571,8 +600,9 @@ static const ObjCommandDef objCommands[] = {
      "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet},
     {"obj.pin", ObjPin_RedisCommand, "write deny-script", -2,
      "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin},
-    {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", 2,
-     "Drop a pin taken by OBJ.PIN", "O(P) in the pins of this connection", argsId},
+    {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", -2,
+     "Drop a pin taken by OBJ.PIN (of the object GEN or OFFSET names)",
+     "O(P) in the pins of this connection", argsRelease},
     {"obj.del", ObjDel_RedisCommand, "write fast", 2,
      "Delete a sealed object (deferred while pinned)", "O(1)", argsId},
     {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,

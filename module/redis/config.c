@@ -16,6 +16,7 @@
 #include "node.h"
 #include "remote.h"
 #include "config.h"
+#include "limits.h"
 #include "common/util.h"
 
 #define CFG_STRING  1
@@ -36,6 +37,11 @@ typedef struct ConfigDef {
 static void applyReadMin(void)
 {
     objRemoteConfigChanged();
+}
+
+static void applyMaxObjects(void)
+{
+    objLimitsApply();
 }
 
 #define IMM REDISMODULE_CONFIG_IMMUTABLE
@@ -73,6 +79,7 @@ static ConfigDef configDefs[] = {
     NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
     NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
     NUM("rdma-rx-size", rdmaRxSize, IMM | MEM, 1LL << 20, 64 * 1024, 16LL << 20, NULL),
+    NUM("max-objects", maxObjects, 0, -1, -1, 1LL << 40, applyMaxObjects),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

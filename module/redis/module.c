@@ -12,6 +12,7 @@
  *               node.c (the node's state)  commands.c (store OBJ.*)        cmdtable.c
  *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
+ *               limits.c (max-objects, heap counters)
  *               module.c calls the others; nothing calls module.c.
  *   door/       Redis clients over RDMA (a Redis connection type): door.c,
  *               conntype.c (the only file built against Redis's server.h)
@@ -33,6 +34,7 @@
 #include "waiters.h"
 #include "settings.h"
 #include "stats.h"
+#include "limits.h"
 
 /* A client disconnected: abort what it was creating, drop its pins, and let
  * waiters for the aborted ids see that they are gone. */
@@ -106,8 +108,10 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "out of memory for the object table");
         goto out_close_arena;
     }
+    objLimitsApply();
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
+        objStatsAdd(objLimitsStats) == REDISMODULE_ERR ||
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||

@@ -43,6 +43,7 @@ typedef struct ObjConfig {
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
     long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
     long long rdmaRxSize;     /* an RDMA client's RX buffer once authenticated */
+    long long maxObjects;     /* -1 = memory / OBJ_LIMITS_BYTES_PER_OBJECT, 0 = no limit */
 } ObjConfig;
 
 typedef struct ObjCounters {

@@ -16,6 +16,7 @@
 #include <sys/random.h>
 #include <xxhash.h>
 
+#include "common/heap.h"
 #include "common/util.h"
 
 #define OBJ_TABLE_INIT_BUCKETS 64
@@ -45,6 +46,7 @@ struct ObjTable {
     ObjList lru;       /* ObjEntry.lru: least recently used first */
     uint64_t lruBytes; /* arena bytes eviction could give back */
     uint64_t tick;
+    uint64_t lastGen; /* ObjEntry.gen of the newest entry */
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
     void *evictArg;
@@ -77,7 +79,7 @@ static uint64_t tableSeed(const ObjTable *t)
 static int tableGrow(ObjTable *t)
 {
     uint64_t n = (t->mask + 1) * 2;
-    ObjEntry **nb = calloc(n, sizeof(*nb));
+    ObjEntry **nb = objHeapCalloc(OBJ_HEAP_STORE, n, sizeof(*nb));
 
     if (!nb)
         return -1;
@@ -91,7 +93,7 @@ static int tableGrow(ObjTable *t)
             e = next;
         }
     }
-    free(t->buckets);
+    objHeapFree(OBJ_HEAP_STORE, t->buckets);
     t->buckets = nb;
     t->mask = n - 1;
     return 0;
@@ -176,7 +178,7 @@ static Hold *holdGet(ObjTable *t, uint64_t holder, ObjEntry *e)
     HolderRec *r = *pp;
 
     if (!r) {
-        r = calloc(1, sizeof(*r));
+        r = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*r));
         if (!r)
             return NULL;
         r->holder = holder;
@@ -187,7 +189,7 @@ static Hold *holdGet(ObjTable *t, uint64_t holder, ObjEntry *e)
             return &r->holds[i];
     if (r->count == r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 4;
-        Hold *nh = realloc(r->holds, ncap * sizeof(*nh));
+        Hold *nh = objHeapRealloc(OBJ_HEAP_STORE, r->holds, ncap * sizeof(*nh));
         if (!nh)
             return NULL;
         r->holds = nh;
@@ -212,8 +214,8 @@ static void holderCompact(ObjTable *t, uint64_t holder)
     r->count = j;
     if (j == 0) {
         *pp = r->next;
-        free(r->holds);
-        free(r);
+        objHeapFree(OBJ_HEAP_STORE, r->holds);
+        objHeapFree(OBJ_HEAP_STORE, r);
     }
 }
 
@@ -223,8 +225,8 @@ static void entryFree(ObjTable *t, ObjEntry *e)
 {
     lruRemove(t, e);
     allocPut(t->alloc, e->block);
-    free(e->id);
-    free(e);
+    objHeapFree(OBJ_HEAP_STORE, e->id);
+    objHeapFree(OBJ_HEAP_STORE, e);
 }
 
 /* The last pin went: finish a deferred delete or make a replica evictable. */
@@ -280,18 +282,36 @@ static int tableEvictFor(ObjTable *t, uint64_t need)
     return as.largestFree >= need;
 }
 
+/* Is the table at its object limit? Evicts one unpinned replica (the least
+ * recently used) to make room when that is all it takes. Returns 1 when no
+ * entry may be added. */
+static int tableAtLimit(ObjTable *t)
+{
+    ObjEntry *old;
+
+    if (!t->st.maxObjects || t->st.objects + t->st.deleting < t->st.maxObjects)
+        return 0;
+    if (t->st.objects + t->st.deleting > t->st.maxObjects || !(old = lruOldest(t)))
+        return 1;
+    if (t->evictHook)
+        t->evictHook(old, t->evictArg);
+    entryRemove(t, old);
+    t->st.evictions++;
+    return 0;
+}
+
 /* ---- public API --------------------------------------------------------------- */
 
 ObjTable *objTableCreate(uint64_t arenaSize)
 {
-    ObjTable *t = calloc(1, sizeof(*t));
+    ObjTable *t = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*t));
 
     if (!t)
         return NULL;
     t->alloc = allocCreate(arenaSize);
     if (!t->alloc)
         goto out_free_table;
-    t->buckets = calloc(OBJ_TABLE_INIT_BUCKETS, sizeof(*t->buckets));
+    t->buckets = objHeapCalloc(OBJ_HEAP_STORE, OBJ_TABLE_INIT_BUCKETS, sizeof(*t->buckets));
     if (!t->buckets)
         goto out_destroy_alloc;
     t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
@@ -303,7 +323,7 @@ ObjTable *objTableCreate(uint64_t arenaSize)
 out_destroy_alloc:
     allocDestroy(t->alloc);
 out_free_table:
-    free(t);
+    objHeapFree(OBJ_HEAP_STORE, t);
     return NULL;
 }
 
@@ -327,30 +347,30 @@ void objTableDestroy(ObjTable *t)
                     doomed = e;
                 }
             }
-            free(r->holds);
-            free(r);
+            objHeapFree(OBJ_HEAP_STORE, r->holds);
+            objHeapFree(OBJ_HEAP_STORE, r);
             r = next;
         }
     }
     while (doomed) {
         ObjEntry *next = doomed->next;
-        free(doomed->id);
-        free(doomed);
+        objHeapFree(OBJ_HEAP_STORE, doomed->id);
+        objHeapFree(OBJ_HEAP_STORE, doomed);
         doomed = next;
     }
     for (uint64_t i = 0; i <= t->mask; i++) {
         ObjEntry *e = t->buckets[i];
         while (e) {
             ObjEntry *next = e->next;
-            free(e->id);
-            free(e);
+            objHeapFree(OBJ_HEAP_STORE, e->id);
+            objHeapFree(OBJ_HEAP_STORE, e);
             e = next;
         }
     }
-    free(t->buckets);
+    objHeapFree(OBJ_HEAP_STORE, t->buckets);
     allocDestroy(t->alloc);
     pthread_mutex_destroy(&t->lock);
-    free(t);
+    objHeapFree(OBJ_HEAP_STORE, t);
 }
 
 void objTableLock(ObjTable *t)
@@ -379,6 +399,11 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
 
     if (objTableFind(t, id, idLen))
         return OBJ_ST_EXISTS;
+    if (tableAtLimit(t)) {
+        t->st.oomErrors++;
+        t->st.limitErrors++;
+        return OBJ_ST_LIMIT;
+    }
     if (need < dataSize) /* overflow */
         goto out_oom;
     AllocBlock *b = allocGet(t->alloc, need);
@@ -386,11 +411,11 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
         b = allocGet(t->alloc, need);
     if (!b)
         goto out_oom;
-    ObjEntry *e = calloc(1, sizeof(*e));
+    ObjEntry *e = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*e));
     if (!e)
         goto out_put_block;
     objListInit(&e->lru);
-    e->id = malloc(idLen ? idLen : 1);
+    e->id = objHeapMalloc(OBJ_HEAP_STORE, idLen ? idLen : 1);
     if (!e->id)
         goto out_free_entry;
     Hold *h = holdGet(t, holder, e);
@@ -400,6 +425,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     memcpy(e->id, id, idLen);
     e->idLen = idLen;
     e->hash = tableHash(t, id, idLen);
+    e->gen = ++t->lastGen;
     e->block = b;
     e->offset = allocBlockOffset(b);
     e->dataSize = dataSize;
@@ -416,9 +442,9 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     return OBJ_ST_OK;
 
 out_free_id:
-    free(e->id);
+    objHeapFree(OBJ_HEAP_STORE, e->id);
 out_free_entry:
-    free(e);
+    objHeapFree(OBJ_HEAP_STORE, e);
 out_put_block:
     allocPut(t->alloc, b);
 out_oom:
@@ -499,20 +525,38 @@ static void holdUnpin(ObjTable *t, uint64_t holder, Hold *h)
         entryUnpinned(t, e);
 }
 
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder)
+/* Does hold h pin an object of this id that sel and value name? */
+static int holdMatches(const Hold *h, const void *id, size_t idLen, ObjPinSel sel, uint64_t value)
+{
+    const ObjEntry *e = h->e;
+
+    if (!h->pins || e->idLen != idLen || memcmp(e->id, id, idLen) != 0)
+        return 0;
+    return sel == OBJ_PIN_GEN ? e->gen == value : sel == OBJ_PIN_OFFSET ? e->offset == value : 1;
+}
+
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value)
 {
     HolderRec *r = *holderSlot(t, holder);
+    Hold *found = NULL;
 
     if (!r)
         return OBJ_ST_WRONGSTATE;
+    /* One Hold per (holder, object): two matches are two objects of the id. */
     for (size_t i = 0; i < r->count; i++) {
-        Hold *h = &r->holds[i];
-        if (h->pins && h->e->idLen == idLen && memcmp(h->e->id, id, idLen) == 0) {
-            holdUnpin(t, holder, h);
-            return OBJ_ST_OK;
-        }
+        if (!holdMatches(&r->holds[i], id, idLen, sel, value))
+            continue;
+        if (found)
+            return OBJ_ST_AMBIGUOUS;
+        found = &r->holds[i];
+        if (sel != OBJ_PIN_SOLE)
+            break;
     }
-    return OBJ_ST_WRONGSTATE;
+    if (!found)
+        return OBJ_ST_WRONGSTATE;
+    holdUnpin(t, holder, found);
+    return OBJ_ST_OK;
 }
 
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder)
@@ -552,8 +596,8 @@ int objTableHolderGone(ObjTable *t, uint64_t holder)
                 entryUnpinned(t, e);
         }
     }
-    free(r->holds);
-    free(r);
+    objHeapFree(OBJ_HEAP_STORE, r->holds);
+    objHeapFree(OBJ_HEAP_STORE, r);
     return aborted;
 }
 
@@ -561,6 +605,11 @@ void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg),
 {
     t->evictHook = fn;
     t->evictArg = arg;
+}
+
+void objTableSetMaxObjects(ObjTable *t, uint64_t max)
+{
+    t->st.maxObjects = max;
 }
 
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)

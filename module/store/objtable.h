@@ -32,7 +32,9 @@ typedef enum ObjStatus {
     OBJ_ST_OOM,        /* arena cannot hold it */
     OBJ_ST_NOTFOUND,   /* no visible object with that id */
     OBJ_ST_WRONGSTATE, /* not allowed in this state / by this holder */
-    OBJ_ST_DEFERRED    /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_DEFERRED,   /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_AMBIGUOUS,  /* a release that names no pin, while the holder pins several objects */
+    OBJ_ST_LIMIT       /* the table holds max-objects objects (see objTableSetMaxObjects) */
 } ObjStatus;
 
 typedef enum ObjState { OBJ_CREATED = 0, OBJ_SEALED = 1 } ObjState;
@@ -46,6 +48,7 @@ typedef struct ObjEntry {
     char *id;
     size_t idLen;
     uint64_t hash;
+    uint64_t gen; /* this object's number on this node: one per creation, never reused */
     AllocBlock *block;
     uint64_t offset; /* data offset in the arena; metadata follows the data */
     uint64_t dataSize;
@@ -66,6 +69,8 @@ typedef struct ObjEntry {
 typedef struct ObjTableStats {
     uint64_t objects, sealed, created, pinnedObjects, deleting, bytesSealed;
     uint64_t creates, seals, aborts, deletes, deferredDeletes, oomErrors, evictions;
+    uint64_t maxObjects;  /* objTableSetMaxObjects; 0: no limit */
+    uint64_t limitErrors; /* creates refused at maxObjects (also counted in oomErrors) */
 } ObjTableStats;
 
 typedef struct ObjTable ObjTable;
@@ -88,9 +93,9 @@ void objTableUnlock(ObjTable *t);
 ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen);
 
 /* Reserve dataSize + metaSize bytes and add a created entry owned by holder.
- * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS or OBJ_ST_OOM (after evicting
- * unpinned replicas if that makes room). Ids are 1..OBJ_ID_MAX bytes: the
- * caller validates. */
+ * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS, OBJ_ST_LIMIT (the table holds
+ * max objects) or OBJ_ST_OOM (both after evicting unpinned replicas if that
+ * makes room). Ids are 1..OBJ_ID_MAX bytes: the caller validates. */
 ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
                               uint64_t metaSize, uint64_t holder, ObjEntry **out);
 /* created -> sealed, by its creator. OBJ_ST_WRONGSTATE otherwise. */
@@ -102,9 +107,20 @@ ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
 ObjStatus objTableDelete(ObjTable *t, ObjEntry *e);
 /* Pin a sealed entry on behalf of holder. OBJ_ST_WRONGSTATE if not sealed. */
 ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Which of a holder's pins of an id a release drops: an id may name a
+ * deleted-but-pinned object and its successor at once, so a release names
+ * the object by the generation or the offset its pin returned. */
+typedef enum ObjPinSel {
+    OBJ_PIN_SOLE,   /* the holder's only pinned object of that id */
+    OBJ_PIN_GEN,    /* the one whose gen is the value */
+    OBJ_PIN_OFFSET, /* the one whose offset is the value */
+} ObjPinSel;
 /* Drop one pin that holder has on an object with this id (also one that was
- * deleted while pinned). OBJ_ST_WRONGSTATE if holder holds none. */
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder);
+ * deleted while pinned), chosen by sel and value. OBJ_ST_WRONGSTATE if
+ * holder holds no such pin; OBJ_ST_AMBIGUOUS (nothing dropped) for
+ * OBJ_PIN_SOLE while holder pins more than one object of that id. */
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value);
 /* Drop one pin on exactly this entry (for holders that keep the pointer). */
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* A holder went away: abort what it created, drop every pin it held.
@@ -113,6 +129,10 @@ int objTableHolderGone(ObjTable *t, uint64_t holder);
 /* Call fn(e, arg) for each replica just before eviction frees it (under the
  * table lock: fn must only queue work, e.g. a directory removal). */
 void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg);
+/* Cap the entries the table holds (visible ones and those deleted but still
+ * pinned: each costs heap outside the arena) at max; 0: no limit. Lowering
+ * it below the current count refuses new entries until enough go. */
+void objTableSetMaxObjects(ObjTable *t, uint64_t max);
 /* Mark a sealed entry as a replica (evictable when unpinned). */
 void objTableMarkReplica(ObjTable *t, ObjEntry *e);
 

@@ -597,6 +597,11 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
         return;
     }
     objTableUnlock(t);
+    if (st == OBJ_ST_LIMIT) {
+        snprintf(err, sizeof(err), "OOM object limit reached on this node (max-objects)");
+        xferFail(x, err);
+        return;
+    }
     if (st != OBJ_ST_OK) {
         snprintf(err, sizeof(err), "OOM no room for %llu bytes in the arena",
                  (unsigned long long)(res->size + res->metaSize));
