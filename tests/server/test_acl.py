@@ -11,7 +11,7 @@ shows only the ids the user may read.
 
 import pytest
 
-from objhelpers import err_code, to_int
+from objhelpers import err_code, info, to_int
 from objnodes import free_port
 
 PASSWORD = "pw-acl"
@@ -95,8 +95,7 @@ def _check_table(server, admin, uid):
                 if not allowed and state == "sealed":
                     # Refused: nothing changed.
                     assert admin.execute_command("OBJ.GET", oid) == b"payload", (user, name)
-                    assert to_int(dict(zip(*[iter(admin.execute_command("OBJ.INFO", oid))] * 2))
-                                  [b"pins"]) == 0, (user, name)
+                    assert to_int(info(admin, oid)["pins"]) == 0, (user, name)
                 for cmd in ("OBJ.RELEASE", "OBJ.ABORT", "OBJ.DEL"):
                     _run(c, [cmd, oid])
                     _run(admin, [cmd, oid])
