@@ -15,6 +15,7 @@
 #include "remote.h"
 #include "commands.h"
 #include "waiters.h"
+#include "acl.h"
 #include "cmdtable.h"
 #include "reply.h"
 #include "stats.h"
@@ -57,6 +58,22 @@ static int argU64(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what,
     if (utilParseU64(s, len, out) == -1) {
         char msg[128];
         snprintf(msg, sizeof(msg), "BADARG %s must be a non-negative integer", what);
+        RedisModule_ReplyWithError(ctx, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse a TIMEOUT value (0 to OBJ_TIMEOUT_MAX_MS); replies BADARG on error. */
+static int argTimeout(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *out)
+{
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+
+    if (utilParseTimeoutMs(s, len, out) == -1) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
+                 (unsigned long long)OBJ_TIMEOUT_MAX_MS);
         RedisModule_ReplyWithError(ctx, msg);
         return -1;
     }
@@ -129,7 +146,7 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
                 o->match = argv[++i];
                 break;
             case OPT_TIMEOUT:
-                if (argU64(ctx, argv[++i], "TIMEOUT", &v) == -1)
+                if (argTimeout(ctx, argv[++i], &v) == -1)
                     return -1;
                 o->timeoutMs = (long long)v;
                 break;
@@ -448,12 +465,20 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     return RedisModule_ReplyWithLongLong(ctx, e.replica);
 }
 
-/* OBJ.LIST cursor [MATCH pattern] [COUNT n]: the matching ids are copied out
- * under the lock, because the reply must start with the cursor that only the
- * scan itself computes. */
+/* OBJ.LIST cursor [MATCH pattern] [COUNT n]. The reply must start with the
+ * cursor, which only the scan computes, so ids are copied out under the
+ * table lock and everything else happens after it: the MATCH test (which
+ * would otherwise hold the lock the transfer engine needs) and the ACL
+ * check (ids the user may not read are left out). With MATCH the scan goes
+ * a step at a time and stops early, with a cursor to go on from, once the
+ * matching has done OBJ_LIST_MATCH_BUDGET units of work: a pattern can cost
+ * far more than its length, and the main thread serves everyone else. */
+#define OBJ_LIST_PATTERN_MAX  1024
+#define OBJ_LIST_MATCH_BUDGET (1ULL << 20)
+
+static uint64_t listBudgetStops; /* calls that ended early on the budget */
+
 typedef struct ListScan {
-    const char *pat;
-    size_t patLen;
     RedisModuleString **ids;
     size_t n, cap;
 } ListScan;
@@ -462,8 +487,6 @@ static void listCollect(ObjEntry *e, void *arg)
 {
     ListScan *ls = arg;
 
-    if (ls->pat && !utilGlobMatch(ls->pat, ls->patLen, e->id, e->idLen))
-        return;
     if (ls->n == ls->cap) {
         ls->cap = ls->cap ? ls->cap * 2 : 16;
         ls->ids = RedisModule_Realloc(ls->ids, ls->cap * sizeof(*ls->ids));
@@ -471,11 +494,54 @@ static void listCollect(ObjEntry *e, void *arg)
     ls->ids[ls->n++] = RedisModule_CreateString(NULL, e->id, e->idLen);
 }
 
+/* Keep ids[from..n) that match pat (all when pat is NULL) and that caller
+ * may read, adding the matching work to *work. Can't fail. */
+static void listFilter(ListScan *ls, size_t from, const char *pat, size_t patLen,
+                       const ObjAclCaller *caller, uint64_t *work)
+{
+    size_t kept = from;
+
+    for (size_t i = from; i < ls->n; i++) {
+        size_t len;
+        const char *id = RedisModule_StringPtrLen(ls->ids[i], &len);
+        if ((!pat || utilGlobMatchCounted(pat, patLen, id, len, work)) &&
+            objAclAllows(caller, ls->ids[i], OBJ_ACL_READ))
+            ls->ids[kept++] = ls->ids[i];
+        else
+            RedisModule_FreeString(NULL, ls->ids[i]);
+    }
+    ls->n = kept;
+}
+
+/* Scan from cursor until count objects were visited, the table ends or (with
+ * a pattern) the work budget is spent, leaving in ls the ids to show.
+ * Returns the next cursor. */
+static uint64_t listScan(uint64_t cursor, uint64_t count, const char *pat, size_t patLen,
+                         const ObjAclCaller *caller, ListScan *ls)
+{
+    uint64_t visited = 0, work = 0;
+
+    do {
+        size_t from = ls->n;
+        objTableLock(objNode.table);
+        cursor = objTableScan(objNode.table, cursor, pat ? 1 : count, listCollect, ls);
+        objTableUnlock(objNode.table);
+        visited += ls->n - from;
+        listFilter(ls, from, pat, patLen, caller, &work);
+    } while (pat && cursor != 0 && visited < count && work < OBJ_LIST_MATCH_BUDGET);
+    if (pat && cursor != 0 && visited < count)
+        listBudgetStops++;
+    return cursor;
+}
+
 static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     uint64_t cursor;
     ObjOpts o;
     ListScan ls = {0};
+    ObjAclCaller caller;
+    const char *pat = NULL;
+    size_t patLen = 0;
 
     if (argc < 2)
         return RedisModule_WrongArity(ctx);
@@ -483,10 +549,16 @@ static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
         argOptions(ctx, argv, argc, 2, OPT_MATCH | OPT_COUNT, &o) == -1)
         return REDISMODULE_OK;
     if (o.match)
-        ls.pat = RedisModule_StringPtrLen(o.match, &ls.patLen);
-    objTableLock(objNode.table);
-    uint64_t next = objTableScan(objNode.table, cursor, o.count, listCollect, &ls);
-    objTableUnlock(objNode.table);
+        pat = RedisModule_StringPtrLen(o.match, &patLen);
+    if (patLen > OBJ_LIST_PATTERN_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "BADARG MATCH pattern must be at most %d bytes",
+                 OBJ_LIST_PATTERN_MAX);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    objAclCallerGet(ctx, &caller);
+    uint64_t next = listScan(cursor, o.count, pat, patLen, &caller, &ls);
+    objAclCallerFree(&caller);
 
     char cur[24];
     snprintf(cur, sizeof(cur), "%llu", (unsigned long long)next);
@@ -538,6 +610,7 @@ void objCommandsStats(ObjStatSink *sink)
     objStatNum(sink, "oom_errors", ts.oomErrors);
     objStatNum(sink, "blocked_clients", waitersCount());
     objStatNum(sink, "blocked_total", objNode.cnt.blocked);
+    objStatNum(sink, "list_budget_stops", listBudgetStops);
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -586,32 +659,37 @@ static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
  * disconnects, so what it created or pinned would never be given back. */
 static const ObjCommandDef objCommands[] = {
     {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
-     "O(N) in the object size", argsPut},
+     "O(N) in the object size", argsPut, OBJ_ACL_INSERT, NULL},
     {"obj.create", ObjCreate_RedisCommand, "write deny-script", -3,
      "Reserve a created object (reading as zeros); returns its offset in the shared arena",
-     "O(N) in the bytes an earlier object left in its range", argsCreate},
+     "O(N) in the bytes an earlier object left in its range", argsCreate, OBJ_ACL_INSERT, NULL},
     {"obj.write", ObjWrite_RedisCommand, "write deny-script", 4,
-     "Write bytes into a created object", "O(N) in the bytes written", argsWrite},
+     "Write bytes into a created object", "O(N) in the bytes written", argsWrite, OBJ_ACL_UPDATE,
+     NULL},
     {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
-     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId},
+     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId,
+     OBJ_ACL_UPDATE, NULL},
     {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
-     "O(1)", argsId},
+     "O(1)", argsId, OBJ_ACL_DELETE, NULL},
     {"obj.get", ObjGet_RedisCommand, "readonly", -2,
-     "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet},
+     "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet,
+     OBJ_ACL_READ, NULL},
     {"obj.pin", ObjPin_RedisCommand, "write deny-script", -2,
-     "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin},
+     "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin,
+     OBJ_ACL_READ, NULL},
     {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", -2,
      "Drop a pin taken by OBJ.PIN (of the object GEN or OFFSET names)",
-     "O(P) in the pins of this connection", argsRelease},
+     "O(P) in the pins of this connection", argsRelease, OBJ_ACL_READ, NULL},
     {"obj.del", ObjDel_RedisCommand, "write fast", 2,
-     "Delete a sealed object (deferred while pinned)", "O(1)", argsId},
+     "Delete a sealed object (deferred while pinned)", "O(1)", argsId, OBJ_ACL_DELETE, NULL},
     {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,
-     "Tell whether a sealed object exists", "O(1)", argsId},
-    {"obj.info", ObjInfo_RedisCommand, "readonly fast", 2, "Describe an object", "O(1)", argsId},
+     "Tell whether a sealed object exists", "O(1)", argsId, OBJ_ACL_READ, NULL},
+    {"obj.info", ObjInfo_RedisCommand, "readonly fast", 2, "Describe an object", "O(1)", argsId,
+     OBJ_ACL_READ, NULL},
     {"obj.list", ObjList_RedisCommand, "readonly", -2, "Iterate over sealed object ids",
-     "O(1) per call, O(N) for a full iteration", argsList},
+     "O(1) per call, O(N) for a full iteration", argsList, 0, NULL},
     {"obj.stats", ObjStats_RedisCommand, "readonly fast", 1, "Store and arena statistics", "O(1)",
-     NULL},
+     NULL, 0, NULL},
 };
 
 int objCommandsRegister(RedisModuleCtx *ctx)

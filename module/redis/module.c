@@ -10,6 +10,7 @@
  *   redis/      this layer, the commands and the node's start-up:
  *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
  *               node.c (the node's state)  commands.c (store OBJ.*)        cmdtable.c
+ *               acl.c (ACL key permissions on object ids)
  *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
  *               limits.c (max-objects, heap counters)

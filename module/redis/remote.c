@@ -23,6 +23,7 @@
 #include "directory/directory.h"
 #include "directory/slots.h"
 #include "transfer/engine.h"
+#include "acl.h"
 #include "cmdtable.h"
 #include "node.h"
 #include "remote.h"
@@ -437,8 +438,11 @@ static int fetchParseOption(RedisModuleCtx *ctx, const char *s, int isFrom, cons
         a->from = v;
         a->fromLen = len;
     } else if (s[0] == 'T' || s[0] == 't') {
-        if (utilParseU64(v, len, &u) == -1) {
-            RedisModule_ReplyWithError(ctx, "BADARG TIMEOUT must be a non-negative integer");
+        if (utilParseTimeoutMs(v, len, &u) == -1) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
+                     (unsigned long long)OBJ_TIMEOUT_MAX_MS);
+            RedisModule_ReplyWithError(ctx, msg);
             return -1;
         }
         a->timeoutMs = u == 0 ? 0 : (long long)u;
@@ -771,18 +775,38 @@ static RedisModuleCommandArg argsFetch[] = {{.name = "id",
 static RedisModuleCommandArg argsLocate[] = {
     {.name = "id", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1}, {0}};
 
+/* How many ids OBJ.FETCH names (argv[1] on), by fetchParse's rule: the ids
+ * end at the first TIMEOUT, VIA or FROM that has a value after it. For
+ * key-position requests and ACL checks, which run before fetchParse. */
+static int fetchIdCount(RedisModuleString **argv, int argc)
+{
+    int n = 0;
+
+    for (int i = 1; i < argc; i++, n++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        int isOpt =
+            n > 0 && i + 1 < argc &&
+            ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
+             (len == 3 && !strncasecmp(s, "VIA", 3)) || (len == 4 && !strncasecmp(s, "FROM", 4)));
+        if (isOpt)
+            break;
+    }
+    return n;
+}
+
 int objRemoteRegisterCommands(RedisModuleCtx *ctx)
 {
     static const ObjCommandDef defs[] = {
         {"obj.fetch", ObjFetch_RedisCommand, "write", -2,
          "Pull objects from other nodes into this node (per-id result); FROM names the node "
          "to ask first, without a directory lookup",
-         "O(N) in the bytes fetched", argsFetch},
+         "O(N) in the bytes fetched", argsFetch, OBJ_ACL_READ, fetchIdCount},
         {"obj.locate", ObjLocate_RedisCommand, "readonly", 2,
          "Show an object's size, checksum and live locations from the directory",
-         "O(L) in the locations", argsLocate},
+         "O(L) in the locations", argsLocate, OBJ_ACL_READ, NULL},
         {"obj.nodes", ObjNodes_RedisCommand, "readonly", 1, "List the live nodes",
-         "O(N) in the nodes", NULL},
+         "O(N) in the nodes", NULL, 0, NULL},
     };
     return objCommandTableRegister(ctx, defs, sizeof(defs) / sizeof(defs[0]));
 }

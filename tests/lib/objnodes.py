@@ -7,6 +7,7 @@ only wraps these classes in fixtures. What it offers:
     free_port_pair(offset)   a Redis port p with p + offset free too (default transfer port)
     ObjstoreServer           one redis-server --loadmodule build/objstore.so ARGS...
     ClusterNode              a node of a cluster (name, directory, secret, timers)
+    write_secret_file(...)   a secret in a file of mode 0600, for `*-file` settings
     rdma_environment_problem()  why RDMA nodes cannot run here (None: they can)
     RdmaNode                 a node whose transfer and RDMA listeners use $OBJ_RXE_ADDR
     DirectoryRedis           a plain redis-server (the directory), restartable on its port
@@ -355,6 +356,18 @@ class ObjstoreServer:
         return "\n".join(lines[-n:])
 
 
+def write_secret_file(directory, name, secret):
+    """Write secret to directory/name, mode 0600, and return its path: the module
+    refuses secrets as module arguments (MODULE LIST and ps would show them), so
+    launchers pass `cluster-secret-file` / `directory-password-file` instead."""
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
 def start_nodes(servers):
     """Start servers at once (each registers its arena while the others do), wait for
     all of them, and retry one that failed on fresh ports (a port taken in between);
@@ -404,7 +417,8 @@ class ClusterNode(ObjstoreServer):
 
     directory: "host:port", or None for the module's default (its own Redis).
     transfer_port: None for the default (Redis port + 10000), else an explicit port
-    (0 = pick a free one at start). secret None: no cluster-secret argument."""
+    (0 = pick a free one at start). secret None: no cluster secret; else it goes in a
+    file of mode 0600 named by cluster-secret-file."""
 
     def __init__(self, name, directory, secret="s3cret", memory="256mb", heartbeat=200,
                  node_ttl=1000, fetch_timeout=30000, transfer_port=None, extra_args=(),
@@ -438,7 +452,8 @@ class ClusterNode(ObjstoreServer):
         margs = ["node-name", self.node_name, "heartbeat", str(self.heartbeat),
                  "node-ttl", str(self.node_ttl), "fetch-timeout", str(self.fetch_timeout)]
         if self.secret is not None:
-            margs += ["cluster-secret", self.secret]
+            margs += ["cluster-secret-file", write_secret_file(self.workdir, "cluster-secret",
+                                                               self.secret)]
         if self.directory is not None:
             margs += ["directory", self.directory]
         if self.want_transfer_port is not None:

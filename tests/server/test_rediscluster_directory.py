@@ -19,7 +19,8 @@ from redis.exceptions import ResponseError
 
 from objhelpers import codes, err_code, fetch, locate, payload, sha256, stats, wait_locations
 from objhelpers import wait_nodes, wait_until
-from objnodes import ClusterNode, RedisCluster, finish, key_slot, registry_key, start_nodes
+from objnodes import (ClusterNode, RedisCluster, finish, key_slot, registry_key, start_nodes,
+                      write_secret_file)
 
 NAMES = ("A", "B", "C", "D")
 
@@ -343,8 +344,9 @@ def test_directory_password_is_sent_to_every_shard(uid):
     rcp = RedisCluster(masters=3, replicas=1, password="dir-s3cret").start()
     nodes = {}
     try:
+        pw_file = write_secret_file(rcp.workdir, "directory-password", "dir-s3cret")
         nodes = {n: ClusterNode(n, rcp.seeds, memory="32mb", heartbeat=200, node_ttl=3000,
-                                extra_args=("directory-password", "dir-s3cret"))
+                                extra_args=("directory-password-file", pw_file))
                  for n in ("A", "B")}
         start_nodes(list(nodes.values()))
         a, b = nodes["A"].client(), nodes["B"].client()
