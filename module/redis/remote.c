@@ -127,7 +127,8 @@ static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
         objTableUnlock(objNode.table);
         for (size_t i = 0; i < b.n; i++) {
             emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
-                 b.copy[i].checksum, emitArg);
+                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY,
+                 emitArg);
             free(b.ids[i]);
         }
     } while (cursor != 0);
@@ -285,7 +286,8 @@ void objRemoteConfigChanged(void)
 void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
-        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum);
+        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
+                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY);
 }
 
 void objRemoteUnpublish(const char *id, size_t idLen)
@@ -742,6 +744,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("directory_reconnects", ds.reconnects);
     STAT("directory_errors", ds.errors);
     STAT("directory_queued", ds.queued);
+    STAT("directory_stale_replicas", ds.staleReplicas);
 #undef TPSTATS
 #undef STAT
 }
