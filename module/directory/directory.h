@@ -58,6 +58,10 @@ typedef struct DirConfig {
     /* Where notices and warnings go ("notice", "warning"), from the directory
      * thread; NULL: nowhere. */
     void (*log)(const char *level, const char *msg);
+    /* Called on the directory thread when the directory refused this node's
+     * replica of id (checksum: the replica's) because the id names another
+     * object now; the node may drop that copy. NULL: nothing is called. */
+    void (*staleReplica)(const char *id, size_t idLen, uint64_t checksum);
 } DirConfig;
 
 /* A live node as the directory sees it. */

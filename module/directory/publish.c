@@ -362,8 +362,8 @@ void dirAddWrite(DirBatch *b, const DirOp *op)
 
 /* A publish the directory refused: this node's replica of op's id is of
  * another generation than the one the directory names (the id was deleted
- * and created again elsewhere). Counted and logged; the replica stays
- * unlisted (every later publish of it is refused the same way). */
+ * and created again elsewhere). Counted, logged, and handed to the node,
+ * which may drop that copy (dir.cfg.staleReplica). */
 static void dirNoteStaleReplica(const DirOp *op)
 {
     pthread_mutex_lock(&dir.lock);
@@ -373,6 +373,8 @@ static void dirNoteStaleReplica(const DirOp *op)
            "directory: not listing this node's replica of '%.*s': the id now names another "
            "object (checksum %016" PRIx64 " is not the directory's)",
            (int)(op->idLen > 64 ? 64 : op->idLen), op->id, op->checksum);
+    if (dir.cfg.staleReplica != NULL)
+        dir.cfg.staleReplica(op->id, op->idLen, op->checksum);
 }
 
 /*

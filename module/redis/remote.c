@@ -70,6 +70,20 @@ static void remoteChanged(const char *id, size_t idLen)
         RedisModule_FreeString(NULL, s);
 }
 
+/* Directory thread: the directory refused this node's replica of id, as the
+ * id names another object now. Drop the copy when it is still that one,
+ * sealed and unpinned (as an eviction would): kept, it would answer local
+ * reads and fetches of the id with a deleted object. A pinned one stays. */
+static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
+{
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    if (e != NULL && e->state == OBJ_SEALED && e->replica && e->checksum == checksum &&
+        e->pins == 0)
+        objTableDelete(objNode.table, e);
+    objTableUnlock(objNode.table);
+}
+
 static void remoteEvicted(const ObjEntry *e, void *arg)
 {
     dirUnpublish(e->id, e->idLen);
@@ -235,6 +249,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
     dc.log = remoteLog;
+    dc.staleReplica = remoteStaleReplica;
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");
