@@ -231,12 +231,14 @@ static void dirEnqueueRead(DirOp *op)
     dirFailOne(op, "directory not running");
 }
 
-void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum)
+void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
+                DirCopy copy)
 {
     DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
     op->size = size;
     op->metaSize = metaSize;
     op->checksum = checksum;
+    op->copy = copy;
     dirEnqueueWrite(op);
 }
 

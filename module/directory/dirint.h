@@ -111,6 +111,13 @@ typedef struct DirCmd {
     int mark;          /* a marker (dirAddMarks) of master markMaster, value markVal */
     int markMaster;
     uint64_t markVal;
+    /* When set, an ASK for this command is followed by onAsk(c, m, askArg)
+     * instead of the command itself after ASKING: a script on more than one
+     * key cannot run on an importing master before all its keys are there
+     * (TRYAGAIN), so its writer says what to send instead. It leaves the
+     * final answer in c->reply, or NULL when master m was lost. */
+    void (*onAsk)(struct DirCmd *c, int m, const void *askArg);
+    const void *askArg;
 } DirCmd;
 
 typedef struct DirBatch {
@@ -130,6 +137,7 @@ typedef struct DirOp {
     ObjListLink link; /* in the queue, or in the list being worked on */
     DirOpKind kind;
     uint64_t size, metaSize, checksum; /* publish */
+    DirCopy copy;                      /* publish */
     DirResultFn *cb;                   /* lookup, list */
     void *arg;
     size_t idLen;

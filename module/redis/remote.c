@@ -71,6 +71,20 @@ static void remoteChanged(const char *id, size_t idLen)
         RedisModule_FreeString(NULL, s);
 }
 
+/* Directory thread: the directory refused this node's replica of id, as the
+ * id names another object now. Drop the copy when it is still that one,
+ * sealed and unpinned (as an eviction would): kept, it would answer local
+ * reads and fetches of the id with a deleted object. A pinned one stays. */
+static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
+{
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    if (e != NULL && e->state == OBJ_SEALED && e->replica && e->checksum == checksum &&
+        e->pins == 0)
+        objTableDelete(objNode.table, e);
+    objTableUnlock(objNode.table);
+}
+
 static void remoteEvicted(const ObjEntry *e, void *arg)
 {
     dirUnpublish(e->id, e->idLen);
@@ -128,7 +142,8 @@ static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
         objTableUnlock(objNode.table);
         for (size_t i = 0; i < b.n; i++) {
             emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
-                 b.copy[i].checksum, emitArg);
+                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY,
+                 emitArg);
             free(b.ids[i]);
         }
     } while (cursor != 0);
@@ -235,6 +250,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
     dc.log = remoteLog;
+    dc.staleReplica = remoteStaleReplica;
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");
@@ -286,7 +302,8 @@ void objRemoteConfigChanged(void)
 void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
-        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum);
+        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
+                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY);
 }
 
 void objRemoteUnpublish(const char *id, size_t idLen)
@@ -746,6 +763,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("directory_reconnects", ds.reconnects);
     STAT("directory_errors", ds.errors);
     STAT("directory_queued", ds.queued);
+    STAT("directory_stale_replicas", ds.staleReplicas);
 #undef TPSTATS
 #undef STAT
 }

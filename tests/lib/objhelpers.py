@@ -50,7 +50,7 @@ STATS_FIELDS = (
     "transfer_hint_hits transfer_hint_fallbacks "
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
-    "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
+    "directory_errors directory_queued directory_stale_replicas rdma_clients_connected rdma_clients_total "
     "rdma_clients_rejected rdma_client_stream_errors"
 ).split() + [
     f"{tp}_{k}"
