@@ -43,6 +43,9 @@ typedef struct ObjConfig {
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
     long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
     long long rdmaRxSize;     /* an RDMA client's RX buffer once authenticated */
+    char spillDir[256];       /* the spill tier's file system; "" = no tier (docs/tiers.md) */
+    long long spillMax;       /* bytes the tier may hold; 0 = what the file system takes */
+    char spillPolicy[16];     /* hot (recency and frequency) or lru (recency alone) */
 } ObjConfig;
 
 typedef struct ObjCounters {

@@ -447,7 +447,11 @@ static int rdmaFlush(RdmaConn *c)
 
     while (c->txHead && !c->closing) {
         TxItem *it = c->txHead;
-        if (it->payloadLen && it->frameOff == 0 && it->payloadOff == 0) {
+        /* Only arena bytes can be gathered (the arena's key); a payload from
+         * elsewhere (a spilled object's buffer, serve.c) is copied below. */
+        uintptr_t pa = (uintptr_t)it->payload, ma = (uintptr_t)rd.arenaMr->addr;
+        int inArena = pa >= ma && pa + it->payloadLen <= ma + rd.arenaMr->length;
+        if (it->payloadLen && inArena && it->frameOff == 0 && it->payloadOff == 0) {
             int rc =
                 rdmaStreamWriteGather(c->s, it->frame, it->frameLen, it->payload, it->payloadLen,
                                       rd.arenaMr->lkey, (uint64_t)(uintptr_t)it->cookie);
