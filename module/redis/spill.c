@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "node.h"
 #include "spill.h"
@@ -44,6 +45,9 @@ typedef struct SpillReq {
     int jobs;                       /* its spills still in flight */
     char fail[160];                 /* why one of its spills failed */
     ObjEntry *e;                    /* the result: created, or pinned by holder */
+    uint8_t *copy;                  /* or a GET's bytes read from the tier file */
+    uint64_t copyData;              /* data bytes of copy (its metadata follows) */
+    uint64_t copyLen;
     uint64_t holder;
     int replied;
     char err[320]; /* the error to answer instead */
@@ -62,7 +66,7 @@ static struct {
     uint64_t inflight, seq;
     uint64_t spills, spillBytes, spillUs, spillFailures;
     uint64_t restores, restoreBytes, restoreUs, restoreFailures;
-    uint64_t memReads, tierReads, waits;
+    uint64_t memReads, tierReads, waits, copies, waiting;
 } sp = {.pending = {&sp.pending, &sp.pending}};
 
 static void reqStep(SpillReq *r);
@@ -98,6 +102,7 @@ static void reqFree(SpillReq *r)
         RedisModule_FreeString(NULL, r->data);
     if (r->meta)
         RedisModule_FreeString(NULL, r->meta);
+    free(r->copy);
     free(r->id);
     free(r);
 }
@@ -107,6 +112,7 @@ static void reqFree(SpillReq *r)
 static void reqFinish(SpillReq *r)
 {
     objListUnlink(&r->link);
+    sp.waiting--;
     RedisModule_UnblockClient(r->bc, r);
 }
 
@@ -121,6 +127,15 @@ static int spillReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     r->replied = 1;
     if (r->err[0])
         return RedisModule_ReplyWithError(ctx, r->err);
+    if (r->copy) {
+        const char *d = (const char *)r->copy;
+        objNode.cnt.gets++;
+        if (r->reply != OBJ_REPLY_GET_META)
+            return RedisModule_ReplyWithStringBuffer(ctx, d, r->copyData);
+        RedisModule_ReplyWithArray(ctx, 2);
+        RedisModule_ReplyWithStringBuffer(ctx, d, r->copyData);
+        return RedisModule_ReplyWithStringBuffer(ctx, d + r->copyData, r->copyLen - r->copyData);
+    }
     const char *meta = r->meta ? RedisModule_StringPtrLen(r->meta, &ml) : "";
     if (r->kind == REQ_READ)
         return objReplyPinned(ctx, r->e, r->reply, r->holder);
@@ -157,6 +172,7 @@ static void spillDisconnected(RedisModuleCtx *ctx, RedisModuleBlockedClient *bc)
             continue;
         objListUnlink(&r->link);
         objListInit(&r->link);
+        sp.waiting--;
         r->bc = NULL;
         RedisModule_UnblockClient(bc, NULL);
         if (r->jobs == 0)
@@ -190,6 +206,7 @@ static void reqStart(RedisModuleCtx *ctx, SpillReq *r)
     RedisModule_SetDisconnectCallback(r->bc, spillDisconnected);
     objListPushBack(&sp.pending, &r->link);
     sp.waits++;
+    sp.waiting++;
     objNode.cnt.blocked++;
     reqStep(r);
 }
@@ -338,13 +355,72 @@ static void jobRestoreDone(SpillJob *j)
 }
 
 /* A job is back from the worker (or was refused at once). Main thread. */
+/* A GET's copy from the tier file is back (no arena room was needed). */
+static void jobCopyDone(SpillJob *j)
+{
+    SpillReq *r = j->owner;
+
+    if (j->tj.err) {
+        sp.restoreFailures++;
+        RedisModule_Log(objNode.ctx, "warning", "spill tier: reading '%.*s' failed: %s",
+                        (int)(r->idLen > 64 ? 64 : r->idLen), r->id, tierStrError(j->tj.err));
+        snprintf(r->err, sizeof(r->err), "%s the object's spill tier file cannot be read: %s",
+                 j->tj.err == TIER_ESIZE || j->tj.err == TIER_ECHECKSUM ? "CHECKSUM" : "IOERR",
+                 tierStrError(j->tj.err));
+        free(j->tj.buf);
+    } else {
+        sp.copies++;
+        r->copy = j->tj.buf;
+        r->copyLen = j->tj.len;
+    }
+    if (--r->jobs == 0 && !r->bc)
+        reqFree(r);
+}
+
 static void jobDone(SpillJob *j)
 {
     if (j->tj.op == TIER_SPILL)
         jobSpillDone(j);
+    else if (j->tj.op == TIER_COPY)
+        jobCopyDone(j);
     else
         jobRestoreDone(j);
     free(j);
+}
+
+/* A GET of a spilled object for which no arena room can be made: read its
+ * file into a buffer of the request's instead (the bytes are answered from
+ * there). Returns 0 when the read is queued, -1 when it cannot be. */
+static int reqCopy(SpillReq *r)
+{
+    ObjTable *t = objNode.table;
+    SpillJob *j = calloc(1, sizeof(*j));
+
+    if (!j)
+        return -1;
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, r->id, r->idLen);
+    int fd = e && e->tier == OBJ_TIER_SPILLED ? objTableTierOpen(t, e) : -1;
+    if (fd >= 0) {
+        j->tj.len = e->dataSize + e->metaSize;
+        j->tj.checksum = e->checksum;
+        r->copyData = e->dataSize;
+    }
+    objTableUnlock(t);
+    j->tj.buf = fd < 0 ? NULL : malloc(j->tj.len ? j->tj.len : 1);
+    if (!j->tj.buf) {
+        if (fd >= 0)
+            close(fd);
+        free(j);
+        return -1;
+    }
+    j->tj.op = TIER_COPY;
+    j->tj.fd = fd;
+    j->owner = r;
+    r->jobs++;
+    tierSubmit(sp.tier, &j->tj); /* a copy is never refused */
+    sp.inflight++;
+    return 0;
 }
 
 /* The worker finished jobs: settle them, then step every waiting request
@@ -381,6 +457,8 @@ static void reqMakeRoom(SpillReq *r, uint64_t need)
     if (n == 0) {
         if (sp.inflight > 0 && !r->fail[0])
             return; /* others' spills and restores are moving: look again after them */
+        if (r->kind == REQ_READ && r->reply != OBJ_REPLY_PIN && reqCopy(r) == 0)
+            return; /* a GET needs no arena room: it is answered from the file */
         AllocStats as;
         objTableLock(objNode.table);
         objTableAllocStats(objNode.table, &as);
@@ -446,7 +524,7 @@ static void reqStep(SpillReq *r)
     ObjTable *t = objNode.table;
     size_t ml = 0;
 
-    if (r->err[0]) {
+    if (r->err[0] || r->copy) {
         reqFinish(r);
         return;
     }
@@ -567,6 +645,7 @@ void spillStats(ObjStatSink *sink)
     objStatNum(sink, "restore_failures", sp.restoreFailures);
     objStatNum(sink, "reads_from_memory", sp.memReads);
     objStatNum(sink, "reads_from_tier", sp.tierReads);
+    objStatNum(sink, "tier_direct_reads", sp.copies);
     objStatNum(sink, "tier_waits", sp.waits);
-    objStatNum(sink, "tier_waiting", objListEmpty(&sp.pending) ? 0 : 1);
+    objStatNum(sink, "tier_waiting", sp.waiting);
 }

@@ -65,6 +65,10 @@ struct ObjTable {
 #define OBJ_PROTECTED_EIGHTHS 6
 /* Uses after which an object in probation is promoted. */
 #define OBJ_HOT_USES 2
+/* Uses that earn the oldest protected entry a second chance, and how many
+ * second chances one demotion may hand out. */
+#define OBJ_KEEP_USES      4
+#define OBJ_DEMOTE_CHANCES 64
 
 /* ---- hashing and the index ------------------------------------------------ */
 
@@ -192,16 +196,27 @@ static void residRemove(ObjTable *t, ObjEntry *e)
 }
 
 /* Move the oldest protected entries back to probation while the protected
- * list is over its cap. Can't fail. */
+ * list is over its cap. An old entry that is still used often gets a second
+ * chance instead, at the cost of half its count (aging), so that frequency
+ * and not only recency decides; after OBJ_DEMOTE_CHANCES chances in one call
+ * the oldest goes regardless. Can't fail. */
 static void residDemote(ObjTable *t)
 {
     AllocStats as;
+    int chances = OBJ_DEMOTE_CHANCES;
 
     allocGetStats(t->alloc, &as);
     uint64_t cap = as.capacity / 8 * OBJ_PROTECTED_EIGHTHS;
     while (t->protectedBytes > cap) {
         ObjEntry *old = objListEntry(objListFirst(&t->protected), ObjEntry, resid);
+        if (old->uses >= OBJ_KEEP_USES && chances-- > 0) {
+            old->uses /= 2;
+            objListUnlink(&old->resid);
+            objListPushBack(&t->protected, &old->resid);
+            continue;
+        }
         residRemove(t, old);
+        old->uses /= 2;
         objListPushBack(&t->probation, &old->resid);
     }
 }
@@ -563,7 +578,7 @@ ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder)
     if (!h)
         return OBJ_ST_OOM;
     h->pins++;
-    if (!(holder & OBJ_HOLDER_TIER))
+    if (holder != OBJ_HOLDER_TIER)
         residTouch(t, e, 1);
     if (e->pins++ == 0) {
         t->st.pinnedObjects++;

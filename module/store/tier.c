@@ -150,7 +150,12 @@ static void *tierWorker(void *arg)
         objListUnlink(&j->link);
         pthread_mutex_unlock(&t->lock);
         int64_t t0 = utilMonoUs();
-        j->err = j->op == TIER_SPILL ? tierWrite(t, j) : tierRead(t, j);
+        if (j->op == TIER_COPY) {
+            j->err = tierReadAll(j->fd, j->buf, j->len, j->checksum);
+            close(j->fd);
+        } else {
+            j->err = j->op == TIER_SPILL ? tierWrite(t, j) : tierRead(t, j);
+        }
         j->usec = utilMonoUs() - t0;
         if (j->op == TIER_SPILL && j->err)
             t->usedBytes -= j->len;

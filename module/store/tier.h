@@ -25,7 +25,9 @@
 #define TIER_ESIZE     (-2)
 #define TIER_ECHECKSUM (-3)
 
-typedef enum TierOp { TIER_SPILL = 1, TIER_RESTORE = 2 } TierOp;
+/* TIER_COPY reads an already open file (fd, closed by the worker) into a
+ * buffer of the submitter's: a read that needs no arena room. */
+typedef enum TierOp { TIER_SPILL = 1, TIER_RESTORE = 2, TIER_COPY = 3 } TierOp;
 
 /* One write of an object's bytes to a new file, or one read of a file into
  * the object's arena block. The submitter owns the job; the buffer must
@@ -33,6 +35,7 @@ typedef enum TierOp { TIER_SPILL = 1, TIER_RESTORE = 2 } TierOp;
 typedef struct TierJob {
     TierOp op;
     uint64_t fileNo;   /* set by tierSubmit for a spill */
+    int fd;            /* TIER_COPY: the open file */
     uint8_t *buf;      /* the object's data then metadata */
     uint64_t len;      /* data + metadata bytes */
     uint64_t checksum; /* restore: what the bytes must hash to */
