@@ -205,7 +205,8 @@ def main():
             f.write(",".join(str(x) for x in r) + "\n")
     with open(os.path.join(outdir, "spill.md"), "w") as f:
         f.write("# The spill tier: bandwidth, latency, hot set\n\n")
-        f.write(f"Command: `bench/spill.sh {base or ''}`".rstrip() + "\n\n")
+        cmd = "bench/spill.sh" + (f" {base}" if base else "")
+        f.write(f"Command: `{cmd}`\n\n")
         f.write(f"Spill directory on a {fs[1]} file system ({fs[0]}); one node on loopback, "
                 f"64 MiB arena, one run; {os.cpu_count()} CPUs shared with other work.\n\n")
         f.write("| part | what | unit | value |\n|---|---|---|---|\n")
