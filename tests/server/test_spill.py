@@ -340,3 +340,17 @@ def test_kill_9_mid_spill_leaves_nothing_a_restart_does_not_clean(spill_dir):
     finally:
         finish([again])
     assert not os.path.exists(tier), "a clean shutdown left the tier's directory"
+
+
+def test_inside_multi_a_spilled_object_answers_wrongstate_and_a_put_oom(make_server, spill_dir):
+    c = spill_server(make_server, spill_dir, memory="8mb").client()
+    for i in range(16):
+        c.obj("OBJ.PUT", b"mu:%d" % i, blob(i))
+    victim = next(i for i in range(16) if tier_of(c, b"mu:%d" % i) == "spilled")
+    c.obj("MULTI")
+    c.obj("OBJ.GET", b"mu:%d" % victim)
+    c.obj("OBJ.PUT", b"mu:new", blob(50))
+    got, put = c.obj("EXEC")
+    assert str(got).startswith("WRONGSTATE") and "cannot wait" in str(got), got
+    assert str(put).startswith("OOM"), put
+    assert c.obj("OBJ.GET", b"mu:%d" % victim) == blob(victim)  # outside MULTI it waits
