@@ -19,6 +19,7 @@
 #include "cmdtable.h"
 #include "reply.h"
 #include "stats.h"
+#include "spill.h"
 #include "common/util.h"
 #include "store/checksum.h"
 
@@ -166,6 +167,8 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
 
 /* ---- commands --------------------------------------------------------------------- */
 
+static SpillFinish putFinish, createFinish;
+
 /* OBJ.PUT id data [META m] */
 static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
@@ -186,17 +189,28 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     objTableLock(objNode.table);
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, dataLen, metaLen, holder, &e);
     objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OOM &&
+        spillBlockCreate(ctx, argv[1], argv[2], dataLen, o.meta, putFinish) == 0)
+        return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
+    return putFinish(ctx, e, data, dataLen, meta, metaLen);
+}
+
+/* The rest of OBJ.PUT once e is created for this client: write, seal,
+ * publish, reply OK. Also after the client waited for room (a SpillFinish). */
+static int putFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t dataLen,
+                     const char *meta, size_t metaLen)
+{
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
     uint64_t sum = objChecksum(objNode.arena.base, e);
     objTableLock(objNode.table);
-    objTableSeal(objNode.table, e, holder, sum);
+    objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
     objTableUnlock(objNode.table);
     objRemotePublish(e);
     objNode.cnt.puts++;
-    waitersRecheck(id, idLen);
+    waitersRecheck(e->id, e->idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -220,8 +234,18 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, size, metaLen,
                                        RedisModule_GetClientId(ctx), &e);
     objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OOM && spillBlockCreate(ctx, argv[1], NULL, size, o.meta, createFinish) == 0)
+        return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
+    return createFinish(ctx, e, NULL, size, meta, metaLen);
+}
+
+/* The rest of OBJ.CREATE once e (size data bytes; data is NULL) is created
+ * for this client: clear, write the metadata, reply the offset. */
+static int createFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t size,
+                        const char *meta, size_t metaLen)
+{
     /* Outside the lock: only this client can touch e. The metadata is
      * written next, so only the data part needs clearing. */
     objTableClearStale(e, objNode.arena.base, size);
@@ -343,7 +367,12 @@ static int getOrPin(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
     int sealed = e && e->state == OBJ_SEALED;
+    int away = sealed && (e->tier == OBJ_TIER_SPILLED || e->tier == OBJ_TIER_RESTORING);
     objTableUnlock(objNode.table);
+    if (sealed)
+        spillCountRead(!away);
+    if (away)
+        return spillBlockRestore(ctx, id, idLen, kind);
     if (sealed || (!e && o.timeoutMs < 0))
         return objReplyObject(ctx, id, idLen, kind);
     return waitersBlock(ctx, id, idLen, o.timeoutMs < 0 ? 0 : o.timeoutMs, o.timeoutMs >= 0, kind);
@@ -442,7 +471,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
         return objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
     char sum[17];
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)e.checksum);
-    RedisModule_ReplyWithArray(ctx, 20);
+    RedisModule_ReplyWithArray(ctx, 22);
     RedisModule_ReplyWithSimpleString(ctx, "id");
     RedisModule_ReplyWithStringBuffer(ctx, id, idLen);
     RedisModule_ReplyWithSimpleString(ctx, "state");
@@ -452,7 +481,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "meta_size");
     RedisModule_ReplyWithLongLong(ctx, (long long)e.metaSize);
     RedisModule_ReplyWithSimpleString(ctx, "offset");
-    RedisModule_ReplyWithLongLong(ctx, (long long)e.offset);
+    RedisModule_ReplyWithLongLong(ctx, e.tier == OBJ_TIER_SPILLED ? -1 : (long long)e.offset);
     RedisModule_ReplyWithSimpleString(ctx, "pins");
     RedisModule_ReplyWithLongLong(ctx, e.pins);
     RedisModule_ReplyWithSimpleString(ctx, "creator");
@@ -462,7 +491,9 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "checksum");
     RedisModule_ReplyWithSimpleString(ctx, e.state == OBJ_SEALED ? sum : "");
     RedisModule_ReplyWithSimpleString(ctx, "replica");
-    return RedisModule_ReplyWithLongLong(ctx, e.replica);
+    RedisModule_ReplyWithLongLong(ctx, e.replica);
+    RedisModule_ReplyWithSimpleString(ctx, "tier");
+    return RedisModule_ReplyWithSimpleString(ctx, spillTierName(e.tier));
 }
 
 /* OBJ.LIST cursor [MATCH pattern] [COUNT n]. The reply must start with the

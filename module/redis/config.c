@@ -103,6 +103,9 @@ static ConfigDef configDefs[] = {
     NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
     NUM("rdma-rx-size", rdmaRxSize, IMM | MEM, 1LL << 20, 64 * 1024, 16LL << 20, NULL),
     NUM("max-objects", maxObjects, 0, -1, -1, 1LL << 40, applyMaxObjects),
+    STR("spill-dir", spillDir, IMM, ""),
+    NUM("spill-max", spillMax, IMM | MEM, 0, 0, 1LL << 50, NULL),
+    STR("spill-policy", spillPolicy, IMM, "hot"),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

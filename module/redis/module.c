@@ -34,6 +34,7 @@
 #include "commands.h"
 #include "waiters.h"
 #include "settings.h"
+#include "spill.h"
 #include "stats.h"
 #include "limits.h"
 
@@ -56,6 +57,7 @@ static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, vo
 {
     doorStop();
     objRemoteStop();
+    spillStop();
     arenaClose(&objNode.arena);
 }
 
@@ -113,6 +115,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
         objStatsAdd(objLimitsStats) == REDISMODULE_ERR ||
+        objStatsAdd(spillStats) == REDISMODULE_ERR ||
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
@@ -122,12 +125,16 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==
             REDISMODULE_ERR)
         goto out_destroy_table;
-    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+    if (spillStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
+    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+        goto out_stop_spill;
     moduleStartDoor(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 
+out_stop_spill:
+    spillStop();
 out_destroy_table:
     objTableDestroy(objNode.table);
     objNode.table = NULL;

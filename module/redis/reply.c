@@ -73,10 +73,20 @@ int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKi
     }
     ObjStatus st = objTablePin(t, e, holder);
     objTableUnlock(t);
+    if (st == OBJ_ST_SPILLED) /* moved out between a waiter's wake-up and its reply */
+        return RedisModule_ReplyWithError(
+            ctx, "TRYAGAIN the object was moved to the spill tier meanwhile; ask again");
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "cannot pin the object");
+    return objReplyPinned(ctx, e, kind, holder);
+}
 
+/* See reply.h. */
+int objReplyPinned(RedisModuleCtx *ctx, ObjEntry *e, ObjReplyKind kind, uint64_t holder)
+{
+    ObjTable *t = objNode.table;
     const char *data = (const char *)objNode.arena.base + e->offset;
+
     if (kind == OBJ_REPLY_PIN) {
         objNode.cnt.pins++;
         RedisModule_ReplyWithArray(ctx, 8);

@@ -8,6 +8,12 @@
  * object; and an LRU list of unpinned replicas for eviction when the arena
  * runs short. Primary copies are never on that list. The index hash is
  * seeded per table, so clients cannot choose ids that collide.
+ *
+ * Sealed primaries in memory sit on two recency lists, the hot set the spill
+ * tier leaves alone (docs/tiers.md): probation (used at most once since they
+ * came into memory) and protected (used again; capped, its oldest fall back
+ * to probation). Spill victims come from probation first, so a one-time scan
+ * of many objects only churns probation.
  */
 #include "objtable.h"
 
@@ -50,7 +56,21 @@ struct ObjTable {
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
     void *evictArg;
+    ObjList probation, protected; /* ObjEntry.resid, least recently used first */
+    uint64_t protectedBytes;
+    int lruOnly; /* every use goes to probation: recency alone */
+    ObjTierOps tierOps;
 };
+
+/* The protected list holds at most this share of the arena (in 1/8ths), so
+ * that probation always has room for new objects to prove themselves. */
+#define OBJ_PROTECTED_EIGHTHS 6
+/* Uses after which an object in probation is promoted. */
+#define OBJ_HOT_USES 2
+/* Uses that earn the oldest protected entry a second chance, and how many
+ * second chances one demotion may hand out. */
+#define OBJ_KEEP_USES      4
+#define OBJ_DEMOTE_CHANCES 64
 
 /* ---- hashing and the index ------------------------------------------------ */
 
@@ -160,6 +180,69 @@ static void lruAppend(ObjTable *t, ObjEntry *e)
     t->lruBytes += allocBlockSize(e->block);
 }
 
+/* ---- the hot set: sealed primaries in memory ------------------------------------ */
+
+static int residLinked(const ObjEntry *e)
+{
+    return !objListEmpty(&e->resid);
+}
+
+static void residRemove(ObjTable *t, ObjEntry *e)
+{
+    if (!residLinked(e))
+        return;
+    objListUnlink(&e->resid);
+    if (e->hot)
+        t->protectedBytes -= e->dataSize + e->metaSize;
+    e->hot = 0;
+}
+
+/* Move the oldest protected entries back to probation while the protected
+ * list is over its cap. An old entry that is still used often gets a second
+ * chance instead, at the cost of half its count (aging), so that frequency
+ * and not only recency decides; after OBJ_DEMOTE_CHANCES chances in one call
+ * the oldest goes regardless. Can't fail. */
+static void residDemote(ObjTable *t)
+{
+    AllocStats as;
+    int chances = OBJ_DEMOTE_CHANCES;
+
+    allocGetStats(t->alloc, &as);
+    uint64_t cap = as.capacity / 8 * OBJ_PROTECTED_EIGHTHS;
+    while (t->protectedBytes > cap) {
+        ObjEntry *old = objListEntry(objListFirst(&t->protected), ObjEntry, resid);
+        if (old->uses >= OBJ_KEEP_USES && chances-- > 0) {
+            old->uses /= 2;
+            objListUnlink(&old->resid);
+            objListPushBack(&t->protected, &old->resid);
+            continue;
+        }
+        residRemove(t, old);
+        old->uses /= 2;
+        objListPushBack(&t->probation, &old->resid);
+    }
+}
+
+/* A sealed primary in memory was used (or just arrived, used=0): record it
+ * as the most recent of its list, promoting it once it has been used again. */
+static void residTouch(ObjTable *t, ObjEntry *e, int used)
+{
+    if (e->state != OBJ_SEALED || e->replica || e->deleting || e->tier != OBJ_TIER_MEMORY)
+        return;
+    if (used && e->uses < UINT32_MAX)
+        e->uses++;
+    int hot = !t->lruOnly && (e->hot || e->uses >= OBJ_HOT_USES);
+    residRemove(t, e);
+    if (!hot) {
+        objListPushBack(&t->probation, &e->resid);
+        return;
+    }
+    e->hot = 1;
+    t->protectedBytes += e->dataSize + e->metaSize;
+    objListPushBack(&t->protected, &e->resid);
+    residDemote(t);
+}
+
 /* ---- holders ------------------------------------------------------------------ */
 
 static HolderRec **holderSlot(ObjTable *t, uint64_t holder)
@@ -224,7 +307,15 @@ static void holderCompact(ObjTable *t, uint64_t holder)
 static void entryFree(ObjTable *t, ObjEntry *e)
 {
     lruRemove(t, e);
-    allocPut(t->alloc, e->block);
+    residRemove(t, e);
+    if (e->block)
+        allocPut(t->alloc, e->block);
+    if (e->tier == OBJ_TIER_SPILLED) {
+        t->st.tierObjects--;
+        t->st.tierBytes -= e->dataSize + e->metaSize;
+    }
+    if (e->fileNo && t->tierOps.discard)
+        t->tierOps.discard(e->fileNo, e->dataSize + e->metaSize, t->tierOps.arg);
     objHeapFree(OBJ_HEAP_STORE, e->id);
     objHeapFree(OBJ_HEAP_STORE, e);
 }
@@ -255,6 +346,7 @@ static ObjStatus entryRemove(ObjTable *t, ObjEntry *e)
         e->deleting = 1;
         t->st.deleting++;
         lruRemove(t, e);
+        residRemove(t, e);
         return OBJ_ST_DEFERRED;
     }
     entryFree(t, e);
@@ -317,6 +409,8 @@ ObjTable *objTableCreate(uint64_t arenaSize)
     t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
     t->seed = tableSeed(t);
     objListInit(&t->lru);
+    objListInit(&t->probation);
+    objListInit(&t->protected);
     pthread_mutex_init(&t->lock, NULL);
     return t;
 
@@ -415,6 +509,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     if (!e)
         goto out_put_block;
     objListInit(&e->lru);
+    objListInit(&e->resid);
     e->id = objHeapMalloc(OBJ_HEAP_STORE, idLen ? idLen : 1);
     if (!e->id)
         goto out_free_entry;
@@ -475,6 +570,7 @@ ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t check
     t->st.sealed++;
     t->st.seals++;
     t->st.bytesSealed += e->dataSize + e->metaSize;
+    residTouch(t, e, 0);
     return OBJ_ST_OK;
 }
 
@@ -502,10 +598,14 @@ ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder)
 {
     if (e->state != OBJ_SEALED || e->deleting)
         return OBJ_ST_WRONGSTATE;
+    if (e->tier == OBJ_TIER_SPILLED || e->tier == OBJ_TIER_RESTORING)
+        return OBJ_ST_SPILLED;
     Hold *h = holdGet(t, holder, e);
     if (!h)
         return OBJ_ST_OOM;
     h->pins++;
+    if (holder != OBJ_HOLDER_TIER)
+        residTouch(t, e, 1);
     if (e->pins++ == 0) {
         t->st.pinnedObjects++;
         lruRemove(t, e);
@@ -615,8 +715,127 @@ void objTableSetMaxObjects(ObjTable *t, uint64_t max)
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)
 {
     e->replica = 1;
+    residRemove(t, e);
     if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(e))
         lruAppend(t, e);
+}
+
+/* ---- the spill tier ---------------------------------------------------------------- */
+
+void objTableSetTier(ObjTable *t, const ObjTierOps *ops, int lruOnly)
+{
+    t->tierOps = *ops;
+    t->lruOnly = lruOnly;
+}
+
+/* Add the unpinned in-memory entries of list l, oldest first, to out until
+ * enough bytes are chosen. Returns the new count. */
+static size_t spillPickFrom(ObjTable *t, ObjList *l, uint64_t want, uint64_t *got, uint64_t holder,
+                            ObjEntry **out, size_t n, size_t max)
+{
+    ObjListLink *it, *next;
+
+    objListForEachSafe(l, it, next) {
+        if (n == max || *got >= want)
+            break;
+        ObjEntry *e = objListEntry(it, ObjEntry, resid);
+        if (e->pins || e->tier != OBJ_TIER_MEMORY)
+            continue;
+        if (objTablePin(t, e, holder) != OBJ_ST_OK)
+            continue;
+        e->tier = OBJ_TIER_SPILLING;
+        residRemove(t, e);
+        *got += allocBlockSize(e->block);
+        out[n++] = e;
+    }
+    return n;
+}
+
+size_t objTableSpillPick(ObjTable *t, uint64_t need, uint64_t holder, ObjEntry **out, size_t max)
+{
+    AllocStats as;
+    uint64_t got = 0;
+
+    allocGetStats(t->alloc, &as);
+    if (need > as.capacity)
+        return 0;
+    /* Free space may be scattered: ask for the whole request plus a quarter
+     * from victims, unless what is free already covers it (then one round
+     * more makes the difference). */
+    uint64_t want = need + need / 4;
+    size_t n = spillPickFrom(t, &t->probation, want, &got, holder, out, 0, max);
+    return spillPickFrom(t, &t->protected, want, &got, holder, out, n, max);
+}
+
+int objTableSpillDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok, uint64_t fileNo)
+{
+    int kept = ok && e->pins == 1 && !e->deleting;
+
+    if (kept) {
+        allocPut(t->alloc, e->block);
+        e->block = NULL;
+        e->tier = OBJ_TIER_SPILLED;
+        e->fileNo = fileNo;
+        e->uses = 0;
+        t->st.tierObjects++;
+        t->st.tierBytes += e->dataSize + e->metaSize;
+    } else {
+        e->tier = OBJ_TIER_MEMORY;
+        residTouch(t, e, 0);
+    }
+    objTableUnpin(t, e, holder);
+    return kept;
+}
+
+ObjStatus objTableRestoreBegin(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    uint64_t need = e->dataSize + e->metaSize;
+
+    if (e->tier != OBJ_TIER_SPILLED || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    Hold *h = holdGet(t, holder, e);
+    if (!h)
+        return OBJ_ST_OOM;
+    AllocBlock *b = allocGet(t->alloc, need);
+    if (!b && tableEvictFor(t, need))
+        b = allocGet(t->alloc, need);
+    if (!b) {
+        holderCompact(t, holder);
+        return OBJ_ST_OOM;
+    }
+    e->block = b;
+    e->offset = allocBlockOffset(b);
+    e->tier = OBJ_TIER_RESTORING;
+    h->pins++;
+    if (e->pins++ == 0)
+        t->st.pinnedObjects++;
+    return OBJ_ST_OK;
+}
+
+void objTableRestoreDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok)
+{
+    if (ok) {
+        t->st.tierObjects--;
+        t->st.tierBytes -= e->dataSize + e->metaSize;
+        if (t->tierOps.discard)
+            t->tierOps.discard(e->fileNo, e->dataSize + e->metaSize, t->tierOps.arg);
+        e->fileNo = 0;
+        e->tier = OBJ_TIER_MEMORY;
+        residTouch(t, e, 0);
+    } else {
+        allocPut(t->alloc, e->block);
+        e->block = NULL;
+        e->offset = 0;
+        e->tier = OBJ_TIER_SPILLED;
+    }
+    objTableUnpin(t, e, holder);
+}
+
+int objTableTierOpen(ObjTable *t, const ObjEntry *e)
+{
+    if (!e->fileNo || !t->tierOps.open)
+        return -1;
+    return t->tierOps.open(e->fileNo, t->tierOps.arg);
 }
 
 /* Reverse the bits of v (for the SCAN cursor). */
@@ -675,8 +894,10 @@ int objTableCheck(ObjTable *t)
         for (ObjEntry *e = t->buckets[i]; e; e = e->next) {
             if ((e->hash & t->mask) != i || e->deleting)
                 return -1;
-            if (allocBlockOffset(e->block) != e->offset ||
-                allocBlockSize(e->block) < e->dataSize + e->metaSize)
+            if ((e->block == NULL) != (e->tier == OBJ_TIER_SPILLED))
+                return -1;
+            if (e->block && (allocBlockOffset(e->block) != e->offset ||
+                             allocBlockSize(e->block) < e->dataSize + e->metaSize))
                 return -1;
             n++;
             if (e->state == OBJ_SEALED) {

@@ -12,7 +12,7 @@ shows only the ids the user may read.
 import pytest
 
 from objhelpers import err_code, info, to_int
-from objnodes import free_port
+from objnodes import free_port, free_port_pair
 
 PASSWORD = "pw-acl"
 TENANT = b"tenantA:"
@@ -192,7 +192,11 @@ def clustered(make_server, tmp_path):
     port is given: the default (port + 10000) is the cluster bus port."""
     srv = make_server(module_args=("transfer-port", str(free_port())),
                       server_args=("--cluster-enabled", "yes", "--cluster-config-file",
-                                   str(tmp_path / "nodes.conf")))
+                                   str(tmp_path / "nodes.conf")), start=False)
+    # Redis refuses cluster mode above port 55535 (its bus is port + 10000): take a
+    # port whose +10000 was free too.
+    srv.pick_port = free_port_pair
+    srv.start()
     admin = srv.client()
     _make_users(admin)
     return srv, admin

@@ -311,7 +311,7 @@ def test_stats_answers_every_documented_field(r):
     missing = set(STATS_FIELDS) - set(st)
     assert not missing, f"OBJ.STATS lacks {sorted(missing)}"
     for k in STATS_FIELDS:
-        if k not in ("arena_path", "node_name"):
+        if k not in ("arena_path", "node_name", "tier_path"):
             assert isinstance(st[k], int) and st[k] >= 0, f"{k} = {st[k]!r}"
     assert st["arena_size"] == 64 << 20
     assert st["arena_used"] + st["arena_free"] <= st["arena_size"]

@@ -1692,6 +1692,192 @@ static void testIndexHashIsSeededPerTable(void **state)
     testDestroy(t2);
 }
 
+/* ---- the spill tier's states and the hot set ------------------------------------- */
+
+/* Fake tier callbacks: count discarded files. */
+static int testDiscarded;
+
+static void testDiscard(uint64_t fileNo, uint64_t bytes, void *arg)
+{
+    testDiscarded++;
+}
+
+static int testOpenNothing(uint64_t fileNo, void *arg)
+{
+    return -1;
+}
+
+static ObjTable *testTierTable(uint64_t arenaSize, int lruOnly)
+{
+    ObjTable *t = testTable(arenaSize);
+    ObjTierOps ops = {.discard = testDiscard, .open = testOpenNothing};
+    objTableSetTier(t, &ops, lruOnly);
+    testDiscarded = 0;
+    return t;
+}
+
+/* Spill e all the way (as spill.c does with a successful write). */
+static void testSpill(ObjTable *t, ObjEntry *e, uint64_t fileNo)
+{
+    assert_int_equal(objTablePin(t, e, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    e->tier = OBJ_TIER_SPILLING;
+    assert_int_equal(objTableSpillDone(t, e, OBJ_HOLDER_TIER, 1, fileNo), 1);
+}
+
+static void testSpillPickTakesColdUnpinnedPrimariesOnly(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *b = testPut(t, "b", MIB, ALICE);
+    testPutReplica(t, "r", MIB);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK);
+    ObjEntry *out[8];
+    size_t n = objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 8);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(out[0], b);
+    assert_int_equal(b->tier, OBJ_TIER_SPILLING);
+    assert_int_equal(objTableSpillDone(t, b, OBJ_HOLDER_TIER, 1, 7), 1);
+    assert_int_equal(b->tier, OBJ_TIER_SPILLED);
+    assert_null(b->block);
+    assert_int_equal(testStats(t).tierObjects, 1);
+    assert_int_equal(testStats(t).tierBytes, MIB);
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 8), 0); /* a is pinned */
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testPinOfASpilledObjectIsSpilled(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_SPILLED);
+    assert_int_equal(testUsed(t), 0);
+}
+
+static void testASpillThatFailsOrIsPinnedMeanwhileKeepsTheObject(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *out[1];
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 0, 3), 0); /* write failed */
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_int_equal(a->pins, 0);
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK); /* readers may pin while spilling */
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 1, 4), 0);
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_non_null(a->block);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testRestoreBringsTheObjectBackAndDropsItsFile(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 5);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    assert_int_equal(a->tier, OBJ_TIER_RESTORING);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_SPILLED); /* bytes not there yet */
+    objTableRestoreDone(t, a, OBJ_HOLDER_TIER, 1);
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_int_equal(a->fileNo, 0);
+    assert_int_equal(testDiscarded, 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testAFailedRestoreLeavesTheObjectSpilled(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 5);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    objTableRestoreDone(t, a, OBJ_HOLDER_TIER, 0);
+    assert_int_equal(a->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(a->fileNo, 5);
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testDiscarded, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testDeletingASpilledObjectDropsItsFile(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 9);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_OK);
+    assert_int_equal(testDiscarded, 1);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_null(testFind(t, "a"));
+}
+
+static void testAnObjectDeletedWhileSpillingIsFreedAtTheEnd(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *out[1];
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_DEFERRED);
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 1, 2), 0); /* caller drops file */
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testRestoreWithoutRoomIsOom(void **state)
+{
+    ObjTable *t = testTierTable(2 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 1);
+    testPut(t, "b", MIB, ALICE);
+    testPut(t, "c", MIB, ALICE);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OOM);
+    assert_int_equal(a->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+/* Use every object of ids[from..to) once (pin and unpin, as a GET does). */
+static void testUseEach(ObjTable *t, ObjEntry **es, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        assert_int_equal(objTablePin(t, es[i], BOB), OBJ_ST_OK);
+        assert_int_equal(objTableUnpin(t, es[i], BOB), OBJ_ST_OK);
+    }
+}
+
+static void testAOneTimeScanDoesNotMakeHotObjectsTheVictims(void **state)
+{
+    ObjTable *t = testTierTable(64 * MIB, 0);
+    ObjEntry *es[32], *out[4];
+    char id[16];
+    for (int i = 0; i < 32; i++)
+        es[i] = testPut(t, testId(id, sizeof(id), 'o', (unsigned)i), MIB, ALICE);
+    testUseEach(t, es, 0, 4); /* 0..3 hot: used twice */
+    testUseEach(t, es, 0, 4);
+    testUseEach(t, es, 4, 32); /* a scan of the rest, more recent */
+    size_t n = objTableSpillPick(t, 3 * MIB, OBJ_HOLDER_TIER, out, 4);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(out[i] != es[0] && out[i] != es[1] && out[i] != es[2] && out[i] != es[3]);
+        objTableSpillDone(t, out[i], OBJ_HOLDER_TIER, 0, 0);
+    }
+}
+
+static void testLruOnlyPicksTheLeastRecentlyUsed(void **state)
+{
+    ObjTable *t = testTierTable(64 * MIB, 1);
+    ObjEntry *es[8], *out[1];
+    char id[16];
+    for (int i = 0; i < 8; i++)
+        es[i] = testPut(t, testId(id, sizeof(id), 'l', (unsigned)i), MIB, ALICE);
+    testUseEach(t, es, 0, 1);
+    testUseEach(t, es, 0, 1);
+    testUseEach(t, es, 1, 8); /* 0 is now the least recently used, however often */
+    assert_int_equal(objTableSpillPick(t, MIB / 2, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_ptr_equal(out[0], es[0]);
+    objTableSpillDone(t, out[0], OBJ_HOLDER_TIER, 0, 0);
+}
+
 #define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
 
 int main(void)
@@ -1763,6 +1949,16 @@ int main(void)
         TEST(testMaxObjectsCountsObjectsDeletedWhilePinned),
         TEST(testMaxObjectsEvictsAnUnpinnedReplicaButNeverAPrimary),
         TEST(testHeapCountsEveryObjectAndComesBackAfterDeletes),
+        TEST(testSpillPickTakesColdUnpinnedPrimariesOnly),
+        TEST(testPinOfASpilledObjectIsSpilled),
+        TEST(testASpillThatFailsOrIsPinnedMeanwhileKeepsTheObject),
+        TEST(testRestoreBringsTheObjectBackAndDropsItsFile),
+        TEST(testAFailedRestoreLeavesTheObjectSpilled),
+        TEST(testDeletingASpilledObjectDropsItsFile),
+        TEST(testAnObjectDeletedWhileSpillingIsFreedAtTheEnd),
+        TEST(testRestoreWithoutRoomIsOom),
+        TEST(testAOneTimeScanDoesNotMakeHotObjectsTheVictims),
+        TEST(testLruOnlyPicksTheLeastRecentlyUsed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
