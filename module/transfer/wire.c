@@ -688,8 +688,8 @@ int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload,
 
     if (w == NULL)
         return len;
-    if (len < OBJ_WIRE_HDR_LEN || (size_t)len + 2 * OBJ_WIRE_MAC > cap ||
-        wireDecodeHdr(buf, &h, NULL) == -1 || (payloadLen > 0 && payload == NULL))
+    if (len < OBJ_WIRE_HDR_LEN || wireDecodeHdr(buf, &h, NULL) == -1 ||
+        (size_t)len < OBJ_WIRE_HDR_LEN + (size_t)h.bodyLen || (payloadLen > 0 && payload == NULL))
         return -1;
     /* The payload's tag goes with a DATA frame whose sizes announce one (the
      * receiver can only go by those); the sender's payload is that long. */
@@ -697,6 +697,8 @@ int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload,
     if (h.type == WIRE_DATA && h.bodyLen >= WIRE_DATA_LEN)
         withPayload =
             wireGet64(buf + OBJ_WIRE_HDR_LEN) > 0 || wireGet64(buf + OBJ_WIRE_HDR_LEN + 8) > 0;
+    if ((size_t)len + OBJ_WIRE_MAC * (withPayload ? 2u : 1u) > cap)
+        return -1;
     if (wireMacFrame(w, buf, (size_t)len, buf + len) == -1)
         return -1;
     len += OBJ_WIRE_MAC;

@@ -206,8 +206,9 @@ int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n);
 int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC]);
 /* Seal the frame of len bytes at buf (cap bytes of room) for sending under
  * w: append its tag and, for a DATA frame announcing a payload, the tag of
- * payload (payloadLen bytes). w NULL (no session yet): nothing is added.
- * Returns the new length, or -1 (no room, or libcrypto failed). */
+ * payload (payloadLen bytes); cap need only hold what is added. w NULL (no
+ * session yet): nothing is added. Returns the new length, or -1 (no room,
+ * len not a whole frame, or libcrypto failed). */
 int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload, size_t payloadLen);
 /* How many tag bytes follow the frame m (decoded) in a session: the frame's
  * tag, and a DATA payload's tag when its payload is not empty. */

@@ -1265,6 +1265,9 @@ static void test_seal_adds_tags_only_in_a_session(void **state)
     assert_int_equal(wireSeal(NULL, frame, sizeof(frame), n, NULL, 0), n);
     assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
     assert_int_equal(wireTagsAfter(&m), OBJ_WIRE_MAC);
+    /* room for exactly the tags it adds is enough (frames packed in one buffer) */
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC, n, NULL, 0), n + OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC - 1, n, NULL, 0), -1);
     m = (WireMsg){.h = {.type = WIRE_DATA, .reqId = 1}}; /* an empty object: no payload tag */
     n = wireEncode(&m, frame, sizeof(frame));
     assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
