@@ -28,12 +28,14 @@ from objhelpers import (
     WIRE_FETCH,
     WIRE_HDR,
     WIRE_HELLO,
+    WirePeer,
     codes,
     fetch,
     payload,
     stats,
     wait_until,
     wire_frame,
+    wire_hello_body,
     xxh3_64,
 )
 
@@ -254,3 +256,19 @@ def test_rewritten_data_and_checksum_are_not_sealed(cl, uid):
     assert b.execute_command("OBJ.EXISTS", oid) == 0, "B sealed the forged replica"
     assert a.execute_command("SISMEMBER", b"objstore:{" + oid + b"}:loc", b"B") == 0, (
         "the directory lists B as a location of the forged bytes")
+
+
+def test_peer_of_the_version_without_the_mac_is_refused_at_hello(make_cluster):
+    """A node of wire version 2 (no session MAC) and one of version 3 do not mix: the
+    HELLO is refused with the reason in the log, before anything else is read."""
+    cl = make_cluster(names=("A",), layout="own", memory="32mb", secret=SECRET)
+    a = cl["A"].client()
+    a0 = stats(a)
+    peer = WirePeer(cl["A"].transfer_port)
+    try:
+        peer.send(wire_frame(WIRE_HELLO, wire_hello_body(peer.nonce, version=2)))
+        assert peer.closed_within(3.0), "A kept a connection that spoke wire version 2"
+    finally:
+        peer.close()
+    assert stats(a)["transfer_bad_frames"] > a0["transfer_bad_frames"]
+    assert "HELLO protocol version differs from ours" in cl["A"].log()
