@@ -243,6 +243,10 @@ $(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
 $(BUILD)/bin/mw-cost: bench/mw-cost.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
+# The session MAC's cost per frame and per byte (bench/mac-cost.sh runs it).
+$(BUILD)/bin/mac-cost: bench/mac-cost.c $(BUILD)/lib/libobj_transfer.a $(BUILD)/lib/libobj_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lcrypto -lxxhash
 $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
@@ -266,7 +270,7 @@ $(REDIS_CLI_RDMA): bench/redis-cli-rdma.patch $(CLIENT_A)
 	bench/build-redis-benchmark.sh redis-cli
 redis-cli-rdma: $(REDIS_CLI_RDMA)
 
-test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS)
+test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS) $(BUILD)/bin/mac-cost
 
 # ---- tests ------------------------------------------------------------------------
 test: ensure-deps

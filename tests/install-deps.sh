@@ -9,7 +9,7 @@ SUDO=
 
 PKGS="build-essential pkg-config dpkg-dev clang-format
       redis-server redis-tools libhiredis-dev libxxhash-dev libcmocka-dev libssl-dev
-      python3-pytest python3-redis valgrind
+      python3-pytest python3-redis python3-cryptography valgrind
       librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
       iperf3 gnuplot-nox tcl

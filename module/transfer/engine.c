@@ -19,6 +19,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "engineint.h"
 #include "handshake.h"
 #include "rdma.h"
@@ -539,6 +541,30 @@ static void engineProof(const Conn *c, WireRole role, uint8_t out[OBJ_WIRE_PROOF
     wireProof(eng.cfg.secret, strlen(eng.cfg.secret), role, &t, out);
 }
 
+/* Key c's session MAC (wire.h) from the handshake that just proved the
+ * secret both ways: proofAcceptor from the acceptor's HELLO, proofConnector
+ * from the connector's AUTH. From here on everything c sends is sealed and
+ * everything it receives must be. Returns 0, or -1 to close the conn. */
+static int engineKeySession(Conn *c, const uint8_t proofAcceptor[OBJ_WIRE_PROOF],
+                            const uint8_t proofConnector[OBJ_WIRE_PROOF])
+{
+    WireTranscript t = engineTranscript(c);
+    uint8_t c2a[OBJ_WIRE_KEY], a2c[OBJ_WIRE_KEY];
+
+    if (wireSessionKeys(eng.cfg.secret, strlen(eng.cfg.secret), &t, proofAcceptor, proofConnector,
+                        c2a, a2c) == 0) {
+        c->txMac = wireMacNew(c->outgoing ? c2a : a2c);
+        c->rxMac = wireMacNew(c->outgoing ? a2c : c2a);
+    }
+    OPENSSL_cleanse(c2a, sizeof(c2a));
+    OPENSSL_cleanse(a2c, sizeof(a2c));
+    if (c->txMac && c->rxMac)
+        return 0;
+    engineLog("warning", "%s: cannot key the session MAC (libcrypto failed)", c->desc);
+    snprintf(c->failWhy, sizeof(c->failWhy), "cannot key the session MAC");
+    return -1;
+}
+
 /* Send our HELLO: the connector's carries no proof (it has not seen the
  * acceptor's nonce yet); the acceptor's proves the secret over the transcript. */
 static int sendHello(Conn *c)
@@ -676,6 +702,10 @@ static int engineHandshake(Conn *c, const WireMsg *m)
             engineSendError(c, 0, WIRE_ERR_AUTH, "cluster secret mismatch");
             return -1;
         }
+        uint8_t mine[OBJ_WIRE_PROOF];
+        engineProof(c, WIRE_ROLE_ACCEPTOR, mine); /* what our HELLO carried */
+        if (engineKeySession(c, mine, m->u.auth.proof) == -1)
+            return -1;
         c->state = CONN_READY;
         return engineAuthenticated(c);
     }
@@ -699,7 +729,8 @@ static int engineHandshake(Conn *c, const WireMsg *m)
         }
         WireMsg a = {.h = {.type = WIRE_AUTH}};
         engineProof(c, WIRE_ROLE_CONNECTOR, a.u.auth.proof);
-        if (engineSend(c, &a, NULL, 0, NULL) == -1)
+        if (engineSend(c, &a, NULL, 0, NULL) == -1 ||
+            engineKeySession(c, m->u.hello.proof, a.u.auth.proof) == -1)
             return -1;
         c->state = CONN_READY;
         if (engineAuthenticated(c) == -1)
@@ -785,6 +816,9 @@ void engineOnClosed(Conn *c, const char *why)
         engineLog(c->state == CONN_READY ? "notice" : "verbose", "%s (%s): closed: %s", c->desc,
                   c->peerName[0] ? c->peerName : "?", why);
     c->state = CONN_CLOSED;
+    wireMacFree(c->txMac);
+    wireMacFree(c->rxMac);
+    c->txMac = c->rxMac = NULL;
     if (c->link.next) /* not before the engine linked it */
         objListUnlink(&c->link);
     if (c->peer) {

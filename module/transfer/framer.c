@@ -26,12 +26,53 @@ void framerDestroy(Framer *f)
     f->hash = NULL;
 }
 
+void framerSetMac(Framer *f, WireMac *mac)
+{
+    f->mac = mac;
+}
+
 /* Feed n bytes that just landed in the payload's destination to its
- * checksum. */
+ * checksum and its tag, while they are in the cache. */
 static void framerHash(Framer *f, const uint8_t *p, size_t n)
 {
     if (f->hashing && n > 0)
         XXH3_64bits_update(f->hash, p, n);
+    if (f->payMacing && n > 0)
+        wireMacPayloadUpdate(f->mac, p, n);
+}
+
+/* The payload is complete: does what landed match its tag? 1 when it does
+ * or was not checked (no session, or thrown away). */
+static int framerPayloadTagOk(Framer *f)
+{
+    uint8_t tag[OBJ_WIRE_MAC];
+
+    if (!f->payMacing)
+        return 1;
+    f->payMacing = 0;
+    return wireMacPayloadEnd(f->mac, tag) == 0 && wireMacEqual(tag, f->payTag);
+}
+
+/* With a session: is the whole frame whose header is m->h (and body
+ * decoded) in, with its tags, and do they check out? Returns 1 (the tags
+ * are consumed), 0 (wait for more), or -1 with *why. */
+static int framerTagsIn(Framer *f, const WireMsg *m, size_t have, const char **why)
+{
+    size_t len = OBJ_WIRE_HDR_LEN + m->h.bodyLen;
+    size_t tags = wireTagsAfter(m);
+    uint8_t tag[OBJ_WIRE_MAC];
+
+    if (have < len + tags)
+        return 0;
+    const uint8_t *frame = f->buf + f->start;
+    if (wireMacFrame(f->mac, frame, len, tag) == -1 || !wireMacEqual(tag, frame + len)) {
+        *why = "frame MAC mismatch: altered, injected, replayed or out of order";
+        return -1;
+    }
+    f->payTagDue = tags > OBJ_WIRE_MAC;
+    if (f->payTagDue)
+        memcpy(f->payTag, frame + len + OBJ_WIRE_MAC, OBJ_WIRE_MAC);
+    return 1;
 }
 
 /* Copy or throw away as many buffered bytes as the payload still wants.
@@ -103,6 +144,11 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
             return FRAMER_MORE;
         f->inPayload = 0;
         f->payDst = NULL;
+        if (!framerPayloadTagOk(f)) {
+            reason = "payload MAC mismatch: the object's bytes were altered on the way";
+            f->hashing = 0;
+            goto out_fail;
+        }
         if (f->hashing) {
             f->lastHash = XXH3_64bits_digest(f->hash);
             f->hashReady = 1;
@@ -119,9 +165,21 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
         goto out_fail;
     if (have - OBJ_WIRE_HDR_LEN < m->h.bodyLen)
         return FRAMER_MORE;
+    /* The body is decoded (strictly, bounded) before its tag is checked:
+     * a DATA frame's sizes say whether a payload's tag follows it. */
     if (wireDecodeBody(f->buf + f->start + OBJ_WIRE_HDR_LEN, m, &reason) == -1)
         goto out_fail;
-    f->start += OBJ_WIRE_HDR_LEN + m->h.bodyLen;
+    size_t tags = 0;
+    f->payTagDue = 0;
+    if (f->mac) {
+        int in = framerTagsIn(f, m, have, &reason);
+        if (in == 0)
+            return FRAMER_MORE;
+        if (in == -1)
+            goto out_fail;
+        tags = wireTagsAfter(m);
+    }
+    f->start += OBJ_WIRE_HDR_LEN + m->h.bodyLen + tags;
     return FRAMER_FRAME;
 
 out_fail:
@@ -142,6 +200,12 @@ int framerExpectPayload(Framer *f, void *dst, size_t len)
     f->payLeft = len;
     f->hashReady = 0;
     f->hashing = 0;
+    f->payMacing = 0;
+    if (dst && f->payTagDue && len > 0) {
+        wireMacPayloadBegin(f->mac); /* should it fail, the tag fails at the end */
+        f->payMacing = 1;
+    }
+    f->payTagDue = 0;
     if (dst) {
         if (!f->hash)
             f->hash = XXH3_createState();
@@ -154,6 +218,7 @@ void framerDiscardPayload(Framer *f)
 {
     f->payDst = NULL;
     f->hashing = 0;
+    f->payMacing = 0;
 }
 
 int framerPayloadHash(const Framer *f, uint64_t *sum)

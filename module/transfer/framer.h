@@ -16,6 +16,12 @@
  * never written past the destination's length, and a frame that does not
  * decode is an error that stays: the connection is beyond repair.
  *
+ * In an authenticated session (framerSetMac) every frame is followed by its
+ * tag, and a DATA frame with a payload by the payload's tag too (wire.h):
+ * a frame is delivered only once its tag checked out, a payload's end only
+ * once the bytes that landed in its destination did. A payload thrown away
+ * is not checked (nothing reads it), but its tag still takes its place.
+ *
  * Pure C: usable (and fuzzed) without sockets, threads or the engine.
  */
 #ifndef OBJSTORE_FRAMER_H
@@ -52,12 +58,21 @@ typedef struct Framer {
     int hashing;        /* the payload being received is hashed whole */
     int hashReady;      /* lastHash is the finished payload's checksum */
     uint64_t lastHash;
+    WireMac *mac;                 /* the session's receiving direction; NULL: none yet */
+    uint8_t payTag[OBJ_WIRE_MAC]; /* the tag the payload due must match */
+    int payTagDue;                /* the frame just delivered announced a tagged payload */
+    int payMacing;                /* the payload being received is being checked */
 } Framer;
 
 /* An empty framer waiting for a frame. Can't fail. */
 void framerInit(Framer *f);
 /* Release what the framer allocated (its checksum state). Can't fail. */
 void framerDestroy(Framer *f);
+
+/* From the next frame on, frames (and payloads) are tagged under mac (not
+ * owned: the caller frees it, after the framer's last use). NULL: none
+ * (before the handshake ends). Can't fail. */
+void framerSetMac(Framer *f, WireMac *mac);
 
 /* Where the next bytes of the stream go: returns how many may be written
  * at *dst, and *dst, which is NULL when they are to be thrown away (read
@@ -72,7 +87,8 @@ int framerWrote(Framer *f, size_t n);
 
 /* The next event from what is buffered. FRAMER_FRAME fills *m, whose
  * pointers refer to the framer's buffer until the next framerReadSpace.
- * FRAMER_ERROR sets *why (a static string) and repeats on every later call.
+ * FRAMER_ERROR sets *why (a static string) and repeats on every later call:
+ * a frame that does not decode, or whose tag (or payload's tag) is wrong.
  * why may be NULL. */
 FramerEvent framerNext(Framer *f, WireMsg *m, const char **why);
 

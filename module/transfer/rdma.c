@@ -517,7 +517,7 @@ out_failed : {
 static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLen, void *cookie)
 {
     RdmaConn *c = (RdmaConn *)base;
-    uint8_t frame[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    uint8_t frame[OBJ_WIRE_FRAME_MAX];
 
     if (c->closing)
         return -1;
@@ -525,6 +525,8 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
      * file, serve.c) is never gathered: rdmaFlush copies it into the stream's
      * registered staging ring, which is its bounce buffer. */
     int len = wireEncode(m, frame, sizeof(frame));
+    if (len >= 0) /* the session's tags (a pass over a DATA payload) */
+        len = wireSeal(base->txMac, frame, sizeof(frame), len, payload, payload ? payloadLen : 0);
     if (len < 0) {
         host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
         return -1;

@@ -27,6 +27,7 @@ int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(C
 
     for (;;) {
         WireMsg m;
+        framerSetMac(f, c->rxMac); /* the handshake keys it between two frames */
         if (hold && framerFrameWaiting(f) && hold(c))
             return 0;
         switch (framerNext(f, &m, &why)) {

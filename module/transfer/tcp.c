@@ -35,7 +35,7 @@
 static const TransportHost *host;
 static const TransportOps tcpTransport;
 
-#define TCP_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY)
+#define TCP_FRAME_MAX OBJ_WIRE_FRAME_MAX
 #define TCP_MAX_IOV   32
 /* Fairness: after this many reads or bytes per readiness event, go back to
  * epoll, so other sockets and queued work (a cancel) get their turn. */
@@ -227,6 +227,8 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
     if (c->closed)
         return -1;
     int len = wireEncode(m, frame, sizeof(frame));
+    if (len >= 0) /* the session's tags (a pass over a DATA payload) */
+        len = wireSeal(base->txMac, frame, sizeof(frame), len, payload, payload ? payloadLen : 0);
     if (len < 0) {
         host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
         return -1;

@@ -101,6 +101,11 @@ struct Conn {
      * moved (or became non-empty); 0 when empty. A queue that does not move
      * for ENGINE_SEND_STALL_US gets the connection closed (engine.c). */
     int64_t txStallSinceUs;
+    /* The session MAC (wire.h), each direction keyed once the handshake
+     * proved the secret; NULL before. Transports seal what they send under
+     * txMac (wireSeal) and check what they receive under rxMac; the core
+     * sets both and frees them when the conn closes. */
+    WireMac *txMac, *rxMac;
     ObjListLink link; /* the engine's list of connections; zero until it links c */
 };
 

@@ -9,6 +9,7 @@
 #include "wire.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -28,8 +29,13 @@
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
+/* The session keys' derivation uses a label of the same length. */
+#define WIRE_KEY_LABEL "objstore-keys-v3"
 #define WIRE_PROOF_MSG_MAX                                                                         \
     (sizeof(WIRE_PROOF_LABEL) - 1 + 1 + 3 * (2 + OBJ_WIRE_NAME_MAX) + 2 * 2 + 2 * OBJ_WIRE_NONCE)
+/* IV domains of the session MAC: a frame's header and body, a payload. */
+#define WIRE_IV_FRAME   1u
+#define WIRE_IV_PAYLOAD 2u
 
 /* The largest body of each type must fit the limit every reader enforces. */
 _Static_assert(WIRE_HELLO_FIXED + OBJ_WIRE_NAME_MAX <= OBJ_WIRE_MAX_BODY, "HELLO too long");
@@ -469,38 +475,51 @@ static int wireProofPutName(uint8_t *msg, size_t *off, const char *name)
     return 0;
 }
 
-void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTranscript *t,
-               uint8_t out[OBJ_WIRE_PROOF])
+/* Append the transcript under label: label, role (one byte), the three
+ * length-prefixed names, both feature fields, both nonces. msg has room for
+ * WIRE_PROOF_MSG_MAX bytes. Returns the length, or 0 when t is not a valid
+ * transcript (a NULL or out-of-range field). */
+static size_t wireTranscriptMsg(const char *label, uint8_t role, const WireTranscript *t,
+                                uint8_t msg[WIRE_PROOF_MSG_MAX])
 {
-    uint8_t msg[WIRE_PROOF_MSG_MAX];
-    size_t off = sizeof(WIRE_PROOF_LABEL) - 1;
-    unsigned int outLen = 0;
+    size_t off = strlen(label);
 
-    if (t == NULL || (role != WIRE_ROLE_ACCEPTOR && role != WIRE_ROLE_CONNECTOR) ||
-        (secret == NULL && secretLen > 0) || secretLen > INT_MAX || t->nonceConnector == NULL ||
-        t->nonceAcceptor == NULL) {
-        wireProofUnguessable(out);
-        return;
-    }
-    memcpy(msg, WIRE_PROOF_LABEL, off);
-    msg[off++] = (uint8_t)role;
+    if (t == NULL || t->nonceConnector == NULL || t->nonceAcceptor == NULL)
+        return 0;
+    memcpy(msg, label, off);
+    msg[off++] = role;
     if (wireProofPutName(msg, &off, t->connector) == -1 ||
         wireProofPutName(msg, &off, t->acceptor) == -1 ||
-        wireProofPutName(msg, &off, t->dialled) == -1) {
-        wireProofUnguessable(out);
-        return;
-    }
+        wireProofPutName(msg, &off, t->dialled) == -1)
+        return 0;
     wirePut16(msg + off, t->connectorFeatures);
     wirePut16(msg + off + 2, t->acceptorFeatures);
     off += 4;
     memcpy(msg + off, t->nonceConnector, OBJ_WIRE_NONCE);
     memcpy(msg + off + OBJ_WIRE_NONCE, t->nonceAcceptor, OBJ_WIRE_NONCE);
-    off += 2 * OBJ_WIRE_NONCE;
+    return off + 2 * OBJ_WIRE_NONCE;
+}
 
+void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTranscript *t,
+               uint8_t out[OBJ_WIRE_PROOF])
+{
+    uint8_t msg[WIRE_PROOF_MSG_MAX];
+    unsigned int outLen = 0;
+
+    if ((role != WIRE_ROLE_ACCEPTOR && role != WIRE_ROLE_CONNECTOR) ||
+        (secret == NULL && secretLen > 0) || secretLen > INT_MAX) {
+        wireProofUnguessable(out);
+        return;
+    }
+    size_t len = wireTranscriptMsg(WIRE_PROOF_LABEL, (uint8_t)role, t, msg);
+    if (len == 0) {
+        wireProofUnguessable(out);
+        return;
+    }
     /* OpenSSL 3 refuses a NULL key even with length 0, and an empty cluster
      * secret is a legal (if weak) configuration on loopback. */
     const void *key = secretLen > 0 ? (const void *)secret : (const void *)"";
-    if (HMAC(EVP_sha256(), key, (int)secretLen, msg, off, out, &outLen) == NULL ||
+    if (HMAC(EVP_sha256(), key, (int)secretLen, msg, len, out, &outLen) == NULL ||
         outLen != OBJ_WIRE_PROOF)
         wireProofUnguessable(out);
 }
@@ -508,6 +527,192 @@ void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTr
 int wireProofEqual(const uint8_t a[OBJ_WIRE_PROOF], const uint8_t b[OBJ_WIRE_PROOF])
 {
     return CRYPTO_memcmp(a, b, OBJ_WIRE_PROOF) == 0;
+}
+
+/* ---- the session MAC ------------------------------------------------------------- */
+
+_Static_assert(sizeof(WIRE_KEY_LABEL) <= sizeof(WIRE_PROOF_LABEL), "key label fits the message");
+
+int wireSessionKeys(const char *secret, size_t secretLen, const WireTranscript *t,
+                    const uint8_t proofAcceptor[OBJ_WIRE_PROOF],
+                    const uint8_t proofConnector[OBJ_WIRE_PROOF], uint8_t c2a[OBJ_WIRE_KEY],
+                    uint8_t a2c[OBJ_WIRE_KEY])
+{
+    uint8_t msg[WIRE_PROOF_MSG_MAX + 2 * OBJ_WIRE_PROOF];
+    uint8_t *out[2] = {c2a, a2c};
+
+    if ((secret == NULL && secretLen > 0) || secretLen > INT_MAX || !proofAcceptor ||
+        !proofConnector)
+        return -1;
+    const void *key = secretLen > 0 ? (const void *)secret : (const void *)"";
+    for (int dir = 0; dir < 2; dir++) {
+        /* direction 1: connector to acceptor, 2: acceptor to connector */
+        size_t len = wireTranscriptMsg(WIRE_KEY_LABEL, (uint8_t)(dir + 1), t, msg);
+        unsigned int outLen = 0;
+        if (len == 0)
+            return -1;
+        memcpy(msg + len, proofAcceptor, OBJ_WIRE_PROOF);
+        memcpy(msg + len + OBJ_WIRE_PROOF, proofConnector, OBJ_WIRE_PROOF);
+        len += 2 * OBJ_WIRE_PROOF;
+        if (HMAC(EVP_sha256(), key, (int)secretLen, msg, len, out[dir], &outLen) == NULL ||
+            outLen != OBJ_WIRE_KEY)
+            return -1;
+    }
+    OPENSSL_cleanse(msg, sizeof(msg));
+    return 0;
+}
+
+/* GMAC is AES-GCM with everything fed as additional data: one keyed
+ * context per direction, a fresh IV (domain, sequence number) per tag. The
+ * key schedule and the GHASH tables are made once, at wireMacNew. */
+struct WireMac {
+    EVP_CIPHER_CTX *ctx;
+    uint64_t seq;     /* the next frame's */
+    uint64_t lastSeq; /* the last frame tagged: its payload's */
+    int payloadOk;    /* no libcrypto failure since wireMacPayloadBegin */
+};
+
+WireMac *wireMacNew(const uint8_t key[OBJ_WIRE_KEY])
+{
+    WireMac *w = calloc(1, sizeof(*w));
+
+    if (!w)
+        return NULL;
+    w->ctx = EVP_CIPHER_CTX_new();
+    if (!w->ctx)
+        goto out_free;
+    if (EVP_EncryptInit_ex(w->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+        EVP_CIPHER_CTX_ctrl(w->ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) != 1 ||
+        EVP_EncryptInit_ex(w->ctx, NULL, NULL, key, NULL) != 1)
+        goto out_free_ctx;
+    return w;
+
+out_free_ctx:
+    EVP_CIPHER_CTX_free(w->ctx);
+out_free:
+    free(w);
+    return NULL;
+}
+
+void wireMacFree(WireMac *w)
+{
+    if (!w)
+        return;
+    EVP_CIPHER_CTX_free(w->ctx);
+    free(w);
+}
+
+/* Start a tag in domain dom for sequence number seq. Returns 0 or -1. */
+static int wireMacStart(WireMac *w, uint32_t dom, uint64_t seq)
+{
+    uint8_t iv[12];
+
+    wirePut32(iv, dom);
+    wirePut64(iv + 4, seq);
+    return EVP_EncryptInit_ex(w->ctx, NULL, NULL, NULL, iv) == 1 ? 0 : -1;
+}
+
+/* Feed n bytes of p to the tag being computed. Returns 0 or -1. */
+static int wireMacFeed(WireMac *w, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        int chunk = n > (1u << 30) ? (1 << 30) : (int)n, outLen = 0;
+        if (EVP_EncryptUpdate(w->ctx, NULL, &outLen, p, chunk) != 1)
+            return -1;
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return 0;
+}
+
+/* Finish the tag being computed into tag. Returns 0, or -1 with tag
+ * unpredictable (it matches nothing). */
+static int wireMacFinish(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
+{
+    uint8_t none[16];
+    int outLen = 0;
+
+    if (EVP_EncryptFinal_ex(w->ctx, none, &outLen) == 1 &&
+        EVP_CIPHER_CTX_ctrl(w->ctx, EVP_CTRL_GCM_GET_TAG, OBJ_WIRE_MAC, tag) == 1)
+        return 0;
+    uint8_t junk[OBJ_WIRE_PROOF];
+    wireProofUnguessable(junk);
+    memcpy(tag, junk, OBJ_WIRE_MAC);
+    return -1;
+}
+
+int wireMacFrame(WireMac *w, const uint8_t *frame, size_t len, uint8_t tag[OBJ_WIRE_MAC])
+{
+    w->lastSeq = w->seq++;
+    if (wireMacStart(w, WIRE_IV_FRAME, w->lastSeq) == -1 || wireMacFeed(w, frame, len) == -1) {
+        wireMacFinish(w, tag);
+        return -1;
+    }
+    return wireMacFinish(w, tag);
+}
+
+int wireMacPayloadBegin(WireMac *w)
+{
+    w->payloadOk = wireMacStart(w, WIRE_IV_PAYLOAD, w->lastSeq) == 0;
+    return w->payloadOk ? 0 : -1;
+}
+
+int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n)
+{
+    if (w->payloadOk && wireMacFeed(w, p, n) == -1)
+        w->payloadOk = 0;
+    return w->payloadOk ? 0 : -1;
+}
+
+int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
+{
+    int rc = wireMacFinish(w, tag);
+    if (!w->payloadOk) {
+        uint8_t junk[OBJ_WIRE_PROOF];
+        wireProofUnguessable(junk);
+        memcpy(tag, junk, OBJ_WIRE_MAC);
+        return -1;
+    }
+    return rc;
+}
+
+size_t wireTagsAfter(const WireMsg *m)
+{
+    int payload = m->h.type == WIRE_DATA && (m->u.data.size > 0 || m->u.data.metaSize > 0);
+    return OBJ_WIRE_MAC * (payload ? 2u : 1u);
+}
+
+int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload, size_t payloadLen)
+{
+    WireHdr h;
+
+    if (w == NULL)
+        return len;
+    if (len < OBJ_WIRE_HDR_LEN || wireDecodeHdr(buf, &h, NULL) == -1 ||
+        (size_t)len < OBJ_WIRE_HDR_LEN + (size_t)h.bodyLen || (payloadLen > 0 && payload == NULL))
+        return -1;
+    /* The payload's tag goes with a DATA frame whose sizes announce one (the
+     * receiver can only go by those); the sender's payload is that long. */
+    int withPayload = 0;
+    if (h.type == WIRE_DATA && h.bodyLen >= WIRE_DATA_LEN)
+        withPayload =
+            wireGet64(buf + OBJ_WIRE_HDR_LEN) > 0 || wireGet64(buf + OBJ_WIRE_HDR_LEN + 8) > 0;
+    if ((size_t)len + OBJ_WIRE_MAC * (withPayload ? 2u : 1u) > cap)
+        return -1;
+    if (wireMacFrame(w, buf, (size_t)len, buf + len) == -1)
+        return -1;
+    len += OBJ_WIRE_MAC;
+    if (!withPayload)
+        return len;
+    if (wireMacPayloadBegin(w) == -1 || wireMacPayloadUpdate(w, payload, payloadLen) == -1 ||
+        wireMacPayloadEnd(w, buf + len) == -1)
+        return -1;
+    return len + OBJ_WIRE_MAC;
+}
+
+int wireMacEqual(const uint8_t a[OBJ_WIRE_MAC], const uint8_t b[OBJ_WIRE_MAC])
+{
+    return CRYPTO_memcmp(a, b, OBJ_WIRE_MAC) == 0;
 }
 
 /* ---- names ------------------------------------------------------------------------- */

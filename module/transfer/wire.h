@@ -17,6 +17,18 @@
  * and can ask for nothing, and a proof taken from one session is worth
  * nothing in another (relaying HELLOs between two sessions gets nowhere).
  *
+ * Session MAC: from the handshake both sides derive two keys (wireSessionKeys:
+ * one per direction, from the secret, the transcript and both proofs). Every
+ * frame after the connector's AUTH, in each direction, is followed by a
+ * 16-byte tag: AES-256-GMAC under that direction's key over the header and
+ * body, with the frame's sequence number (0, 1, ... per direction, never
+ * sent) in the IV. A DATA frame whose payload is not empty carries a second
+ * tag right after the first, over the payload bytes (same sequence number,
+ * another IV domain); the payload follows that tag. So a frame injected,
+ * replayed, reordered, dropped or altered by someone on the path fails its
+ * tag and closes the connection. The bytes are authenticated, not
+ * encrypted. Layout and costs: docs/architecture.md, docs/security.md.
+ *
  * Decoding validates every field and never reads past the buffer: a frame
  * that fails is a protocol error that closes the connection. Pure C.
  */
@@ -26,9 +38,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Version 2: proofs cover the whole transcript (version 1 covered the nonces). */
+/* Version 3: every frame after the handshake carries a session MAC (version 2
+ * proved the secret over the transcript but left the session unauthenticated;
+ * version 1 proved it over the nonces only). */
 #define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
-#define OBJ_WIRE_VERSION  2
+#define OBJ_WIRE_VERSION  3
 #define OBJ_WIRE_HDR_LEN  16
 #define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
 #define OBJ_WIRE_NONCE    16
@@ -37,6 +51,10 @@
 #define OBJ_WIRE_ID_MAX   512
 #define OBJ_WIRE_TEXT_MAX 256
 #define OBJ_WIRE_SIZE_MAX (1ULL << 48) /* size and metaSize in DATA/RNDV, each */
+#define OBJ_WIRE_MAC      16           /* a session tag (AES-256-GMAC) */
+#define OBJ_WIRE_KEY      32           /* a session key, one per direction */
+/* The most a sealed frame takes: header, body, its tag and a payload's tag. */
+#define OBJ_WIRE_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 2 * OBJ_WIRE_MAC)
 
 /* Feature bits in HELLO. */
 #define OBJ_FEAT_TCP  (1u << 0)
@@ -160,6 +178,44 @@ void wireProof(const char *secret, size_t secretLen, WireRole role, const WireTr
                uint8_t out[OBJ_WIRE_PROOF]);
 /* Constant-time comparison of two proofs; 1 if equal. */
 int wireProofEqual(const uint8_t a[OBJ_WIRE_PROOF], const uint8_t b[OBJ_WIRE_PROOF]);
+
+/* The session keys of a handshake: c2a for what the connector sends, a2c
+ * for what the acceptor sends; HMAC-SHA256(secret, label || direction ||
+ * transcript (as wireProof) || proofAcceptor || proofConnector). Returns 0,
+ * or -1 (libcrypto failed, or t is not a valid transcript). */
+int wireSessionKeys(const char *secret, size_t secretLen, const WireTranscript *t,
+                    const uint8_t proofAcceptor[OBJ_WIRE_PROOF],
+                    const uint8_t proofConnector[OBJ_WIRE_PROOF], uint8_t c2a[OBJ_WIRE_KEY],
+                    uint8_t a2c[OBJ_WIRE_KEY]);
+
+/* One direction of an authenticated session: its key (in a cipher context)
+ * and the sequence number of its next frame. */
+typedef struct WireMac WireMac;
+/* A direction keyed with key, at sequence 0. Returns NULL when libcrypto
+ * cannot set it up (or out of memory). */
+WireMac *wireMacNew(const uint8_t key[OBJ_WIRE_KEY]);
+void wireMacFree(WireMac *w); /* NULL is fine */
+/* The tag of the next frame (len bytes: header and body); the sequence
+ * number moves on. Returns 0, or -1 (libcrypto failed: treat as a mismatch). */
+int wireMacFrame(WireMac *w, const uint8_t *frame, size_t len, uint8_t tag[OBJ_WIRE_MAC]);
+/* The payload tag of the frame just tagged, over bytes given piece by
+ * piece: begin, update for each piece in order, end. Each returns 0, or -1
+ * (libcrypto failed; end then gives a tag that matches nothing). */
+int wireMacPayloadBegin(WireMac *w);
+int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n);
+int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC]);
+/* Seal the frame of len bytes at buf (cap bytes of room) for sending under
+ * w: append its tag and, for a DATA frame announcing a payload, the tag of
+ * payload (payloadLen bytes); cap need only hold what is added. w NULL (no
+ * session yet): nothing is added. Returns the new length, or -1 (no room,
+ * len not a whole frame, or libcrypto failed). */
+int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload, size_t payloadLen);
+/* How many tag bytes follow the frame m (decoded) in a session: the frame's
+ * tag, and a DATA payload's tag when its payload is not empty. */
+size_t wireTagsAfter(const WireMsg *m);
+/* Constant-time comparison of two tags; 1 if equal. */
+int wireMacEqual(const uint8_t a[OBJ_WIRE_MAC], const uint8_t b[OBJ_WIRE_MAC]);
+
 const char *wireTypeName(int type);
 const char *wireErrName(int code); /* "NOTFOUND", ... */
 

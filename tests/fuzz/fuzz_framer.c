@@ -19,6 +19,15 @@
  * AddressSanitizer catches any byte written past a destination. Aborts on a
  * violation.
  *
+ * Half the inputs (the first cut byte odd) are a session's stream: the
+ * framer checks every frame's tag and every payload's tag under a fixed
+ * key, and the standalone generator seals its frames under it. Then a
+ * stream left whole must deliver every frame without an error, and a
+ * mutated one fails (or waits) the same way whatever the cuts. (In a
+ * session no payload is given up half way: whether the framer saw all of a
+ * payload before the receiver gave it up depends on the cuts, and so would
+ * whether its tag was checked.)
+ *
  *   fuzz_framer_standalone [-n INPUTS] [-t SECONDS] [-s SEED]
  */
 #include <stdint.h>
@@ -54,7 +63,9 @@ typedef struct FuzzPay {
     uint8_t *atGiveUp; /* dst as it was then */
 } FuzzPay;
 
-static uint64_t fuzzFrames, fuzzPayloads, fuzzGivenUp, fuzzErrors, fuzzInputs;
+static uint64_t fuzzFrames, fuzzPayloads, fuzzGivenUp, fuzzErrors, fuzzInputs, fuzzMacErrors;
+static int fuzzLastEnd; /* how the last input's runs ended */
+static const uint8_t fuzzKey[OBJ_WIRE_KEY] = {0x6f, 0x62, 0x6a, 0x73, 1, 2, 3, 4, 5, 6, 7, 8};
 
 /* A frame arrived: digest its canonical encoding; for DATA, say where its
  * payload goes. Returns 0, or -1 when the receiver closes the connection. */
@@ -79,7 +90,7 @@ static int fuzzOnFrame(Framer *f, const WireMsg *m, FuzzPay *pay, FuzzRun *run)
         fuzzCheck(pay->dst != NULL || pay->len == 0, "malloc");
         if (pay->dst)
             memset(pay->dst, 0xA5, pay->len);
-        pay->giveUpHalf = m->h.reqId % 4 == 1;
+        pay->giveUpHalf = m->h.reqId % 4 == 1 && !f->mac;
     }
     fuzzCheck(framerExpectPayload(f, pay->dst, pay->len) == 0, "a second payload was refused");
     fuzzCheck(framerInPayload(f), "no payload due after framerExpectPayload");
@@ -136,14 +147,16 @@ static void fuzzOnPayloadDone(const Framer *f, FuzzPay *pay, FuzzRun *run)
  * cuts[] names (cycled; NULL: each read as large as the framer allows;
  * nCuts 0 with cuts non-NULL: one byte per read). */
 static void fuzzFeed(const uint8_t *stream, size_t len, const uint8_t *cuts, size_t nCuts,
-                     FuzzRun *run)
+                     int sealed, FuzzRun *run)
 {
     Framer *f = malloc(sizeof(*f));
+    WireMac *mac = sealed ? wireMacNew(fuzzKey) : NULL;
     FuzzPay pay = {0};
     size_t off = 0, c = 0;
 
-    fuzzCheck(f != NULL, "malloc");
+    fuzzCheck(f != NULL && (mac != NULL || !sealed), "malloc");
     framerInit(f);
+    framerSetMac(f, mac);
     memset(run, 0, sizeof(*run));
     run->digest = 0xcbf29ce484222325ULL;
     /* Every round either ends the run or moves at least one byte. */
@@ -204,6 +217,7 @@ out:
     free(pay.atGiveUp);
     free(pay.dst);
     framerDestroy(f);
+    wireMacFree(mac);
     free(f);
 }
 
@@ -219,9 +233,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, stream, len);
 
     FuzzRun whole, bytes, pieces;
-    fuzzFeed(copy, len, NULL, 0, &whole);
-    fuzzFeed(copy, len, cuts, 0, &bytes);
-    fuzzFeed(copy, len, cuts, FUZZ_CUTS, &pieces);
+    int sealed = cuts[0] & 1;
+    fuzzFeed(copy, len, NULL, 0, sealed, &whole);
+    fuzzFeed(copy, len, cuts, 0, sealed, &bytes);
+    fuzzFeed(copy, len, cuts, FUZZ_CUTS, sealed, &pieces);
     const FuzzRun *other[] = {&bytes, &pieces};
     for (int i = 0; i < 2; i++) {
         fuzzCheck(whole.frames == other[i]->frames, "frame count depends on the cuts");
@@ -235,6 +250,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzzFrames += whole.frames;
     fuzzPayloads += whole.payloads;
     fuzzErrors += whole.end == FRAMER_ERROR;
+    fuzzMacErrors += whole.end == FRAMER_ERROR && strstr(whole.why, "MAC") != NULL;
+    fuzzLastEnd = whole.end;
     free(copy);
     return 0;
 }
@@ -244,10 +261,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 static uint8_t fuzzText[OBJ_WIRE_ID_MAX];
 
-/* Append one valid frame (DATA with its payload) at out[at]; returns the
- * new length (unchanged if it would not fit in cap). */
-static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap)
+/* Append one valid frame (DATA with its payload) at out[at], sealed under
+ * tx unless it is NULL; returns the new length (unchanged if it would not
+ * fit in cap). */
+static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
 {
+    static uint8_t pay[FUZZ_MAX_INPUT];
     WireMsg m;
     size_t payLen = 0;
 
@@ -285,13 +304,18 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap)
         default:
             break;
     }
+    if (payLen > sizeof(pay))
+        return at;
+    for (size_t i = 0; i < payLen; i++)
+        pay[i] = (uint8_t)fuzzRand();
     int n = wireEncode(&m, out + at, cap - at);
+    if (n >= 0)
+        n = wireSeal(tx, out + at, cap - at, n, pay, payLen);
     if (n < 0 || at + (size_t)n + payLen > cap)
         return at;
     at += (size_t)n;
-    for (size_t i = 0; i < payLen; i++)
-        out[at++] = (uint8_t)fuzzRand();
-    return at;
+    memcpy(out + at, pay, payLen);
+    return at + payLen;
 }
 
 static void fuzzPutLe(uint8_t *p, uint64_t v, int bytes)
@@ -364,30 +388,38 @@ int main(int argc, char **argv)
     double start = fuzzNow();
     uint64_t done = 0;
     for (; done < inputs && fuzzNow() - start < seconds; done++) {
-        size_t n = 0;
+        size_t n = 0, rounds = 0;
         for (; n < FUZZ_CUTS; n++)
             in[n] = (uint8_t)fuzzRand();
+        int sealed = in[0] & 1;
         if (fuzzBelow(16) == 0) { /* random bytes */
             size_t len = fuzzBelow(2) ? fuzzBelow(64) : fuzzBelow(8192);
             for (size_t i = 0; i < len; i++)
                 in[n++] = (uint8_t)fuzzRand();
+            rounds = 1;
         } else {
             size_t frames = 1 + fuzzBelow(8);
+            WireMac *tx = sealed ? wireMacNew(fuzzKey) : NULL;
+            fuzzCheck(tx != NULL || !sealed, "wireMacNew");
             for (size_t i = 0; i < frames; i++)
-                n = fuzzFrame(in, n, sizeof(in));
-            size_t rounds = fuzzBelow(4) == 0 ? 0 : 1 + fuzzBelow(3);
+                n = fuzzFrame(in, n, sizeof(in), tx);
+            wireMacFree(tx);
+            rounds = fuzzBelow(4) == 0 ? 0 : 1 + fuzzBelow(3);
             for (size_t r = 0; r < rounds; r++)
                 n = FUZZ_CUTS + fuzzMutate(in + FUZZ_CUTS, n - FUZZ_CUTS, sizeof(in) - FUZZ_CUTS);
         }
         LLVMFuzzerTestOneInput(in, n);
+        fuzzCheck(!sealed || rounds > 0 || fuzzLastEnd != FRAMER_ERROR,
+                  "a sealed stream left whole failed its tags");
     }
     printf("fuzz_framer: %llu inputs in %.1f s (seed %llu): %llu frames, %llu payloads (%llu "
-           "given up half way), %llu bad streams\n",
+           "given up half way), %llu bad streams (%llu failed a session MAC)\n",
            (unsigned long long)done, fuzzNow() - start, (unsigned long long)seed,
            (unsigned long long)fuzzFrames, (unsigned long long)fuzzPayloads,
-           (unsigned long long)fuzzGivenUp, (unsigned long long)fuzzErrors);
-    if (done > 100 &&
-        (fuzzFrames == 0 || fuzzPayloads == 0 || fuzzGivenUp == 0 || fuzzErrors == 0)) {
+           (unsigned long long)fuzzGivenUp, (unsigned long long)fuzzErrors,
+           (unsigned long long)fuzzMacErrors);
+    if (done > 100 && (fuzzFrames == 0 || fuzzPayloads == 0 || fuzzGivenUp == 0 ||
+                       fuzzErrors == 0 || fuzzMacErrors == 0)) {
         fprintf(stderr, "fuzz_framer: the generator never reached frames, payloads, give-ups "
                         "and errors\n");
         return 1;

@@ -489,7 +489,7 @@ def stat_delta(before, after, *fields):
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
 WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING = 8, 9, 10, 11
 WIRE_MAGIC = 0x4F424A53
-WIRE_VERSION = 2  # module/transfer/wire.h OBJ_WIRE_VERSION
+WIRE_VERSION = 3  # module/transfer/wire.h OBJ_WIRE_VERSION
 WIRE_HDR = struct.Struct("<BBHIQ")
 WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL",
                   7: "BUSY"}
@@ -510,15 +510,63 @@ def wire_hello_body(nonce, name=b"fake-peer", proof=bytes(32), features=1, magic
 WIRE_ROLE_ACCEPTOR, WIRE_ROLE_CONNECTOR = 1, 2
 
 
+def wire_transcript(label, role, connector, acceptor, dialled, features_connector,
+                    features_acceptor, nonce_connector, nonce_acceptor):
+    msg = label + bytes([role])
+    for name in (connector, acceptor, dialled):
+        msg += struct.pack("<H", len(name)) + name
+    msg += struct.pack("<HH", features_connector, features_acceptor)
+    return msg + nonce_connector + nonce_acceptor
+
+
 def wire_proof(secret, role, connector, acceptor, dialled, features_connector, features_acceptor,
                nonce_connector, nonce_acceptor):
     """wireProof of module/transfer/wire.h: HMAC-SHA256 over the whole handshake transcript.
     role: WIRE_ROLE_ACCEPTOR / WIRE_ROLE_CONNECTOR; names are bytes."""
-    msg = b"objstore-proof-v2" + bytes([role])
-    for name in (connector, acceptor, dialled):
-        msg += struct.pack("<H", len(name)) + name
-    msg += struct.pack("<HH", features_connector, features_acceptor)
-    return hmac.new(secret, msg + nonce_connector + nonce_acceptor, hashlib.sha256).digest()
+    msg = wire_transcript(b"objstore-proof-v2", role, connector, acceptor, dialled,
+                          features_connector, features_acceptor, nonce_connector, nonce_acceptor)
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def wire_session_keys(secret, proof_acceptor, proof_connector, *transcript):
+    """wireSessionKeys: (c2a, a2c), the keys of what the connector and the acceptor send.
+    transcript: connector, acceptor, dialled, both features, both nonces (as wire_proof)."""
+    return tuple(
+        hmac.new(secret, wire_transcript(b"objstore-keys-v3", d, *transcript) + proof_acceptor
+                 + proof_connector, hashlib.sha256).digest() for d in (1, 2))
+
+
+class WireMac:
+    """One direction of a session MAC (wire.h): AES-256-GMAC, IV = domain (u32) + the
+    implicit sequence number (u64), 1 for a frame's header and body, 2 for its payload."""
+
+    def __init__(self, key):
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        self.gcm = AESGCM(key)
+        self.seq = 0
+
+    def frame_tag(self, frame):
+        tag = self.gcm.encrypt(struct.pack("<IQ", 1, self.seq), b"", frame)
+        self.seq += 1
+        return tag
+
+    def payload_tag(self, payload):
+        """The tag of the payload of the frame tagged last."""
+        return self.gcm.encrypt(struct.pack("<IQ", 2, self.seq - 1), b"", payload)
+
+
+def wire_data_has_payload(ftype, body):
+    return ftype == WIRE_DATA and len(body) >= 16 and struct.unpack_from("<QQ", body) != (0, 0)
+
+
+def wire_seal(mac, frame, payload=b""):
+    """wireSeal: frame + its tag (+ a DATA payload's tag) + payload; mac None: no session."""
+    out = frame
+    if mac:
+        out += mac.frame_tag(frame)
+        if wire_data_has_payload(frame[0], frame[WIRE_HDR.size:]):
+            out += mac.payload_tag(payload)
+    return out + payload
 
 
 class WirePeer:
@@ -539,6 +587,8 @@ class WirePeer:
         self.peer_name = None
         self.peer_proof = None
         self.peer_features = None
+        self.tx = self.rx = None  # WireMac once the handshake is done
+        self.payload_tag = None   # the tag the DATA payload being read must match
 
     def close(self):
         self.sock.close()
@@ -556,11 +606,36 @@ class WirePeer:
             buf += chunk
         return bytes(buf)
 
+    def seal(self, frame, payload=b""):
+        """frame (header + body, as wire_frame makes it, well-formed or not) as it goes on
+        the wire once the handshake is done: its tag under the session MAC, and for a DATA
+        frame that announces a payload the tag of payload; then payload."""
+        return wire_seal(self.tx, frame, payload)
+
+    def send_frame(self, frame, payload=b""):
+        self.send(self.seal(frame, payload))
+
     def recv_frame(self):
-        """(type, flags, credits, req_id, body)."""
-        t, fl, cr, n, rid = WIRE_HDR.unpack(self.recv_exact(WIRE_HDR.size))
+        """(type, flags, credits, req_id, body); in a session the frame's tag is checked
+        (AssertionError if wrong), and a DATA payload's tag kept for recv_payload."""
+        head = self.recv_exact(WIRE_HDR.size)
+        t, fl, cr, n, rid = WIRE_HDR.unpack(head)
         assert n <= 4096, f"node sent a frame with bodyLen {n}"
-        return t, fl, cr, rid, self.recv_exact(n)
+        body = self.recv_exact(n)
+        if self.rx:
+            tag = self.recv_exact(16)
+            assert hmac.compare_digest(tag, self.rx.frame_tag(head + body)), (
+                f"frame {t} from the node fails its session MAC")
+            self.payload_tag = self.recv_exact(16) if wire_data_has_payload(t, body) else None
+        return t, fl, cr, rid, body
+
+    def recv_payload(self, n):
+        """The n payload bytes after a DATA frame, checked against their tag in a session."""
+        data = self.recv_exact(n)
+        if self.rx and n:
+            assert hmac.compare_digest(self.payload_tag, self.rx.payload_tag(data)), (
+                "the DATA payload fails its session MAC")
+        return data
 
     def send_hello(self, name=None):
         self.send(wire_frame(WIRE_HELLO, wire_hello_body(
@@ -592,22 +667,31 @@ class WirePeer:
         self.send(wire_frame(WIRE_AUTH, self.proof(secret, WIRE_ROLE_CONNECTOR)))
 
     def handshake(self, secret):
-        """HELLO -> HELLO (acceptor proof checked) -> AUTH."""
+        """HELLO -> HELLO (acceptor proof checked) -> AUTH; then the session MAC is on."""
         self.send_hello()
         self.recv_hello()
         want = self.proof(secret, WIRE_ROLE_ACCEPTOR)
         assert hmac.compare_digest(self.peer_proof, want), "acceptor's HELLO proof is wrong"
         self.send_auth(secret)
+        self.key_session(secret)
+
+    def key_session(self, secret):
+        """Key both directions from this handshake (after send_auth)."""
+        c2a, a2c = wire_session_keys(
+            secret, self.peer_proof, self.proof(secret, WIRE_ROLE_CONNECTOR), self.name,
+            self.peer_name, self.peer_name, self.features, self.peer_features, self.nonce,
+            self.peer_nonce)
+        self.tx, self.rx = WireMac(c2a), WireMac(a2c)
 
     def fetch(self, oid, req_id):
         """Send FETCH and read the answer: ("DATA", size, meta_size, checksum, payload)
         or ("ERROR", code_name, text)."""
-        self.send(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid, req_id=req_id))
+        self.send_frame(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid, req_id=req_id))
         t, fl, cr, rid, body = self.recv_frame()
         assert rid == req_id, f"answer for reqId {rid}, asked {req_id}"
         if t == WIRE_DATA:
             size, meta_size, checksum = struct.unpack("<QQQ", body)
-            return ("DATA", size, meta_size, checksum, self.recv_exact(size + meta_size))
+            return ("DATA", size, meta_size, checksum, self.recv_payload(size + meta_size))
         assert t == WIRE_ERROR, f"expected DATA or ERROR, got frame type {t}"
         code, text_len = struct.unpack_from("<HH", body)
         return ("ERROR", WIRE_ERR_NAMES.get(code, str(code)), body[4:4 + text_len])

@@ -139,17 +139,17 @@ def second_hello(peer):
 
 def fetch_with_request_id_zero(peer):
     peer.handshake(SECRET)
-    peer.send(wire_frame(WIRE_FETCH, struct.pack("<H", 1) + b"k", req_id=0))
+    peer.send_frame(wire_frame(WIRE_FETCH, struct.pack("<H", 1) + b"k", req_id=0))
 
 
 def fetch_id_length_mismatch(peer):
     peer.handshake(SECRET)
-    peer.send(wire_frame(WIRE_FETCH, struct.pack("<H", 9) + b"k", req_id=5))
+    peer.send_frame(wire_frame(WIRE_FETCH, struct.pack("<H", 9) + b"k", req_id=5))
 
 
 def unsolicited_data(peer):
     peer.handshake(SECRET)
-    peer.send(wire_frame(WIRE_DATA, struct.pack("<QQQ", 1 << 20, 0, 0), req_id=77))
+    peer.send_frame(wire_frame(WIRE_DATA, struct.pack("<QQQ", 1 << 20, 0, 0), req_id=77))
 
 
 HOSTILE = [garbage, oversized_body_len, body_too_long_for_type, hello_wrong_magic,
@@ -228,11 +228,11 @@ def test_python_peer_speaks_the_protocol(cl, uid):
             assert checksum == xxh3_64(data + meta)
         kind, code, text = peer.fetch(uid(b"missing"), req_id=99)
         assert (kind, code) == ("ERROR", "NOTFOUND"), (kind, code, text)
-        peer.send(wire_frame(WIRE_PING, req_id=5))
+        peer.send_frame(wire_frame(WIRE_PING, req_id=5))
         t, _, _, rid, body = peer.recv_frame()
         assert (t, rid, body) == (WIRE_PONG, 5, b"")
-        peer.send(wire_frame(WIRE_DONE, req_id=1001))  # harmless on TCP
-        peer.send(wire_frame(WIRE_PING, req_id=6))
+        peer.send_frame(wire_frame(WIRE_DONE, req_id=1001))  # harmless on TCP
+        peer.send_frame(wire_frame(WIRE_PING, req_id=6))
         assert peer.recv_frame()[0] == WIRE_PONG, "the node must keep the session after DONE"
     finally:
         peer.close()
@@ -253,10 +253,10 @@ def test_peer_closing_mid_payload_releases_the_pin(cl, uid):
     peer = WirePeer(cl["A"].transfer_port)
     try:
         peer.handshake(SECRET)
-        peer.send(wire_frame(WIRE_FETCH, struct.pack("<H", len(uid)) + uid, req_id=3))
+        peer.send_frame(wire_frame(WIRE_FETCH, struct.pack("<H", len(uid)) + uid, req_id=3))
         t, _, _, rid, body = peer.recv_frame()
         assert t == WIRE_DATA
-        peer.recv_exact(1 << 20)  # read a little, then vanish
+        peer.recv_exact(16 + (1 << 20))  # its payload's tag and a little, then vanish
     finally:
         peer.close()
     wait_until(lambda: to_int(info(a, uid)["pins"]) == 0, 5.0,
@@ -592,7 +592,7 @@ def test_peer_that_fetches_without_reading_loses_its_pins(cl, uid):
         peer.sock.settimeout(1.0)
         try:
             for i in range(1, 2000):
-                peer.send(wire_frame(WIRE_FETCH, struct.pack("<H", len(uid)) + uid, req_id=i))
+                peer.send_frame(wire_frame(WIRE_FETCH, struct.pack("<H", len(uid)) + uid, req_id=i))
         except socket.timeout:
             pass  # the node stopped reading: fine
         wait_until(lambda: to_int(info(a, uid)["pins"]) == 0, SEND_STALL + 8.0,
@@ -614,10 +614,10 @@ def test_peer_that_pings_without_reading_costs_bounded_memory(cl, uid):
     peer = WirePeer(node.transfer_port)
     try:
         peer.handshake(SECRET)
-        burst = wire_frame(WIRE_PING, req_id=1) * 8192
         peer.sock.settimeout(1.0)
         sent = 0
         while sent < (64 << 20):
+            burst = b"".join(peer.seal(wire_frame(WIRE_PING, req_id=1)) for _ in range(8192))
             try:
                 peer.send(burst)
             except socket.timeout:

@@ -41,6 +41,9 @@ from objhelpers import (
     to_int,
     wait_locations,
     wire_frame,
+    wire_seal,
+    wire_session_keys,
+    WireMac,
     wire_hello_body,
     wire_proof,
     xxh3_64,
@@ -353,14 +356,18 @@ def lying_owner(sock, name, got):
     proof = wire_proof(SECRET, WIRE_ROLE_ACCEPTOR, b_name, name, name, features, 1, b_nonce,
                        nonce)
     sock.sendall(wire_frame(WIRE_HELLO, wire_hello_body(nonce, name, proof, 1)))
-    assert recv_frame(sock)[0] == WIRE_AUTH
+    t, _, auth = recv_frame(sock)
+    assert t == WIRE_AUTH
+    transcript = (b_name, name, name, features, 1, b_nonce, nonce)
+    _, a2c = wire_session_keys(SECRET, proof, auth, *transcript)
     t, req_id, body = recv_frame(sock)
     assert t == WIRE_FETCH
+    sock.recv(16)  # its tag: a node that knows the secret need not doubt it
     got["id"] = body[2:]
     data = got["data"]
     bad = xxh3_64(data) ^ 1
-    sock.sendall(wire_frame(WIRE_DATA, struct.pack("<QQQ", len(data), 0, bad), req_id=req_id)
-                 + data)
+    sock.sendall(wire_seal(WireMac(a2c), wire_frame(
+        WIRE_DATA, struct.pack("<QQQ", len(data), 0, bad), req_id=req_id), data))
     got["answered"] = True
 
 

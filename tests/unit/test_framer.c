@@ -9,7 +9,9 @@
  * the stream in step, bad frames are errors that stay, and the space the
  * framer hands out is never overrun. Destinations are heap buffers of their
  * exact length, so a write one byte too far trips AddressSanitizer. A
- * payload's checksum, taken as it lands, equals a second pass over it.
+ * payload's checksum, taken as it lands, equals a second pass over it. In
+ * a session, frames and payloads are delivered only when their tags check
+ * out, in sequence.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -454,6 +456,145 @@ static void test_frame_after_a_bad_one_is_never_delivered(void **state)
     assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_ERROR);
 }
 
+/* ---- the session MAC ---------------------------------------------------------- */
+
+static const uint8_t testKey[OBJ_WIRE_KEY] = {1, 2, 3};
+
+/* Append m sealed under tx, with its payload (len bytes of seed + i) when
+ * it is a DATA frame. */
+static void testSealed(uint8_t *out, size_t *at, WireMac *tx, WireMsg *m, size_t len, uint8_t seed)
+{
+    uint8_t pay[4096];
+    assert_true(len <= sizeof(pay));
+    for (size_t i = 0; i < len; i++)
+        pay[i] = (uint8_t)(seed + i);
+    int n = wireEncode(m, out + *at, TEST_STREAM_MAX - *at);
+    n = wireSeal(tx, out + *at, TEST_STREAM_MAX - *at, n, pay, len);
+    assert_true(n > 0);
+    *at += (size_t)n;
+    memcpy(out + *at, pay, len);
+    *at += len;
+}
+
+/* A PING, a DATA with 1000 payload bytes, a FETCH: sealed at sequence 0..2. */
+static size_t testSession(uint8_t *s)
+{
+    WireMac *tx = wireMacNew(testKey);
+    size_t len = 0;
+    WireMsg p = {.h = {.type = WIRE_PING, .reqId = 1}};
+    WireMsg d = {.h = {.type = WIRE_DATA, .reqId = 2}};
+    WireMsg f = {.h = {.type = WIRE_FETCH, .reqId = 3}};
+    d.u.data.size = 1000;
+    f.u.fetch.id = "k", f.u.fetch.idLen = 1;
+    assert_non_null(tx);
+    testSealed(s, &len, tx, &p, 0, 0);
+    testSealed(s, &len, tx, &d, 1000, 7);
+    testSealed(s, &len, tx, &f, 0, 0);
+    wireMacFree(tx);
+    return len;
+}
+
+/* Feed s to testF under a fresh receiving key, chunk bytes at a time, the
+ * DATA payload into a buffer (or thrown away); returns the events' types in
+ * order as letters (F frame, D payload done, E error) in out. */
+static void testRunSession(const uint8_t *s, size_t len, size_t chunk, int discard, char *out)
+{
+    WireMac *rx = wireMacNew(testKey);
+    uint8_t *dst = malloc(1000);
+    size_t off = 0;
+    int n = 0, done = 0;
+    assert_non_null(rx);
+    framerInit(&testF);
+    framerSetMac(&testF, rx);
+    while (!done) {
+        off += testFeed(&testF, s + off, len - off, chunk);
+        for (;;) {
+            WireMsg m;
+            FramerEvent e = framerNext(&testF, &m, NULL);
+            if (e == FRAMER_MORE)
+                break;
+            out[n++] = e == FRAMER_FRAME ? 'F' : e == FRAMER_PAYLOAD_DONE ? 'D' : 'E';
+            if (e == FRAMER_ERROR) {
+                done = 1;
+                break;
+            }
+            if (e == FRAMER_FRAME && m.h.type == WIRE_DATA)
+                assert_int_equal(framerExpectPayload(&testF, discard ? NULL : dst, 1000), 0);
+        }
+        if (off == len)
+            done = 1;
+    }
+    out[n] = '\0';
+    framerDestroy(&testF);
+    wireMacFree(rx);
+    free(dst);
+}
+
+static void test_sealed_frames_and_payload_are_delivered_however_cut(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    char ev[16];
+    size_t len = testSession(s);
+    for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
+        testRunSession(s, len, chunk, 0, ev);
+        assert_string_equal(ev, "FFDF");
+    }
+}
+
+/* Any byte altered: the frame it is in fails (F before it, then E); a
+ * payload byte, or the payload's tag, fails at the payload's end, before
+ * its end is reported. */
+static void test_altered_byte_of_a_session_is_an_error(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    char ev[16];
+    size_t len = testSession(s);
+    size_t ping = OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC;
+    size_t dataEnd = ping + OBJ_WIRE_HDR_LEN + 24 + 2 * OBJ_WIRE_MAC + 1000;
+    for (size_t i = 0; i < len; i++) {
+        s[i] ^= 0x10;
+        testRunSession(s, len, 4096, 0, ev);
+        /* the payload's tag fails with the payload it covers */
+        size_t payTag = dataEnd - 1000 - OBJ_WIRE_MAC;
+        const char *want = i < ping ? "E" : i < payTag ? "FE" : i < dataEnd ? "FFE" : "FFDE";
+        if (strcmp(ev, want) != 0)
+            fail_msg("byte %zu altered: events %s, expected %s", i, ev, want);
+        s[i] ^= 0x10;
+    }
+}
+
+/* A payload thrown away is not checked (nothing reads it), but its tag
+ * keeps its place and the next frame's sequence still counts. */
+static void test_discarded_payload_is_not_checked_but_keeps_the_sequence(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    char ev[16];
+    size_t len = testSession(s);
+    s[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC + OBJ_WIRE_HDR_LEN + 24 + 2 * OBJ_WIRE_MAC + 5] ^= 1;
+    testRunSession(s, len, 4096, 1, ev);
+    assert_string_equal(ev, "FFDF");
+}
+
+/* Frames replayed, dropped, reordered or sent without a tag fail. */
+static void test_replayed_dropped_or_untagged_frames_fail(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX], t[TEST_STREAM_MAX];
+    char ev[16];
+    size_t len = testSession(s), ping = OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC;
+
+    memcpy(t, s, ping); /* the PING twice */
+    memcpy(t + ping, s, len);
+    testRunSession(t, len + ping, 4096, 0, ev);
+    assert_string_equal(ev, "FE");
+    testRunSession(s + ping, len - ping, 4096, 0, ev); /* the PING dropped */
+    assert_string_equal(ev, "E");
+    size_t n = 0; /* an untagged PING first */
+    testPing(t, &n, 9);
+    memcpy(t + n, s, len);
+    testRunSession(t, n + len, 4096, 0, ev);
+    assert_string_equal(ev, "E");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +626,10 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_headers_are_errors_that_stay, testTeardown),
         cmocka_unit_test_teardown(test_bad_body_is_an_error, testTeardown),
         cmocka_unit_test_teardown(test_frame_after_a_bad_one_is_never_delivered, testTeardown),
+        cmocka_unit_test(test_sealed_frames_and_payload_are_delivered_however_cut),
+        cmocka_unit_test(test_altered_byte_of_a_session_is_an_error),
+        cmocka_unit_test(test_discarded_payload_is_not_checked_but_keeps_the_sequence),
+        cmocka_unit_test(test_replayed_dropped_or_untagged_frames_fail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
  * every range, refusal of every malformed frame in a table (and of every
  * truncation of every valid frame) with a reason, refusal to encode out-of-
  * range fields, and the handshake proof (a known answer, sensitivity to
- * each input, an empty secret, constant-time comparison). Frames under test
+ * each input, an empty secret, constant-time comparison), and the session
+ * MAC (known keys and tags, every byte of a sealed frame and its payload
+ * covered, the implicit sequence number). Frames under test
  * are copied into heap buffers of their exact length, so that a decoder
  * reading one byte too far trips AddressSanitizer.
  */
@@ -595,7 +597,8 @@ static const TestBad testBadFrames[] = {
     {"HELLO wrong magic", BASE_HELLO, {{OP_SET32, H + 0, 0x534A424F}}, 0},
     {"HELLO magic 0", BASE_HELLO, {{OP_SET32, H + 0, 0}}, 0},
     {"HELLO version 1 (proofs over nonces only)", BASE_HELLO, {{OP_SET16, H + 4, 1}}, 0},
-    {"HELLO version 3", BASE_HELLO, {{OP_SET16, H + 4, 3}}, 0},
+    {"HELLO version 2 (no session MAC)", BASE_HELLO, {{OP_SET16, H + 4, 2}}, 0},
+    {"HELLO version 4", BASE_HELLO, {{OP_SET16, H + 4, 4}}, 0},
     {"HELLO version 0", BASE_HELLO, {{OP_SET16, H + 4, 0}}, 0},
     {"HELLO body of 5 bytes", BASE_HELLO, {{OP_SHRINK, 0, 58}}, 0},
     {"HELLO body without name", BASE_HELLO, {{OP_SHRINK, 0, 5}}, 0},
@@ -1103,6 +1106,181 @@ static void test_type_and_error_names(void **state)
     assert_string_equal(wireErrName(-3), "UNKNOWN");
 }
 
+/* ---- the session MAC ---------------------------------------------------------- */
+
+static void testHexN(const char *hex, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* The keys of testTranscript's session under "cluster-secret". */
+static void testSessionKeys(uint8_t c2a[OBJ_WIRE_KEY], uint8_t a2c[OBJ_WIRE_KEY])
+{
+    WireTranscript t = testTranscript();
+    uint8_t pa[OBJ_WIRE_PROOF], pc[OBJ_WIRE_PROOF];
+    wireProof("cluster-secret", 14, WIRE_ROLE_ACCEPTOR, &t, pa);
+    wireProof("cluster-secret", 14, WIRE_ROLE_CONNECTOR, &t, pc);
+    assert_int_equal(wireSessionKeys("cluster-secret", 14, &t, pa, pc, c2a, a2c), 0);
+}
+
+/* Known answers computed independently (Python hmac and AES-GCM with empty
+ * plaintext): keys HMAC-SHA256(secret, "objstore-keys-v3" || direction ||
+ * transcript || proofA || proofC); tags GMAC with IV u32 domain || u64 seq. */
+static void test_session_mac_known_answers(void **state)
+{
+    (void)state;
+    uint8_t c2a[OBJ_WIRE_KEY], a2c[OBJ_WIRE_KEY], want[OBJ_WIRE_KEY];
+    uint8_t tag[OBJ_WIRE_MAC], wantTag[OBJ_WIRE_MAC], frame[128];
+
+    testSessionKeys(c2a, a2c);
+    testHexN("28aea48cb65bf780ad4305e0acc0e03d5d0e46296e488a3fdabde7a01a33ffcc", want, 32);
+    assert_memory_equal(c2a, want, OBJ_WIRE_KEY);
+    testHexN("fc9e3b377317f59115ea598d72ed2b00be809c869097600147bb8ebaef72acb1", want, 32);
+    assert_memory_equal(a2c, want, OBJ_WIRE_KEY);
+
+    WireMac *w = wireMacNew(c2a);
+    assert_non_null(w);
+    WireMsg ping = {.h = {.type = WIRE_PING, .reqId = 5}};
+    int n = wireEncode(&ping, frame, sizeof(frame));
+    assert_int_equal(n, OBJ_WIRE_HDR_LEN);
+    assert_int_equal(wireMacFrame(w, frame, (size_t)n, tag), 0);
+    testHexN("175f18de20254bf4e639dd8bf845981a", wantTag, OBJ_WIRE_MAC);
+    assert_memory_equal(tag, wantTag, OBJ_WIRE_MAC);
+    /* the same frame again, at sequence 1 */
+    assert_int_equal(wireMacFrame(w, frame, (size_t)n, tag), 0);
+    testHexN("4f1b0df50e93d66687f1a33e5048a507", wantTag, OBJ_WIRE_MAC);
+    assert_memory_equal(tag, wantTag, OBJ_WIRE_MAC);
+    /* a DATA frame at sequence 2, sealed with its payload's tag */
+    WireMsg d = {.h = {.type = WIRE_DATA, .reqId = 7}};
+    d.u.data.size = 5, d.u.data.checksum = 0x1122334455667788ULL;
+    n = wireEncode(&d, frame, sizeof(frame));
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, "hello", 5), n + 2 * OBJ_WIRE_MAC);
+    testHexN("3ab240e4c6e5791c9541f7c196f8338d", wantTag, OBJ_WIRE_MAC);
+    assert_memory_equal(frame + n, wantTag, OBJ_WIRE_MAC);
+    testHexN("3d9c79beaf42bcc1aa2b25978e54cb11", wantTag, OBJ_WIRE_MAC);
+    assert_memory_equal(frame + n + OBJ_WIRE_MAC, wantTag, OBJ_WIRE_MAC);
+    wireMacFree(w);
+}
+
+/* The two directions have different keys, and both depend on both proofs
+ * (a session keyed from another session's AUTH gets other keys). */
+static void test_session_keys_depend_on_direction_and_proofs(void **state)
+{
+    (void)state;
+    WireTranscript t = testTranscript();
+    uint8_t pa[OBJ_WIRE_PROOF] = {1}, pc[OBJ_WIRE_PROOF] = {2};
+    uint8_t c2a[OBJ_WIRE_KEY], a2c[OBJ_WIRE_KEY], x[OBJ_WIRE_KEY], y[OBJ_WIRE_KEY];
+
+    assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, c2a, a2c), 0);
+    assert_memory_not_equal(c2a, a2c, OBJ_WIRE_KEY);
+    pa[31] ^= 1;
+    assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, x, y), 0);
+    assert_memory_not_equal(c2a, x, OBJ_WIRE_KEY);
+    assert_memory_not_equal(a2c, y, OBJ_WIRE_KEY);
+    pa[31] ^= 1, pc[0] ^= 1;
+    assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, x, y), 0);
+    assert_memory_not_equal(c2a, x, OBJ_WIRE_KEY);
+    pc[0] ^= 1;
+    assert_int_equal(wireSessionKeys("t", 1, &t, pa, pc, x, y), 0);
+    assert_memory_not_equal(c2a, x, OBJ_WIRE_KEY);
+    t.dialled = "node-x";
+    assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, x, y), 0);
+    assert_memory_not_equal(c2a, x, OBJ_WIRE_KEY);
+    t.dialled = NULL;
+    assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, x, y), -1);
+}
+
+/* A receiver's view of a sealed DATA frame of n bytes (+ tags) and its
+ * payload: 0 when the frame tag and the payload tag both check out under a
+ * fresh receiver at sequence seq. */
+static int testVerifySealed(const uint8_t key[OBJ_WIRE_KEY], uint64_t seq, const uint8_t *frame,
+                            int n, const uint8_t *pay, size_t payLen)
+{
+    uint8_t tag[OBJ_WIRE_MAC];
+    WireMac *r = wireMacNew(key);
+    int ok = 1;
+    assert_non_null(r);
+    for (uint64_t i = 0; i < seq; i++)
+        wireMacFrame(r, frame, 1, tag); /* move the sequence on */
+    ok &= wireMacFrame(r, frame, (size_t)n, tag) == 0 && wireMacEqual(tag, frame + n);
+    wireMacPayloadBegin(r);
+    wireMacPayloadUpdate(r, pay, payLen / 2); /* in two pieces, as bytes land */
+    wireMacPayloadUpdate(r, pay + payLen / 2, payLen - payLen / 2);
+    ok &= wireMacPayloadEnd(r, tag) == 0 && wireMacEqual(tag, frame + n + OBJ_WIRE_MAC);
+    wireMacFree(r);
+    return ok ? 0 : -1;
+}
+
+/* Every bit of the header, the body, both tags and the payload is covered,
+ * and so is the sequence number the sender was at. */
+static void test_session_mac_covers_every_byte_and_the_sequence(void **state)
+{
+    (void)state;
+    uint8_t key[OBJ_WIRE_KEY], other[OBJ_WIRE_KEY], frame[128], pay[100];
+    testSessionKeys(key, other);
+    testFill(pay, sizeof(pay), 3);
+
+    WireMsg d = {.h = {.type = WIRE_DATA, .reqId = 99}};
+    d.u.data.size = 90, d.u.data.metaSize = 10, d.u.data.checksum = 42;
+    int n = wireEncode(&d, frame, sizeof(frame));
+    WireMac *w = wireMacNew(key);
+    assert_non_null(w);
+    wireMacFrame(w, frame, 1, frame + 100); /* the sender is at sequence 1 */
+    int sealed = wireSeal(w, frame, sizeof(frame), n, pay, sizeof(pay));
+    wireMacFree(w);
+    assert_int_equal(sealed, n + 2 * OBJ_WIRE_MAC);
+
+    assert_int_equal(testVerifySealed(key, 1, frame, n, pay, sizeof(pay)), 0);
+    assert_int_equal(testVerifySealed(key, 0, frame, n, pay, sizeof(pay)), -1);   /* replay */
+    assert_int_equal(testVerifySealed(key, 2, frame, n, pay, sizeof(pay)), -1);   /* deletion */
+    assert_int_equal(testVerifySealed(other, 1, frame, n, pay, sizeof(pay)), -1); /* direction */
+    for (int i = 0; i < sealed; i++) {
+        frame[i] ^= 0x01;
+        if (testVerifySealed(key, 1, frame, n, pay, sizeof(pay)) == 0)
+            fail_msg("flipping sealed byte %d went unnoticed", i);
+        frame[i] ^= 0x01;
+    }
+    for (size_t i = 0; i < sizeof(pay); i++) {
+        pay[i] ^= 0x80;
+        if (testVerifySealed(key, 1, frame, n, pay, sizeof(pay)) == 0)
+            fail_msg("flipping payload byte %zu went unnoticed", i);
+        pay[i] ^= 0x80;
+    }
+}
+
+/* What wireSeal adds: nothing without a session, one tag after most frames,
+ * two after a DATA frame with a payload, never past the buffer. */
+static void test_seal_adds_tags_only_in_a_session(void **state)
+{
+    (void)state;
+    uint8_t key[OBJ_WIRE_KEY] = {9}, frame[OBJ_WIRE_FRAME_MAX];
+    WireMac *w = wireMacNew(key);
+    WireMsg m = {.h = {.type = WIRE_PING, .reqId = 1}};
+    int n = wireEncode(&m, frame, sizeof(frame));
+
+    assert_int_equal(wireSeal(NULL, frame, sizeof(frame), n, NULL, 0), n);
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
+    assert_int_equal(wireTagsAfter(&m), OBJ_WIRE_MAC);
+    /* room for exactly the tags it adds is enough (frames packed in one buffer) */
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC, n, NULL, 0), n + OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC - 1, n, NULL, 0), -1);
+    m = (WireMsg){.h = {.type = WIRE_DATA, .reqId = 1}}; /* an empty object: no payload tag */
+    n = wireEncode(&m, frame, sizeof(frame));
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
+    assert_int_equal(wireTagsAfter(&m), OBJ_WIRE_MAC);
+    m.u.data.metaSize = 1;
+    n = wireEncode(&m, frame, sizeof(frame));
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, "x", 1), n + 2 * OBJ_WIRE_MAC);
+    assert_int_equal(wireTagsAfter(&m), 2 * OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, (size_t)n + 2 * OBJ_WIRE_MAC - 1, n, "x", 1), -1);
+    wireMacFree(w);
+    wireMacFree(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1137,6 +1315,10 @@ int main(void)
         cmocka_unit_test(test_proof_fails_closed),
         cmocka_unit_test(test_proof_equal_compares_every_byte),
         cmocka_unit_test(test_type_and_error_names),
+        cmocka_unit_test(test_session_mac_known_answers),
+        cmocka_unit_test(test_session_keys_depend_on_direction_and_proofs),
+        cmocka_unit_test(test_session_mac_covers_every_byte_and_the_sequence),
+        cmocka_unit_test(test_seal_adds_tags_only_in_a_session),
     };
     return cmocka_run_group_tests(tests, testSetup, NULL);
 }

@@ -64,6 +64,7 @@ typedef struct HConn {
     uint8_t nonce[OBJ_WIRE_NONCE], peerNonce[OBJ_WIRE_NONCE];
     char peerName[OBJ_WIRE_NAME_MAX + 1];
     uint16_t peerFeatures;
+    WireMac *tx, *rx; /* the session MAC, once the handshake is done */
     /* the last RNDV received */
     int haveRndv;
     uint64_t rndvReq, rndvAddr, rndvLen;
@@ -170,24 +171,45 @@ static int sendBytes(HConn *c, const uint8_t *buf, size_t len)
 
 static int sendMsg(HConn *c, WireMsg *m)
 {
-    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    uint8_t buf[OBJ_WIRE_FRAME_MAX];
     int len = wireEncode(m, buf, sizeof(buf));
 
+    if (len >= 0)
+        len = wireSeal(c->tx, buf, sizeof(buf), len, NULL, 0);
     if (len < 0)
         die("wireEncode");
     return sendBytes(c, buf, (size_t)len);
+}
+
+/* Key c's session MAC as a node does once the handshake proved the secret
+ * (this tool knows it: it plays a node that breaks rules after AUTH). */
+static void keySession(HConn *c, const WireTranscript *t, const uint8_t *proofAcceptor,
+                       const uint8_t *proofConnector, int connector)
+{
+    uint8_t c2a[OBJ_WIRE_KEY], a2c[OBJ_WIRE_KEY];
+
+    if (wireSessionKeys(h.secret, strlen(h.secret), t, proofAcceptor, proofConnector, c2a, a2c) ==
+        -1)
+        die("wireSessionKeys");
+    c->tx = wireMacNew(connector ? c2a : a2c);
+    c->rx = wireMacNew(connector ? a2c : c2a);
+    if (!c->tx || !c->rx)
+        die("wireMacNew");
+    framerSetMac(&c->f, c->rx);
 }
 
 /* n PINGs in one write: a peer that does not read can make the node
  * queue fast. Returns 0 or -1. */
 static int sendPings(HConn *c, int n, uint64_t *reqId)
 {
-    static uint8_t buf[256 * OBJ_WIRE_HDR_LEN];
+    static uint8_t buf[256 * (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC)];
     size_t at = 0;
 
     for (int i = 0; i < n && i < 256; i++) {
         WireMsg p = {.h = {.type = WIRE_PING, .reqId = (*reqId)++}};
         int len = wireEncode(&p, buf + at, sizeof(buf) - at);
+        if (len >= 0)
+            len = wireSeal(c->tx, buf + at, sizeof(buf) - at, len, NULL, 0);
         if (len < 0)
             die("wireEncode");
         at += (size_t)len;
@@ -228,6 +250,16 @@ static void onFrame(HConn *c, WireMsg *m)
         return;
     }
     if (m->h.type == WIRE_AUTH) { /* the connector proved itself: it may read our object */
+        WireTranscript t = {.connector = c->peerName,
+                            .acceptor = h.name,
+                            .dialled = h.name,
+                            .connectorFeatures = c->peerFeatures,
+                            .acceptorFeatures = OBJ_FEAT_TCP | OBJ_FEAT_RDMA,
+                            .nonceConnector = c->peerNonce,
+                            .nonceAcceptor = c->nonce};
+        uint8_t mine[OBJ_WIRE_PROOF];
+        wireProof(h.secret, strlen(h.secret), WIRE_ROLE_ACCEPTOR, &t, mine);
+        keySession(c, &t, mine, m->u.auth.proof, 0);
         c->authed = 1;
         if (rdmaStreamAllowRemoteRead(c->s) == -1)
             die("rdmaStreamAllowRemoteRead");
@@ -246,6 +278,7 @@ static void onFrame(HConn *c, WireMsg *m)
         wireProof(h.secret, strlen(h.secret), WIRE_ROLE_CONNECTOR, &t, a.u.auth.proof);
         if (sendMsg(c, &a) != 0)
             die("send AUTH");
+        keySession(c, &t, m->u.hello.proof, a.u.auth.proof, 1);
         c->authed = 1;
         printf("hostile: authenticated=1\n");
         fflush(stdout);
