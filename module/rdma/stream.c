@@ -87,7 +87,8 @@ struct RdmaStream {
     size_t rxMapLen;
     struct ibv_mr *rxMr;
     SpRx rx;
-    uint32_t rxNext; /* size for the next registration (0: same) */
+    uint32_t rxNext;       /* size for the next registration (0: same) */
+    uint64_t keepalivesIn; /* Keepalive messages received */
 
     /* TX */
     SpTx tx;
@@ -292,7 +293,10 @@ static int onCmd(RdmaStream *s, uint32_t i, uint32_t len)
                 return streamFail(s,
                                   "the peer registered a new RX buffer while the old one had room");
             break;
-        default: /* SetClientFeature (no features asked: checked), Keepalive */
+        case SP_OP_KEEPALIVE:
+            s->keepalivesIn++;
+            break;
+        default: /* SetClientFeature (no features asked: checked) */
             break;
     }
     return postRecv(s, i);
@@ -1141,6 +1145,11 @@ unsigned rdmaStreamSendsPending(RdmaStream *s)
     if (s->ownSends) /* asking means waiting */
         waitOnSends(s);
     return s->ownSends;
+}
+
+uint64_t rdmaStreamKeepalivesIn(const RdmaStream *s)
+{
+    return s->keepalivesIn;
 }
 
 void *rdmaStreamUserCtx(const RdmaStream *s)

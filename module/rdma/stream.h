@@ -186,6 +186,9 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
  * rdmaStreamFree flushes the queue). While some are pending, their
  * completion wakes the stream's descriptor. */
 unsigned rdmaStreamSendsPending(RdmaStream *s);
+/* Keepalive messages received from the peer so far (diagnostics: a test
+ * tells from it that the peer's side of the stream is being processed). */
+uint64_t rdmaStreamKeepalivesIn(const RdmaStream *s);
 /* The context given to onWc / onSent. */
 void *rdmaStreamUserCtx(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */
