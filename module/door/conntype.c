@@ -58,6 +58,7 @@ typedef struct DoorLink {
     DoorPhase phase;
     DoorConn *conn;        /* DOOR_CLIENT: the Redis connection */
     uint64_t deadlineMs;   /* handshake or linger deadline */
+    uint64_t sweepGen;     /* the last doorSweep that served it */
     uint64_t sentMs;       /* linger: when the last byte was acknowledged */
     int grown;             /* RX buffer grown after authentication */
     int deadLogged;        /* the stream's end was logged and counted */
@@ -82,6 +83,9 @@ static struct {
     ObjList links; /* every DoorLink */
     ObjList ready; /* links to serve from the kick timer, in order */
     unsigned readyCount, handshakes;
+    unsigned linkCount; /* door.links: a descriptor each (the completion channel) */
+    uint64_t linkFrees; /* links freed so far: a walk's check */
+    uint64_t sweepGen;  /* the current or last doorSweep */
     long long kickId, sweepId;
     int kickArmed, sweepArmed;
     char *scratch; /* connWritev gathers here */
@@ -223,6 +227,8 @@ static void doorLinkFree(DoorLink *l)
 {
     doorReadyRemove(l);
     objListUnlink(&l->link);
+    door.linkCount--;
+    door.linkFrees++;
     if (l->phase == DOOR_HANDSHAKE)
         door.handshakes--;
     if (l->fd >= 0)
@@ -551,12 +557,24 @@ static void doorClientAccepted(connection *conn)
                           REDISMODULE_SUBEVENT_CLIENT_CHANGE_CONNECTED, c);
 }
 
+/* doorDescriptors: what maxclients bounds, in descriptors: Redis's clients
+ * (an RDMA client's is its address socket) and cluster links, plus one per
+ * door link (its completion channel: clients, handshakes and lingering
+ * closes alike). An RDMA client so costs two, and a link in its handshake
+ * one, as a TCP client costs one. Can't fail. */
+static unsigned long doorDescriptors(void)
+{
+    return listLength(server.clients) + getClusterConnectionsCount() + door.linkCount;
+}
+
 /* doorAdmit: the stream is open and the peer's RX buffer known, so a reply
- * can be written: apply maxclients (Redis's error text, then close), make
- * the connection and the Redis client, and accept it. */
+ * can be written: apply maxclients to the descriptors it would hold (its
+ * link is counted already; its address socket would be one more: Redis's
+ * error text, then close), make the connection and the Redis client, and
+ * accept it. */
 static void doorAdmit(DoorLink *l)
 {
-    if (listLength(server.clients) + getClusterConnectionsCount() >= server.maxclients) {
+    if (doorDescriptors() + 1 > (unsigned long)server.maxclients) {
         const char *err = server.cluster_enabled
                               ? "-ERR max number of clients + cluster connections reached\r\n"
                               : "-ERR max number of clients reached\r\n";
@@ -633,11 +651,15 @@ static void doorServeClient(DoorLink *l)
         return;
     }
     client *c = connGetPrivateData(conn);
-    if (!l->grown && !dead && c && !authRequired(c)) {
-        /* Authenticated: the full RX buffer from its next registration. */
+    if (!l->grown && !dead && c && !authRequired(c) && !(c->flags & CLIENT_CLOSE_ASAP)) {
+        /* Authenticated (and not on its way out): the full RX buffer from
+         * its next registration, the full TX staging from its next write
+         * with nothing in flight. Until then both are small, so a stranger
+         * pins little. */
         l->grown = 1;
-        if (door.rxSize != DOOR_RX_UNAUTH && rdmaStreamResizeRx(s, door.rxSize) < 0)
-            serverLog(LL_WARNING, "RDMA clients: %s: cannot grow the RX buffer", l->addr);
+        if (door.rxSize != DOOR_RX_UNAUTH &&
+            (rdmaStreamResizeRx(s, door.rxSize) < 0 || rdmaStreamResizeTx(s, door.rxSize) < 0))
+            serverLog(LL_WARNING, "RDMA clients: %s: cannot grow the buffers", l->addr);
     }
     /* Level-triggered readiness, but only after progress: a handler that
      * consumed nothing waits for the next event (or the sweep). */
@@ -713,13 +735,30 @@ static int doorKick(struct aeEventLoop *el, long long id, void *data)
 }
 
 /* The sweep timer: keepalives and dead-peer detection for idle streams,
- * handshake and linger deadlines, readiness missed for lack of a timer. */
+ * handshake and linger deadlines, readiness missed for lack of a timer.
+ * Serves every link once. A Redis handler it calls may run file events
+ * (processEventsWhileBlocked during a slow script, DEBUG RELOAD) that free
+ * any link, so no pointer is kept across doorServe unless no link was
+ * freed meanwhile; otherwise the walk starts again from the head, past the
+ * links this sweep already served. */
 static int doorSweep(struct aeEventLoop *el, long long id, void *data)
 {
-    ObjListLink *it, *next;
+    uint64_t gen = ++door.sweepGen;
+    ObjListLink *it = objListFirst(&door.links);
 
-    objListForEachSafe(&door.links, it, next)
-        doorServe(objListEntry(it, DoorLink, link), 1);
+    while (it) {
+        DoorLink *l = objListEntry(it, DoorLink, link);
+        if (l->sweepGen != gen) {
+            uint64_t frees = door.linkFrees;
+            l->sweepGen = gen;
+            doorServe(l, 1);
+            if (door.linkFrees != frees) {
+                it = objListFirst(&door.links);
+                continue;
+            }
+        }
+        it = it->next == &door.links ? NULL : it->next;
+    }
     return DOOR_SWEEP_MS;
 }
 
@@ -739,6 +778,16 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
 {
     char addr[64], err[256];
     doorFormatAddr(rdma_get_peer_addr(id), addr, sizeof(addr));
+    if (doorDescriptors() + 1 > (unsigned long)server.maxclients) {
+        /* Not even its completion channel fits under maxclients. */
+        if (rdma_reject(id, NULL, 0))
+            serverLog(LL_VERBOSE, "RDMA clients: rdma_reject: %s", strerror(errno));
+        rdma_destroy_id(id);
+        door.st.rejected++;
+        server.stat_rejected_conn++;
+        serverLog(LL_VERBOSE, "RDMA clients: %s: refused, maxclients reached", addr);
+        return;
+    }
     if (door.handshakes >= (unsigned)doorHandshakeMax()) {
         if (rdma_reject(id, NULL, 0))
             serverLog(LL_VERBOSE, "RDMA clients: rdma_reject: %s", strerror(errno));
@@ -749,7 +798,9 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
                   doorHandshakeMax());
         return;
     }
-    RdmaStreamConfig cfg = {.rxSize = DOOR_RX_UNAUTH, .txSize = door.rxSize};
+    /* Both buffers small until the client is authenticated (doorServeClient
+     * grows them): refused, DENIED and NOAUTH-only clients pin little. */
+    RdmaStreamConfig cfg = {.rxSize = DOOR_RX_UNAUTH, .txSize = DOOR_RX_UNAUTH};
     RdmaStream *s = rdmaStreamAccept(id, &cfg, err, sizeof(err));
     if (!s) {
         serverLog(LL_WARNING, "RDMA clients: %s: cannot accept: %s", addr, err);
@@ -774,6 +825,7 @@ static void doorOnConnectRequest(struct rdma_cm_id *id)
         return;
     }
     objListPushFront(&door.links, &l->link);
+    door.linkCount++;
     door.handshakes++;
     serverLog(LL_VERBOSE, "Accepted RDMA %s", addr);
 }

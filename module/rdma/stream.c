@@ -87,7 +87,8 @@ struct RdmaStream {
     size_t rxMapLen;
     struct ibv_mr *rxMr;
     SpRx rx;
-    uint32_t rxNext; /* size for the next registration (0: same) */
+    uint32_t rxNext;       /* size for the next registration (0: same) */
+    uint64_t keepalivesIn; /* Keepalive messages received */
 
     /* TX */
     SpTx tx;
@@ -95,6 +96,7 @@ struct RdmaStream {
     size_t txMapLen;
     struct ibv_mr *txMr;
     uint32_t txSize;
+    uint32_t txNext; /* size once no write is in flight (0: same) */
     uint32_t txHead; /* next free staging byte */
     uint32_t txTail; /* oldest staging byte in flight */
     StreamWrite writes[SP_WRITES_MAX];
@@ -291,7 +293,10 @@ static int onCmd(RdmaStream *s, uint32_t i, uint32_t len)
                 return streamFail(s,
                                   "the peer registered a new RX buffer while the old one had room");
             break;
-        default: /* SetClientFeature (no features asked: checked), Keepalive */
+        case SP_OP_KEEPALIVE:
+            s->keepalivesIn++;
+            break;
+        default: /* SetClientFeature (no features asked: checked) */
             break;
     }
     return postRecv(s, i);
@@ -916,10 +921,26 @@ static uint32_t stageRoom(const RdmaStream *s, uint32_t *at)
     return s->txTail - s->txHead; /* wrapped: up to the oldest in flight */
 }
 
-/* txEnsure: map and register the staging buffer at the first write.
- * Returns 0 or -1 (stream failed). */
+/* txResize: switch to the staging size asked by rdmaStreamResizeTx once
+ * no write is in flight from the old buffer (it is released; the next
+ * write maps the new one). Can't fail. */
+static void txResize(RdmaStream *s)
+{
+    if (!s->txNext || s->wCount)
+        return;
+    if (s->txNext != s->txSize) {
+        unregisterAndUnmap(&s->txBuf, s->txMapLen, &s->txMr);
+        s->txMapLen = 0;
+        s->txSize = s->txNext;
+    }
+    s->txNext = 0;
+}
+
+/* txEnsure: map and register the staging buffer at the first write (and
+ * at the first after a resize). Returns 0 or -1 (stream failed). */
 static int txEnsure(RdmaStream *s)
 {
+    txResize(s);
     if (s->txBuf)
         return 0;
     return mapAndRegister(s, s->txSize, IBV_ACCESS_LOCAL_WRITE, &s->txBuf, &s->txMapLen, &s->txMr);
@@ -944,6 +965,7 @@ size_t rdmaStreamWritable(RdmaStream *s)
 {
     if (s->state != RDMA_STREAM_OPEN)
         return 0;
+    txResize(s);
     uint32_t room = ourRoom(s), peer = spTxRoom(&s->tx);
     if (!room && peer) {
         waitOnSends(s); /* our side is full */
@@ -1088,6 +1110,15 @@ int rdmaStreamResizeRx(RdmaStream *s, uint32_t rxSize)
     return 0;
 }
 
+int rdmaStreamResizeTx(RdmaStream *s, uint32_t txSize)
+{
+    if (txSize < SP_RX_MIN || txSize > SP_RX_MAX)
+        return -1;
+    s->txNext = txSize;
+    txResize(s);
+    return 0;
+}
+
 int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr)
 {
     if (armSend(s) < 0) /* the user waits for these completions */
@@ -1114,6 +1145,11 @@ unsigned rdmaStreamSendsPending(RdmaStream *s)
     if (s->ownSends) /* asking means waiting */
         waitOnSends(s);
     return s->ownSends;
+}
+
+uint64_t rdmaStreamKeepalivesIn(const RdmaStream *s)
+{
+    return s->keepalivesIn;
 }
 
 void *rdmaStreamUserCtx(const RdmaStream *s)

@@ -170,6 +170,11 @@ int rdmaStreamAllowRemoteRead(RdmaStream *s);
  * again (a stream accepted before authentication starts small). Returns 0
  * or -1 (bad size or out of memory). */
 int rdmaStreamResizeRx(RdmaStream *s, uint32_t rxSize);
+/* Use a staging (TX) buffer of txSize from the first write made while no
+ * write is in flight (a stream accepted before authentication starts
+ * small; the larger buffer is mapped when it is first needed). Returns 0
+ * or -1 (bad size). */
+int rdmaStreamResizeTx(RdmaStream *s, uint32_t txSize);
 /* Post the user's send work request(s) (a chain) on the QP; the stream
  * counts them so that teardown waits for their completions, which go to
  * cfg.onWc. wr_id low bits must be 0. Returns 0, or -1 (logged reason in
@@ -181,6 +186,9 @@ int rdmaStreamPostSend(RdmaStream *s, struct ibv_send_wr *wr);
  * rdmaStreamFree flushes the queue). While some are pending, their
  * completion wakes the stream's descriptor. */
 unsigned rdmaStreamSendsPending(RdmaStream *s);
+/* Keepalive messages received from the peer so far (diagnostics: a test
+ * tells from it that the peer's side of the stream is being processed). */
+uint64_t rdmaStreamKeepalivesIn(const RdmaStream *s);
 /* The context given to onWc / onSent. */
 void *rdmaStreamUserCtx(const RdmaStream *s);
 /* Change the context given to onWc / onSent. */

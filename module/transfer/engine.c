@@ -33,8 +33,9 @@
  * unauthenticated peers may not hold a socket and its buffers for free. */
 #define ENGINE_HANDSHAKE_DEADLINE_US (5LL * 1000 * 1000)
 /* Incoming connections allowed in handshake at once, overall and from one
- * source address; more are closed at once (an honest node opens one per
- * transport, so the per-source cap only bites a flood). */
+ * source address; past a cap the oldest of them is closed to make room
+ * (an honest node opens one per transport and finishes in a round trip,
+ * so idle connections cannot shut it out). */
 static const HandshakeCaps engineHandshakeCaps = {
     .max = 256,
     .maxPerSource = 16,
@@ -611,22 +612,37 @@ static void engineRefuseLog(const Conn *c, const char *why)
     engineRefused(c->desc, why);
 }
 
-/* May one more incoming connection from c->source start a handshake?
- * Returns NULL, or why not. */
-static const char *engineHandshakeRoom(const Conn *c)
+/* Room for one more incoming connection c in its handshake: NULL when it
+ * fits; else the unproved incoming connection that gives way for it (the
+ * oldest from c's address, or the oldest of all), with why the caps were
+ * met in *why. */
+static Conn *engineHandshakeVictim(const Conn *c, const char **why)
 {
     int all = 0, same = 0;
+    Conn *oldest = NULL, *oldestSame = NULL;
     ObjListLink *l;
 
+    /* Newest first: the last one seen is the oldest. */
     objListForEach(&eng.conns, l) {
-        const Conn *o = objListEntry(l, Conn, link);
+        Conn *o = objListEntry(l, Conn, link);
         if (o->outgoing || o == c || o->state != CONN_HANDSHAKE)
             continue;
         all++;
-        if (c->source[0] && !strcmp(o->source, c->source))
+        oldest = o;
+        if (c->source[0] && !strcmp(o->source, c->source)) {
             same++;
+            oldestSame = o;
+        }
     }
-    return handshakeVerdict(&engineHandshakeCaps, all, same);
+    *why = handshakeVerdict(&engineHandshakeCaps, all, same);
+    switch (handshakeEvict(&engineHandshakeCaps, all, same)) {
+        case HANDSHAKE_EVICT_SAME:
+            return oldestSame;
+        case HANDSHAKE_EVICT_ANY:
+            return oldest;
+        default:
+            return NULL;
+    }
 }
 
 void engineOnUp(Conn *c)
@@ -638,12 +654,21 @@ void engineOnUp(Conn *c)
         return;
     }
     if (!c->outgoing) {
-        const char *full = engineHandshakeRoom(c);
+        const char *full = NULL;
+        Conn *victim = engineHandshakeVictim(c, &full);
         objListPushFront(&eng.conns, &c->link);
         pthread_mutex_lock(&eng.statLock);
         eng.st.connections++;
         pthread_mutex_unlock(&eng.statLock);
-        if (full) {
+        if (victim) {
+            /* Unproved connections never shut out a newcomer: the oldest
+             * gives way (a real node's handshake is one round trip). */
+            char why[160];
+            snprintf(why, sizeof(why), "%s (%s): the oldest gives way to a newcomer", full,
+                     victim->source[0] ? victim->source : "?");
+            engineRefuseLog(victim, why);
+            victim->ops->close(victim, why);
+        } else if (full) {
             char why[128];
             snprintf(why, sizeof(why), "%s (%s)", full, c->source[0] ? c->source : "?");
             engineRefuseLog(c, why);

@@ -770,6 +770,14 @@ static int fetchOnRndv(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
 
+    if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
+        /* The answer to a cancelled fetch: nothing follows an RNDV in the
+         * stream, so release the owner's pin and forget the transfer (kept
+         * listed, it would hold its place in c's window for good). */
+        sendDone(c, m->h.reqId);
+        xferDrop(x);
+        return 0;
+    }
     if (!x || x->conn != c || x->state != XFER_REQUESTED || (!x->entry && !x->hint[0]) ||
         !c->ops->readRemote) {
         sendDone(c, m->h.reqId); /* not ours (any more): release the owner's pin */
@@ -924,7 +932,7 @@ static void xferCancel(Transfer *x)
         if (x->state == XFER_RECEIVING)
             c->ops->discardPayload(c); /* before the object goes away */
         xferAbortEntry(x);
-        return; /* fetchOnData/OnPayloadDone/OnError/OnConnClosed finish it */
+        return; /* fetchOnData/OnRndv/OnPayloadDone/OnError/OnConnClosed finish it */
     }
     xferUnlink(x);
     x->conn = NULL;

@@ -1,6 +1,6 @@
 /*
- * handshake.c - the verdict on one more connection in its handshake
- * (handshake.h).
+ * handshake.c - the verdicts on one more connection in its handshake:
+ * whether it fits, and which one gives way (handshake.h).
  */
 #include <stddef.h>
 
@@ -13,4 +13,13 @@ const char *handshakeVerdict(const HandshakeCaps *caps, int all, int same)
     if (same >= caps->maxPerSource)
         return caps->whyPerSource;
     return NULL;
+}
+
+HandshakeEvict handshakeEvict(const HandshakeCaps *caps, int all, int same)
+{
+    if (same >= caps->maxPerSource)
+        return HANDSHAKE_EVICT_SAME;
+    if (all >= caps->max)
+        return HANDSHAKE_EVICT_ANY;
+    return HANDSHAKE_EVICT_NONE;
 }

@@ -1,9 +1,12 @@
 /*
  * handshake.h - the caps on incoming connections that have not proved the
- * cluster secret yet, as one pure verdict: the engine applies it to every
- * connection in its handshake (engine.c), the RDMA transport once more to
- * connection requests, before anything is allocated for them (rdma.c with
- * the caps of rdmaproto.h). Unit test: tests/unit/test_rdmaproto.c.
+ * cluster secret yet, as pure verdicts: whether one more fits, and if not,
+ * which unproved connection makes room for it (the oldest from its address,
+ * or the oldest of all), so idle strangers cannot starve real nodes. The
+ * engine applies them to every connection in its handshake (engine.c), the
+ * RDMA transport once more to connection requests, before anything is
+ * allocated for them (rdma.c with the caps of rdmaproto.h). Unit test:
+ * tests/unit/test_rdmaproto.c.
  */
 #ifndef OBJSTORE_HANDSHAKE_H
 #define OBJSTORE_HANDSHAKE_H
@@ -20,5 +23,22 @@ typedef struct HandshakeCaps {
  * or why not (caps->whyMax or caps->whyPerSource; the total is asked
  * first). Can't fail. */
 const char *handshakeVerdict(const HandshakeCaps *caps, int all, int same);
+
+/* Which unproved incoming connection must go so that one more may start
+ * its handshake. A newcomer is never refused for the room idle ones hold:
+ * the oldest gives way (an honest handshake takes a round trip, so the
+ * oldest is the one most likely stalled, and a flood must outpace every
+ * honest round trip to shut a node out). */
+typedef enum HandshakeEvict {
+    HANDSHAKE_EVICT_NONE = 0, /* it fits */
+    HANDSHAKE_EVICT_SAME,     /* the oldest from the newcomer's address */
+    HANDSHAKE_EVICT_ANY       /* the oldest of all */
+} HandshakeEvict;
+
+/* With `all` unproved incoming connections in total and `same` of them
+ * from the newcomer's address: which must go (the per-source cap first,
+ * since evicting from the same address also frees room in the total).
+ * Can't fail. */
+HandshakeEvict handshakeEvict(const HandshakeCaps *caps, int all, int same);
 
 #endif /* OBJSTORE_HANDSHAKE_H */

@@ -126,7 +126,8 @@ typedef struct RdmaConn {
     int nSent, capSent;
     char failWhy[128]; /* a completion failed: close with this after processing */
     int up, authed, closing, inHandler;
-    ObjListLink all; /* in rd.all once adopted; self-linked before and after */
+    uint64_t tickGen; /* the last rdmaTick that progressed it */
+    ObjListLink all;  /* in rd.all once adopted; self-linked before and after */
 } RdmaConn;
 
 typedef enum RdmaKeyMode {
@@ -146,6 +147,8 @@ static struct {
     RdmaKeyMode keys;
     RdmaRegCache *regs; /* per-object registrations, windows are bound over them */
     ObjList all;        /* RdmaConn.all, newest first */
+    uint64_t unlinks;   /* connections taken off all so far (a walk's check) */
+    uint64_t tickGen;   /* the current or last rdmaTick */
     char bindAddr[64];  /* rdma-bind: outgoing connections leave from this device */
 } rd;
 
@@ -762,6 +765,7 @@ static void rdmaOnStreamFd(void *arg, uint32_t events)
 static void rdmaUnlinkAll(RdmaConn *c)
 {
     objListUnlink(&c->all);
+    rd.unlinks++;
 }
 
 /* Close: the QP goes to the error state and the windows are deallocated
@@ -854,18 +858,27 @@ static int rdmaAdopt(RdmaConn *c)
 }
 
 /* May one more connection from source start its handshake? Returns NULL,
- * or why not. Counted before anything is allocated for it. */
-static const char *rdmaPreauthRoom(const char *source)
+ * or why not; then *victim is the unproved incoming connection that gives
+ * way for it (the oldest from source, or the oldest of all), or NULL when
+ * none can. Counted before anything is allocated for it. */
+static const char *rdmaPreauthRoom(const char *source, RdmaConn **victim)
 {
     int all = 0, same = 0;
+    RdmaConn *oldest = NULL, *oldestSame = NULL;
 
-    for (const RdmaConn *o = rdmaConnFirst(); o; o = rdmaConnNext(o)) {
+    /* Newest first: the last one seen is the oldest. */
+    for (RdmaConn *o = rdmaConnFirst(); o; o = rdmaConnNext(o)) {
         if (o->sc.base.outgoing || o->authed)
             continue;
         all++;
-        if (!strcmp(o->sc.base.source, source))
+        oldest = o;
+        if (!strcmp(o->sc.base.source, source)) {
             same++;
+            oldestSame = o;
+        }
     }
+    HandshakeEvict ev = handshakeEvict(&rdmaPreauthCaps, all, same);
+    *victim = ev == HANDSHAKE_EVICT_SAME ? oldestSame : ev == HANDSHAKE_EVICT_ANY ? oldest : NULL;
     return handshakeVerdict(&rdmaPreauthCaps, all, same);
 }
 
@@ -895,9 +908,15 @@ static void rdmaOnConnectRequest(struct rdma_cm_id *id)
             snprintf(source, sizeof(source), "?");
         port = ntohs(s4->sin_port);
     }
-    const char *full = rdmaPreauthRoom(source);
+    RdmaConn *victim = NULL;
+    const char *full = rdmaPreauthRoom(source, &victim);
     snprintf(desc, sizeof(desc), "rdma %s (in)", source);
-    if (full) {
+    if (full && victim) { /* idle strangers never shut out a newcomer */
+        char why[160];
+        snprintf(why, sizeof(why), "%s: the oldest gives way to a newcomer", full);
+        host->refused(victim->sc.base.desc, why);
+        rdmaCloseConn(&victim->sc.base, why);
+    } else if (full) {
         host->refused(desc, full);
         rdmaRefuse(id, desc);
         return;
@@ -1020,22 +1039,24 @@ static int rdmaAuthenticated(Conn *base)
 }
 
 /* Every stream, every engine tick: keepalives of idle connections and the
- * dead-peer checks of the stream. */
+ * dead-peer checks of the stream, however many connections there are. */
 static void rdmaTick(void)
 {
-    uint64_t ids[256];
-    int n = 0;
+    uint64_t gen = ++rd.tickGen;
+    RdmaConn *c = rdmaConnFirst();
 
-    /* By id: what one connection's progress tells the engine may close others. */
-    for (RdmaConn *c = rdmaConnFirst(); c && n < 256; c = rdmaConnNext(c))
-        ids[n++] = c->sc.base.id;
-    for (int i = 0; i < n; i++) {
-        for (RdmaConn *c = rdmaConnFirst(); c; c = rdmaConnNext(c)) {
-            if (c->sc.base.id == ids[i]) {
-                rdmaProgress(c);
-                break;
-            }
+    /* What one connection's progress tells the engine may close others:
+     * while nothing was unlinked, c and its successor are still listed;
+     * otherwise start again from the head, past the ones already done. */
+    while (c) {
+        if (c->tickGen == gen) {
+            c = rdmaConnNext(c);
+            continue;
         }
+        c->tickGen = gen;
+        uint64_t unlinks = rd.unlinks;
+        rdmaProgress(c);
+        c = rd.unlinks == unlinks ? rdmaConnNext(c) : rdmaConnFirst();
     }
 }
 

@@ -570,6 +570,32 @@ def test_connections_over_the_per_source_cap_are_closed(make_cluster, uid):
     assert "127.0.0.2" in cl["A"].log()
 
 
+def test_idle_connections_from_a_nodes_address_do_not_lock_it_out(make_cluster, uid):
+    """More idle connections than the per-source cap, from the very address a real node
+    dials from (nodes on one host share it): the node's session still comes up, because
+    the oldest unproved connection gives way to a newcomer, and its fetch works."""
+    cl = make_cluster(names=("A", "B"), layout="own", memory="64mb", secret="s3cret")
+    a, b = cl["A"].client(), cl["B"].client()
+    data = payload(64 * 1024, 7)
+    put(a, uid, data)
+    wait_locations(b, uid, ["A"])
+    a0 = stats(a)
+    held = [WirePeer(cl["A"].transfer_port) for _ in range(HANDSHAKE_PER_SOURCE + 4)]
+    try:
+        # Every one of them is in its handshake before B dials.
+        wait_until(lambda: stats(a)["transfer_connections"] - a0["transfer_connections"]
+                   >= len(held), timeout=5.0, what="A to accept the idle connections")
+        assert fetch(b, uid, timeout=4000, via="tcp") == ["OK"]
+        assert sha256(b.execute_command("OBJ.GET", uid)) == sha256(data)
+        open_now = sum(1 for p in held if not p.closed_within(0.01))
+        assert open_now <= HANDSHAKE_PER_SOURCE, f"{open_now} idle connections still held"
+    finally:
+        for p in held:
+            p.close()
+    a1 = stats(a)
+    assert a1["transfer_bad_frames"] == a0["transfer_bad_frames"], "idle peers sent no bad frame"
+
+
 # ---- authenticated peers that do not read ---------------------------------------------------
 
 SEND_STALL = 10.0  # module/transfer: a queue that makes no progress this long is closed

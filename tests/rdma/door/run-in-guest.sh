@@ -13,7 +13,7 @@
 # names another build directory, OBJSTORE_MODULE another module,
 # OBJSTORE_PRELOAD what redis-server must preload for it, e.g. libasan).
 # Servers are started through tests/lib/nodes.sh. Uses OBJ_RXE_ADDR (default
-# 10.99.0.1) and Redis ports 7301-7303 (RDMA ports 27301, 37301-37302).
+# 10.99.0.1) and Redis ports 7301-7304 (RDMA ports 27301, 27304, 37301-37302, 37304).
 # Every server start, wait and client run is bounded in time.
 #
 # An RDMA client is a real Redis client, so each check compares it with
@@ -557,26 +557,48 @@ disconnected=1" "$out"
     expect "with protected-mode no the same client is served" "status:PONG" "$(echo PING | rc $d1)"
 }
 
-# maxclients counts RDMA clients like any: with maxclients = others + 5,
-# two TCP clients (fds 3 and 4) and 3 RDMA clients fill it; the next RDMA
-# client gets Redis's error and is closed, the 3 keep working.
+# maxclients bounds descriptors, as for TCP clients: an RDMA client holds
+# two (its address socket and its completion channel), a connection in its
+# handshake one. With maxclients = others + 5, two TCP clients (fds 3 and
+# 4) and one RDMA client hold four; the next RDMA client's link takes the
+# fifth, its address socket would be a sixth: Redis's error, then closed.
+# Then with maxclients = others + 3, two connections stuck in their
+# handshake leave no room for a client's two.
+fdsAtLeast() { [ "$(fds "$1")" -ge "$2" ]; }
 checkMaxClients() {
-    local others out pid
+    local others out pid baseFds p1 p2
     others=$(($(info $s1 connected_clients) - 1))
     redis-cli -p $s1 config set maxclients $((others + 5)) >/dev/null
+    redis-cli -p $s1 del maxheld >/dev/null
     exec 3<>/dev/tcp/127.0.0.1/$s1
-    echo PING | rc $d1 -q -c 3 --send-delay 8000 >"$work/held.out" &
+    # Held by a BLPOP until the LPUSH below, however slow the machine.
+    echo 'BLPOP maxheld 0' | rc $d1 -q -c 1 >"$work/held.out" &
     pid=$!
-    waitFor held statIs $s1 rdma_clients_connected 3
+    waitFor held statIs $s1 rdma_clients_connected 1
     exec 4<>/dev/tcp/127.0.0.1/$s1
     out=$(printf 'PING\r\n' | rc $d1 --raw)
-    expect "over maxclients an RDMA client is refused with Redis's error" \
+    expect "over maxclients (an RDMA client counts its two descriptors) it is refused with Redis's error" \
         "err:ERR max number of clients reached
 disconnected=1" "$out"
+    redis-cli -p $s1 lpush maxheld x >/dev/null
     wait $pid
-    expect "the clients admitted before keep working" "connections=3 replies=3 errors=0" \
+    expect "the client admitted before keeps working" "replies=1 errors=0" \
         "$(cat "$work/held.out")"
     exec 3>&- 4>&-
+    waitFor gone statIs $s1 rdma_clients_connected 0
+    others=$(($(info $s1 connected_clients) - 1))
+    redis-cli -p $s1 config set maxclients $((others + 3)) >/dev/null
+    baseFds=$(fds $s1)
+    rc $d1 --hostile silent -t 40 >"$work/silent1.out" &
+    p1=$!
+    rc $d1 --hostile silent -t 40 >"$work/silent2.out" &
+    p2=$!
+    waitFor handshakes fdsAtLeast $s1 $((baseFds + 2))
+    out=$(printf 'PING\r\n' | rc $d1 --raw)
+    expect "connections in their handshake count toward maxclients too" \
+        "err:ERR max number of clients reached
+disconnected=1" "$out"
+    wait $p1 $p2
     redis-cli -p $s1 config set maxclients 10000 >/dev/null
     expect "below maxclients again, RDMA clients are served" "status:PONG" "$(echo PING | rc $d1)"
 }
@@ -627,6 +649,42 @@ err:NOPERM this user has no permissions to run the 'incr' command" "$out"
 disconnected=1" "$out"
 }
 
+# Before AUTH a client pins small buffers both ways: 20 clients that sent
+# PING and got NOAUTH, held open, must not pin rdma-rx-size (1 MiB) of TX
+# staging each. Pinned memory is the server's VmPin (registered pages).
+vmPinKb() { awk '/^VmPin:/ { print $2 }' "/proc/$1/status"; }
+errorsAtLeast() { [ "$(info $s2 total_error_replies -a s3cret)" -ge "$1" ]; }
+checkUnauthenticatedPinned() {
+    local pid before after errs n=20 cpid per
+    pid=$(info $s2 process_id -a s3cret)
+    before=$(vmPinKb "$pid")
+    errs=$(info $s2 total_error_replies -a s3cret)
+    echo PING | "$client" -h "$addr" -p $d2 -q -c $n -r 2 -t 60 >/dev/null 2>>"$work/client.err" &
+    cpid=$!
+    if ! waitFor noauth errorsAtLeast $((errs + n)); then
+        fail "unauthenticated pinned memory" "the $n clients did not all get NOAUTH"
+        kill $cpid 2>/dev/null
+        wait $cpid 2>/dev/null
+        return
+    fi
+    after=$(vmPinKb "$pid")
+    kill $cpid 2>/dev/null
+    wait $cpid 2>/dev/null
+    per=$(((after - before) / n))
+    if [ "$after" -gt "$before" ] && [ "$per" -le 256 ]; then
+        pass "an unauthenticated RDMA client pins $per KiB (VmPin $before -> $after KiB for $n)"
+    else
+        fail "unauthenticated pinned memory" \
+            "$per KiB per client (VmPin $before -> $after KiB for $n), expected at most 256"
+    fi
+    out=$(printf 'AUTH s3cret\nGET @rep:x:10\nSET big @rep:b:3000000\nSTRLEN big\n' | rc $d2)
+    expect "after AUTH the buffers grow: a 3 MB request and its replies go through" \
+        "status:OK
+nil
+status:OK
+int:3000000" "$out"
+}
+
 # SHUTDOWN from an RDMA client: the door is stopped from inside the command
 # it runs, then the server exits.
 checkShutdown() {
@@ -644,6 +702,56 @@ checkShutdown() {
     else
         fail "shutdown" "server 2 did not exit"
     fi
+}
+
+# ---- server 4: freed memory filled (jemalloc junk) -----------------------------------------
+
+s4=7304
+d4=37304
+
+# The sweep timer serves every link, and a Redis handler it calls may run
+# file events (processEventsWhileBlocked during a slow script) that free
+# other links. Recipe: 8 connections stuck in their handshake, then client
+# X, the newest (the sweep serves it first, the stuck ones right after it);
+# a DEBUG SLEEP longer than the sweep period, during which X's EVALSHA of a
+# 1 s busy script arrives and the stuck connections' peers die. When the
+# sleep ends the sweep is due and finds X's request before X's own event
+# does; the script runs the events that free the stuck links under the
+# sweep. Freed memory is junk-filled, so a walk that kept a pointer to one
+# of them follows garbage (and the ASan module reports the freed stream).
+pidFds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+pidFdsAtLeast() { [ "$(pidFds "$1")" -ge "$2" ]; }
+checkSweepDuringSlowScript() {
+    local sha pids="" i xpid baseFds lua spid
+    lua="local t=redis.call('TIME') local s=t[1]*1000000+t[2] while true do"
+    lua="$lua local n=redis.call('TIME') if n[1]*1000000+n[2]-s>1000000 then break end end"
+    lua="$lua return 1"
+    redis-cli -p $s4 config set busy-reply-threshold 100 >/dev/null
+    sha=$(redis-cli -p $s4 script load "$lua")
+    # The stuck links live 10 s (the handshake deadline): poll descriptors
+    # directly, redis-cli is slow under emulation.
+    # (The base may still count the connection of the redis-cli that asked
+    # for the pid, hence one less below.)
+    spid=$(info $s4 process_id)
+    baseFds=$(($(pidFds "$spid") - 1))
+    for i in 1 2 3 4 5 6 7 8; do
+        "$client" -h "$addr" -p $d4 --hostile silent -t 40 >/dev/null 2>>"$work/client.err" &
+        pids="$pids $!"
+    done
+    waitFor handshakes pidFdsAtLeast "$spid" $((baseFds + 8))
+    printf 'EVALSHA %s 0\nPING\n' "$sha" | rc $d4 --send-delay 1500 >"$work/sweep.out" &
+    xpid=$!
+    waitFor x pidFdsAtLeast "$spid" $((baseFds + 10)) # X: its channel and address socket
+    # shellcheck disable=SC2086
+    (sleep 0.7 && kill -9 $pids 2>/dev/null) &
+    redis-cli -p $s4 debug sleep 2.5 >/dev/null
+    wait $xpid
+    # shellcheck disable=SC2086
+    wait $pids 2>/dev/null
+    expect "a slow script run by the sweep while links are freed: answered" "int:1
+status:PONG" "$(cat "$work/sweep.out")"
+    expect "the server survives the links freed under the sweep" "PONG" \
+        "$(redis-cli -p $s4 ping 2>&1)"
 }
 
 # ---- run ----------------------------------------------------------------------------------------
@@ -667,7 +775,7 @@ only="$*"
 checks1="checkReplyTypes checkBlpop checkFetch checkZeroCopy checkDisconnectAborts checkMulti
     checkPubSub checkClientKill checkPipeline checkConcurrency checkLarge checkOutputLimit checkQuit
     checkKilledMidPipeline checkHostile checkProtectedMode checkMaxClients"
-checks2="checkAuth checkShutdown"
+checks2="checkAuth checkUnauthenticatedPinned checkShutdown"
 any1=""
 for check in $checks1; do
     if want $check; then any1=1; fi
@@ -693,7 +801,7 @@ fi
 nodeStop rs1
 nodeStop rs3
 
-if want checkAuth || want checkShutdown; then
+if want checkAuth || want checkUnauthenticatedPinned || want checkShutdown; then
     if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb transfer-bind "$addr" \
         cluster-secret door directory-password s3cret rdma-client-port -1; then
         pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
@@ -706,11 +814,23 @@ if want checkAuth || want checkShutdown; then
     nodeStop rs2 s3cret
 fi
 
+if want checkSweepDuringSlowScript; then
+    if MALLOC_CONF=junk:true startServer rs4 $s4 "" --protected-mode no \
+        --enable-debug-command yes -- memory 64mb transfer-bind "$addr" cluster-secret door \
+        rdma-port 27304 rdma-client-port $d4; then
+        pass "server 4 (junk-filled frees) is up with its RDMA door on $addr:$d4"
+        checkSweepDuringSlowScript
+    else
+        fail "server 4" "did not start"
+    fi
+    nodeStop rs4
+fi
+
 if grep -qv '^== ' "$work/client.err"; then
     echo "--- client stderr ($work/client.err):"
     grep -B1 -v '^== ' "$work/client.err" | head -n 30 | sed 's/^/      /'
 fi
-for log in rs1 rs2 rs3; do
+for log in rs1 rs2 rs3 rs4; do
     if grep -qE 'ASSERTION|crashed by signal|Guru Meditation|AddressSanitizer|runtime error' \
         "$work/$log.log" 2>/dev/null; then
         fail "$log" "the server crashed; see $work/$log.log"

@@ -22,6 +22,11 @@
  *   rndv-flood    connect as N, authenticate, and send 400 FETCHes of
  *                 object --id without ever sending DONE; report how many
  *                 RNDV and how many BUSY errors came back
+ *   many-idle     connect --count times as nodes N-0, N-1, ..., authenticate
+ *                 each (dialling --dial), then send nothing for --seconds
+ *                 (our keepalives off) and report how many of them the
+ *                 node kept alive meanwhile: the node's own keepalives come
+ *                 only from its periodic pass over every connection
  *   scoped        misuse the read key of object --id: on one connection
  *                 READ inside the object (must work), say DONE, READ again;
  *                 on a second one READ past the object's end; on a third,
@@ -53,7 +58,7 @@
 #include "transfer/framer.h"
 #include "transfer/wire.h"
 
-#define H_MAX_CONNS 64
+#define H_MAX_CONNS 512
 #define H_FLOOD     400
 #define H_READ_LEN  4096
 
@@ -61,6 +66,8 @@ typedef struct HConn {
     RdmaStream *s;
     Framer f;
     int used, open, closed, authed, noRead, reported;
+    char name[OBJ_WIRE_NAME_MAX + 1]; /* many-idle: the node name it claims */
+    uint64_t keepalives;              /* many-idle: received before the idle time */
     uint8_t nonce[OBJ_WIRE_NONCE], peerNonce[OBJ_WIRE_NONCE];
     char peerName[OBJ_WIRE_NAME_MAX + 1];
     uint16_t peerFeatures;
@@ -385,6 +392,10 @@ static HConn *dialAuthed(const char *addr, int port)
     HConn *c = newConn();
 
     streamCfg(&cfg, c);
+    if (!strcmp(h.mode, "many-idle")) { /* hundreds of them: small, and silent */
+        cfg.txSize = SP_RX_MIN;
+        cfg.keepaliveMs = -1;
+    }
     c->s = rdmaStreamConnectBlocking(addr, port, &cfg, 5000, err, sizeof(err));
     if (!c->s) {
         printf("hostile: connect-error=%s\n", err);
@@ -445,6 +456,50 @@ static const char *statusWord(int st)
         if (*p == ' ')
             *p = '-';
     return o;
+}
+
+/* many-idle: --count authenticated connections, one at a time (the node
+ * lets few into their handshake from one address), each claiming its own
+ * node name; then --seconds of silence from all of them, at the end of
+ * which each must have received a keepalive from the node. */
+static void runManyIdle(const char *base, int port)
+{
+    const char *name = h.name;
+    int n = h.count < H_MAX_CONNS ? h.count : H_MAX_CONNS, kept = 0, closed = 0;
+
+    h.end = nowSec() + 600; /* dialling hundreds takes a while under emulation */
+
+    for (int i = 0; i < n; i++) {
+        char self[OBJ_WIRE_NAME_MAX + 1];
+        snprintf(self, sizeof(self), "%s-%d", name, i);
+        h.name = self;
+        HConn *c = dialAuthed(base, port);
+        snprintf(c->name, sizeof(c->name), "%s", self);
+        for (int j = 0; j < h.nConns; j++) /* keep the earlier ones' receives posted */
+            pollConn(&h.conns[j]);
+    }
+    h.name = name;
+    printf("hostile: connected=%d\n", h.nConns);
+    fflush(stdout);
+    for (int i = 0; i < h.nConns; i++)
+        h.conns[i].keepalives = rdmaStreamKeepalivesIn(h.conns[i].s);
+    double until = nowSec() + h.seconds;
+    while (nowSec() < until) {
+        for (int i = 0; i < h.nConns; i++)
+            pollConn(&h.conns[i]);
+        usleep(5000);
+    }
+    for (int i = 0; i < h.nConns; i++) {
+        HConn *c = &h.conns[i];
+        if (c->closed)
+            closed++;
+        else if (rdmaStreamKeepalivesIn(c->s) > c->keepalives)
+            kept++;
+        else
+            printf("hostile: no-keepalive=%s\n", c->name);
+    }
+    printf("hostile: idle connections=%d kept-alive=%d closed=%d\n", h.nConns, kept, closed);
+    fflush(stdout);
 }
 
 /* The scoped-key misuses, one connection each (a failed READ breaks its
@@ -641,6 +696,8 @@ int main(int argc, char **argv)
                 break;
             usleep(2000);
         }
+    } else if (!strcmp(h.mode, "many-idle")) {
+        runManyIdle(addr, port);
     } else if (!strcmp(h.mode, "no-read") || !strcmp(h.mode, "rndv-flood")) {
         HConn *c = dialAuthed(addr, port);
         uint64_t reqId = 1;
