@@ -642,12 +642,18 @@ def test_peer_that_pings_without_reading_costs_bounded_memory(cl, uid):
         peer.handshake(SECRET)
         peer.sock.settimeout(1.0)
         sent = 0
+        reset = False
         while sent < (64 << 20):
             burst = b"".join(peer.seal(wire_frame(WIRE_PING, req_id=1)) for _ in range(8192))
             try:
                 peer.send(burst)
             except socket.timeout:
                 break  # the node no longer reads us: what we want
+            except (ConnectionResetError, BrokenPipeError):
+                # On a slow host the stall timeout can run out while we still send:
+                # the node has closed us already (its log must say why, below).
+                reset = True
+                break
             sent += len(burst)
             grown = (rss_kb(node) - rss0) >> 10
             assert grown < 100, (
@@ -656,7 +662,7 @@ def test_peer_that_pings_without_reading_costs_bounded_memory(cl, uid):
         # Reading would be progress: wait without reading for the node to give up on us.
         wait_until(lambda: node.log().count(stall_line) > stalls0, SEND_STALL + 8.0,
                    interval=0.2, what="the node to close a peer that stopped reading")
-        assert peer.closed_within(5.0), "the stalled peer was never closed"
+        assert reset or peer.closed_within(5.0), "the stalled peer was never closed"
     finally:
         peer.close()
     assert_healthy(cl, uid)
