@@ -897,7 +897,7 @@ static int doorOpen(const DoorSettings *cfg, char *err, size_t errLen)
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)cfg->port);
     } else {
-        snprintf(err, errLen, "rdma-bind '%s' is not an IP address", cfg->bind);
+        snprintf(err, errLen, "objstore-rdma.bind '%s' is not an IP address", cfg->bind);
         return -1;
     }
     /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
@@ -922,14 +922,14 @@ static int doorOpen(const DoorSettings *cfg, char *err, size_t errLen)
         return -1;
     }
     if (!door.listenId->verbs) {
-        snprintf(err, errLen, "no RDMA device has the address %s (set objstore.rdma-bind)",
+        snprintf(err, errLen, "no RDMA device has the address %s (set objstore-rdma.bind)",
                  cfg->bind);
         return -1;
     }
     const char *dev = ibv_get_device_name(door.listenId->verbs->device);
     if (cfg->device[0] && strcmp(cfg->device, dev)) {
-        snprintf(err, errLen, "%s belongs to device %s, not rdma-device %s", cfg->bind, dev,
-                 cfg->device);
+        snprintf(err, errLen, "%s belongs to device %s, not objstore-rdma.device %s", cfg->bind,
+                 dev, cfg->device);
         return -1;
     }
     if (aeCreateFileEvent(server.el, door.ec->fd, AE_READABLE, doorOnCm, NULL) == AE_ERR) {
@@ -954,7 +954,7 @@ int doorTypeStart(const DoorTypeConfig *cfg, char *err, size_t errLen)
     if (doorCheckServer(cfg, err, errLen) < 0)
         return -1;
     if (cfg->settings.rxSize < SP_RX_MIN || cfg->settings.rxSize > SP_RX_MAX) {
-        snprintf(err, errLen, "rdma-rx-size must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
+        snprintf(err, errLen, "objstore-rdma.rx-size must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
         return -1;
     }
     doorReset();
@@ -999,6 +999,18 @@ void doorStop(void)
                       strerror(errno));
     }
     door.running = 0;
+}
+
+/* See conntype.h. */
+int doorTypeCheck(const DoorTypeConfig *cfg, char *err, size_t errLen)
+{
+    return doorCheckServer(cfg, err, errLen);
+}
+
+/* See conntype.h. */
+const char *doorTypeBuiltFor(void)
+{
+    return REDIS_VERSION;
 }
 
 /* See door.h. */
