@@ -96,7 +96,7 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
-        servers test-redis-suite
+        servers test-redis-suite test-rdma-valkey
 all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -237,6 +237,8 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
 
+SERVERS_CACHE ?= /var/cache/objstore/servers
+VALKEY_RDMA_TEST := $(BUILD)/tests/rdma/valkey-rdma-test
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
               $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
@@ -335,10 +337,15 @@ test-rdma: all
 # module's door (tests/rdma/door) and the client library + patched
 # redis-benchmark and redis-cli (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA)
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)
 	tests/softroce/run.sh 'r=0; tests/rdma/stream/run-in-guest.sh || r=1; \
 	    tests/rdma/door/run-in-guest.sh || r=1; \
-	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
+	    tests/rdma/client/run-in-guest.sh || r=1; \
+	    tests/rdma/valkey/run-in-guest.sh || r=1; exit $$r'
+# Interop with Valkey 8.1.1's built-in RDMA (make servers first): our clients
+# against valkey-server, Valkey's own RDMA test client against our door.
+test-rdma-valkey: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)
+	tests/softroce/run.sh tests/rdma/valkey/run-in-guest.sh
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
 SAN_RUNTIME := $(if $(filter address,$(SAN)),asan,$(SAN))
@@ -373,6 +380,11 @@ SERVERS_CACHE ?= /var/cache/objstore/servers
 servers:
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh redis 8.0.2
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh valkey 8.1.1
+# Valkey's own RDMA test client (tests/rdma/rdma-test.c of the cached
+# source), run against our door by tests/rdma/valkey/run-in-guest.sh.
+$(VALKEY_RDMA_TEST): $(SERVERS_CACHE)/valkey-8.1.1/src/tests/rdma/rdma-test.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -w -o $@ $< -lrdmacm -libverbs -lpthread
 
 # Redis's own unit tests (build/redis-src: the installed server's version) in
 # external mode, without and then with the module (tests/redis-suite/run.sh;
