@@ -34,13 +34,12 @@ unsigned long getClusterConnectionsCount(void);
 #define DOOR_RX_UNAUTH SP_RX_MIN /* RX buffer until the client is authenticated */
 #define DOOR_HANDSHAKE_MIN                                                                         \
     64 /* accepted streams not yet Redis clients: tcp-backlog, at least this */
-#define DOOR_HANDSHAKE_MS   10000         /* connect request to a Redis client */
-#define DOOR_LINGER_MS      2000          /* a closed connection's last bytes */
-#define DOOR_LINGER_READ_MS 100           /* ... and the peer's time to read them */
-#define DOOR_SWEEP_MS       1000          /* keepalives, deadlines */
-#define DOOR_CM_BATCH       64            /* rdma_cm events per loop iteration */
-#define DOOR_WRITEV_MAX     (256u * 1024) /* gathered per connWritev */
-#define DOOR_CONN_TYPE      3             /* connGetType: neither socket (1) nor TLS (2) */
+#define DOOR_HANDSHAKE_MS   10000 /* connect request to a Redis client */
+#define DOOR_LINGER_MS      2000  /* a closed connection's last bytes */
+#define DOOR_LINGER_READ_MS 100   /* ... and the peer's time to read them */
+#define DOOR_SWEEP_MS       1000  /* keepalives, deadlines */
+#define DOOR_CM_BATCH       64    /* rdma_cm events per loop iteration */
+#define DOOR_CONN_TYPE      3     /* connGetType: neither socket (1) nor TLS (2) */
 
 /* ---- context ---------------------------------------------------------------------------- */
 
@@ -84,7 +83,6 @@ static struct {
     unsigned readyCount, handshakes;
     long long kickId, sweepId;
     int kickArmed, sweepArmed;
-    char *scratch; /* connWritev gathers here */
     DoorStats st;
 } door;
 
@@ -348,35 +346,25 @@ static int doorConnWrite(connection *conn, const void *data, size_t len)
     return (int)n;
 }
 
-/* The writev(2) of the connection. The stream takes one buffer per write,
- * so several are gathered into one staging copy (at most DOOR_WRITEV_MAX
- * and what the stream can take now): one RDMA write instead of one per
- * reply block. */
+/* The writev(2) of the connection: the reply blocks are gathered straight
+ * into the stream's staging buffer (one copy; one RDMA write per span of
+ * room, not one per block), as far as the peer's buffer allows. Returns as
+ * doorConnWrite. */
 static int doorConnWritev(connection *conn, const struct iovec *iov, int iovcnt)
 {
     DoorConn *dc = (DoorConn *)conn;
-    if (iovcnt == 1)
-        return doorConnWrite(conn, iov[0].iov_base, iov[0].iov_len);
     if (!dc->link) {
         conn->last_errno = EBADF;
         return -1;
     }
-    RdmaStream *s = dc->link->s;
-    if (rdmaStreamGetState(s) >= RDMA_STREAM_CLOSED)
+    ssize_t n = rdmaStreamWritev(dc->link->s, iov, iovcnt);
+    if (n < 0)
         return doorConnEnded(dc, 0);
-    size_t cap = rdmaStreamWritable(s), n = 0;
-    if (cap > DOOR_WRITEV_MAX)
-        cap = DOOR_WRITEV_MAX;
-    for (int i = 0; i < iovcnt && n < cap; i++) {
-        size_t k = iov[i].iov_len < cap - n ? iov[i].iov_len : cap - n;
-        memcpy(door.scratch + n, iov[i].iov_base, k);
-        n += k;
-    }
-    if (!n) {
+    if (n == 0) {
         conn->last_errno = EAGAIN;
         return -1;
     }
-    return doorConnWrite(conn, door.scratch, n);
+    return (int)n;
 }
 
 /* connClose: detach the stream (it lingers until its last bytes are
@@ -879,7 +867,6 @@ static void doorTeardown(void)
         rdma_destroy_id(door.listenId);
     if (door.ec)
         rdma_destroy_event_channel(door.ec);
-    zfree(door.scratch);
     doorReset();
 }
 
@@ -959,7 +946,6 @@ int doorTypeStart(const DoorTypeConfig *cfg, char *err, size_t errLen)
     }
     doorReset();
     door.rxSize = cfg->settings.rxSize;
-    door.scratch = zmalloc(DOOR_WRITEV_MAX);
     if (doorOpen(&cfg->settings, err, errLen) < 0) {
         doorTeardown();
         return -1;
