@@ -1,5 +1,5 @@
 /*
- * heap.c - one heap for everything objstore.so allocates and frees itself:
+ * strdup.c - one allocator for everything objstore.so allocates and frees itself:
  * the module's own strdup.
  *
  * hiredis (linked in statically) duplicates host names with strdup and
