@@ -428,3 +428,16 @@ test-python: all
 test-python-rdma: all
 	$(MAKE) python
 	tests/softroce/run.sh tests/python/rdma-in-guest.sh
+
+# ---- chaos ------------------------------------------------------------------------
+# Nodes in network namespaces under random faults (tests/chaos; needs root, ip, tc),
+# and the namespace harness's own tests. CHAOS_SECONDS (default 180), CHAOS_SEED;
+# the report goes to $(BUILD)/chaos/report.json. CHAOS_ARGS: what pytest runs, e.g.
+# CHAOS_ARGS=tests/chaos/test_netns.py. With SAN=address, set OBJSTORE_PRELOAD to
+# libasan as tests/run-all.sh does.
+CHAOS_SECONDS ?= 180
+CHAOS_ARGS ?= tests/chaos
+.PHONY: test-chaos
+test-chaos: all
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) CHAOS_SECONDS=$(CHAOS_SECONDS) \
+	    /usr/bin/python3 -m pytest -q $(CHAOS_ARGS)

@@ -31,11 +31,14 @@ one() {
     # for a kernel-picked Redis port above 55535.
     ta=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     tb=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    redis-server --port "$pa" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/A" \
-        --loadmodule "$so" memory 1gb node-name A cluster-secret ab transfer-port "$ta" rdma-port 0 >"$w/A.log" 2>&1 &
+    # The secret goes in a config file: the module refuses it as an argument
+    # (and a file setting would be unknown to an older build).
+    (umask 077 && echo "objstore.cluster-secret ab" >"$w/secret.conf")
+    redis-server "$w/secret.conf" --port "$pa" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/A" \
+        --loadmodule "$so" memory 1gb node-name A transfer-port "$ta" rdma-port 0 >"$w/A.log" 2>&1 &
     a=$!
-    redis-server --port "$pb" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/B" \
-        --loadmodule "$so" memory 1gb node-name B cluster-secret ab transfer-port "$tb" rdma-port 0 directory "127.0.0.1:$pa" \
+    redis-server "$w/secret.conf" --port "$pb" --bind 127.0.0.1 --save '' --appendonly no --dir "$w/B" \
+        --loadmodule "$so" memory 1gb node-name B transfer-port "$tb" rdma-port 0 directory "127.0.0.1:$pa" \
         >"$w/B.log" 2>&1 &
     b=$!
     for _ in $(seq 50); do

@@ -535,19 +535,43 @@ static uint64_t pinHash(const void *id, size_t idLen)
     return h;
 }
 
-/* The entry of id that a pin may use (not stale) or, with anyUser set, any
- * entry with users left (a release). Returns it or NULL. */
-static PinEntry *pinFind(const PinCache *pc, const void *id, size_t idLen, uint64_t h, int anyUser)
+/* The entry of id that a pin may use (not stale). Returns it or NULL. */
+static PinEntry *pinFind(const PinCache *pc, const void *id, size_t idLen, uint64_t h)
 {
     if (pc->nbuckets == 0)
         return NULL;
-    for (PinEntry *e = pc->buckets[h & (pc->nbuckets - 1)]; e != NULL; e = e->hashNext) {
-        if (e->hash != h || e->idLen != idLen || (idLen > 0 && memcmp(e->id, id, idLen) != 0))
-            continue;
-        if (anyUser ? e->users > 0 : !e->stale)
+    for (PinEntry *e = pc->buckets[h & (pc->nbuckets - 1)]; e != NULL; e = e->hashNext)
+        if (e->hash == h && e->idLen == idLen && (idLen == 0 || memcmp(e->id, id, idLen) == 0) &&
+            !e->stale)
             return e;
-    }
     return NULL;
+}
+
+/*
+ * The entry of id with users left that a release drops: the one whose view
+ * starts at data, or with data NULL the only one (an id deleted and made
+ * again can have a stale entry and a fresh one in use at once: then *many
+ * is set and NULL returned). Returns it or NULL.
+ */
+static PinEntry *pinFindUsed(const PinCache *pc, const void *id, size_t idLen, uint64_t h,
+                             const void *data, int *many)
+{
+    PinEntry *found = NULL;
+
+    *many = 0;
+    if (pc->nbuckets == 0)
+        return NULL;
+    for (PinEntry *e = pc->buckets[h & (pc->nbuckets - 1)]; e != NULL; e = e->hashNext) {
+        if (e->hash != h || e->idLen != idLen || (idLen > 0 && memcmp(e->id, id, idLen) != 0) ||
+            e->users == 0 || (data != NULL && e->view.data != data))
+            continue;
+        if (found != NULL) {
+            *many = 1;
+            return NULL;
+        }
+        found = e;
+    }
+    return found;
 }
 
 /* Double the buckets (or make the first 64) when the chains would grow
@@ -649,12 +673,18 @@ static int pinAdd(PinCache *pc, const void *id, size_t idLen, uint64_t h, const 
 static int pinSendReleases(ObjClient *c, PinEntry **batch, int n)
 {
     CmdArgs cmds[OBJ_CLIENT_RELEASE_BATCH];
+    char offsets[OBJ_CLIENT_RELEASE_BATCH][24];
     int rv;
 
     for (int i = 0; i < n; i++) {
         cmds[i].argc = 0;
         argsAddStr(&cmds[i], "OBJ.RELEASE");
         argsAdd(&cmds[i], batch[i]->id, batch[i]->idLen);
+        /* The id may name a newer object than the one this entry pinned. */
+        snprintf(offsets[i], sizeof(offsets[i]), "%zu",
+                 (size_t)((const unsigned char *)batch[i]->view.data - c->arenaBase));
+        argsAddStr(&cmds[i], "OFFSET");
+        argsAddStr(&cmds[i], offsets[i]);
     }
     rv = n > 0 ? clientCallPipeline(c, cmds, n) : 0;
     if (n > 0) {
@@ -987,6 +1017,24 @@ int objClientSetPinPrefault(ObjClient *c, size_t minBytes)
 }
 
 /*
+ * OBJ.RELEASE id OFFSET offset: the pin of the object at that offset, which
+ * stays right when id was deleted and made again. Returns 0, or -1 with the
+ * error recorded.
+ */
+static int clientReleaseOffset(ObjClient *c, const void *id, size_t idLen, uint64_t offset)
+{
+    char buf[24];
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.RELEASE", id, idLen, &a) < 0)
+        return -1;
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)offset);
+    argsAddStr(&a, "OFFSET");
+    argsAddStr(&a, buf);
+    return clientCallStatus(c, &a);
+}
+
+/*
  * OBJ.PIN id [TIMEOUT ms], then point *out into the arena. Returns 0, or -1
  * with the error recorded; a reply that cannot be turned into a view
  * releases the pin again, keeping the error that explains why.
@@ -995,7 +1043,7 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
 {
     char timeoutBuf[32], msg[OBJ_CLIENT_ERRSTR_LEN];
     PinEntry *e;
-    uint64_t h = 0;
+    uint64_t h = 0, offset;
     redisReply *r;
     CmdArgs a;
     ObjErr err;
@@ -1009,7 +1057,7 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         return -1;
     if (c->pins.maxIdle > 0) {
         h = pinHash(id, idLen);
-        e = pinFind(&c->pins, id, idLen, h, 0);
+        e = pinFind(&c->pins, id, idLen, h);
         if (e != NULL) {
             if (e->users++ == 0)
                 pinIdleRemove(&c->pins, e);
@@ -1024,10 +1072,9 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
     if (r == NULL)
         return -1;
     rv = clientPinView(c, r, out);
-    freeReplyObject(r);
-    if (rv == 0)
-        clientPrefault(c, out);
     if (rv == 0) {
+        freeReplyObject(r);
+        clientPrefault(c, out);
         if (c->pins.maxIdle > 0) {
             c->pins.misses++;
             pinAdd(&c->pins, id, idLen, h, out); /* out of memory: stays uncached */
@@ -1035,31 +1082,25 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         return clientOk(c);
     }
 
+    /* A pin answer that makes no view: give that pin (and only it) back. */
     err = c->err;
     memcpy(msg, c->errstr, sizeof(msg));
-    objClientRelease(c, id, idLen);
+    if (replyToU64(replyField(r, "offset"), &offset) == 0)
+        clientReleaseOffset(c, id, idLen, offset);
+    freeReplyObject(r);
     c->err = err;
     memcpy(c->errstr, msg, sizeof(msg));
     return -1;
 }
 
 /*
- * OBJ.RELEASE id, or with the pin cache: drop one of the program's pins of
- * the cached entry; the last one makes it idle (the server pin stays), and
- * more than maxIdle idle entries send the oldest back in one batch. A pin
- * the cache does not know (taken before it was on) is released at once.
- * Returns 0, or -1 with the error recorded.
+ * Drop one of the program's pins of cached entry e: the last one makes it
+ * idle (the server pin stays; a stale entry's goes back at once), and more
+ * than maxIdle idle entries send the oldest back in one batch. Returns 0,
+ * or -1 with the error recorded.
  */
-int objClientRelease(ObjClient *c, const void *id, size_t idLen)
+static int pinUserGone(ObjClient *c, PinEntry *e)
 {
-    PinEntry *e;
-    CmdArgs a;
-
-    if (clientIdCommand(c, "OBJ.RELEASE", id, idLen, &a) < 0)
-        return -1;
-    e = pinFind(&c->pins, id, idLen, pinHash(id, idLen), 1);
-    if (e == NULL)
-        return clientCallStatus(c, &a);
     if (--e->users > 0)
         return clientOk(c);
     pinIdleAppend(&c->pins, e);
@@ -1071,6 +1112,61 @@ int objClientRelease(ObjClient *c, const void *id, size_t idLen)
         return -1;
     }
     return clientOk(c);
+}
+
+/*
+ * OBJ.RELEASE id, or with the pin cache: drop a program's pin of the cached
+ * entry (pinUserGone). A pin the cache does not know (taken before it was
+ * on) is released at once by the server's rule: the one object this
+ * connection pins under id. When the client pins two objects under id (it
+ * was deleted and made again), nothing is released and the call fails with
+ * OBJ_ERR_WRONGSTATE: objClientReleaseBuffer names the one to drop.
+ * Returns 0, or -1 with the error recorded.
+ */
+int objClientRelease(ObjClient *c, const void *id, size_t idLen)
+{
+    PinEntry *e;
+    CmdArgs a;
+    int many;
+
+    if (clientIdCommand(c, "OBJ.RELEASE", id, idLen, &a) < 0)
+        return -1;
+    e = pinFindUsed(&c->pins, id, idLen, pinHash(id, idLen), NULL, &many);
+    if (many)
+        return clientFail(c, OBJ_ERR_WRONGSTATE,
+                          "WRONGSTATE this client pins more than one object under this id (it "
+                          "was deleted and made again): release it with objClientReleaseBuffer");
+    if (e == NULL)
+        return clientCallStatus(c, &a);
+    return pinUserGone(c, e);
+}
+
+/*
+ * Release the pin whose view objClientPin put in *buf: by the view's offset
+ * in the arena (OBJ.RELEASE id OFFSET o), or through its cache entry.
+ * Returns 0, or -1 with the error recorded (BADARG for a view that is not
+ * in this client's mapped arena).
+ */
+int objClientReleaseBuffer(ObjClient *c, const void *id, size_t idLen, const ObjBuffer *buf)
+{
+    const unsigned char *data;
+    PinEntry *e;
+    int many;
+
+    if (c == NULL)
+        return -1;
+    if (buf == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientReleaseBuffer: buf is NULL");
+    data = buf->data;
+    if (c->arenaBase == NULL || data < c->arenaBase ||
+        !clientInArena(c, (uint64_t)(data - c->arenaBase), 0))
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG objClientReleaseBuffer: the view is not one of this client's "
+                          "pins (not inside its mapped arena)");
+    e = pinFindUsed(&c->pins, id, idLen, pinHash(id, idLen), data, &many);
+    if (e != NULL)
+        return pinUserGone(c, e);
+    return clientReleaseOffset(c, id, idLen, (uint64_t)(data - c->arenaBase));
 }
 
 /* ---- copying put / get --------------------------------------------------------------------------
@@ -1151,7 +1247,7 @@ void objClientFreeData(void *data)
  */
 static int clientDropCached(ObjClient *c, const void *id, size_t idLen)
 {
-    PinEntry *e = pinFind(&c->pins, id, idLen, pinHash(id, idLen), 0);
+    PinEntry *e = pinFind(&c->pins, id, idLen, pinHash(id, idLen));
 
     if (e == NULL)
         return 0;

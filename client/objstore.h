@@ -23,9 +23,9 @@ extern "C" {
  * against, encoded like OBJSTORE_VERSION, so that a program built against a
  * newer header can refuse an older library. */
 #define OBJSTORE_VERSION_MAJOR  0
-#define OBJSTORE_VERSION_MINOR  1
+#define OBJSTORE_VERSION_MINOR  2
 #define OBJSTORE_VERSION_PATCH  0
-#define OBJSTORE_VERSION_STRING "0.1.0"
+#define OBJSTORE_VERSION_STRING "0.2.0"
 #define OBJSTORE_VERSION                                                                           \
     ((OBJSTORE_VERSION_MAJOR << 16) | (OBJSTORE_VERSION_MINOR << 8) | OBJSTORE_VERSION_PATCH)
 unsigned objVersion(void);
@@ -72,7 +72,8 @@ typedef enum ObjErr {
 
 typedef struct ObjClient ObjClient;
 
-/* A zero-copy view of a pinned object; valid until objClientRelease(). */
+/* A zero-copy view of a pinned object; valid until it is released
+ * (objClientReleaseBuffer, or objClientRelease). */
 typedef struct ObjBuffer {
     const void *data;
     size_t size;
@@ -101,10 +102,17 @@ int objClientAbort(ObjClient *c, const void *id, size_t idLen);
 /* Pin a sealed object (waiting up to timeoutMs for it; 0 = do not wait for
  * a missing id, -1 = wait forever) and point *out into the arena. */
 int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, ObjBuffer *out);
+/* Drop the pin whose view objClientPin put in *buf (since 0.2). Prefer it to
+ * objClientRelease: an id deleted and made again while this client pinned
+ * the old object names two objects, and the view tells which pin goes. */
+int objClientReleaseBuffer(ObjClient *c, const void *id, size_t idLen, const ObjBuffer *buf);
+/* Drop the pin of the one object this client pins under id. While it pins
+ * two (the id was deleted and made again), nothing is released and the call
+ * fails with OBJ_ERR_WRONGSTATE: use objClientReleaseBuffer. */
 int objClientRelease(ObjClient *c, const void *id, size_t idLen);
 
 /*
- * Client-side pin cache (off by default; see README "Pin cache"). With it on,
+ * Client-side pin cache (off by default; see docs/client.md, "Pin cache"). With it on,
  * objClientRelease does not send OBJ.RELEASE at once: the object stays pinned
  * on the server, and a later objClientPin of the same id (by value) is served
  * from the cache without a round trip. Released ("idle") entries are given
@@ -115,7 +123,8 @@ int objClientRelease(ObjClient *c, const void *id, size_t idLen);
  * only after the batch release, and a cached pin keeps returning that object
  * even if the id was deleted and made again meanwhile; so use it for ids
  * that are never reused, or flush after a delete. objClientDelete through the
- * same client drops its own cached entry first.
+ * same client drops its own cached entry first, and a later pin of the id
+ * pins the new object: release each view with objClientReleaseBuffer.
  */
 #define OBJ_PIN_CACHE_DEFAULT_IDLE 64
 

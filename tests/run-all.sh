@@ -5,7 +5,8 @@
 #   3. server tests against a real redis-server (pytest, tests/server), the
 #      obj-benchmark smoke test and the Python client (tests/python)
 #   4. the same unit + server suites under ASan/UBSan (build/san-address/)
-#   5. the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
+#   5. the chaos test (nodes in network namespaces under random faults), plain
+#      and with the ASan/UBSan module, then the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
 #      stream's control messages and offsets)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
 #      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
@@ -48,6 +49,10 @@ step "python client (ASan/UBSan module)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-python
 
+step "chaos (network namespaces)" make test-chaos
+step "chaos (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    make SAN=address test-chaos CHAOS_SECONDS=180
 step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
 # The other servers users run (the README's Supported servers): Redis 8.0.2 and
 # Valkey 8.1.1 from Debian 13's source packages, built once into a cache outside

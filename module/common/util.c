@@ -25,6 +25,16 @@ int utilParseU64(const char *s, size_t len, uint64_t *out)
     return 0;
 }
 
+int utilParseTimeoutMs(const char *s, size_t len, uint64_t *out)
+{
+    uint64_t v;
+
+    if (utilParseU64(s, len, &v) == -1 || v > OBJ_TIMEOUT_MAX_MS)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int utilParseHex64(const char *s, size_t len, uint64_t *out)
 {
     uint64_t v = 0;
@@ -91,7 +101,7 @@ int utilParseSize(const char *s, size_t len, uint64_t *out)
 
 /* Match one bracket class at pat[*pi] (just after '['); advances *pi past ']'.
  * Returns 1 if c is in the class. An unterminated class matches nothing. */
-static int globClass(const char *pat, size_t patLen, size_t *pi, unsigned char c)
+static int globClass(const char *pat, size_t patLen, size_t *pi, unsigned char c, uint64_t *work)
 {
     size_t i = *pi;
     int negate = 0, match = 0;
@@ -120,19 +130,23 @@ static int globClass(const char *pat, size_t patLen, size_t *pi, unsigned char c
         }
         i++;
     }
+    *work += i - *pi;
     if (i >= patLen)
         return 0;
     *pi = i + 1;
     return negate ? !match : match;
 }
 
-/* Iterative glob with single-star backtracking: linear in practice and never
- * recursive, so a hostile pattern cannot blow the stack. */
-int utilGlobMatch(const char *pat, size_t patLen, const char *str, size_t strLen)
+/* Iterative glob with single-star backtracking: never recursive, so a hostile
+ * pattern cannot blow the stack; each restart after a star walks the pattern
+ * once, so the cost is bounded by (strLen + 1) restarts of patLen + strLen. */
+int utilGlobMatchCounted(const char *pat, size_t patLen, const char *str, size_t strLen,
+                         uint64_t *work)
 {
     size_t p = 0, s = 0, starP = (size_t)-1, starS = 0;
 
     while (s < strLen) {
+        (*work)++;
         if (p < patLen && pat[p] == '*') {
             starP = ++p;
             starS = s;
@@ -144,7 +158,7 @@ int utilGlobMatch(const char *pat, size_t patLen, const char *str, size_t strLen
             if (pat[p] == '?') {
                 ok = 1;
             } else if (pat[p] == '[') {
-                ok = globClass(pat, patLen, &np, (unsigned char)str[s]);
+                ok = globClass(pat, patLen, &np, (unsigned char)str[s], work);
             } else if (pat[p] == '\\' && p + 1 < patLen) {
                 ok = pat[p + 1] == str[s];
                 np = p + 2;
@@ -165,6 +179,13 @@ int utilGlobMatch(const char *pat, size_t patLen, const char *str, size_t strLen
     while (p < patLen && pat[p] == '*')
         p++;
     return p == patLen;
+}
+
+int utilGlobMatch(const char *pat, size_t patLen, const char *str, size_t strLen)
+{
+    uint64_t work = 0;
+
+    return utilGlobMatchCounted(pat, patLen, str, strLen, &work);
 }
 
 int64_t utilWallMs(void)

@@ -83,6 +83,10 @@ static void dirRedirect(DirCmd *c)
         c->master = m;
         if (dirConnEnsure(m, 1) != 0)
             return;
+        if (rd.kind == SLOTS_REDIRECT_ASK && c->onAsk != NULL) {
+            c->onAsk(c, m, c->askArg);
+            return;
+        }
         if (rd.kind == SLOTS_REDIRECT_ASK &&
             redisAppendCommand(dir.conns[m].ctx, "ASKING") != REDIS_OK)
             dirOom();

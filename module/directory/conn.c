@@ -34,9 +34,15 @@ void dirConnFail(int m, const char *fmt, ...)
 
     redisFree(c->ctx);
     c->ctx = NULL;
+    c->markSeq = 0; /* the re-publish below covers whatever it lost */
     c->retryMs = dirNowMs() + dir.backoffMs;
-    dir.mapStale = 1;
-    dirBackoff();
+    /* A re-read already pending keeps its time: under a stream of lookups
+     * for the dead shard, each one's failed retry would otherwise push the
+     * re-read back again, and the node would never learn the new master. */
+    if (!dir.mapStale) {
+        dir.mapStale = 1;
+        dirBackoff();
+    }
     pthread_mutex_lock(&dir.lock);
     dir.stats.connected = 0;
     dir.needSnapshot = 1;
@@ -116,6 +122,26 @@ static redisContext *dirOpen(const char *host, int port, char *err, size_t errLe
 }
 
 /*
+ * Warns when the directory Redis behind ctx (host:port) may evict keys: an
+ * evicted object key is lost without a trace the node could notice (a lost
+ * registration or marker is noticed, a lone object key is not), so the
+ * object stays unlocated until its node re-publishes for another reason. Skipped silently when the
+ * server refuses CONFIG (renamed, or not in the ACL). Can't fail.
+ */
+static void dirCheckEvictionPolicy(redisContext *ctx, const SlotsAddr *a)
+{
+    redisReply *r = redisCommand(ctx, "CONFIG GET maxmemory-policy");
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "noeviction") != 0)
+        dirLog("warning",
+               "directory %.64s:%d runs with maxmemory-policy %.32s: keys it evicts leave "
+               "objects unlocated until their node re-publishes them; run the directory "
+               "with maxmemory-policy noeviction",
+               a->host, a->port, r->element[1]->str);
+    freeReplyObject(r);
+}
+
+/*
  * Makes sure master m has a connection. Without force, a master that failed
  * less than a backoff ago is not tried again, so that commands for a dead
  * shard fail at once. Returns 0, or -1 (dir.conns[m].err says why).
@@ -133,6 +159,10 @@ int dirConnEnsure(int m, int force)
     if (c->ctx == NULL) {
         dirConnFail(m, "%s", err);
         return -1;
+    }
+    if (!c->policyChecked) {
+        c->policyChecked = 1;
+        dirCheckEvictionPolicy(c->ctx, a);
     }
     return 0;
 }
@@ -286,10 +316,12 @@ static void dirMapAdopt(SlotsMap *fresh)
     DirConn *conns = dirCalloc((size_t)fresh->nMasters, sizeof(*conns));
     for (int m = 0; m < dir.nConns; m++) {
         int to = slotsMapFind(fresh, dir.map.masters[m].host, dir.map.masters[m].port);
-        if (to >= 0)
+        if (to >= 0) {
             conns[to] = dir.conns[m];
-        else
+        } else {
             redisFree(dir.conns[m].ctx);
+            free(dir.conns[m].markKey);
+        }
     }
     free(dir.conns);
     slotsMapReset(&dir.map);
@@ -336,40 +368,14 @@ int dirAllUp(void)
     return 1;
 }
 
-/*
- * On a Redis Cluster, every master this node holds a connection to answers
- * a PING once per heartbeat. The heartbeat itself reaches only the shards
- * of this node's two keys; without this a failover of another shard goes
- * unnoticed by a node with nothing to write there, and that node never
- * re-publishes what the promoted replica may have lost. A dead link is
- * handled like any other (dirConnFail: map re-read, full re-publish). Can't
- * fail.
- */
-void dirPingMasters(void)
-{
-    if (dir.nConns < 2)
-        return; /* one Redis: the heartbeat just talked to it */
-    for (int m = 0; m < dir.nConns; m++) {
-        redisContext *ctx = dir.conns[m].ctx;
-        if (ctx == NULL)
-            continue;
-        redisReply *r = redisCommand(ctx, "PING");
-        if (r == NULL) {
-            char why[128];
-            snprintf(why, sizeof(why), "%s", ctx->errstr);
-            dirConnFail(m, "PING: %s", why);
-            continue;
-        }
-        freeReplyObject(r);
-    }
-}
-
 /* Closes every connection and forgets the slot map (dirStop, after the
  * last command). Can't fail. */
 void dirConnsCloseAll(void)
 {
-    for (int m = 0; m < dir.nConns; m++)
+    for (int m = 0; m < dir.nConns; m++) {
         redisFree(dir.conns[m].ctx);
+        free(dir.conns[m].markKey);
+    }
     free(dir.conns);
     dir.conns = NULL;
     dir.nConns = 0;

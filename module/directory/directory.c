@@ -76,6 +76,7 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     memset(dir.nodeCache, 0, sizeof(dir.nodeCache)); /* entries of an earlier start */
     slotsMapInit(&dir.map);
     dir.haveMap = dir.mapStale = dir.mapCovered = 0;
+    dir.markNext = 0;
     dir.conns = NULL;
     dir.nConns = 0;
     dir.everConnected = 0;
@@ -211,7 +212,7 @@ static void dirEnqueueWrite(DirOp *op)
     pthread_mutex_lock(&dir.lock);
     if (!dir.accepting) {
         pthread_mutex_unlock(&dir.lock);
-        free(op);
+        dirOpFree(op);
         return;
     }
     if (dir.pendingWrites >= OBJ_DIR_QUEUE_MAX) {
@@ -221,7 +222,7 @@ static void dirEnqueueWrite(DirOp *op)
                  OBJ_DIR_QUEUE_MAX);
         dir.needSnapshot = 1;
         pthread_mutex_unlock(&dir.lock);
-        free(op);
+        dirOpFree(op);
         return;
     }
     dirPushLocked(op);
@@ -242,12 +243,14 @@ static void dirEnqueueRead(DirOp *op)
     dirFailOne(op, "directory not running");
 }
 
-void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum)
+void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
+                DirCopy copy)
 {
     DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
     op->size = size;
     op->metaSize = metaSize;
     op->checksum = checksum;
+    op->copy = copy;
     dirEnqueueWrite(op);
 }
 

@@ -18,13 +18,18 @@
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
  *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
+ *   objstore:mark:{<tag>}:<name>  string  this node's marker on the master
+ *                                 serving slot(<tag>) (PX ttl, docs/cluster.md)
+ *   (an id that is empty or starts with '}' cannot be its own hash tag:
+ *   objstore:h{<hex CRC16(id)>}:<id>:meta and :loc instead, slotsObjKey)
  *
  * The thread registers the node and renews it every heartbeat, so a dead
  * node drops out by itself when its key expires. Publish/unpublish requests
  * are queued and never block the caller. When the directory is unreachable
  * the thread retries with backoff; once it is back it re-registers and
  * re-publishes every local object (through the snapshot callback), because
- * a restarted directory Redis may have lost everything.
+ * a restarted directory Redis may have lost everything; so it does when a
+ * heartbeat finds the registration or a marker gone while the link stayed up.
  * Pure C (hiredis + pthreads): no Redis module headers.
  */
 #ifndef OBJSTORE_DIRECTORY_H
@@ -50,6 +55,13 @@ typedef struct DirConfig {
     uint32_t features; /* OBJ_FEAT_* (wire.h) */
     int heartbeatMs;   /* renew interval, e.g. 1000 */
     int ttlMs;         /* node key lifetime, e.g. 5000 */
+    /* Where notices and warnings go ("notice", "warning"), from the directory
+     * thread; NULL: nowhere. */
+    void (*log)(const char *level, const char *msg);
+    /* Called on the directory thread when the directory refused this node's
+     * replica of id (checksum: the replica's) because the id names another
+     * object now; the node may drop that copy. NULL: nothing is called. */
+    void (*staleReplica)(const char *id, size_t idLen, uint64_t checksum);
 } DirConfig;
 
 /* A live node as the directory sees it. */
@@ -85,12 +97,21 @@ typedef struct DirResult {
 } DirResult;
 
 typedef void DirResultFn(DirResult *res, void *arg);
-/* For re-publishing: call emit(id, idLen, size, metaSize, checksum, emitArg)
- * for every sealed local object. Runs on the directory thread. emit only
+
+/* What kind of copy a publish speaks for. The directory keeps one meta per
+ * id and converges on the primary's: a primary's publish replaces a meta of
+ * another generation (size, meta size or checksum differ) and resets the
+ * location set to itself; a replica's is added only to a meta of its own
+ * generation (or creates one where there is none), and is refused otherwise:
+ * it is a copy of an id that now names another object (docs/cluster.md). */
+typedef enum DirCopy { DIR_COPY_PRIMARY = 0, DIR_COPY_REPLICA = 1 } DirCopy;
+
+/* For re-publishing: call emit(id, idLen, size, metaSize, checksum, copy,
+ * emitArg) for every sealed local object. Runs on the directory thread. emit only
  * copies its arguments (the network I/O happens after the snapshot returns),
  * so the snapshot may hold the object table's lock while it iterates. */
 typedef void DirEmitFn(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
-                       uint64_t checksum, void *emitArg);
+                       uint64_t checksum, DirCopy copy, void *emitArg);
 typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
 
 /* Start the directory thread. Returns 0, or -1 (with errno) when the thread
@@ -109,8 +130,10 @@ void dirServerUp(void);
 /* Unregister (best effort, bounded by a short timeout) and join the thread. */
 void dirStop(void);
 
-/* Queue a publication / removal of this node as a location of id. */
-void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum);
+/* Queue a publication / removal of this node as a location of id (copy:
+ * whether this node holds id's primary or a replica, see DirCopy). */
+void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
+                DirCopy copy);
 void dirUnpublish(const char *id, size_t idLen);
 /* Look id up; cb(res, arg) runs later on the directory thread, exactly once
  * (also when the directory is down: res->status == DIR_UNAVAILABLE). Only
@@ -130,7 +153,8 @@ void dirResultFree(DirResult *res);
 typedef struct DirStats {
     int connected;
     uint64_t publishes, unpublishes, lookups, reconnects, errors, queued;
-    char lastError[128]; /* text of the latest error counted in errors, or "" */
+    uint64_t staleReplicas; /* replica publishes refused: the id names another object now */
+    char lastError[128];    /* text of the latest error counted in errors, or "" */
 } DirStats;
 void dirGetStats(DirStats *st);
 

@@ -26,6 +26,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/heap.h"
 #include "common/list.h"
 #include "directory.h"
 #include "slots.h"
@@ -58,6 +59,12 @@
  * scheduler's objects live on a handful of nodes. A dead node stays listed
  * that much longer; a fetch from it fails over to the next location. */
 #define OBJ_DIR_NODE_CACHE 256
+/* Decimal tags 0..OBJ_DIR_MARK_TAGS-1 hash to every one of the 16384 slots
+ * (109758 of them do), so each master gets a marker key in a slot of its
+ * own (dirMarkKeyOf). */
+#define OBJ_DIR_MARK_TAGS   (1 << 17)
+#define OBJ_DIR_MARK_PREFIX "objstore:mark:"
+
 /* MOVED/ASK hops followed for one command before giving up on it. */
 #define OBJ_DIR_REDIRECTS_MAX 5
 
@@ -84,6 +91,13 @@ typedef struct DirConn {
     redisContext *ctx; /* NULL while disconnected */
     int64_t retryMs;   /* monotonic: no new connect attempt before it */
     char err[256];     /* why it is down, for DIR_UNAVAILABLE results */
+    int policyChecked; /* its maxmemory-policy was read (once per master) */
+    /* This node's marker on this master (see dirAddMarks): its key, in a slot
+     * the master serves (NULL: none yet), and the value the master last
+     * acknowledged (0: none expected yet). */
+    char *markKey;
+    size_t markKeyLen;
+    uint64_t markSeq;
 } DirConn;
 
 /* One command of a batch, formatted once so that a redirection can resend
@@ -94,6 +108,16 @@ typedef struct DirCmd {
     int slot;
     int master;        /* where it went; -1: no master serves the slot */
     redisReply *reply; /* NULL: its shard could not be reached */
+    int mark;          /* a marker (dirAddMarks) of master markMaster, value markVal */
+    int markMaster;
+    uint64_t markVal;
+    /* When set, an ASK for this command is followed by onAsk(c, m, askArg)
+     * instead of the command itself after ASKING: a script on more than one
+     * key cannot run on an importing master before all its keys are there
+     * (TRYAGAIN), so its writer says what to send instead. It leaves the
+     * final answer in c->reply, or NULL when master m was lost. */
+    void (*onAsk)(struct DirCmd *c, int m, const void *askArg);
+    const void *askArg;
 } DirCmd;
 
 typedef struct DirBatch {
@@ -113,6 +137,7 @@ typedef struct DirOp {
     ObjListLink link; /* in the queue, or in the list being worked on */
     DirOpKind kind;
     uint64_t size, metaSize, checksum; /* publish */
+    DirCopy copy;                      /* publish */
     DirResultFn *cb;                   /* lookup, list */
     void *arg;
     size_t idLen;
@@ -144,11 +169,12 @@ typedef struct DirState {
     void *snapshotArg;
     SlotsAddr seeds[OBJ_DIR_SEEDS_MAX]; /* where the slot map is read first */
     int nSeeds;
-    SlotsMap map;   /* slot -> master; one master for a single Redis */
-    int haveMap;    /* map has been read at least once */
-    int mapStale;   /* a MOVED or a lost master: re-read it at nextConnectMs */
-    int mapCovered; /* slots that have a master */
-    DirConn *conns; /* nConns == map.nMasters, same order */
+    SlotsMap map;      /* slot -> master; one master for a single Redis */
+    int haveMap;       /* map has been read at least once */
+    int mapStale;      /* a MOVED or a lost master: re-read it at nextConnectMs */
+    int mapCovered;    /* slots that have a master */
+    uint64_t markNext; /* the last marker value written (dirAddMarks) */
+    DirConn *conns;    /* nConns == map.nMasters, same order */
     int nConns;
     int everConnected;
     int backoffMs;
@@ -175,10 +201,13 @@ struct timeval dirTimeval(int ms);
 /* Schedules the next connect attempt one backoff from now and doubles it. */
 void dirBackoff(void);
 void dirNoteError(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dirLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dirScheduleSnapshot(const char *why);
 void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups);
 int dirStopRequested(void);
 int dirOpIsWrite(const DirOp *op);
 DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen);
+void dirOpFree(DirOp *op);
 void dirOpsFree(ObjList *list);
 DirResult *dirResultNew(const char *id, size_t idLen);
 void dirResultSet(DirResult *res, DirStatus status, const char *fmt, ...);
@@ -197,6 +226,7 @@ void dirRequeueFront(ObjList *list);
 char *dirObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut);
 char *dirNodeKey(const char *name, size_t nameLen, size_t *lenOut);
 char *dirBucketKey(int k, size_t *lenOut);
+char *dirMarkKey(unsigned tag, size_t *lenOut);
 int dirBucketOf(const char *name, size_t nameLen);
 
 /* ---- conn.c ------------------------------------------------------------------------- */
@@ -208,7 +238,6 @@ redisReply *dirReadFrom(int m);
 int dirFlush(int m);
 int dirMapLoad(void);
 int dirAllUp(void);
-void dirPingMasters(void);
 void dirConnsCloseAll(void);
 
 /* ---- batch.c ------------------------------------------------------------------------ */
@@ -228,6 +257,8 @@ void dirAddWrite(DirBatch *b, const DirOp *op);
 void dirTakeWriteReplies(const DirBatch *b, ObjList *writes);
 int dirSendWrites(ObjList *list);
 void dirRepublish(void);
+void dirAddMarks(DirBatch *b, size_t upTo, int every);
+void dirCheckMarks(const DirBatch *b);
 
 /* ---- lookup.c ----------------------------------------------------------------------- */
 

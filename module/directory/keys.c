@@ -1,29 +1,24 @@
 /*
  * keys.c - the directory's key schema: an object's meta hash and location
- * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object), a
- * node's hash (objstore:node:<name>) and the node registry's buckets
- * (objstore:nodes:{b<k>}). Every builder returns a malloc'd, NUL-terminated
- * key and its length; none can fail.
+ * set (objstore:{<id>}:meta, objstore:{<id>}:loc, one slot per object, built
+ * by slotsObjKey), a node's hash (objstore:node:<name>), the node registry's
+ * buckets (objstore:nodes:{b<k>}) and a node's marker on each master
+ * (objstore:mark:{<tag>}:<name>). Every builder returns a malloc'd,
+ * NUL-terminated key and its length; none can fail.
  */
 #include "dirint.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Builds the key objstore:{<id>}<suffix> (binary-safe). The hash tag is the
- * same for both of an object's keys whatever the id holds, so they share a
- * slot. */
+/* Builds the directory key of object id with suffix (":meta", ":loc"),
+ * binary-safe: objstore:{<id>}<suffix>, or for an id that cannot be its own
+ * hash tag objstore:h{<hex>}:<id><suffix> (slotsObjKey). Either way all of
+ * an id's keys share one slot. */
 char *dirObjKey(const char *id, size_t idLen, const char *suffix, size_t *lenOut)
 {
-    static const char prefix[] = "objstore:{";
-    size_t plen = sizeof(prefix) - 1, slen = strlen(suffix);
-    char *k = dirMalloc(plen + idLen + 1 + slen + 1);
-    memcpy(k, prefix, plen);
-    if (idLen > 0)
-        memcpy(k + plen, id, idLen);
-    k[plen + idLen] = '}';
-    memcpy(k + plen + idLen + 1, suffix, slen + 1);
-    *lenOut = plen + idLen + 1 + slen;
+    char *k = dirMalloc(idLen + strlen(suffix) + SLOTS_OBJ_KEY_EXTRA + 1);
+    *lenOut = slotsObjKey(k, id, idLen, suffix);
     return k;
 }
 
@@ -47,6 +42,21 @@ char *dirBucketKey(int k, size_t *lenOut)
     char *key = dirMalloc((size_t)n + 1);
     memcpy(key, buf, (size_t)n + 1);
     *lenOut = (size_t)n;
+    return key;
+}
+
+/* Builds objstore:mark:{<tag>}:<name>, this node's marker key whose slot
+ * is the one of the decimal tag (the name may hold braces: it comes after
+ * the tag). */
+char *dirMarkKey(unsigned tag, size_t *lenOut)
+{
+    char head[64];
+    int n = snprintf(head, sizeof(head), "%s{%u}:", OBJ_DIR_MARK_PREFIX, tag);
+    char *key = dirMalloc((size_t)n + dir.nameLen + 1);
+    memcpy(key, head, (size_t)n);
+    memcpy(key + n, dir.cfg.nodeName, dir.nameLen);
+    key[(size_t)n + dir.nameLen] = '\0';
+    *lenOut = (size_t)n + dir.nameLen;
     return key;
 }
 

@@ -317,7 +317,7 @@ static void dirAnswerLookups(DirOp **ops, DirResult **res, size_t n)
     dirCountDone(0, 0, n);
     for (size_t i = 0; i < n; i++) {
         ops[i]->cb(res[i], ops[i]->arg);
-        free(ops[i]);
+        dirOpFree(ops[i]);
     }
 }
 
@@ -349,7 +349,10 @@ void dirDoLookups(ObjList *writes, DirOp **ops, size_t n)
     int64_t cacheNow = dirNowMs();
     dir.nodeCacheGen++;
     dirAddLookups(&b, ops, n);
+    if (first > 0) /* markers after the writes (and the lookups), where they went */
+        dirAddMarks(&b, first, 0);
     dirBatchRun(&b);
+    dirCheckMarks(&b);
     if (!objListEmpty(writes))
         dirTakeWriteReplies(&b, writes);
 
@@ -492,7 +495,7 @@ void dirRunList(DirOp *op)
     else
         dirDoList(res);
     op->cb(res, op->arg);
-    free(op);
+    dirOpFree(op);
 }
 
 /*
@@ -532,5 +535,5 @@ void dirRunNode(DirOp *op)
         dirBatchFree(&b);
     }
     op->cb(res, op->arg);
-    free(op);
+    dirOpFree(op);
 }

@@ -12,6 +12,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Publishes one copy, atomically: KEYS[1] = loc set, KEYS[2] = meta hash,
+ * ARGV = node, "p" (primary) or "r" (replica), size, meta_size, checksum.
+ * A meta of another generation (any of the three differs, or none at all)
+ * is replaced, and the location set reset to this node, only by a primary
+ * or where there is no meta; a replica of another generation than the
+ * meta's is refused (returns 0), so that whoever publishes last, the meta
+ * names the primary's generation and every listed node holds it. Returns 1
+ * when this node is listed.
+ */
+static const char dirPublishScript[] =
+    "local m = redis.call('HMGET', KEYS[2], 'size', 'meta_size', 'checksum') "
+    "if m[1] ~= ARGV[3] or m[2] ~= ARGV[4] or m[3] ~= ARGV[5] then "
+    "if ARGV[2] ~= 'p' and m[3] then return 0 end "
+    "redis.call('DEL', KEYS[1]) "
+    "redis.call('HSET', KEYS[2], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
+    "end "
+    "redis.call('SADD', KEYS[1], ARGV[1]) "
+    "return 1";
+
+/*
+ * The meta half of dirPublishScript, for a slot being migrated (see
+ * dirPublishAsked): KEYS[1] = meta hash, the same ARGV. Returns 0 (a
+ * replica refused), 1 (the meta is this copy's: add the location) or 2
+ * (the meta was replaced: reset the location set to this node).
+ */
+static const char dirPublishMetaScript[] =
+    "local m = redis.call('HMGET', KEYS[1], 'size', 'meta_size', 'checksum') "
+    "if m[1] == ARGV[3] and m[2] == ARGV[4] and m[3] == ARGV[5] then return 1 end "
+    "if ARGV[2] ~= 'p' and m[3] then return 0 end "
+    "redis.call('HSET', KEYS[1], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
+    "return 2";
+
 /* Removes one location and, atomically with it, the object's meta once no
  * location is left. KEYS[1] = loc set, KEYS[2] = meta hash, ARGV[1] = node. */
 static const char dirUnpublishScript[] =
@@ -20,10 +53,30 @@ static const char dirUnpublishScript[] =
     "return 1";
 
 /*
+ * Whether the replies to the heartbeat's HSET and SADD say the directory
+ * had lost this node's registration: HSET answers how many fields it added
+ * (0 when the hash was there) and SADD whether the name was new. Either
+ * means the entries were flushed, evicted, expired, or never reached the
+ * replica that now serves them, and the object keys written alongside may
+ * be gone too.
+ */
+static int dirRegistrationWasLost(const redisReply *hset, const redisReply *sadd)
+{
+    return (hset != NULL && hset->type == REDIS_REPLY_INTEGER && hset->integer > 0) ||
+           (sadd != NULL && sadd->type == REDIS_REPLY_INTEGER && sadd->integer > 0);
+}
+
+/*
  * Registers this node (or renews it): HSET its fields and PEXPIRE its key,
- * and SADD it to its registry bucket, in one round. Returns 0, or -1 when a
- * shard could not be reached (dirConnFail has run). Error replies are
- * counted only. Then dirPingMasters.
+ * and SADD it to its registry bucket, in one round. When the replies say
+ * the registration had been lost, a full re-publish is scheduled (the
+ * directory is soft state, the node's objects the truth). Every master it
+ * holds a connection to gets this node's marker in the same round
+ * (dirAddMarks): a shard that lost writes is found even when it holds
+ * neither of the registration's keys, and a failover of a shard this node
+ * has nothing to write to is noticed too (its dead link). Returns 0, or -1
+ * when the registration's shards could not be reached (dirConnFail has
+ * run). Error replies are counted only.
  */
 int dirHeartbeat(void)
 {
@@ -52,24 +105,235 @@ int dirHeartbeat(void)
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, HSET_ARGC, hset, hsetLen);
     dirBatchAdd(&b, dir.nodeKey, dir.nodeKeyLen, 3, expire, expireLen);
     dirBatchAdd(&b, dir.bucketKey, dir.bucketKeyLen, 3, sadd, saddLen);
+    enum { REGISTRATION_CMDS = 3 };
+    dirAddMarks(&b, 0, 1);
     dir.nextHeartbeatMs = dirNowMs() + dir.cfg.heartbeatMs;
     dirBatchRun(&b);
+    dirCheckMarks(&b);
     int rc = 0;
-    for (size_t i = 0; i < b.n; i++) {
+    for (size_t i = 0; i < REGISTRATION_CMDS; i++) {
         if (b.cmds[i].reply == NULL)
             rc = -1;
         else
             dirAck(b.cmds[i].reply);
     }
+    if (dirRegistrationWasLost(b.cmds[0].reply, b.cmds[2].reply))
+        dirScheduleSnapshot("this node's registration was missing from the directory "
+                            "(flushed, evicted, expired, or lost in a failover)");
     dirBatchFree(&b);
-    dirPingMasters();
     return rc;
+}
+
+/* ---- markers --------------------------------------------------------------------------- */
+
+/*
+ * This node's marker key on master m, in a slot m serves, or NULL when m
+ * serves none. Found again, and the expectation dropped, when the map moved
+ * the old key's slot elsewhere. Can't fail otherwise.
+ */
+static const char *dirMarkKeyOf(int m, size_t *lenOut)
+{
+    /* A decimal tag that hashes to each slot (UINT32_MAX: none below
+     * OBJ_DIR_MARK_TAGS), filled once; only this thread reads it. */
+    static uint32_t tagOf[SLOTS_COUNT];
+    static int tagsReady;
+    if (!tagsReady) {
+        memset(tagOf, 0xff, sizeof(tagOf));
+        for (uint32_t tag = 0; tag < OBJ_DIR_MARK_TAGS; tag++) {
+            char t[16];
+            int n = snprintf(t, sizeof(t), "%" PRIu32, tag);
+            int slot = slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1);
+            if (tagOf[slot] == UINT32_MAX)
+                tagOf[slot] = tag;
+        }
+        tagsReady = 1;
+    }
+    DirConn *c = &dir.conns[m];
+    if (c->markKey != NULL &&
+        slotsMapOwner(&dir.map, slotsKeySlot(c->markKey, c->markKeyLen)) == m) {
+        *lenOut = c->markKeyLen;
+        return c->markKey;
+    }
+    free(c->markKey);
+    c->markKey = NULL;
+    c->markSeq = 0;
+    for (int slot = 0; slot < SLOTS_COUNT; slot++) {
+        if (slotsMapOwner(&dir.map, slot) == m && tagOf[slot] != UINT32_MAX) {
+            c->markKey = dirMarkKey(tagOf[slot], &c->markKeyLen);
+            *lenOut = c->markKeyLen;
+            return c->markKey;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Appends to b one marker per master -- every master this node holds a
+ * connection to (every), or those the first upTo commands of b go to --
+ * after everything already in it: SET objstore:mark:{<tag>}:<name> <value> PX node-ttl GET, one new
+ * value for the batch. A master runs a connection's commands in order, and
+ * its replicas replay them in that order, so a master (or a promoted
+ * replica) that still holds the value this node last wrote there holds
+ * every write this node had acknowledged before it; anything else (the
+ * key missing or older) means that shard lost some of them, which
+ * dirCheckMarks finds in the same reply. Can't fail.
+ */
+void dirAddMarks(DirBatch *b, size_t upTo, int every)
+{
+    if (!dir.haveMap || dir.nConns == 0)
+        return;
+    unsigned char *want = dirCalloc((size_t)dir.nConns, 1);
+    for (int m = 0; every && m < dir.nConns; m++)
+        want[m] = dir.conns[m].ctx != NULL; /* a lost one is retried by its own backoff */
+    for (size_t i = 0; !every && i < upTo && i < b->n; i++) {
+        int m = slotsMapOwner(&dir.map, b->cmds[i].slot);
+        if (m >= 0)
+            want[m] = 1;
+    }
+    uint64_t value = ++dir.markNext;
+    char val[24], ttl[24];
+    snprintf(val, sizeof(val), "%" PRIu64, value);
+    snprintf(ttl, sizeof(ttl), "%d", dir.cfg.ttlMs);
+    for (int m = 0; m < dir.nConns; m++) {
+        size_t keyLen;
+        const char *key = want[m] ? dirMarkKeyOf(m, &keyLen) : NULL;
+        if (key == NULL)
+            continue;
+        const char *argv[] = {"SET", key, val, "PX", ttl, "GET"};
+        size_t lens[] = {3, keyLen, strlen(val), 2, strlen(ttl), 3};
+        dirBatchAdd(b, key, keyLen, 6, argv, lens);
+        DirCmd *c = &b->cmds[b->n - 1];
+        c->mark = 1;
+        c->markMaster = m;
+        c->markVal = value;
+    }
+    free(want);
+}
+
+/*
+ * Reads the markers' replies of a run batch: a master whose previous
+ * marker value is not what this node last saw acknowledged there lost
+ * writes (a flush, an eviction, a replica promoted without them), and a
+ * full re-publish is scheduled. A marker that was not answered, went to
+ * another master (a redirection) or was refused (a server without SET
+ * ... GET) leaves no expectation. Can't fail.
+ */
+void dirCheckMarks(const DirBatch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const DirCmd *cmd = &b->cmds[i];
+        if (!cmd->mark || cmd->markMaster >= dir.nConns)
+            continue;
+        DirConn *c = &dir.conns[cmd->markMaster];
+        const redisReply *r = cmd->reply;
+        if (r == NULL || cmd->master != cmd->markMaster || r->type == REDIS_REPLY_ERROR) {
+            c->markSeq = 0;
+            continue;
+        }
+        char want[24];
+        int n = snprintf(want, sizeof(want), "%" PRIu64, c->markSeq);
+        int lost = c->markSeq != 0 && (r->type != REDIS_REPLY_STRING || r->len != (size_t)n ||
+                                       memcmp(r->str, want, (size_t)n) != 0);
+        c->markSeq = cmd->markVal;
+        if (lost) {
+            char why[160];
+            const SlotsAddr *a = &dir.map.masters[cmd->markMaster];
+            snprintf(why, sizeof(why),
+                     "directory %.64s:%d lost writes of this node (its marker was %s)", a->host,
+                     a->port, r->type == REDIS_REPLY_STRING ? "older" : "missing");
+            dirScheduleSnapshot(why);
+        }
+    }
 }
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-/* Adds the commands of one publish or unpublish to a batch. Both keys carry
- * the {id} tag, so they go to one shard, in order. */
+/* The arguments of a publish after the script and its key count: node,
+ * "p" or "r", size, meta_size, checksum (in a's buffers). */
+enum { DIR_PUBLISH_ARGS = 5 };
+typedef struct DirPublishArgs {
+    char size[24], metaSize[24], checksum[24];
+    const char *argv[DIR_PUBLISH_ARGS];
+    size_t lens[DIR_PUBLISH_ARGS];
+} DirPublishArgs;
+
+static void dirPublishArgs(const DirOp *op, DirPublishArgs *a)
+{
+    snprintf(a->size, sizeof(a->size), "%" PRIu64, op->size);
+    snprintf(a->metaSize, sizeof(a->metaSize), "%" PRIu64, op->metaSize);
+    snprintf(a->checksum, sizeof(a->checksum), "%016" PRIx64, op->checksum);
+    const char *argv[] = {dir.cfg.nodeName, op->copy == DIR_COPY_PRIMARY ? "p" : "r", a->size,
+                          a->metaSize, a->checksum};
+    for (int i = 0; i < DIR_PUBLISH_ARGS; i++) {
+        a->argv[i] = argv[i];
+        a->lens[i] = i == 0 ? dir.nameLen : strlen(argv[i]);
+    }
+}
+
+/* Sends ASKING and then one command on master m's connection, and reads
+ * both answers. Returns the command's reply, or NULL when m was lost (or
+ * answered a transient error). */
+static redisReply *dirAskAndRun(int m, int argc, const char **argv, const size_t *lens)
+{
+    if (redisAppendCommand(dir.conns[m].ctx, "ASKING") != REDIS_OK ||
+        redisAppendCommandArgv(dir.conns[m].ctx, argc, argv, lens) != REDIS_OK)
+        dirOom();
+    redisReply *ok = dirReadFrom(m);
+    if (ok == NULL)
+        return NULL;
+    freeReplyObject(ok);
+    return dirReadFrom(m);
+}
+
+/*
+ * A publish answered ASK: its slot is moving to master m, and neither of
+ * the id's keys is left on the old one. The importing master refuses a
+ * script on both keys until both are there (TRYAGAIN), so the publish runs
+ * there in steps, each after ASKING: the meta half of the script, then (as
+ * it answered) the location set reset and this node added. Not atomic, but
+ * only while this slot migrates. c->reply ends as the meta script's
+ * answer, or NULL when m was lost (the publish is then sent again).
+ */
+static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
+{
+    const DirOp *op = askArg;
+    size_t metaLen, locLen;
+    char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
+    char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
+    DirPublishArgs a;
+    dirPublishArgs(op, &a);
+    const char *eval[4 + DIR_PUBLISH_ARGS] = {"EVAL", dirPublishMetaScript, "1", metaKey};
+    size_t evalLen[4 + DIR_PUBLISH_ARGS] = {4, sizeof(dirPublishMetaScript) - 1, 1, metaLen};
+    memcpy(eval + 4, a.argv, sizeof(a.argv));
+    memcpy(evalLen + 4, a.lens, sizeof(a.lens));
+    c->reply = dirAskAndRun(m, 4 + DIR_PUBLISH_ARGS, eval, evalLen);
+    long long verdict =
+        c->reply != NULL && c->reply->type == REDIS_REPLY_INTEGER ? c->reply->integer : 0;
+    const char *del[] = {"DEL", locKey};
+    size_t delLen[] = {3, locLen};
+    const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
+    size_t saddLen[] = {4, locLen, dir.nameLen};
+    int lost = 0;
+    if (verdict == 2) {
+        redisReply *r = dirAskAndRun(m, 2, del, delLen);
+        lost = r == NULL;
+        freeReplyObject(r);
+    }
+    if (verdict >= 1 && !lost) {
+        redisReply *r = dirAskAndRun(m, 3, sadd, saddLen);
+        lost = r == NULL;
+        freeReplyObject(r);
+    }
+    if (lost) {
+        freeReplyObject(c->reply);
+        c->reply = NULL;
+    }
+    free(metaKey);
+    free(locKey);
+}
+
+/* Adds the command of one publish or unpublish to a batch: one script on
+ * the id's slot (both keys carry its tag), so a shard applies it whole. */
 void dirAddWrite(DirBatch *b, const DirOp *op)
 {
     size_t metaLen, locLen;
@@ -77,19 +341,16 @@ void dirAddWrite(DirBatch *b, const DirOp *op)
     char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
 
     if (op->kind == DIR_OP_PUBLISH) {
-        char size[24], metaSize[24], checksum[24];
-        snprintf(size, sizeof(size), "%" PRIu64, op->size);
-        snprintf(metaSize, sizeof(metaSize), "%" PRIu64, op->metaSize);
-        snprintf(checksum, sizeof(checksum), "%016" PRIx64, op->checksum);
-        /* The location goes in first: an unpublish by another node that
-         * runs in between then sees a non-empty set and keeps the meta. */
-        const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
-        size_t saddLen[] = {4, locLen, dir.nameLen};
-        const char *hset[] = {"HSET",      metaKey,  "size",     size,
-                              "meta_size", metaSize, "checksum", checksum};
-        size_t hsetLen[] = {4, metaLen, 4, strlen(size), 9, strlen(metaSize), 8, 16};
-        dirBatchAdd(b, locKey, locLen, 3, sadd, saddLen);
-        dirBatchAdd(b, metaKey, metaLen, 8, hset, hsetLen);
+        DirPublishArgs a;
+        dirPublishArgs(op, &a);
+        const char *eval[5 + DIR_PUBLISH_ARGS] = {"EVAL", dirPublishScript, "2", locKey, metaKey};
+        size_t evalLen[5 + DIR_PUBLISH_ARGS] = {4, sizeof(dirPublishScript) - 1, 1, locLen,
+                                                metaLen};
+        memcpy(eval + 5, a.argv, sizeof(a.argv));
+        memcpy(evalLen + 5, a.lens, sizeof(a.lens));
+        dirBatchAdd(b, locKey, locLen, 5 + DIR_PUBLISH_ARGS, eval, evalLen);
+        b->cmds[b->n - 1].onAsk = dirPublishAsked;
+        b->cmds[b->n - 1].askArg = op;
     } else {
         const char *eval[] = {"EVAL", dirUnpublishScript, "2", locKey, metaKey, dir.cfg.nodeName};
         size_t evalLen[] = {4, sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, dir.nameLen};
@@ -99,12 +360,29 @@ void dirAddWrite(DirBatch *b, const DirOp *op)
     free(locKey);
 }
 
+/* A publish the directory refused: this node's replica of op's id is of
+ * another generation than the one the directory names (the id was deleted
+ * and created again elsewhere). Counted, logged, and handed to the node,
+ * which may drop that copy (dir.cfg.staleReplica). */
+static void dirNoteStaleReplica(const DirOp *op)
+{
+    pthread_mutex_lock(&dir.lock);
+    dir.stats.staleReplicas++;
+    pthread_mutex_unlock(&dir.lock);
+    dirLog("verbose",
+           "directory: not listing this node's replica of '%.*s': the id now names another "
+           "object (checksum %016" PRIx64 " is not the directory's)",
+           (int)(op->idLen > 64 ? 64 : op->idLen), op->id, op->checksum);
+    if (dir.cfg.staleReplica != NULL)
+        dir.cfg.staleReplica(op->id, op->idLen, op->checksum);
+}
+
 /*
  * Takes the replies of the writes list, whose commands dirAddWrite put first
- * in the run batch b, in order: frees each op that was answered (and counts
- * it), and leaves in the list those that were not (their shard could not be
- * reached), in order; the list ends empty when all were answered. Can't
- * fail.
+ * in the run batch b (one each), in order: frees each op that was answered
+ * (and counts it), and leaves in the list those that were not (their shard
+ * could not be reached), in order; the list ends empty when all were
+ * answered. Can't fail.
  */
 void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
 {
@@ -113,27 +391,27 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
     size_t i = 0;
     objListForEachSafe(writes, l, tmp) {
         DirOp *op = dirOpOf(l);
-        size_t replies = op->kind == DIR_OP_PUBLISH ? 2 : 1, answered = 0;
-        for (size_t k = i; k < i + replies; k++)
-            answered += b->cmds[k].reply != NULL;
-        if (answered == replies) {
-            for (size_t k = i; k < i + replies; k++)
-                dirAck(b->cmds[k].reply);
-            if (op->kind == DIR_OP_PUBLISH)
-                publishes++;
-            else
-                unpublishes++;
-            objListUnlink(l);
-            free(op);
+        const redisReply *r = b->cmds[i++].reply;
+        if (r == NULL)
+            continue;
+        dirAck(r);
+        if (op->kind == DIR_OP_PUBLISH) {
+            publishes++;
+            if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
+                dirNoteStaleReplica(op);
+        } else {
+            unpublishes++;
         }
-        i += replies;
+        objListUnlink(l);
+        dirOpFree(op);
     }
     dirCountDone(publishes, unpublishes, 0);
 }
 
 /*
  * Sends a list of publishes/unpublishes in pipelined rounds (each round one
- * batch over all shards), renewing the heartbeat between rounds when it is
+ * batch over all shards, closed by a marker per shard it wrote to),
+ * renewing the heartbeat between rounds when it is
  * due, and frees each operation once its replies are in. Returns 0 when
  * all were answered (the list ends empty), or -1 when a shard could not be
  * reached or a stop was requested: the list then holds the operations not
@@ -155,7 +433,9 @@ int dirSendWrites(ObjList *list)
             dirAddWrite(&b, dirOpOf(l));
             objListPushBack(&round, l);
         }
+        dirAddMarks(&b, b.n, 0);
         dirBatchRun(&b);
+        dirCheckMarks(&b);
         dirTakeWriteReplies(&b, &round);
         dirBatchFree(&b);
         if (!objListEmpty(&round)) {
@@ -169,13 +449,14 @@ int dirSendWrites(ObjList *list)
 /* The emit function handed to the snapshot callback: it only copies, so the
  * callback may hold its own locks while it iterates. */
 static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
-                           uint64_t checksum, void *emitArg)
+                           uint64_t checksum, DirCopy copy, void *emitArg)
 {
     ObjList *col = emitArg;
     DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
     op->size = size;
     op->metaSize = metaSize;
     op->checksum = checksum;
+    op->copy = copy;
     objListPushBack(col, &op->link);
 }
 

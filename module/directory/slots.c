@@ -41,6 +41,45 @@ int slotsKeySlot(const void *key, size_t len)
     return slotsCrc16(k, len) & (SLOTS_COUNT - 1);
 }
 
+/*
+ * Redis Cluster hashes a key's first "{...}" with something inside, else
+ * the whole key. Behind the brace-free prefix "objstore:{" the tag is the id
+ * up to its first '}', the same for every suffix -- unless that is nothing
+ * (an empty id, or one starting with '}'): then each key hashed whole, and
+ * the meta hash and the location set fell in different slots (CROSSSLOT for
+ * the unpublish script). Those ids take a tag of our own instead, 4 hex
+ * digits that cannot hold a brace, behind a prefix ("objstore:h{") that no
+ * key of the first form and no node key ("objstore:node...") starts with,
+ * so the two forms never meet; within the second form the tag's length is
+ * fixed, so the id is recovered from the key. Every id that worked before
+ * keeps its keys.
+ */
+size_t slotsObjKey(char *out, const void *id, size_t idLen, const char *suffix)
+{
+    size_t n, slen = strlen(suffix);
+    if (idLen > 0 && *(const char *)id != '}') {
+        memcpy(out, "objstore:{", 10);
+        n = 10;
+        memcpy(out + n, id, idLen);
+        n += idLen;
+        out[n++] = '}';
+    } else {
+        static const char hex[] = "0123456789abcdef";
+        uint16_t crc = slotsCrc16(id, idLen);
+        memcpy(out, "objstore:h{", 11);
+        n = 11;
+        for (int shift = 12; shift >= 0; shift -= 4)
+            out[n++] = hex[(crc >> shift) & 0xf];
+        out[n++] = '}';
+        out[n++] = ':';
+        if (idLen > 0)
+            memcpy(out + n, id, idLen);
+        n += idLen;
+    }
+    memcpy(out + n, suffix, slen + 1);
+    return n + slen;
+}
+
 /* Parses a decimal in [lo, hi] that fills exactly len bytes. Returns 0, or -1. */
 static int slotsParseInt(const char *s, size_t len, long lo, long hi, long *out)
 {

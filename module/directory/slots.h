@@ -3,8 +3,9 @@
  * data and functions (no sockets, no hiredis): the CRC16 key hash and the
  * hash-tag rule of the Redis Cluster specification, a slot -> master map
  * filled from a CLUSTER SLOTS reply by a thin adapter in conn.c, the
- * parser of MOVED/ASK redirections, and the parser of the `directory` seed
- * list ("host:port[,host:port...]").
+ * parser of MOVED/ASK redirections, the parser of the `directory` seed
+ * list ("host:port[,host:port...]"), and the object key schema, whose whole
+ * point is which slot a key lands in (docs/cluster.md).
  *
  * A single Redis without cluster support is a map with one master that owns
  * every slot, so the directory client has one code path for both.
@@ -49,6 +50,19 @@ uint16_t slotsCrc16(const void *buf, size_t len);
  * and the first '}' after it, when there are any) or of the whole key,
  * modulo 16384. Can't fail. */
 int slotsKeySlot(const void *key, size_t len);
+
+/* Bytes an object key takes beyond its id and suffix (see slotsObjKey). */
+#define SLOTS_OBJ_KEY_EXTRA 17
+
+/* Writes the directory key of object id (idLen bytes, any bytes) with the
+ * given suffix (":meta", ":loc") to out, which holds at least
+ * idLen + strlen(suffix) + SLOTS_OBJ_KEY_EXTRA + 1 bytes, NUL-terminated;
+ * returns its length. An id that is a usable hash tag of its own (not
+ * empty, not starting with '}') gives objstore:{<id>}<suffix>; any other
+ * gives objstore:h{<4 hex digits of CRC16(id)>}:<id><suffix>. Either way
+ * every key of one id hashes to one slot, and no two ids (nor an object
+ * key and a node key) share a key. Can't fail. */
+size_t slotsObjKey(char *out, const void *id, size_t idLen, const char *suffix);
 
 /* Parses "host:port" (the port after the last ':', 1..65535, the host
  * non-empty and shorter than SLOTS_HOST_MAX). Returns 0, or -1. */

@@ -80,6 +80,32 @@ void dirNoteError(const char *fmt, ...)
     pthread_mutex_unlock(&dir.lock);
 }
 
+/* Hands a notice or warning to the log hook of the config, if any. */
+void dirLog(const char *level, const char *fmt, ...)
+{
+    if (dir.cfg.log == NULL)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    dir.cfg.log(level, msg);
+}
+
+/* The directory lost (some of) this node's entries while the link stayed up:
+ * a full re-publish is due at the next chance, logged with why unless one
+ * was due already (at start, after a reconnect). Can't fail. */
+void dirScheduleSnapshot(const char *why)
+{
+    pthread_mutex_lock(&dir.lock);
+    int already = dir.needSnapshot;
+    dir.needSnapshot = 1;
+    pthread_mutex_unlock(&dir.lock);
+    if (!already)
+        dirLog("notice", "directory: %s; re-publishing every local object", why);
+}
+
 /* Adds finished work to the counters. Any thread. */
 void dirCountDone(uint64_t publishes, uint64_t unpublishes, uint64_t lookups)
 {
@@ -104,10 +130,14 @@ int dirOpIsWrite(const DirOp *op)
     return op->kind == DIR_OP_PUBLISH || op->kind == DIR_OP_UNPUBLISH;
 }
 
-/* A fresh op of kind carrying a copy of id, in no list; can't fail. */
+/* A fresh op of kind carrying a copy of id, in no list; can't fail. Ops
+ * are counted heap (OBJ_HEAP_DIRECTORY): while the directory is down, up to
+ * OBJ_DIR_QUEUE_MAX of them wait, one per seal and delete. */
 DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
 {
-    DirOp *op = dirCalloc(1, sizeof(*op) + idLen + 1);
+    DirOp *op = objHeapCalloc(OBJ_HEAP_DIRECTORY, 1, sizeof(*op) + idLen + 1);
+    if (op == NULL)
+        dirOom();
     objListInit(&op->link);
     op->kind = kind;
     op->idLen = idLen;
@@ -116,12 +146,18 @@ DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
     return op;
 }
 
+/* Frees an op from dirOpNew (in no list). Accepts NULL. */
+void dirOpFree(DirOp *op)
+{
+    objHeapFree(OBJ_HEAP_DIRECTORY, op);
+}
+
 /* Frees every op of list without answering it; list ends empty. */
 void dirOpsFree(ObjList *list)
 {
     ObjListLink *l;
     while ((l = objListPopFront(list)) != NULL)
-        free(dirOpOf(l));
+        dirOpFree(dirOpOf(l));
 }
 
 /* A fresh result for the callback, carrying a copy of the id; can't fail. */
@@ -157,7 +193,7 @@ void dirFailOne(DirOp *op, const char *why)
         dirResultSet(res, DIR_UNAVAILABLE, "%s", why);
         op->cb(res, op->arg);
     }
-    free(op);
+    dirOpFree(op);
 }
 
 /* Answers every read in a list with DIR_UNAVAILABLE and frees the list

@@ -15,9 +15,11 @@
 #include "remote.h"
 #include "commands.h"
 #include "waiters.h"
+#include "acl.h"
 #include "cmdtable.h"
 #include "reply.h"
 #include "stats.h"
+#include "spill.h"
 #include "common/util.h"
 #include "store/checksum.h"
 
@@ -57,6 +59,22 @@ static int argU64(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what,
     if (utilParseU64(s, len, out) == -1) {
         char msg[128];
         snprintf(msg, sizeof(msg), "BADARG %s must be a non-negative integer", what);
+        RedisModule_ReplyWithError(ctx, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse a TIMEOUT value (0 to OBJ_TIMEOUT_MAX_MS); replies BADARG on error. */
+static int argTimeout(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *out)
+{
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+
+    if (utilParseTimeoutMs(s, len, out) == -1) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
+                 (unsigned long long)OBJ_TIMEOUT_MAX_MS);
         RedisModule_ReplyWithError(ctx, msg);
         return -1;
     }
@@ -129,7 +147,7 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
                 o->match = argv[++i];
                 break;
             case OPT_TIMEOUT:
-                if (argU64(ctx, argv[++i], "TIMEOUT", &v) == -1)
+                if (argTimeout(ctx, argv[++i], &v) == -1)
                     return -1;
                 o->timeoutMs = (long long)v;
                 break;
@@ -148,6 +166,8 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
 }
 
 /* ---- commands --------------------------------------------------------------------- */
+
+static SpillFinish putFinish, createFinish;
 
 /* OBJ.PUT id data [META m] */
 static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
@@ -169,17 +189,28 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     objTableLock(objNode.table);
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, dataLen, metaLen, holder, &e);
     objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OOM &&
+        spillBlockCreate(ctx, argv[1], argv[2], dataLen, o.meta, putFinish) == 0)
+        return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
+    return putFinish(ctx, e, data, dataLen, meta, metaLen);
+}
+
+/* The rest of OBJ.PUT once e is created for this client: write, seal,
+ * publish, reply OK. Also after the client waited for room (a SpillFinish). */
+static int putFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t dataLen,
+                     const char *meta, size_t metaLen)
+{
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
     uint64_t sum = objChecksum(objNode.arena.base, e);
     objTableLock(objNode.table);
-    objTableSeal(objNode.table, e, holder, sum);
+    objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
     objTableUnlock(objNode.table);
     objRemotePublish(e);
     objNode.cnt.puts++;
-    waitersRecheck(id, idLen);
+    waitersRecheck(e->id, e->idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -203,8 +234,18 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, size, metaLen,
                                        RedisModule_GetClientId(ctx), &e);
     objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OOM && spillBlockCreate(ctx, argv[1], NULL, size, o.meta, createFinish) == 0)
+        return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
+    return createFinish(ctx, e, NULL, size, meta, metaLen);
+}
+
+/* The rest of OBJ.CREATE once e (size data bytes; data is NULL) is created
+ * for this client: clear, write the metadata, reply the offset. */
+static int createFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t size,
+                        const char *meta, size_t metaLen)
+{
     /* Outside the lock: only this client can touch e. The metadata is
      * written next, so only the data part needs clearing. */
     objTableClearStale(e, objNode.arena.base, size);
@@ -326,7 +367,12 @@ static int getOrPin(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
     int sealed = e && e->state == OBJ_SEALED;
+    int away = sealed && (e->tier == OBJ_TIER_SPILLED || e->tier == OBJ_TIER_RESTORING);
     objTableUnlock(objNode.table);
+    if (sealed)
+        spillCountRead(!away);
+    if (away)
+        return spillBlockRestore(ctx, id, idLen, kind);
     if (sealed || (!e && o.timeoutMs < 0))
         return objReplyObject(ctx, id, idLen, kind);
     return waitersBlock(ctx, id, idLen, o.timeoutMs < 0 ? 0 : o.timeoutMs, o.timeoutMs >= 0, kind);
@@ -342,20 +388,39 @@ static int ObjPin_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     return getOrPin(ctx, argv, argc, 1);
 }
 
-/* OBJ.RELEASE id */
+/* OBJ.RELEASE id [GEN g | OFFSET o]: without GEN or OFFSET, the pin of the
+ * one object this connection pins under id (AMBIGUOUS when it pins two). */
 static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     const char *id;
     size_t idLen;
+    ObjPinSel sel = OBJ_PIN_SOLE;
+    uint64_t value = 0;
 
-    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+    if (argc != 2 && argc != 4)
+        return RedisModule_WrongArity(ctx);
+    if (argId(ctx, argv[1], &id, &idLen) == -1)
         return REDISMODULE_OK;
+    if (argc == 4) {
+        if (argIs(argv[2], "GEN")) {
+            sel = OBJ_PIN_GEN;
+        } else if (argIs(argv[2], "OFFSET")) {
+            sel = OBJ_PIN_OFFSET;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "BADARG expected GEN g or OFFSET o");
+        }
+        if (argU64(ctx, argv[3], sel == OBJ_PIN_GEN ? "GEN" : "OFFSET", &value) == -1)
+            return REDISMODULE_OK;
+    }
     objTableLock(objNode.table);
-    ObjStatus st = objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx));
+    ObjStatus st =
+        objTableRelease(objNode.table, id, idLen, RedisModule_GetClientId(ctx), sel, value);
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK)
         objNode.cnt.releases++;
-    return objReplyStatus(ctx, st, "this connection holds no pin on the object");
+    return objReplyStatus(ctx, st,
+                          sel == OBJ_PIN_SOLE ? "this connection holds no pin on the object"
+                                              : "this connection holds no pin on that object");
 }
 
 /* OBJ.DEL id */
@@ -406,7 +471,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
         return objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
     char sum[17];
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)e.checksum);
-    RedisModule_ReplyWithArray(ctx, 20);
+    RedisModule_ReplyWithArray(ctx, 22);
     RedisModule_ReplyWithSimpleString(ctx, "id");
     RedisModule_ReplyWithStringBuffer(ctx, id, idLen);
     RedisModule_ReplyWithSimpleString(ctx, "state");
@@ -416,7 +481,7 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "meta_size");
     RedisModule_ReplyWithLongLong(ctx, (long long)e.metaSize);
     RedisModule_ReplyWithSimpleString(ctx, "offset");
-    RedisModule_ReplyWithLongLong(ctx, (long long)e.offset);
+    RedisModule_ReplyWithLongLong(ctx, e.tier == OBJ_TIER_SPILLED ? -1 : (long long)e.offset);
     RedisModule_ReplyWithSimpleString(ctx, "pins");
     RedisModule_ReplyWithLongLong(ctx, e.pins);
     RedisModule_ReplyWithSimpleString(ctx, "creator");
@@ -426,15 +491,25 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "checksum");
     RedisModule_ReplyWithSimpleString(ctx, e.state == OBJ_SEALED ? sum : "");
     RedisModule_ReplyWithSimpleString(ctx, "replica");
-    return RedisModule_ReplyWithLongLong(ctx, e.replica);
+    RedisModule_ReplyWithLongLong(ctx, e.replica);
+    RedisModule_ReplyWithSimpleString(ctx, "tier");
+    return RedisModule_ReplyWithSimpleString(ctx, spillTierName(e.tier));
 }
 
-/* OBJ.LIST cursor [MATCH pattern] [COUNT n]: the matching ids are copied out
- * under the lock, because the reply must start with the cursor that only the
- * scan itself computes. */
+/* OBJ.LIST cursor [MATCH pattern] [COUNT n]. The reply must start with the
+ * cursor, which only the scan computes, so ids are copied out under the
+ * table lock and everything else happens after it: the MATCH test (which
+ * would otherwise hold the lock the transfer engine needs) and the ACL
+ * check (ids the user may not read are left out). With MATCH the scan goes
+ * a step at a time and stops early, with a cursor to go on from, once the
+ * matching has done OBJ_LIST_MATCH_BUDGET units of work: a pattern can cost
+ * far more than its length, and the main thread serves everyone else. */
+#define OBJ_LIST_PATTERN_MAX  1024
+#define OBJ_LIST_MATCH_BUDGET (1ULL << 20)
+
+static uint64_t listBudgetStops; /* calls that ended early on the budget */
+
 typedef struct ListScan {
-    const char *pat;
-    size_t patLen;
     RedisModuleString **ids;
     size_t n, cap;
 } ListScan;
@@ -443,8 +518,6 @@ static void listCollect(ObjEntry *e, void *arg)
 {
     ListScan *ls = arg;
 
-    if (ls->pat && !utilGlobMatch(ls->pat, ls->patLen, e->id, e->idLen))
-        return;
     if (ls->n == ls->cap) {
         ls->cap = ls->cap ? ls->cap * 2 : 16;
         ls->ids = RedisModule_Realloc(ls->ids, ls->cap * sizeof(*ls->ids));
@@ -452,11 +525,54 @@ static void listCollect(ObjEntry *e, void *arg)
     ls->ids[ls->n++] = RedisModule_CreateString(NULL, e->id, e->idLen);
 }
 
+/* Keep ids[from..n) that match pat (all when pat is NULL) and that caller
+ * may read, adding the matching work to *work. Can't fail. */
+static void listFilter(ListScan *ls, size_t from, const char *pat, size_t patLen,
+                       const ObjAclCaller *caller, uint64_t *work)
+{
+    size_t kept = from;
+
+    for (size_t i = from; i < ls->n; i++) {
+        size_t len;
+        const char *id = RedisModule_StringPtrLen(ls->ids[i], &len);
+        if ((!pat || utilGlobMatchCounted(pat, patLen, id, len, work)) &&
+            objAclAllows(caller, ls->ids[i], OBJ_ACL_READ))
+            ls->ids[kept++] = ls->ids[i];
+        else
+            RedisModule_FreeString(NULL, ls->ids[i]);
+    }
+    ls->n = kept;
+}
+
+/* Scan from cursor until count objects were visited, the table ends or (with
+ * a pattern) the work budget is spent, leaving in ls the ids to show.
+ * Returns the next cursor. */
+static uint64_t listScan(uint64_t cursor, uint64_t count, const char *pat, size_t patLen,
+                         const ObjAclCaller *caller, ListScan *ls)
+{
+    uint64_t visited = 0, work = 0;
+
+    do {
+        size_t from = ls->n;
+        objTableLock(objNode.table);
+        cursor = objTableScan(objNode.table, cursor, pat ? 1 : count, listCollect, ls);
+        objTableUnlock(objNode.table);
+        visited += ls->n - from;
+        listFilter(ls, from, pat, patLen, caller, &work);
+    } while (pat && cursor != 0 && visited < count && work < OBJ_LIST_MATCH_BUDGET);
+    if (pat && cursor != 0 && visited < count)
+        listBudgetStops++;
+    return cursor;
+}
+
 static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     uint64_t cursor;
     ObjOpts o;
     ListScan ls = {0};
+    ObjAclCaller caller;
+    const char *pat = NULL;
+    size_t patLen = 0;
 
     if (argc < 2)
         return RedisModule_WrongArity(ctx);
@@ -464,10 +580,16 @@ static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
         argOptions(ctx, argv, argc, 2, OPT_MATCH | OPT_COUNT, &o) == -1)
         return REDISMODULE_OK;
     if (o.match)
-        ls.pat = RedisModule_StringPtrLen(o.match, &ls.patLen);
-    objTableLock(objNode.table);
-    uint64_t next = objTableScan(objNode.table, cursor, o.count, listCollect, &ls);
-    objTableUnlock(objNode.table);
+        pat = RedisModule_StringPtrLen(o.match, &patLen);
+    if (patLen > OBJ_LIST_PATTERN_MAX) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "BADARG MATCH pattern must be at most %d bytes",
+                 OBJ_LIST_PATTERN_MAX);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    objAclCallerGet(ctx, &caller);
+    uint64_t next = listScan(cursor, o.count, pat, patLen, &caller, &ls);
+    objAclCallerFree(&caller);
 
     char cur[24];
     snprintf(cur, sizeof(cur), "%llu", (unsigned long long)next);
@@ -519,6 +641,7 @@ void objCommandsStats(ObjStatSink *sink)
     objStatNum(sink, "oom_errors", ts.oomErrors);
     objStatNum(sink, "blocked_clients", waitersCount());
     objStatNum(sink, "blocked_total", objNode.cnt.blocked);
+    objStatNum(sink, "list_budget_stops", listBudgetStops);
 }
 
 /* ---- registration ------------------------------------------------------------------ */
@@ -547,6 +670,16 @@ static RedisModuleCommandArg argsGet[] = {ARG("id", STRING, 0),
                                           {0}};
 static RedisModuleCommandArg argsPin[] = {
     ARG("id", STRING, 0), TOKARG("timeout", "TIMEOUT", INTEGER, OPTIONAL), {0}};
+static RedisModuleCommandArg argsRelease[] = {
+    ARG("id", STRING, 0),
+    {.name = "which",
+     .type = REDISMODULE_ARG_TYPE_ONEOF,
+     .key_spec_index = -1,
+     .flags = OPTIONAL,
+     .subargs = (RedisModuleCommandArg[]){TOKARG("gen", "GEN", INTEGER, 0),
+                                          TOKARG("offset", "OFFSET", INTEGER, 0),
+                                          {0}}},
+    {0}};
 static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
                                            TOKARG("pattern", "MATCH", PATTERN, OPTIONAL),
                                            TOKARG("count", "COUNT", INTEGER, OPTIONAL),
@@ -557,31 +690,37 @@ static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
  * disconnects, so what it created or pinned would never be given back. */
 static const ObjCommandDef objCommands[] = {
     {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
-     "O(N) in the object size", argsPut},
+     "O(N) in the object size", argsPut, OBJ_ACL_INSERT, NULL},
     {"obj.create", ObjCreate_RedisCommand, "write deny-script", -3,
      "Reserve a created object (reading as zeros); returns its offset in the shared arena",
-     "O(N) in the bytes an earlier object left in its range", argsCreate},
+     "O(N) in the bytes an earlier object left in its range", argsCreate, OBJ_ACL_INSERT, NULL},
     {"obj.write", ObjWrite_RedisCommand, "write deny-script", 4,
-     "Write bytes into a created object", "O(N) in the bytes written", argsWrite},
-    {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
-     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId},
-    {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
-     "O(1)", argsId},
-    {"obj.get", ObjGet_RedisCommand, "readonly", -2,
-     "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet},
-    {"obj.pin", ObjPin_RedisCommand, "write deny-script", -2,
-     "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin},
-    {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", 2,
-     "Drop a pin taken by OBJ.PIN", "O(P) in the pins of this connection", argsId},
-    {"obj.del", ObjDel_RedisCommand, "write fast", 2,
-     "Delete a sealed object (deferred while pinned)", "O(1)", argsId},
-    {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,
-     "Tell whether a sealed object exists", "O(1)", argsId},
-    {"obj.info", ObjInfo_RedisCommand, "readonly fast", 2, "Describe an object", "O(1)", argsId},
-    {"obj.list", ObjList_RedisCommand, "readonly", -2, "Iterate over sealed object ids",
-     "O(1) per call, O(N) for a full iteration", argsList},
-    {"obj.stats", ObjStats_RedisCommand, "readonly fast", 1, "Store and arena statistics", "O(1)",
+     "Write bytes into a created object", "O(N) in the bytes written", argsWrite, OBJ_ACL_UPDATE,
      NULL},
+    {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
+     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId,
+     OBJ_ACL_UPDATE, NULL},
+    {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
+     "O(1)", argsId, OBJ_ACL_DELETE, NULL},
+    {"obj.get", ObjGet_RedisCommand, "readonly", -2,
+     "Return an object's bytes, waiting until it is sealed", "O(N) in the object size", argsGet,
+     OBJ_ACL_READ, NULL},
+    {"obj.pin", ObjPin_RedisCommand, "write deny-script", -2,
+     "Pin a sealed object for zero-copy access and return where it lives", "O(1)", argsPin,
+     OBJ_ACL_READ, NULL},
+    {"obj.release", ObjRelease_RedisCommand, "write fast deny-script", -2,
+     "Drop a pin taken by OBJ.PIN (of the object GEN or OFFSET names)",
+     "O(P) in the pins of this connection", argsRelease, OBJ_ACL_READ, NULL},
+    {"obj.del", ObjDel_RedisCommand, "write fast", 2,
+     "Delete a sealed object (deferred while pinned)", "O(1)", argsId, OBJ_ACL_DELETE, NULL},
+    {"obj.exists", ObjExists_RedisCommand, "readonly fast", 2,
+     "Tell whether a sealed object exists", "O(1)", argsId, OBJ_ACL_READ, NULL},
+    {"obj.info", ObjInfo_RedisCommand, "readonly fast", 2, "Describe an object", "O(1)", argsId,
+     OBJ_ACL_READ, NULL},
+    {"obj.list", ObjList_RedisCommand, "readonly", -2, "Iterate over sealed object ids",
+     "O(1) per call, O(N) for a full iteration", argsList, 0, NULL},
+    {"obj.stats", ObjStats_RedisCommand, "readonly fast", 1, "Store and arena statistics", "O(1)",
+     NULL, 0, NULL},
 };
 
 int objCommandsRegister(RedisModuleCtx *ctx)

@@ -4,18 +4,25 @@
  * `--loadmodule objstore.so memory 1gb transfer-port 17001` sets the
  * defaults; `objstore.<name>` lines in redis.conf (applied by
  * RedisModule_LoadConfigs) override them; `CONFIG GET objstore.*` shows the
- * result, except for secrets (see configGetString). One table describes every setting, so module
+ * result, except for secrets (see configGetString). Secrets are refused as module arguments, which
+ * MODULE LIST and ps show: they come from redis.conf, or from a file named by a `*-file` setting
+ * and read once at load (configLoadSecretFiles). One table describes every setting, so module
  * arguments and configs can never disagree. Settings that size the arena or identify the node are
  * immutable: changing them at run time would mean moving every object or re-registering under
  * another name.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "node.h"
 #include "remote.h"
 #include "config.h"
+#include "limits.h"
 #include "common/util.h"
 
 #define CFG_STRING  1
@@ -33,9 +40,24 @@ typedef struct ConfigDef {
     void (*apply)(void);     /* after a run-time change, or NULL */
 } ConfigDef;
 
+/* A secret that can come from a file: the `<secret>-file` setting names it. */
+typedef struct SecretFile {
+    const char *secret; /* the setting the file fills */
+    char path[512];
+    int used; /* the secret came from the file: never shown, not even to CONFIG REWRITE */
+} SecretFile;
+
+static SecretFile secretFiles[] = {{"cluster-secret", "", 0}, {"directory-password", "", 0}};
+#define N_SECRET_FILES (sizeof(secretFiles) / sizeof(secretFiles[0]))
+
 static void applyReadMin(void)
 {
     objRemoteConfigChanged();
+}
+
+static void applyMaxObjects(void)
+{
+    objLimitsApply();
 }
 
 #define IMM REDISMODULE_CONFIG_IMMUTABLE
@@ -53,6 +75,11 @@ static void applyReadMin(void)
         n, CFG_BOOL, fl, &objNode.cfg.field, 0, d, 0, 1, NULL, NULL                                \
     }
 
+#define FILESTR(n, i)                                                                              \
+    {                                                                                              \
+        n, CFG_STRING, IMM, secretFiles[i].path, sizeof(secretFiles[i].path), 0, 0, 0, "", NULL    \
+    }
+
 static ConfigDef configDefs[] = {
     NUM("memory", memory, IMM | MEM, 1LL << 30, 1LL << 20, 1LL << 42, NULL),
     STR("arena-dir", arenaDir, IMM, "/dev/shm"),
@@ -64,6 +91,8 @@ static ConfigDef configDefs[] = {
     NUM("transfer-port", transferPort, IMM, -1, -1, 65535, NULL),
     STR("announce-addr", announceAddr, IMM, ""),
     STR("cluster-secret", clusterSecret, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),
+    FILESTR("cluster-secret-file", 0),
+    FILESTR("directory-password-file", 1),
     NUM("fetch-timeout", fetchTimeoutMs, 0, 30000, 1, 3600000, NULL),
     NUM("heartbeat", heartbeatMs, IMM, 1000, 50, 60000, NULL),
     NUM("node-ttl", nodeTtlMs, IMM, 5000, 200, 600000, NULL),
@@ -73,6 +102,10 @@ static ConfigDef configDefs[] = {
     NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
     NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
     NUM("rdma-rx-size", rdmaRxSize, IMM | MEM, 1LL << 20, 64 * 1024, 16LL << 20, NULL),
+    NUM("max-objects", maxObjects, 0, -1, -1, 1LL << 40, applyMaxObjects),
+    STR("spill-dir", spillDir, IMM, ""),
+    NUM("spill-max", spillMax, IMM | MEM, 0, 0, 1LL << 50, NULL),
+    STR("spill-policy", spillPolicy, IMM, "hot"),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 
@@ -133,6 +166,16 @@ static void configFilter(RedisModuleCommandFilterCtx *fctx)
         l0 == 6 && !strncasecmp(a0, "config", 6) && l1 == 7 && !strncasecmp(a1, "rewrite", 7);
 }
 
+/* Did secret setting `name` come from its file? (Then CONFIG REWRITE must not
+ * copy it into redis.conf: it stays in the file.) */
+static int configFromFile(const char *name)
+{
+    for (size_t i = 0; i < N_SECRET_FILES; i++)
+        if (secretFiles[i].used && !strcmp(secretFiles[i].secret, name))
+            return 1;
+    return 0;
+}
+
 static RedisModuleString *configGetString(const char *name, void *privdata)
 {
     /* Redis copies the value and never frees what a getter returns: keep
@@ -140,7 +183,9 @@ static RedisModuleString *configGetString(const char *name, void *privdata)
     static RedisModuleString *cached[N_CONFIG];
     ConfigDef *d = privdata;
     size_t i = (size_t)(d - configDefs);
-    const char *v = (d->flags & REDISMODULE_CONFIG_SENSITIVE) && !configRevealSecrets ? "" : d->dst;
+    int hide = (d->flags & REDISMODULE_CONFIG_SENSITIVE) &&
+               (!configRevealSecrets || configFromFile(d->name));
+    const char *v = hide ? "" : d->dst;
 
     if (cached[i])
         RedisModule_FreeString(NULL, cached[i]);
@@ -198,6 +243,15 @@ static int configParseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
             RedisModule_Log(ctx, "warning", "unknown module argument '%s'", name);
             return REDISMODULE_ERR;
         }
+        if (d->flags & REDISMODULE_CONFIG_SENSITIVE) {
+            RedisModule_Log(ctx, "warning",
+                            "module argument %s refused: module arguments show in MODULE LIST "
+                            "and in ps. Put `objstore.%s <value>` in the config file, or the "
+                            "secret alone in a file of mode 0600 named by `%s-file <path>` (a "
+                            "module argument or config file setting)",
+                            d->name, d->name, d->name);
+            return REDISMODULE_ERR;
+        }
         if (i + 1 >= argc) {
             RedisModule_Log(ctx, "warning", "module argument '%s' has no value", name);
             return REDISMODULE_ERR;
@@ -227,6 +281,94 @@ static int configParseArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
             RedisModule_Log(ctx, "warning", "module argument %s: %s", name, why);
             return REDISMODULE_ERR;
         }
+    }
+    return REDISMODULE_OK;
+}
+
+/* Read the secret in path into out (outLen bytes with its NUL): the whole
+ * file but one trailing newline. The file must be a regular file that other
+ * users cannot access nor its group write; *groupReadable tells whether its
+ * group may read it (worth a warning). Returns 0, or -1 with a message in why. */
+static int configReadSecretFile(const char *path, char *out, size_t outLen, int *groupReadable,
+                                char *why, size_t whyLen)
+{
+    struct stat st;
+    char buf[1024];
+    size_t n = 0;
+    ssize_t got = 1;
+    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd == -1) {
+        snprintf(why, whyLen, "cannot open it: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        snprintf(why, whyLen, "it is not a regular file");
+        goto out_close;
+    }
+    if (st.st_mode & (S_IRWXO | S_IWGRP)) {
+        snprintf(why, whyLen, "other users can reach it (mode %04o): chmod 600 it",
+                 (unsigned)(st.st_mode & 07777));
+        goto out_close;
+    }
+    *groupReadable = (st.st_mode & S_IRGRP) != 0;
+    while (n < sizeof(buf) && (got = read(fd, buf + n, sizeof(buf) - n)) > 0)
+        n += (size_t)got;
+    if (got < 0) {
+        snprintf(why, whyLen, "cannot read it: %s", strerror(errno));
+        goto out_close;
+    }
+    close(fd);
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if (n == 0)
+        snprintf(why, whyLen, "it is empty");
+    else if (n >= outLen)
+        snprintf(why, whyLen, "the secret is longer than %zu bytes", outLen - 1);
+    else if (memchr(buf, '\0', n))
+        snprintf(why, whyLen, "the secret holds a NUL byte");
+    else {
+        memcpy(out, buf, n);
+        out[n] = '\0';
+        rc = 0;
+    }
+    memset(buf, 0, sizeof(buf));
+    return rc;
+
+out_close:
+    close(fd);
+    return -1;
+}
+
+/* Fill each secret whose `-file` setting is set from its file, once, at load.
+ * Returns REDISMODULE_ERR (logged) when a file is unusable or the secret is
+ * also set directly. */
+static int configLoadSecretFiles(RedisModuleCtx *ctx)
+{
+    for (size_t i = 0; i < N_SECRET_FILES; i++) {
+        SecretFile *f = &secretFiles[i];
+        ConfigDef *d = configFind(f->secret);
+        char why[256];
+        int groupReadable = 0;
+        if (!f->path[0])
+            continue;
+        if (((char *)d->dst)[0]) {
+            RedisModule_Log(ctx, "warning", "set objstore.%s or %s-file, not both", f->secret,
+                            f->secret);
+            return REDISMODULE_ERR;
+        }
+        if (configReadSecretFile(f->path, d->dst, d->len, &groupReadable, why, sizeof(why)) == -1) {
+            RedisModule_Log(ctx, "warning", "%s-file %s: %s", f->secret, f->path, why);
+            return REDISMODULE_ERR;
+        }
+        f->used = 1;
+        if (groupReadable)
+            RedisModule_Log(ctx, "warning",
+                            "%s-file %s is readable by its group: chmod 600 it unless the group "
+                            "is meant to know the secret",
+                            f->secret, f->path);
     }
     return REDISMODULE_OK;
 }
@@ -271,5 +413,5 @@ int objConfigInit(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         RedisModule_Log(ctx, "warning", "invalid objstore.* setting in the config file");
         return REDISMODULE_ERR;
     }
-    return REDISMODULE_OK;
+    return configLoadSecretFiles(ctx);
 }

@@ -10,8 +10,10 @@
  *   redis/      this layer, the commands and the node's start-up:
  *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
  *               node.c (the node's state)  commands.c (store OBJ.*)        cmdtable.c
+ *               acl.c (ACL key permissions on object ids)
  *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
+ *               limits.c (max-objects, heap counters)
  *               module.c calls the others; nothing calls module.c.
  *   door/       not part of objstore.so: the module objstore-rdma.so (Redis
  *               clients over RDMA); door.h names the counters it shares
@@ -32,7 +34,9 @@
 #include "commands.h"
 #include "waiters.h"
 #include "settings.h"
+#include "spill.h"
 #include "stats.h"
+#include "limits.h"
 
 /* A client disconnected: abort what it was creating, drop its pins, and let
  * waiters for the aborted ids see that they are gone. */
@@ -52,6 +56,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
     objRemoteStop();
+    spillStop();
     arenaClose(&objNode.arena);
 }
 
@@ -107,8 +112,11 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_Log(ctx, "warning", "out of memory for the object table");
         goto out_close_arena;
     }
+    objLimitsApply();
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
+        objStatsAdd(objLimitsStats) == REDISMODULE_ERR ||
+        objStatsAdd(spillStats) == REDISMODULE_ERR ||
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
@@ -118,12 +126,16 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown) ==
             REDISMODULE_ERR)
         goto out_destroy_table;
-    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+    if (spillStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
+    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+        goto out_stop_spill;
     moduleDoorNotice(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 
+out_stop_spill:
+    spillStop();
 out_destroy_table:
     objTableDestroy(objNode.table);
     objNode.table = NULL;

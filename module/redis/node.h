@@ -43,6 +43,10 @@ typedef struct ObjConfig {
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
     long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
     long long rdmaRxSize;     /* an RDMA client's RX buffer once authenticated */
+    long long maxObjects;     /* -1 = memory / OBJ_LIMITS_BYTES_PER_OBJECT, 0 = no limit */
+    char spillDir[256];       /* the spill tier's file system; "" = no tier (docs/tiers.md) */
+    long long spillMax;       /* bytes the tier may hold; 0 = what the file system takes */
+    char spillPolicy[16];     /* hot (recency and frequency) or lru (recency alone) */
 } ObjConfig;
 
 typedef struct ObjCounters {

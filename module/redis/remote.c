@@ -23,6 +23,7 @@
 #include "directory/directory.h"
 #include "directory/slots.h"
 #include "transfer/engine.h"
+#include "acl.h"
 #include "cmdtable.h"
 #include "node.h"
 #include "remote.h"
@@ -68,6 +69,20 @@ static void remoteChanged(const char *id, size_t idLen)
     RedisModuleString *s = RedisModule_CreateString(NULL, id, idLen);
     if (RedisModule_EventLoopAddOneShot(remoteRecheck, s) == REDISMODULE_ERR)
         RedisModule_FreeString(NULL, s);
+}
+
+/* Directory thread: the directory refused this node's replica of id, as the
+ * id names another object now. Drop the copy when it is still that one,
+ * sealed and unpinned (as an eviction would): kept, it would answer local
+ * reads and fetches of the id with a deleted object. A pinned one stays. */
+static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
+{
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    if (e != NULL && e->state == OBJ_SEALED && e->replica && e->checksum == checksum &&
+        e->pins == 0)
+        objTableDelete(objNode.table, e);
+    objTableUnlock(objNode.table);
 }
 
 static void remoteEvicted(const ObjEntry *e, void *arg)
@@ -127,7 +142,8 @@ static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
         objTableUnlock(objNode.table);
         for (size_t i = 0; i < b.n; i++) {
             emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
-                 b.copy[i].checksum, emitArg);
+                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY,
+                 emitArg);
             free(b.ids[i]);
         }
     } while (cursor != 0);
@@ -241,6 +257,8 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.features = (dc.tcpPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
+    dc.log = remoteLog;
+    dc.staleReplica = remoteStaleReplica;
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");
@@ -294,7 +312,8 @@ void objRemoteConfigChanged(void)
 void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
-        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum);
+        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
+                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY);
 }
 
 void objRemoteUnpublish(const char *id, size_t idLen)
@@ -446,8 +465,11 @@ static int fetchParseOption(RedisModuleCtx *ctx, const char *s, int isFrom, cons
         a->from = v;
         a->fromLen = len;
     } else if (s[0] == 'T' || s[0] == 't') {
-        if (utilParseU64(v, len, &u) == -1) {
-            RedisModule_ReplyWithError(ctx, "BADARG TIMEOUT must be a non-negative integer");
+        if (utilParseTimeoutMs(v, len, &u) == -1) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
+                     (unsigned long long)OBJ_TIMEOUT_MAX_MS);
+            RedisModule_ReplyWithError(ctx, msg);
             return -1;
         }
         a->timeoutMs = u == 0 ? 0 : (long long)u;
@@ -751,6 +773,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("directory_reconnects", ds.reconnects);
     STAT("directory_errors", ds.errors);
     STAT("directory_queued", ds.queued);
+    STAT("directory_stale_replicas", ds.staleReplicas);
 #undef TPSTATS
 #undef STAT
 }
@@ -780,18 +803,38 @@ static RedisModuleCommandArg argsFetch[] = {{.name = "id",
 static RedisModuleCommandArg argsLocate[] = {
     {.name = "id", .type = REDISMODULE_ARG_TYPE_STRING, .key_spec_index = -1}, {0}};
 
+/* How many ids OBJ.FETCH names (argv[1] on), by fetchParse's rule: the ids
+ * end at the first TIMEOUT, VIA or FROM that has a value after it. For
+ * key-position requests and ACL checks, which run before fetchParse. */
+static int fetchIdCount(RedisModuleString **argv, int argc)
+{
+    int n = 0;
+
+    for (int i = 1; i < argc; i++, n++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        int isOpt =
+            n > 0 && i + 1 < argc &&
+            ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
+             (len == 3 && !strncasecmp(s, "VIA", 3)) || (len == 4 && !strncasecmp(s, "FROM", 4)));
+        if (isOpt)
+            break;
+    }
+    return n;
+}
+
 int objRemoteRegisterCommands(RedisModuleCtx *ctx)
 {
     static const ObjCommandDef defs[] = {
         {"obj.fetch", ObjFetch_RedisCommand, "write", -2,
          "Pull objects from other nodes into this node (per-id result); FROM names the node "
          "to ask first, without a directory lookup",
-         "O(N) in the bytes fetched", argsFetch},
+         "O(N) in the bytes fetched", argsFetch, OBJ_ACL_READ, fetchIdCount},
         {"obj.locate", ObjLocate_RedisCommand, "readonly", 2,
          "Show an object's size, checksum and live locations from the directory",
-         "O(L) in the locations", argsLocate},
+         "O(L) in the locations", argsLocate, OBJ_ACL_READ, NULL},
         {"obj.nodes", ObjNodes_RedisCommand, "readonly", 1, "List the live nodes",
-         "O(N) in the nodes", NULL},
+         "O(N) in the nodes", NULL, 0, NULL},
     };
     return objCommandTableRegister(ctx, defs, sizeof(defs) / sizeof(defs[0]));
 }

@@ -36,6 +36,19 @@ int objReplyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what)
                      (unsigned long long)as.largestFree);
             return RedisModule_ReplyWithError(ctx, msg);
         }
+        case OBJ_ST_LIMIT: {
+            ObjTableStats ts;
+            objTableGetStats(objNode.table, &ts);
+            snprintf(msg, sizeof(msg),
+                     "OOM object limit reached: the node holds %llu objects (max-objects); "
+                     "delete objects or raise objstore.max-objects",
+                     (unsigned long long)ts.maxObjects);
+            return RedisModule_ReplyWithError(ctx, msg);
+        }
+        case OBJ_ST_AMBIGUOUS:
+            return RedisModule_ReplyWithError(
+                ctx, "WRONGSTATE this connection pins more than one object under this id (it was "
+                     "deleted and made again): name the pin with GEN or OFFSET");
         case OBJ_ST_WRONGSTATE:
         default:
             snprintf(msg, sizeof(msg), "WRONGSTATE %s", what);
@@ -60,19 +73,31 @@ int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKi
     }
     ObjStatus st = objTablePin(t, e, holder);
     objTableUnlock(t);
+    if (st == OBJ_ST_SPILLED) /* moved out between a waiter's wake-up and its reply */
+        return RedisModule_ReplyWithError(
+            ctx, "TRYAGAIN the object was moved to the spill tier meanwhile; ask again");
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "cannot pin the object");
+    return objReplyPinned(ctx, e, kind, holder);
+}
 
+/* See reply.h. */
+int objReplyPinned(RedisModuleCtx *ctx, ObjEntry *e, ObjReplyKind kind, uint64_t holder)
+{
+    ObjTable *t = objNode.table;
     const char *data = (const char *)objNode.arena.base + e->offset;
+
     if (kind == OBJ_REPLY_PIN) {
         objNode.cnt.pins++;
-        RedisModule_ReplyWithArray(ctx, 6);
+        RedisModule_ReplyWithArray(ctx, 8);
         RedisModule_ReplyWithSimpleString(ctx, "offset");
         RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
         RedisModule_ReplyWithSimpleString(ctx, "size");
         RedisModule_ReplyWithLongLong(ctx, (long long)e->dataSize);
         RedisModule_ReplyWithSimpleString(ctx, "meta");
         RedisModule_ReplyWithStringBuffer(ctx, data + e->dataSize, e->metaSize);
+        RedisModule_ReplyWithSimpleString(ctx, "gen");
+        RedisModule_ReplyWithLongLong(ctx, (long long)e->gen);
         return REDISMODULE_OK; /* the pin stays: OBJ.RELEASE drops it */
     }
     objNode.cnt.gets++;

@@ -16,6 +16,9 @@ typedef enum ObjReplyKind { OBJ_REPLY_GET, OBJ_REPLY_GET_META, OBJ_REPLY_PIN } O
  * by waiters after a wake-up. Missing -> NOTFOUND, unsealed -> NOTSEALED.
  * Returns REDISMODULE_OK. */
 int objReplyObject(RedisModuleCtx *ctx, const char *id, size_t idLen, ObjReplyKind kind);
+/* Reply for OBJ.GET / OBJ.PIN from e, which holder has pinned (in memory):
+ * a GET drops that pin after copying, a PIN keeps it. Returns REDISMODULE_OK. */
+int objReplyPinned(RedisModuleCtx *ctx, ObjEntry *e, ObjReplyKind kind, uint64_t holder);
 /* The reply for a table status: OK, DEFERRED, or the error with its code
  * word (what completes WRONGSTATE). Returns REDISMODULE_OK. */
 int objReplyStatus(RedisModuleCtx *ctx, ObjStatus st, const char *what);

@@ -20,8 +20,7 @@
  */
 #include "alloc.h"
 
-#include <stdlib.h>
-
+#include "common/heap.h"
 #include "common/list.h"
 
 /* log2 of the unit: every offset and size is a multiple of 64 bytes. */
@@ -193,7 +192,7 @@ static void allocListRemove(Allocator *a, AllocBlock *b)
 static AllocBlock *allocNodeGet(Allocator *a)
 {
     if (objListEmpty(&a->spare)) {
-        AllocChunk *c = malloc(sizeof(*c));
+        AllocChunk *c = objHeapMalloc(OBJ_HEAP_STORE, sizeof(*c));
         if (c == NULL)
             return NULL;
         c->next = a->chunks;
@@ -232,7 +231,7 @@ Allocator *allocCreate(uint64_t capacity)
     uint64_t units = capacity >> ALLOC_UNIT_SHIFT;
     if (units == 0)
         return NULL;
-    Allocator *a = calloc(1, sizeof(*a));
+    Allocator *a = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*a));
     if (a == NULL)
         return NULL;
     a->capacity = units;
@@ -243,7 +242,7 @@ Allocator *allocCreate(uint64_t capacity)
             objListInit(&a->heads[fl][sl]);
     AllocBlock *b = allocNodeGet(a);
     if (b == NULL) {
-        free(a);
+        objHeapFree(OBJ_HEAP_STORE, a);
         return NULL;
     }
     b->offset = 0;
@@ -263,10 +262,10 @@ void allocDestroy(Allocator *a)
     AllocChunk *c = a->chunks;
     while (c) {
         AllocChunk *next = c->next;
-        free(c);
+        objHeapFree(OBJ_HEAP_STORE, c);
         c = next;
     }
-    free(a);
+    objHeapFree(OBJ_HEAP_STORE, a);
 }
 
 /*

@@ -8,6 +8,12 @@
  * object; and an LRU list of unpinned replicas for eviction when the arena
  * runs short. Primary copies are never on that list. The index hash is
  * seeded per table, so clients cannot choose ids that collide.
+ *
+ * Sealed primaries in memory sit on two recency lists, the hot set the spill
+ * tier leaves alone (docs/tiers.md): probation (used at most once since they
+ * came into memory) and protected (used again; capped, its oldest fall back
+ * to probation). Spill victims come from probation first, so a one-time scan
+ * of many objects only churns probation.
  */
 #include "objtable.h"
 
@@ -16,6 +22,7 @@
 #include <sys/random.h>
 #include <xxhash.h>
 
+#include "common/heap.h"
 #include "common/util.h"
 
 #define OBJ_TABLE_INIT_BUCKETS 64
@@ -45,10 +52,25 @@ struct ObjTable {
     ObjList lru;       /* ObjEntry.lru: least recently used first */
     uint64_t lruBytes; /* arena bytes eviction could give back */
     uint64_t tick;
+    uint64_t lastGen; /* ObjEntry.gen of the newest entry */
     ObjTableStats st;
     void (*evictHook)(const ObjEntry *e, void *arg);
     void *evictArg;
+    ObjList probation, protected; /* ObjEntry.resid, least recently used first */
+    uint64_t protectedBytes;
+    int lruOnly; /* every use goes to probation: recency alone */
+    ObjTierOps tierOps;
 };
+
+/* The protected list holds at most this share of the arena (in 1/8ths), so
+ * that probation always has room for new objects to prove themselves. */
+#define OBJ_PROTECTED_EIGHTHS 6
+/* Uses after which an object in probation is promoted. */
+#define OBJ_HOT_USES 2
+/* Uses that earn the oldest protected entry a second chance, and how many
+ * second chances one demotion may hand out. */
+#define OBJ_KEEP_USES      4
+#define OBJ_DEMOTE_CHANCES 64
 
 /* ---- hashing and the index ------------------------------------------------ */
 
@@ -77,7 +99,7 @@ static uint64_t tableSeed(const ObjTable *t)
 static int tableGrow(ObjTable *t)
 {
     uint64_t n = (t->mask + 1) * 2;
-    ObjEntry **nb = calloc(n, sizeof(*nb));
+    ObjEntry **nb = objHeapCalloc(OBJ_HEAP_STORE, n, sizeof(*nb));
 
     if (!nb)
         return -1;
@@ -91,7 +113,7 @@ static int tableGrow(ObjTable *t)
             e = next;
         }
     }
-    free(t->buckets);
+    objHeapFree(OBJ_HEAP_STORE, t->buckets);
     t->buckets = nb;
     t->mask = n - 1;
     return 0;
@@ -158,6 +180,69 @@ static void lruAppend(ObjTable *t, ObjEntry *e)
     t->lruBytes += allocBlockSize(e->block);
 }
 
+/* ---- the hot set: sealed primaries in memory ------------------------------------ */
+
+static int residLinked(const ObjEntry *e)
+{
+    return !objListEmpty(&e->resid);
+}
+
+static void residRemove(ObjTable *t, ObjEntry *e)
+{
+    if (!residLinked(e))
+        return;
+    objListUnlink(&e->resid);
+    if (e->hot)
+        t->protectedBytes -= e->dataSize + e->metaSize;
+    e->hot = 0;
+}
+
+/* Move the oldest protected entries back to probation while the protected
+ * list is over its cap. An old entry that is still used often gets a second
+ * chance instead, at the cost of half its count (aging), so that frequency
+ * and not only recency decides; after OBJ_DEMOTE_CHANCES chances in one call
+ * the oldest goes regardless. Can't fail. */
+static void residDemote(ObjTable *t)
+{
+    AllocStats as;
+    int chances = OBJ_DEMOTE_CHANCES;
+
+    allocGetStats(t->alloc, &as);
+    uint64_t cap = as.capacity / 8 * OBJ_PROTECTED_EIGHTHS;
+    while (t->protectedBytes > cap) {
+        ObjEntry *old = objListEntry(objListFirst(&t->protected), ObjEntry, resid);
+        if (old->uses >= OBJ_KEEP_USES && chances-- > 0) {
+            old->uses /= 2;
+            objListUnlink(&old->resid);
+            objListPushBack(&t->protected, &old->resid);
+            continue;
+        }
+        residRemove(t, old);
+        old->uses /= 2;
+        objListPushBack(&t->probation, &old->resid);
+    }
+}
+
+/* A sealed primary in memory was used (or just arrived, used=0): record it
+ * as the most recent of its list, promoting it once it has been used again. */
+static void residTouch(ObjTable *t, ObjEntry *e, int used)
+{
+    if (e->state != OBJ_SEALED || e->replica || e->deleting || e->tier != OBJ_TIER_MEMORY)
+        return;
+    if (used && e->uses < UINT32_MAX)
+        e->uses++;
+    int hot = !t->lruOnly && (e->hot || e->uses >= OBJ_HOT_USES);
+    residRemove(t, e);
+    if (!hot) {
+        objListPushBack(&t->probation, &e->resid);
+        return;
+    }
+    e->hot = 1;
+    t->protectedBytes += e->dataSize + e->metaSize;
+    objListPushBack(&t->protected, &e->resid);
+    residDemote(t);
+}
+
 /* ---- holders ------------------------------------------------------------------ */
 
 static HolderRec **holderSlot(ObjTable *t, uint64_t holder)
@@ -176,7 +261,7 @@ static Hold *holdGet(ObjTable *t, uint64_t holder, ObjEntry *e)
     HolderRec *r = *pp;
 
     if (!r) {
-        r = calloc(1, sizeof(*r));
+        r = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*r));
         if (!r)
             return NULL;
         r->holder = holder;
@@ -187,7 +272,7 @@ static Hold *holdGet(ObjTable *t, uint64_t holder, ObjEntry *e)
             return &r->holds[i];
     if (r->count == r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 4;
-        Hold *nh = realloc(r->holds, ncap * sizeof(*nh));
+        Hold *nh = objHeapRealloc(OBJ_HEAP_STORE, r->holds, ncap * sizeof(*nh));
         if (!nh)
             return NULL;
         r->holds = nh;
@@ -212,8 +297,8 @@ static void holderCompact(ObjTable *t, uint64_t holder)
     r->count = j;
     if (j == 0) {
         *pp = r->next;
-        free(r->holds);
-        free(r);
+        objHeapFree(OBJ_HEAP_STORE, r->holds);
+        objHeapFree(OBJ_HEAP_STORE, r);
     }
 }
 
@@ -222,9 +307,17 @@ static void holderCompact(ObjTable *t, uint64_t holder)
 static void entryFree(ObjTable *t, ObjEntry *e)
 {
     lruRemove(t, e);
-    allocPut(t->alloc, e->block);
-    free(e->id);
-    free(e);
+    residRemove(t, e);
+    if (e->block)
+        allocPut(t->alloc, e->block);
+    if (e->tier == OBJ_TIER_SPILLED) {
+        t->st.tierObjects--;
+        t->st.tierBytes -= e->dataSize + e->metaSize;
+    }
+    if (e->fileNo && t->tierOps.discard)
+        t->tierOps.discard(e->fileNo, e->dataSize + e->metaSize, t->tierOps.arg);
+    objHeapFree(OBJ_HEAP_STORE, e->id);
+    objHeapFree(OBJ_HEAP_STORE, e);
 }
 
 /* The last pin went: finish a deferred delete or make a replica evictable. */
@@ -253,6 +346,7 @@ static ObjStatus entryRemove(ObjTable *t, ObjEntry *e)
         e->deleting = 1;
         t->st.deleting++;
         lruRemove(t, e);
+        residRemove(t, e);
         return OBJ_ST_DEFERRED;
     }
     entryFree(t, e);
@@ -280,30 +374,50 @@ static int tableEvictFor(ObjTable *t, uint64_t need)
     return as.largestFree >= need;
 }
 
+/* Is the table at its object limit? Evicts one unpinned replica (the least
+ * recently used) to make room when that is all it takes. Returns 1 when no
+ * entry may be added. */
+static int tableAtLimit(ObjTable *t)
+{
+    ObjEntry *old;
+
+    if (!t->st.maxObjects || t->st.objects + t->st.deleting < t->st.maxObjects)
+        return 0;
+    if (t->st.objects + t->st.deleting > t->st.maxObjects || !(old = lruOldest(t)))
+        return 1;
+    if (t->evictHook)
+        t->evictHook(old, t->evictArg);
+    entryRemove(t, old);
+    t->st.evictions++;
+    return 0;
+}
+
 /* ---- public API --------------------------------------------------------------- */
 
 ObjTable *objTableCreate(uint64_t arenaSize)
 {
-    ObjTable *t = calloc(1, sizeof(*t));
+    ObjTable *t = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*t));
 
     if (!t)
         return NULL;
     t->alloc = allocCreate(arenaSize);
     if (!t->alloc)
         goto out_free_table;
-    t->buckets = calloc(OBJ_TABLE_INIT_BUCKETS, sizeof(*t->buckets));
+    t->buckets = objHeapCalloc(OBJ_HEAP_STORE, OBJ_TABLE_INIT_BUCKETS, sizeof(*t->buckets));
     if (!t->buckets)
         goto out_destroy_alloc;
     t->mask = OBJ_TABLE_INIT_BUCKETS - 1;
     t->seed = tableSeed(t);
     objListInit(&t->lru);
+    objListInit(&t->probation);
+    objListInit(&t->protected);
     pthread_mutex_init(&t->lock, NULL);
     return t;
 
 out_destroy_alloc:
     allocDestroy(t->alloc);
 out_free_table:
-    free(t);
+    objHeapFree(OBJ_HEAP_STORE, t);
     return NULL;
 }
 
@@ -327,30 +441,30 @@ void objTableDestroy(ObjTable *t)
                     doomed = e;
                 }
             }
-            free(r->holds);
-            free(r);
+            objHeapFree(OBJ_HEAP_STORE, r->holds);
+            objHeapFree(OBJ_HEAP_STORE, r);
             r = next;
         }
     }
     while (doomed) {
         ObjEntry *next = doomed->next;
-        free(doomed->id);
-        free(doomed);
+        objHeapFree(OBJ_HEAP_STORE, doomed->id);
+        objHeapFree(OBJ_HEAP_STORE, doomed);
         doomed = next;
     }
     for (uint64_t i = 0; i <= t->mask; i++) {
         ObjEntry *e = t->buckets[i];
         while (e) {
             ObjEntry *next = e->next;
-            free(e->id);
-            free(e);
+            objHeapFree(OBJ_HEAP_STORE, e->id);
+            objHeapFree(OBJ_HEAP_STORE, e);
             e = next;
         }
     }
-    free(t->buckets);
+    objHeapFree(OBJ_HEAP_STORE, t->buckets);
     allocDestroy(t->alloc);
     pthread_mutex_destroy(&t->lock);
-    free(t);
+    objHeapFree(OBJ_HEAP_STORE, t);
 }
 
 void objTableLock(ObjTable *t)
@@ -379,6 +493,11 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
 
     if (objTableFind(t, id, idLen))
         return OBJ_ST_EXISTS;
+    if (tableAtLimit(t)) {
+        t->st.oomErrors++;
+        t->st.limitErrors++;
+        return OBJ_ST_LIMIT;
+    }
     if (need < dataSize) /* overflow */
         goto out_oom;
     AllocBlock *b = allocGet(t->alloc, need);
@@ -386,11 +505,12 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
         b = allocGet(t->alloc, need);
     if (!b)
         goto out_oom;
-    ObjEntry *e = calloc(1, sizeof(*e));
+    ObjEntry *e = objHeapCalloc(OBJ_HEAP_STORE, 1, sizeof(*e));
     if (!e)
         goto out_put_block;
     objListInit(&e->lru);
-    e->id = malloc(idLen ? idLen : 1);
+    objListInit(&e->resid);
+    e->id = objHeapMalloc(OBJ_HEAP_STORE, idLen ? idLen : 1);
     if (!e->id)
         goto out_free_entry;
     Hold *h = holdGet(t, holder, e);
@@ -400,6 +520,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     memcpy(e->id, id, idLen);
     e->idLen = idLen;
     e->hash = tableHash(t, id, idLen);
+    e->gen = ++t->lastGen;
     e->block = b;
     e->offset = allocBlockOffset(b);
     e->dataSize = dataSize;
@@ -416,9 +537,9 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     return OBJ_ST_OK;
 
 out_free_id:
-    free(e->id);
+    objHeapFree(OBJ_HEAP_STORE, e->id);
 out_free_entry:
-    free(e);
+    objHeapFree(OBJ_HEAP_STORE, e);
 out_put_block:
     allocPut(t->alloc, b);
 out_oom:
@@ -449,6 +570,7 @@ ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t check
     t->st.sealed++;
     t->st.seals++;
     t->st.bytesSealed += e->dataSize + e->metaSize;
+    residTouch(t, e, 0);
     return OBJ_ST_OK;
 }
 
@@ -476,10 +598,14 @@ ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder)
 {
     if (e->state != OBJ_SEALED || e->deleting)
         return OBJ_ST_WRONGSTATE;
+    if (e->tier == OBJ_TIER_SPILLED || e->tier == OBJ_TIER_RESTORING)
+        return OBJ_ST_SPILLED;
     Hold *h = holdGet(t, holder, e);
     if (!h)
         return OBJ_ST_OOM;
     h->pins++;
+    if (holder != OBJ_HOLDER_TIER)
+        residTouch(t, e, 1);
     if (e->pins++ == 0) {
         t->st.pinnedObjects++;
         lruRemove(t, e);
@@ -499,20 +625,38 @@ static void holdUnpin(ObjTable *t, uint64_t holder, Hold *h)
         entryUnpinned(t, e);
 }
 
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder)
+/* Does hold h pin an object of this id that sel and value name? */
+static int holdMatches(const Hold *h, const void *id, size_t idLen, ObjPinSel sel, uint64_t value)
+{
+    const ObjEntry *e = h->e;
+
+    if (!h->pins || e->idLen != idLen || memcmp(e->id, id, idLen) != 0)
+        return 0;
+    return sel == OBJ_PIN_GEN ? e->gen == value : sel == OBJ_PIN_OFFSET ? e->offset == value : 1;
+}
+
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value)
 {
     HolderRec *r = *holderSlot(t, holder);
+    Hold *found = NULL;
 
     if (!r)
         return OBJ_ST_WRONGSTATE;
+    /* One Hold per (holder, object): two matches are two objects of the id. */
     for (size_t i = 0; i < r->count; i++) {
-        Hold *h = &r->holds[i];
-        if (h->pins && h->e->idLen == idLen && memcmp(h->e->id, id, idLen) == 0) {
-            holdUnpin(t, holder, h);
-            return OBJ_ST_OK;
-        }
+        if (!holdMatches(&r->holds[i], id, idLen, sel, value))
+            continue;
+        if (found)
+            return OBJ_ST_AMBIGUOUS;
+        found = &r->holds[i];
+        if (sel != OBJ_PIN_SOLE)
+            break;
     }
-    return OBJ_ST_WRONGSTATE;
+    if (!found)
+        return OBJ_ST_WRONGSTATE;
+    holdUnpin(t, holder, found);
+    return OBJ_ST_OK;
 }
 
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder)
@@ -552,8 +696,8 @@ int objTableHolderGone(ObjTable *t, uint64_t holder)
                 entryUnpinned(t, e);
         }
     }
-    free(r->holds);
-    free(r);
+    objHeapFree(OBJ_HEAP_STORE, r->holds);
+    objHeapFree(OBJ_HEAP_STORE, r);
     return aborted;
 }
 
@@ -563,11 +707,135 @@ void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg),
     t->evictArg = arg;
 }
 
+void objTableSetMaxObjects(ObjTable *t, uint64_t max)
+{
+    t->st.maxObjects = max;
+}
+
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)
 {
     e->replica = 1;
+    residRemove(t, e);
     if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(e))
         lruAppend(t, e);
+}
+
+/* ---- the spill tier ---------------------------------------------------------------- */
+
+void objTableSetTier(ObjTable *t, const ObjTierOps *ops, int lruOnly)
+{
+    t->tierOps = *ops;
+    t->lruOnly = lruOnly;
+}
+
+/* Add the unpinned in-memory entries of list l, oldest first, to out until
+ * enough bytes are chosen. Returns the new count. */
+static size_t spillPickFrom(ObjTable *t, ObjList *l, uint64_t want, uint64_t *got, uint64_t holder,
+                            ObjEntry **out, size_t n, size_t max)
+{
+    ObjListLink *it, *next;
+
+    objListForEachSafe(l, it, next) {
+        if (n == max || *got >= want)
+            break;
+        ObjEntry *e = objListEntry(it, ObjEntry, resid);
+        if (e->pins || e->tier != OBJ_TIER_MEMORY)
+            continue;
+        if (objTablePin(t, e, holder) != OBJ_ST_OK)
+            continue;
+        e->tier = OBJ_TIER_SPILLING;
+        residRemove(t, e);
+        *got += allocBlockSize(e->block);
+        out[n++] = e;
+    }
+    return n;
+}
+
+size_t objTableSpillPick(ObjTable *t, uint64_t need, uint64_t holder, ObjEntry **out, size_t max)
+{
+    AllocStats as;
+    uint64_t got = 0;
+
+    allocGetStats(t->alloc, &as);
+    if (need > as.capacity)
+        return 0;
+    /* Free space may be scattered: ask for the whole request plus a quarter
+     * from victims, unless what is free already covers it (then one round
+     * more makes the difference). */
+    uint64_t want = need + need / 4;
+    size_t n = spillPickFrom(t, &t->probation, want, &got, holder, out, 0, max);
+    return spillPickFrom(t, &t->protected, want, &got, holder, out, n, max);
+}
+
+int objTableSpillDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok, uint64_t fileNo)
+{
+    int kept = ok && e->pins == 1 && !e->deleting;
+
+    if (kept) {
+        allocPut(t->alloc, e->block);
+        e->block = NULL;
+        e->tier = OBJ_TIER_SPILLED;
+        e->fileNo = fileNo;
+        e->uses = 0;
+        t->st.tierObjects++;
+        t->st.tierBytes += e->dataSize + e->metaSize;
+    } else {
+        e->tier = OBJ_TIER_MEMORY;
+        residTouch(t, e, 0);
+    }
+    objTableUnpin(t, e, holder);
+    return kept;
+}
+
+ObjStatus objTableRestoreBegin(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    uint64_t need = e->dataSize + e->metaSize;
+
+    if (e->tier != OBJ_TIER_SPILLED || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    Hold *h = holdGet(t, holder, e);
+    if (!h)
+        return OBJ_ST_OOM;
+    AllocBlock *b = allocGet(t->alloc, need);
+    if (!b && tableEvictFor(t, need))
+        b = allocGet(t->alloc, need);
+    if (!b) {
+        holderCompact(t, holder);
+        return OBJ_ST_OOM;
+    }
+    e->block = b;
+    e->offset = allocBlockOffset(b);
+    e->tier = OBJ_TIER_RESTORING;
+    h->pins++;
+    if (e->pins++ == 0)
+        t->st.pinnedObjects++;
+    return OBJ_ST_OK;
+}
+
+void objTableRestoreDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok)
+{
+    if (ok) {
+        t->st.tierObjects--;
+        t->st.tierBytes -= e->dataSize + e->metaSize;
+        if (t->tierOps.discard)
+            t->tierOps.discard(e->fileNo, e->dataSize + e->metaSize, t->tierOps.arg);
+        e->fileNo = 0;
+        e->tier = OBJ_TIER_MEMORY;
+        residTouch(t, e, 0);
+    } else {
+        allocPut(t->alloc, e->block);
+        e->block = NULL;
+        e->offset = 0;
+        e->tier = OBJ_TIER_SPILLED;
+    }
+    objTableUnpin(t, e, holder);
+}
+
+int objTableTierOpen(ObjTable *t, const ObjEntry *e)
+{
+    if (!e->fileNo || !t->tierOps.open)
+        return -1;
+    return t->tierOps.open(e->fileNo, t->tierOps.arg);
 }
 
 /* Reverse the bits of v (for the SCAN cursor). */
@@ -626,8 +894,10 @@ int objTableCheck(ObjTable *t)
         for (ObjEntry *e = t->buckets[i]; e; e = e->next) {
             if ((e->hash & t->mask) != i || e->deleting)
                 return -1;
-            if (allocBlockOffset(e->block) != e->offset ||
-                allocBlockSize(e->block) < e->dataSize + e->metaSize)
+            if ((e->block == NULL) != (e->tier == OBJ_TIER_SPILLED))
+                return -1;
+            if (e->block && (allocBlockOffset(e->block) != e->offset ||
+                             allocBlockSize(e->block) < e->dataSize + e->metaSize))
                 return -1;
             n++;
             if (e->state == OBJ_SEALED) {

@@ -24,6 +24,10 @@
 #include "common/list.h"
 
 #define OBJ_ID_MAX 512
+/* The holder of the pins that spill and restore jobs take (bit 63: not a
+ * Redis client; bit 60: no other internal holder uses it). Its pins are not
+ * uses of the object. */
+#define OBJ_HOLDER_TIER ((1ULL << 63) | (1ULL << 60))
 
 /* Result codes shared by the table and the command layer. */
 typedef enum ObjStatus {
@@ -32,10 +36,23 @@ typedef enum ObjStatus {
     OBJ_ST_OOM,        /* arena cannot hold it */
     OBJ_ST_NOTFOUND,   /* no visible object with that id */
     OBJ_ST_WRONGSTATE, /* not allowed in this state / by this holder */
-    OBJ_ST_DEFERRED    /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_DEFERRED,   /* delete accepted, memory freed at the last unpin */
+    OBJ_ST_AMBIGUOUS,  /* a release that names no pin, while the holder pins several objects */
+    OBJ_ST_LIMIT,      /* the table holds max-objects objects (see objTableSetMaxObjects) */
+    OBJ_ST_SPILLED     /* sealed, but its bytes are on the spill tier (or coming back) */
 } ObjStatus;
 
 typedef enum ObjState { OBJ_CREATED = 0, OBJ_SEALED = 1 } ObjState;
+
+/* Where a sealed object's bytes are (docs/tiers.md). Only a SPILLED entry
+ * has no arena block; SPILLING and RESTORING entries hold a pin of the tier
+ * job that moves them, so their block cannot go while the worker uses it. */
+typedef enum ObjTier {
+    OBJ_TIER_MEMORY = 0,
+    OBJ_TIER_SPILLING,  /* in memory and readable; a copy is being written out */
+    OBJ_TIER_SPILLED,   /* only in its tier file */
+    OBJ_TIER_RESTORING, /* arena block reserved, the file is being read into it */
+} ObjTier;
 
 /* A pin count, per object and per holder. 64 bits: a client that pins one
  * object 2^32 times must not wrap it to zero and have the object freed
@@ -46,6 +63,7 @@ typedef struct ObjEntry {
     char *id;
     size_t idLen;
     uint64_t hash;
+    uint64_t gen; /* this object's number on this node: one per creation, never reused */
     AllocBlock *block;
     uint64_t offset; /* data offset in the arena; metadata follows the data */
     uint64_t dataSize;
@@ -61,12 +79,29 @@ typedef struct ObjEntry {
     uint64_t staleBytes;   /* leading bytes that may still hold a freed object's data */
     struct ObjEntry *next; /* hash chain */
     ObjListLink lru;       /* evictable replicas (unpinned, sealed); self-linked when not */
+    ObjTier tier;
+    uint64_t fileNo;   /* its tier file (SPILLED, RESTORING), 0 when none */
+    uint32_t uses;     /* pins and gets since it came into memory (saturates) */
+    int hot;           /* on the protected list of the hot set, not the probation one */
+    ObjListLink resid; /* sealed primaries in memory, by recency (see objTableSpillPick) */
 } ObjEntry;
 
 typedef struct ObjTableStats {
     uint64_t objects, sealed, created, pinnedObjects, deleting, bytesSealed;
     uint64_t creates, seals, aborts, deletes, deferredDeletes, oomErrors, evictions;
+    uint64_t maxObjects;             /* objTableSetMaxObjects; 0: no limit */
+    uint64_t limitErrors;            /* creates refused at maxObjects (also counted in oomErrors) */
+    uint64_t tierObjects, tierBytes; /* spilled (or being restored): their bytes are on disk */
 } ObjTableStats;
+
+/* What the table asks of the spill tier: drop a file of an entry that is
+ * freed while spilled, open one for reading (a serve from the tier). Called
+ * under the table lock. */
+typedef struct ObjTierOps {
+    void (*discard)(uint64_t fileNo, uint64_t bytes, void *arg);
+    int (*open)(uint64_t fileNo, void *arg); /* an fd, or -1 with errno */
+    void *arg;
+} ObjTierOps;
 
 typedef struct ObjTable ObjTable;
 
@@ -88,9 +123,9 @@ void objTableUnlock(ObjTable *t);
 ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen);
 
 /* Reserve dataSize + metaSize bytes and add a created entry owned by holder.
- * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS or OBJ_ST_OOM (after evicting
- * unpinned replicas if that makes room). Ids are 1..OBJ_ID_MAX bytes: the
- * caller validates. */
+ * Returns OBJ_ST_OK (and *out), OBJ_ST_EXISTS, OBJ_ST_LIMIT (the table holds
+ * max objects) or OBJ_ST_OOM (both after evicting unpinned replicas if that
+ * makes room). Ids are 1..OBJ_ID_MAX bytes: the caller validates. */
 ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_t dataSize,
                               uint64_t metaSize, uint64_t holder, ObjEntry **out);
 /* created -> sealed, by its creator. OBJ_ST_WRONGSTATE otherwise. */
@@ -102,9 +137,20 @@ ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
 ObjStatus objTableDelete(ObjTable *t, ObjEntry *e);
 /* Pin a sealed entry on behalf of holder. OBJ_ST_WRONGSTATE if not sealed. */
 ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Which of a holder's pins of an id a release drops: an id may name a
+ * deleted-but-pinned object and its successor at once, so a release names
+ * the object by the generation or the offset its pin returned. */
+typedef enum ObjPinSel {
+    OBJ_PIN_SOLE,   /* the holder's only pinned object of that id */
+    OBJ_PIN_GEN,    /* the one whose gen is the value */
+    OBJ_PIN_OFFSET, /* the one whose offset is the value */
+} ObjPinSel;
 /* Drop one pin that holder has on an object with this id (also one that was
- * deleted while pinned). OBJ_ST_WRONGSTATE if holder holds none. */
-ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder);
+ * deleted while pinned), chosen by sel and value. OBJ_ST_WRONGSTATE if
+ * holder holds no such pin; OBJ_ST_AMBIGUOUS (nothing dropped) for
+ * OBJ_PIN_SOLE while holder pins more than one object of that id. */
+ObjStatus objTableRelease(ObjTable *t, const void *id, size_t idLen, uint64_t holder, ObjPinSel sel,
+                          uint64_t value);
 /* Drop one pin on exactly this entry (for holders that keep the pointer). */
 ObjStatus objTableUnpin(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* A holder went away: abort what it created, drop every pin it held.
@@ -113,8 +159,38 @@ int objTableHolderGone(ObjTable *t, uint64_t holder);
 /* Call fn(e, arg) for each replica just before eviction frees it (under the
  * table lock: fn must only queue work, e.g. a directory removal). */
 void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg);
+/* Cap the entries the table holds (visible ones and those deleted but still
+ * pinned: each costs heap outside the arena) at max; 0: no limit. Lowering
+ * it below the current count refuses new entries until enough go. */
+void objTableSetMaxObjects(ObjTable *t, uint64_t max);
 /* Mark a sealed entry as a replica (evictable when unpinned). */
 void objTableMarkReplica(ObjTable *t, ObjEntry *e);
+
+/* ---- the spill tier (docs/tiers.md) ------------------------------------------------------ */
+
+/* Install the tier's callbacks; lruOnly picks victims by recency alone (the
+ * baseline the benchmark compares with) instead of the scan-resistant hot set. */
+void objTableSetTier(ObjTable *t, const ObjTierOps *ops, int lruOnly);
+/* Choose cold, unpinned, sealed primaries in memory to spill so that a block
+ * of `need` bytes can fit: at most max of them, coldest first, until what is
+ * free plus what they give back reaches need (with a margin for
+ * fragmentation). Each is marked SPILLING and pinned by holder. Returns how
+ * many were chosen (0: nothing can be moved). */
+size_t objTableSpillPick(ObjTable *t, uint64_t need, uint64_t holder, ObjEntry **out, size_t max);
+/* A spill of e ended (ok: its file fileNo holds the bytes). Returns 1 when e
+ * is now SPILLED (its block freed, the file kept), 0 when e stays in memory
+ * (the write failed, it was pinned or deleted meanwhile) and the caller must
+ * drop the file. Drops holder's pin (which may free a deleted entry). */
+int objTableSpillDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok, uint64_t fileNo);
+/* Reserve an arena block for spilled e and mark it RESTORING, pinned by
+ * holder. OBJ_ST_OOM when no room (after evicting replicas), OBJ_ST_WRONGSTATE
+ * when e is not SPILLED. */
+ObjStatus objTableRestoreBegin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* A restore of e ended. ok: e is in memory again and its file is dropped;
+ * else its block is given back and e stays SPILLED. Drops holder's pin. */
+void objTableRestoreDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok);
+/* Open the file of a SPILLED or RESTORING entry for reading (fd), or -1. */
+int objTableTierOpen(ObjTable *t, const ObjEntry *e);
 
 /* Visit the entries of a SCAN-style cursor step: calls fn for each sealed
  * entry in the next bucket(s) until about `count` were visited. Returns the

@@ -66,6 +66,10 @@ typedef struct Transfer {
     int cancelled; /* no requester left: finish quietly */
     int64_t startUs;
     uint64_t remoteChecksum;
+    /* Why the payload being drained is not taken (the holder sent another
+     * generation than the directory's): the attempt fails with it once the
+     * payload has been read into nowhere. "" otherwise. */
+    char drainWhy[160];
     /* The FROM node while the hinted attempt runs; "" once it is over (or
      * there was none): dir is NULL until then. */
     char hint[OBJ_WIRE_NAME_MAX + 1];
@@ -231,6 +235,7 @@ static void hintFallback(Transfer *x, const char *why, int forget)
  * for the hinted attempt, fall back to the directory). */
 static void attemptFailed(Transfer *x, const char *why)
 {
+    x->drainWhy[0] = '\0';
     if (x->hint[0]) {
         hintFallback(x, why, x->conn && x->conn->state == CONN_CLOSED);
         return;
@@ -477,7 +482,7 @@ static void xferReceived(Transfer *x, const uint64_t *landedSum)
     objTableLock(t);
     objTableSeal(t, e, ENGINE_HOLDER_XFER(x->xid), sum);
     objTableMarkReplica(t, e);
-    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum);
+    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum, DIR_COPY_REPLICA);
     objTableUnlock(t);
     x->entry = NULL; /* the table owns it now */
     if (engineConfig()->onChanged)
@@ -597,6 +602,11 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
         return;
     }
     objTableUnlock(t);
+    if (st == OBJ_ST_LIMIT) {
+        snprintf(err, sizeof(err), "OOM object limit reached on this node (max-objects)");
+        xferFail(x, err);
+        return;
+    }
     if (st != OBJ_ST_OK) {
         snprintf(err, sizeof(err), "OOM no room for %llu bytes in the arena",
                  (unsigned long long)(res->size + res->metaSize));
@@ -695,9 +705,24 @@ static int fetchOnData(Conn *c, const WireMsg *m)
         return 0;
     }
     ObjEntry *e = x->entry;
-    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize) {
-        attemptFailed(x, "PROTOCOL the peer sent a different size than the directory");
-        return -1;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
+        (x->dir && m->u.data.checksum != x->dir->checksum)) {
+        /* Another generation than the directory's (a stale copy listed):
+         * read its payload into nowhere, so the stream the other fetches
+         * share stays in step, and try the next holder. */
+        char why[sizeof(x->drainWhy)];
+        snprintf(why, sizeof(why), "PROTOCOL '%.64s' sent a different %s than the directory",
+                 c->peerName,
+                 m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ? "size"
+                                                                                    : "checksum");
+        uint64_t total = m->u.data.size + m->u.data.metaSize;
+        if (total == 0) {
+            attemptFailed(x, why);
+            return 0;
+        }
+        memcpy(x->drainWhy, why, sizeof(why));
+        x->state = XFER_RECEIVING;
+        return c->ops->recvPayload(c, NULL, total);
     }
     x->remoteChecksum = m->u.data.checksum;
     uint64_t total = e->dataSize + e->metaSize;
@@ -715,8 +740,12 @@ static void fetchOnPayloadDone(Conn *c)
     for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
         if (x->conn == c && x->state == XFER_RECEIVING) {
             if (x->cancelled)
-                xferDrop(x);    /* drained */
-            else if (!x->entry) /* drained: the hinted answer had no room here */
+                xferDrop(x); /* drained */
+            else if (x->drainWhy[0]) {
+                char why[sizeof(x->drainWhy)];
+                memcpy(why, x->drainWhy, sizeof(why));
+                attemptFailed(x, why);
+            } else if (!x->entry) /* drained: the hinted answer had no room here */
                 attemptFailed(x, "OOM cannot create the object the hinted node announced");
             else {
                 uint64_t sum;
@@ -752,9 +781,15 @@ static int fetchOnRndv(Conn *c, const WireMsg *m)
         return 0;
     }
     ObjEntry *e = x->entry;
-    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize) {
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
+        (x->dir && m->u.data.checksum != x->dir->checksum)) {
+        char why[160];
+        snprintf(why, sizeof(why), "PROTOCOL '%.64s' sent a different %s than the directory",
+                 c->peerName,
+                 m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ? "size"
+                                                                                    : "checksum");
         sendDone(c, m->h.reqId);
-        attemptFailed(x, "PROTOCOL the peer sent a different size than the directory");
+        attemptFailed(x, why);
         return 0;
     }
     x->remoteChecksum = m->u.data.checksum;

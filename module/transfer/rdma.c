@@ -447,7 +447,11 @@ static int rdmaFlush(RdmaConn *c)
 
     while (c->txHead && !c->closing) {
         TxItem *it = c->txHead;
-        if (it->payloadLen && it->frameOff == 0 && it->payloadOff == 0) {
+        /* Only arena bytes can be gathered (the arena's key); a payload from
+         * elsewhere (a spilled object's buffer, serve.c) is copied below. */
+        const uint8_t *pa = it->payload;
+        int inArena = pa >= rd.arenaBase && pa + it->payloadLen <= rd.arenaBase + rd.arenaSize;
+        if (it->payloadLen && inArena && it->frameOff == 0 && it->payloadOff == 0) {
             int rc =
                 rdmaStreamWriteGather(c->s, it->frame, it->frameLen, it->payload, it->payloadLen,
                                       rd.arenaMr->lkey, (uint64_t)(uintptr_t)it->cookie);
@@ -517,11 +521,9 @@ static int rdmaSend(Conn *base, WireMsg *m, const void *payload, size_t payloadL
 
     if (c->closing)
         return -1;
-    if (payloadLen && ((const uint8_t *)payload < rd.arenaBase ||
-                       (const uint8_t *)payload + payloadLen > rd.arenaBase + rd.arenaSize)) {
-        rdmaCloseConn(base, "inline payload outside the registered arena");
-        return -1;
-    }
+    /* A payload outside the registered arena (a spilled object read from its
+     * file, serve.c) is never gathered: rdmaFlush copies it into the stream's
+     * registered staging ring, which is its bounce buffer. */
     int len = wireEncode(m, frame, sizeof(frame));
     if (len < 0) {
         host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));

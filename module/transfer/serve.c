@@ -9,11 +9,17 @@
  * are held in the connection's name (ENGINE_HOLDER_CONN), so a vanished
  * peer releases all of them at once and memory is never freed under the
  * NIC or a send.
+ *
+ * An object on the spill tier is served from its file without taking arena
+ * room: read into a heap buffer of the connection's, checked against the
+ * object's checksum, and sent inline on either transport (docs/tiers.md).
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "serve.h"
 #include "common/util.h"
+#include "store/tier.h"
 
 /* A requester that neither reads nor says DONE within this long is gone or
  * stuck: its connection is closed, which both stops any late read by its NIC
@@ -32,6 +38,44 @@ typedef struct Rndv {
 
 static Rndv *rndvs;
 
+/* The bytes of a spilled object on their way out (engine thread only). Its
+ * send cookie is the pointer with the low bit set, which no ObjEntry has. */
+typedef struct TierBuf {
+    Conn *conn;
+    ObjListLink link;
+    uint8_t bytes[];
+} TierBuf;
+
+static ObjList tierBufs = {&tierBufs, &tierBufs};
+
+/* Serve a spilled object from its tier file (fd, closed here). Returns 0, or
+ * -1 when the connection is closing. */
+static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total)
+{
+    TierBuf *b = fd < 0 ? NULL : malloc(sizeof(*b) + total);
+    int err = !b ? -1 : tierReadAll(fd, b->bytes, total, r->u.data.checksum);
+
+    if (fd >= 0)
+        close(fd);
+    if (err) {
+        free(b);
+        engineLog("warning", "%s: serving a spilled object: %s", c->desc,
+                  err == -1 ? "cannot open or buffer its tier file" : tierStrError(err));
+        engineSendError(c, r->h.reqId, WIRE_ERR_INTERNAL,
+                        "the object's spill tier file cannot be read (see the owner's log)");
+        return 0;
+    }
+    b->conn = c;
+    objListPushBack(&tierBufs, &b->link);
+    int tp = engineTpIndex(c->ops);
+    engineStatsBegin();
+    engineTpStats(tp)->served++;
+    engineTpStats(tp)->servedBytes += total;
+    engineTpStats(tp)->servedInline++;
+    engineStatsEnd();
+    r->h.type = WIRE_DATA;
+    return engineSend(c, r, b->bytes, total, (void *)((uintptr_t)b | 1));
+}
 static void unpin(Conn *c, ObjEntry *e)
 {
     objTableLock(engineConfig()->table);
@@ -57,7 +101,15 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     objTableLock(t);
     ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
     ObjStatus st = !e ? OBJ_ST_NOTFOUND : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
+    int tierFd = st == OBJ_ST_SPILLED ? objTableTierOpen(t, e) : -1; /* opened before any unlink */
+    if (st == OBJ_ST_SPILLED) {
+        r.u.data.size = e->dataSize;
+        r.u.data.metaSize = e->metaSize;
+        r.u.data.checksum = e->checksum;
+    }
     objTableUnlock(t);
+    if (st == OBJ_ST_SPILLED)
+        return serveFromTier(c, &r, tierFd, r.u.data.size + r.u.data.metaSize);
     if (st == OBJ_ST_NOTFOUND) {
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
         return 0;
@@ -137,8 +189,13 @@ static int serveOnDone(Conn *c, const WireMsg *m)
 
 static void serveOnSendDone(Conn *c, void *cookie)
 {
-    if (cookie)
+    if ((uintptr_t)cookie & 1) {
+        TierBuf *b = (TierBuf *)((uintptr_t)cookie & ~(uintptr_t)1);
+        objListUnlink(&b->link);
+        free(b);
+    } else if (cookie) {
         unpin(c, cookie);
+    }
 }
 
 static void serveOnConnClosed(Conn *c)
@@ -152,6 +209,14 @@ static void serveOnConnClosed(Conn *c)
             free(rv);
         } else {
             pp = &rv->next;
+        }
+    }
+    ObjListLink *it, *next;
+    objListForEachSafe(&tierBufs, it, next) { /* sends that never completed */
+        TierBuf *b = objListEntry(it, TierBuf, link);
+        if (b->conn == c) {
+            objListUnlink(&b->link);
+            free(b);
         }
     }
     objTableLock(engineConfig()->table);

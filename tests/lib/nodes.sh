@@ -57,7 +57,11 @@
 #                                    PIDs, remove the scratch directories
 #
 # Every server gets --bind 127.0.0.1 --save '' --appendonly no unless
-# SERVER-ARGS say otherwise (later options win). Safe under set -eu.
+# SERVER-ARGS say otherwise (later options win). A MODULE-ARGS pair
+# `cluster-secret S` or `directory-password P` is written to a file of mode
+# 0600 in the server's dir and passed as `cluster-secret-file` /
+# `directory-password-file`: the module refuses secrets as arguments. Safe
+# under set -eu.
 
 NODES_REPO=${NODES_REPO:-$PWD}
 NODES_MODULE=${NODES_MODULE:-${OBJSTORE_MODULE:-${OBJSTORE_BUILD:-$NODES_REPO/build}/objstore.so}}
@@ -96,7 +100,8 @@ print(s.getsockname()[1])' "${1:-127.0.0.1}"
 redisStart() {
     _n_name=$1 _n_port=$2
     shift 2
-    _n_seen=0
+    _n_seen=0 _n_secret=""
+    mkdir -p "$NODES_WORK/$_n_name" || return 1
     for _n_a in "$@"; do
         shift
         if [ "$_n_seen" = 0 ] && [ "$_n_a" = -- ]; then
@@ -105,11 +110,20 @@ redisStart() {
         elif [ "$_n_seen" = 1 ] && [ "$_n_a" = --door ]; then
             set -- "$@" --loadmodule "$NODES_DOOR_MODULE"
             _n_seen=2
+        elif [ -n "$_n_secret" ]; then
+            # The module refuses secrets as arguments (MODULE LIST and ps show
+            # them): hand it a file of mode 0600 instead.
+            (umask 077 && printf '%s\n' "$_n_a" >"$NODES_WORK/$_n_name/$_n_secret") || return 1
+            set -- "$@" "$NODES_WORK/$_n_name/$_n_secret"
+            _n_secret=""
+        elif [ "$_n_seen" = 1 ] && { [ "$_n_a" = cluster-secret ] ||
+            [ "$_n_a" = directory-password ]; }; then
+            _n_secret=$_n_a
+            set -- "$@" "$_n_a-file"
         else
             set -- "$@" "$_n_a"
         fi
     done
-    mkdir -p "$NODES_WORK/$_n_name" || return 1
     LD_PRELOAD=$NODES_PRELOAD redis-server --port "$_n_port" --bind 127.0.0.1 --save '' \
         --appendonly no --dir "$NODES_WORK/$_n_name" "$@" >"$NODES_WORK/$_n_name.log" 2>&1 &
     eval "NODES_PID_$_n_name=\$! NODES_PORT_$_n_name=\$_n_port"

@@ -1,6 +1,6 @@
 """Helpers shared by the objstore pytest suites (tests/server, tests/rdma).
 
-The README's command reference is the contract under test. These helpers keep
+docs/commands.md is the contract under test. These helpers keep
 the tests short: a redis-py client that hands back server errors verbatim (so
 the first word of an error is always the objstore code word), parsers for the
 field/value arrays that OBJ.STATS and OBJ.INFO answer, XXH3-64 through the
@@ -43,12 +43,18 @@ STATS_FIELDS = (
     "arena_path arena_size arena_used arena_free arena_largest_free arena_free_ranges objects "
     "objects_sealed objects_created objects_pinned objects_deleting bytes_sealed puts creates "
     "seals aborts gets pins releases deletes deferred_deletes evictions oom_errors "
-    "blocked_clients blocked_total node_name fetch_requests fetch_shared fetch_local_hits "
+    "blocked_clients blocked_total max_objects object_limit_errors heap_bytes heap_store_bytes "
+    "heap_directory_bytes list_budget_stops "
+    "tier_enabled tier_path tier_max memory_objects memory_bytes tier_objects tier_bytes "
+    "tier_file_bytes spills spill_bytes spill_mbps spill_failures restores restore_bytes "
+    "restore_mbps restore_failures reads_from_memory reads_from_tier tier_direct_reads "
+    "tier_waits tier_waiting "
+    "node_name fetch_requests fetch_shared fetch_local_hits "
     "fetch_cancelled transfer_connections transfer_bad_frames transfer_refused_connections "
     "transfer_hint_hits transfer_hint_fallbacks "
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
-    "directory_errors directory_queued rdma_clients_connected rdma_clients_total "
+    "directory_errors directory_queued directory_stale_replicas rdma_clients_connected rdma_clients_total "
     "rdma_clients_rejected rdma_client_stream_errors"
 ).split() + [
     f"{tp}_{k}"
@@ -60,7 +66,8 @@ STATS_FIELDS = (
 ]
 
 # Every field OBJ.INFO must carry, from the README.
-INFO_FIELDS = "id state size meta_size offset pins creator created_ms checksum replica".split()
+INFO_FIELDS = ("id state size meta_size offset pins creator created_ms checksum replica "
+               "tier").split()
 
 # Stats a failed command must leave exactly as they were ("a command that answers an
 # error has changed nothing"). `gets` is left out because the README does not say
@@ -174,11 +181,11 @@ def pairs(reply):
 
 
 def stats(client):
-    """OBJ.STATS as a dict; numeric values as int, arena_path as str."""
+    """OBJ.STATS as a dict; numeric values as int, arena_path and tier_path as str."""
     raw = pairs(client.execute_command("OBJ.STATS"))
     out = {}
     for k, v in raw.items():
-        if k == "arena_path":
+        if k in ("arena_path", "tier_path"):
             out[k] = to_str(v)
         else:
             try:

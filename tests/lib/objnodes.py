@@ -7,6 +7,7 @@ only wraps these classes in fixtures. What it offers:
     free_port_pair(offset)   a Redis port p with p + offset free too (default transfer port)
     ObjstoreServer           one redis-server --loadmodule build/objstore.so ARGS...
     ClusterNode              a node of a cluster (name, directory, secret, timers)
+    write_secret_file(...)   a secret in a file of mode 0600, for `*-file` settings
     rdma_environment_problem()  why RDMA nodes cannot run here (None: they can)
     RdmaNode                 a node whose transfer and RDMA listeners use $OBJ_RXE_ADDR
     DirectoryRedis           a plain redis-server (the directory), restartable on its port
@@ -210,7 +211,7 @@ class ObjstoreServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return f"exited with status {self.proc.returncode}"
-            if ping(self.port, timeout=self.ping_timeout):
+            if self.answers_ping(self.ping_timeout):
                 return None
             time.sleep(0.02)
         return f"no PING answer within {self.start_timeout:.0f}s"
@@ -275,7 +276,7 @@ class ObjstoreServer:
             problems.append(f"{self.label} died during the test (status {self.proc.returncode})")
         else:
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10)
+                c = self.admin_connection(10)
                 c.execute_command("SHUTDOWN", "NOSAVE")
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 pass  # the server closes the connection as it exits
@@ -315,13 +316,26 @@ class ObjstoreServer:
         shutil.rmtree(self.arena_dir, ignore_errors=True)
 
     # ---- access ------------------------------------------------------------------
+    # How the test reaches the server: 127.0.0.1:port here; a subclass whose server
+    # lives elsewhere (tests/lib/netns.py: a network namespace) overrides these three.
+    def answers_ping(self, timeout):
+        return ping(self.port, timeout=timeout)
+
+    def admin_connection(self, timeout):
+        """A plain redis-py connection (SHUTDOWN at stop)."""
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout)
+
+    def new_client(self, timeout):
+        """A dedicated raw-reply Client, not tracked (client() tracks it)."""
+        return Client(self.port, timeout=timeout)
+
     def client(self, timeout=None):
-        c = Client(self.port, timeout=self.client_timeout if timeout is None else timeout)
+        c = self.new_client(self.client_timeout if timeout is None else timeout)
         self.clients.append(c)
         return c
 
     def stats(self):
-        c = Client(self.port, timeout=self.client_timeout)
+        c = self.new_client(self.client_timeout)
         try:
             return stats(c)
         finally:
@@ -340,6 +354,18 @@ class ObjstoreServer:
         """The module's own lines (connection closes, fetch errors) from the log."""
         lines = [ln for ln in self.log().splitlines() if "<objstore>" in ln]
         return "\n".join(lines[-n:])
+
+
+def write_secret_file(directory, name, secret):
+    """Write secret to directory/name, mode 0600, and return its path: the module
+    refuses secrets as module arguments (MODULE LIST and ps would show them), so
+    launchers pass `cluster-secret-file` / `directory-password-file` instead."""
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def start_nodes(servers):
@@ -391,7 +417,8 @@ class ClusterNode(ObjstoreServer):
 
     directory: "host:port", or None for the module's default (its own Redis).
     transfer_port: None for the default (Redis port + 10000), else an explicit port
-    (0 = pick a free one at start). secret None: no cluster-secret argument."""
+    (0 = pick a free one at start). secret None: no cluster secret; else it goes in a
+    file of mode 0600 named by cluster-secret-file."""
 
     def __init__(self, name, directory, secret="s3cret", memory="256mb", heartbeat=200,
                  node_ttl=1000, fetch_timeout=30000, transfer_port=None, extra_args=(),
@@ -425,7 +452,8 @@ class ClusterNode(ObjstoreServer):
         margs = ["node-name", self.node_name, "heartbeat", str(self.heartbeat),
                  "node-ttl", str(self.node_ttl), "fetch-timeout", str(self.fetch_timeout)]
         if self.secret is not None:
-            margs += ["cluster-secret", self.secret]
+            margs += ["cluster-secret-file", write_secret_file(self.workdir, "cluster-secret",
+                                                               self.secret)]
         if self.directory is not None:
             margs += ["directory", self.directory]
         if self.want_transfer_port is not None:

@@ -219,3 +219,24 @@ def test_close_while_another_thread_waits_in_a_call(server, rc, uid):
         c.get(uid)
     del v
     wait_for(lambda: pins(rc, uid) == 0, "the pin goes with the last view")
+
+
+def test_dropping_the_view_of_a_remade_id_releases_that_objects_pin(oc, rc, uid):
+    """An id deleted and made again while pinned names two objects: the view of the new
+    one gives back the new one's pin, never the old one's (whose memory a new object
+    could then take while the old view still reads it)."""
+    other = uid(b"other")
+    old = bytes(range(256)) * 16
+    oc.put(uid, old)
+    first = oc.pin(uid)
+    assert rc.obj("OBJ.DEL", uid) == b"DEFERRED"
+    oc.put(uid, b"n" * len(old))
+    second = oc.pin(uid)
+    assert pins(rc, uid) == 1
+    second.release()
+    assert pins(rc, uid) == 0, "releasing the second view dropped the first object's pin"
+    rc.obj("OBJ.PUT", other, b"\xee" * len(old))
+    assert bytes(memoryview(first)) == old
+    first.release()
+    assert rc.obj("OBJ.DEL", uid) == b"OK"
+    rc.obj("OBJ.DEL", other)

@@ -1054,6 +1054,96 @@ static void testFetch(ObjClient *c)
     expectOk(c, objClientDelete(c, local, strlen(local)), "delete");
 }
 
+/* ---- releases that name their pin ----------------------------------------------------------- */
+
+/* c pins id, other deletes it (DEFERRED) and puts it again, c pins the new
+ * object: *old and *neu are c's two views. Returns objects_deleting before. */
+static unsigned long long pinTwoGenerations(ObjClient *c, ObjClient *other, const char *id,
+                                            const unsigned char *pattern, size_t size,
+                                            ObjBuffer *old, ObjBuffer *neu)
+{
+    unsigned long long deleting0 = nodeStat("objects_deleting");
+
+    expectOk(c, objClientPut(c, id, strlen(id), pattern, size, NULL, 0), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, old), "pin of the first object");
+    expectOk(other, objClientDelete(other, id, strlen(id)), "delete while pinned (DEFERRED)");
+    expectOk(other, objClientPut(other, id, strlen(id), "new", 3, NULL, 0), "put of the id again");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, neu), "pin of the second object");
+    check(old->data != neu->data && neu->size == 3 && memcmp(neu->data, "new", 3) == 0, c,
+          "the second pin sees the second object");
+    check(nodeStat("objects_deleting") == deleting0 + 1, c, "the first object waits for its pin");
+    return deleting0;
+}
+
+static void testReleaseBufferDropsThePinOfThatObject(ObjClient *other)
+{
+    const char *id = tid("rb-gen");
+    unsigned char pattern[4096];
+    ObjClient *c = connectNode();
+    unsigned long long deleting0;
+    ObjBuffer old, neu, bogus = {.data = pattern, .size = 1};
+    ObjInfo info;
+
+    fillPattern(pattern, sizeof(pattern), 31);
+    deleting0 = pinTwoGenerations(c, other, id, pattern, sizeof(pattern), &old, &neu);
+    expectErr(c, objClientRelease(c, id, strlen(id)), OBJ_ERR_WRONGSTATE,
+              "release by id alone while two objects are pinned under it");
+    expectErr(c, objClientReleaseBuffer(c, id, strlen(id), &bogus), OBJ_ERR_BADARG,
+              "release of a view outside the arena");
+    expectErr(c, objClientReleaseBuffer(c, id, strlen(id), NULL), OBJ_ERR_BADARG,
+              "release of a NULL view");
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &neu), "release of the second view");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 0, c, "the second object's pin went");
+    check(nodeStat("objects_deleting") == deleting0 + 1, c, "the first object is still pinned");
+    expectOk(other,
+             objClientPut(other, tid("rb-gen-other"), strlen(tid("rb-gen-other")), pattern,
+                          sizeof(pattern) / 2, NULL, 0),
+             "put of another object");
+    check(memcmp(old.data, pattern, sizeof(pattern)) == 0, c,
+          "no new object landed under the first view");
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &old), "release of the first view");
+    check(nodeStat("objects_deleting") == deleting0, c, "the first object is freed");
+    expectErr(c, objClientReleaseBuffer(c, id, strlen(id), &old), OBJ_ERR_WRONGSTATE,
+              "a second release of the first view");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    expectOk(c, objClientDelete(c, tid("rb-gen-other"), strlen(tid("rb-gen-other"))), "delete");
+    objClientFree(c);
+}
+
+static void testPinCacheReleasesTheObjectOfTheView(void)
+{
+    const char *id = tid("pc-gen");
+    unsigned char pattern[4096];
+    ObjClient *c = connectNode();
+    unsigned long long deleting0;
+    ObjBuffer old, neu;
+    ObjInfo info;
+
+    fillPattern(pattern, sizeof(pattern), 37);
+    expectOk(c, objClientSetPinCache(c, 4), "enable the pin cache");
+    /* Through c itself: its own delete marks the cached entry stale, so the
+     * next pin is a miss that pins the new object. */
+    deleting0 = pinTwoGenerations(c, c, id, pattern, sizeof(pattern), &old, &neu);
+    check(cacheStats(c).cached == 2, c, "two cache entries for one id");
+    expectErr(c, objClientRelease(c, id, strlen(id)), OBJ_ERR_WRONGSTATE,
+              "release by id alone while two cached objects are in use under it");
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &neu),
+             "release of the second view (its entry goes idle)");
+    check(nodeStat("objects_deleting") == deleting0 + 1 &&
+              memcmp(old.data, pattern, sizeof(pattern)) == 0,
+          c, "the first object is still pinned and intact");
+    expectOk(c, objClientFlushReleases(c), "flush: the idle entry's pin goes back");
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info");
+    check(info.pins == 0, c, "the batch released the second object's pin");
+    check(nodeStat("objects_deleting") == deleting0 + 1, c, "and not the first object's");
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &old), "release of the first view");
+    check(nodeStat("objects_deleting") == deleting0 && cacheStats(c).cached == 0, c,
+          "the stale entry went back at once and the first object is freed");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    objClientFree(c);
+}
+
 int main(int argc, char **argv)
 {
     ObjClient *c;
@@ -1101,6 +1191,8 @@ int main(int argc, char **argv)
     testOwnDeleteDropsTheCachedEntry();
     testPinTakenBeforeTheCacheIsReleasedDirectly(c);
     testPrefaultedPinSeesTheSameBytes();
+    testReleaseBufferDropsThePinOfThatObject(c);
+    testPinCacheReleasesTheObjectOfTheView();
     objClientFree(c);
 
     printf("1..%d\n", testChecks);

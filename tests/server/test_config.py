@@ -20,7 +20,7 @@ ARITIES = {
     "obj.abort": 2,
     "obj.get": -2,
     "obj.pin": -2,
-    "obj.release": 2,
+    "obj.release": -2,
     "obj.del": 2,
     "obj.exists": 2,
     "obj.info": 2,

@@ -242,7 +242,7 @@ static void testSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
     __atomic_add_fetch(&testSnapCalls, 1, __ATOMIC_SEQ_CST);
     for (size_t i = 0; i < TEST_SNAP_COUNT; i++)
         emit(testSnap[i].id, testSnap[i].idLen, testSnap[i].size, testSnap[i].metaSize,
-             testSnap[i].checksum, emitArg);
+             testSnap[i].checksum, DIR_COPY_PRIMARY, emitArg);
 }
 
 /* A result box a callback fills and the test waits on. */
@@ -471,7 +471,7 @@ static void test_first_connect_publishes_snapshot(void **state)
 static void test_publish_then_lookup_finds_this_node(void **state)
 {
     (void)state;
-    dirPublish("obj-1", 5, 4096, 16, TEST_CHECKSUM);
+    dirPublish("obj-1", 5, 4096, 16, TEST_CHECKSUM, DIR_COPY_PRIMARY);
     DirResult *res = testLookup("obj-1", 5);
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 4096);
@@ -506,7 +506,7 @@ static void test_lookup_of_unknown_id_is_notfound(void **state)
 static void test_unpublish_last_location_deletes_meta(void **state)
 {
     (void)state;
-    dirPublish("obj-2", 5, 1, 0, 1);
+    dirPublish("obj-2", 5, 1, 0, 1, DIR_COPY_PRIMARY);
     dirUnpublish("obj-2", 5);
     DirResult *res = testLookup("obj-2", 5);
     assert_int_equal(res->status, DIR_NOTFOUND);
@@ -517,7 +517,7 @@ static void test_unpublish_last_location_deletes_meta(void **state)
 static void test_unpublish_keeps_meta_while_peer_holds_it(void **state)
 {
     (void)state;
-    dirPublish("obj-3", 5, 10, 0, 2);
+    dirPublish("obj-3", 5, 10, 0, 2, DIR_COPY_PRIMARY);
     testWaitDrained();
     testAddPeer(TEST_PEER, "7002", "obj-3", 5, 5000);
     dirUnpublish("obj-3", 5);
@@ -532,7 +532,7 @@ static void test_unpublish_keeps_meta_while_peer_holds_it(void **state)
 static void test_lookup_lists_both_locations_until_peer_expires(void **state)
 {
     (void)state;
-    dirPublish("obj-4", 5, 10, 0, 3);
+    dirPublish("obj-4", 5, 10, 0, 3, DIR_COPY_PRIMARY);
     testWaitDrained();
     testAddPeer(TEST_PEER, "7002", "obj-4", 5, TEST_PEER_TTL);
     DirResult *res = testLookup("obj-4", 5);
@@ -598,7 +598,7 @@ static void test_binary_id_with_nul_and_braces(void **state)
 {
     (void)state;
     static const char id[] = {'a', '\0', '{', 'b', '}', 'c', '\xff'};
-    dirPublish(id, sizeof(id), 77, 7, TEST_CHECKSUM);
+    dirPublish(id, sizeof(id), 77, 7, TEST_CHECKSUM, DIR_COPY_PRIMARY);
     DirResult *res = testLookup(id, sizeof(id));
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 77);
@@ -654,7 +654,8 @@ static void test_malformed_entries_are_notfound(void **state)
 static void test_malformed_node_entry_is_skipped(void **state)
 {
     (void)state;
-    dirPublish("obj-6", 5, 10, 0, 3);
+    dirPublish("obj-6", 5, 10, 0, 3, DIR_COPY_PRIMARY);
+    testWaitDrained(); /* a publish that creates the meta resets the location set */
     testAddPeer(TEST_PEER, "notaport", "obj-6", 5, 5000);
     DirResult *res = testLookup("obj-6", 5);
     assert_int_equal(res->status, DIR_FOUND);
@@ -728,8 +729,8 @@ static void test_lookup_reads_node_entries_once_per_heartbeat(void **state)
 static void test_lookup_sees_the_writes_queued_before_it(void **state)
 {
     (void)state;
-    dirPublish("obj-9", 5, 10, 0, 3);
-    dirPublish("obj-a", 5, 20, 0, 4);
+    dirPublish("obj-9", 5, 10, 0, 3, DIR_COPY_PRIMARY);
+    dirPublish("obj-a", 5, 20, 0, 4, DIR_COPY_PRIMARY);
     dirUnpublish("obj-9", 5);
     DirResult *res = testLookup("obj-9", 5);
     assert_int_equal(res->status, DIR_NOTFOUND);
@@ -740,7 +741,7 @@ static void test_lookup_sees_the_writes_queued_before_it(void **state)
     assert_int_equal(res->count, 1);
     dirResultFree(res);
     dirUnpublish("obj-a", 5);
-    dirPublish("obj-a", 5, 30, 0, 5);
+    dirPublish("obj-a", 5, 30, 0, 5, DIR_COPY_PRIMARY);
     res = testLookup("obj-a", 5);
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 30);
@@ -756,7 +757,7 @@ static void test_many_publishes_are_pipelined_in_order(void **state)
     char id[32];
     for (int i = 0; i < 2000; i++) {
         int n = snprintf(id, sizeof(id), "many-%d", i);
-        dirPublish(id, (size_t)n, (uint64_t)i, 0, (uint64_t)i);
+        dirPublish(id, (size_t)n, (uint64_t)i, 0, (uint64_t)i, DIR_COPY_PRIMARY);
         if (i % 2 == 1)
             dirUnpublish(id, (size_t)n);
     }
@@ -797,8 +798,8 @@ static void test_lookup_while_stopped_answers_unavailable_at_once(void **state)
     assert_int_equal(b.calls, 2);
     assert_int_equal(b.res->status, DIR_UNAVAILABLE);
     testBoxDestroy(&b);
-    dirPublish("x", 1, 1, 0, 0); /* dropped without effect */
-    dirStop();                   /* idempotent */
+    dirPublish("x", 1, 1, 0, 0, DIR_COPY_PRIMARY); /* dropped without effect */
+    dirStop();                                     /* idempotent */
 }
 
 static void test_start_rejects_bad_config(void **state)
@@ -828,7 +829,7 @@ static void test_start_rejects_bad_config(void **state)
 static void test_directory_restart_reregisters_and_republishes(void **state)
 {
     (void)state;
-    dirPublish("before", 6, 5, 0, 5);
+    dirPublish("before", 6, 5, 0, 5, DIR_COPY_PRIMARY);
     testWaitDrained();
 
     testServerStop();
@@ -850,7 +851,7 @@ static void test_directory_restart_reregisters_and_republishes(void **state)
     testBoxDestroy(&b);
 
     /* Writes wait for the directory. */
-    dirPublish("during", 6, 6, 0, 6);
+    dirPublish("during", 6, 6, 0, 6, DIR_COPY_PRIMARY);
     DirStats st;
     dirGetStats(&st);
     assert_int_equal(st.connected, 0);
@@ -893,7 +894,7 @@ static void test_queue_overflow_drops_and_republishes(void **state)
     char id[16];
     for (int i = 0; i < 8; i++) {
         int n = snprintf(id, sizeof(id), "q-%d", i);
-        dirPublish(id, (size_t)n, 1, 0, 1);
+        dirPublish(id, (size_t)n, 1, 0, 1, DIR_COPY_PRIMARY);
     }
     DirStats st;
     dirGetStats(&st);

@@ -1,4 +1,4 @@
-"""Happy paths of every OBJ.* command, as the README's command reference states them.
+"""Happy paths of every OBJ.* command, as docs/commands.md states them.
 
 Binary ids (NUL, CR/LF, 0xff) and binary data (every byte value) throughout;
 0-byte objects, metadata, the 512-byte id limit, and the zero-copy view: what
@@ -179,12 +179,13 @@ def test_abort_answers_ok_and_frees_the_id(r, uid):
     r.obj("OBJ.ABORT", uid)
 
 
-def test_pin_answers_offset_size_and_meta_of_the_bytes_in_the_arena(r, uid):
+def test_pin_answers_offset_size_meta_and_gen_of_the_bytes_in_the_arena(r, uid):
     r.obj("OBJ.PUT", uid, BINARY_DATA, "META", b"mm")
     reply = r.obj("OBJ.PIN", uid)
-    assert isinstance(reply, list) and len(reply) == 6
-    assert [reply[0], reply[2], reply[4]] == [b"offset", b"size", b"meta"]
+    assert isinstance(reply, list) and len(reply) == 8
+    assert [reply[0], reply[2], reply[4], reply[6]] == [b"offset", b"size", b"meta", b"gen"]
     assert isinstance(reply[1], int) and reply[3] == len(BINARY_DATA) and reply[5] == b"mm"
+    assert isinstance(reply[7], int) and reply[7] > 0
     assert read_arena(stats(r)["arena_path"], reply[1], reply[3]) == BINARY_DATA
     assert r.obj("OBJ.RELEASE", uid) == b"OK"
     r.obj("OBJ.DEL", uid)
@@ -310,7 +311,7 @@ def test_stats_answers_every_documented_field(r):
     missing = set(STATS_FIELDS) - set(st)
     assert not missing, f"OBJ.STATS lacks {sorted(missing)}"
     for k in STATS_FIELDS:
-        if k not in ("arena_path", "node_name"):
+        if k not in ("arena_path", "node_name", "tier_path"):
             assert isinstance(st[k], int) and st[k] >= 0, f"{k} = {st[k]!r}"
     assert st["arena_size"] == 64 << 20
     assert st["arena_used"] + st["arena_free"] <= st["arena_size"]

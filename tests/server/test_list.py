@@ -6,11 +6,12 @@ ends when the cursor is 0. Like SCAN, an id may come back more than once but
 an object present for the whole iteration must come back at least once.
 """
 
+import threading
 import time
 
 import pytest
 
-from objhelpers import to_int
+from objhelpers import expect_error, stats, to_int
 
 MAX_CALLS = 20000
 
@@ -138,3 +139,68 @@ def test_list_count_and_match_in_either_order(r, uid):
         assert set(a) == set(b) == set(ids)
     finally:
         _del_all(r, ids)
+
+
+# ---- bounded matching -------------------------------------------------------------------
+# A MATCH pattern is at most 1024 bytes, and one call stops matching once it has done a
+# fixed budget of match work, answering a cursor to go on from (docs/commands.md). The
+# pattern below costs about half a million steps per 512-byte id: a class of 1020 bytes
+# tried at each of the id's positions.
+
+PATTERN_MAX = 1024
+
+
+def _costly_ids(prefix, n):
+    """n ids of 512 bytes; the odd ones end in "qz" and match _costly_pattern()."""
+    return [prefix + (b"%03d" % i).rjust(8, b"-") + b"q" * (512 - len(prefix) - 9)
+            + (b"z" if i % 2 else b"y") for i in range(n)]
+
+
+def _costly_pattern():
+    letters = b"qabcdefghijklmnoprstuvwx"
+    cls = (letters * (PATTERN_MAX // len(letters) + 1))[:PATTERN_MAX - 4]
+    pat = b"*[" + cls + b"]z"
+    assert len(pat) == PATTERN_MAX
+    return pat
+
+
+def test_list_match_pattern_longer_than_1024_bytes_is_badarg(r):
+    for pat in (b"*" * (PATTERN_MAX + 1), b"[" + b"a" * 100000 + b"]"):
+        text = expect_error(r, ["OBJ.LIST", 0, "MATCH", pat, "COUNT", 20], "BADARG")
+        assert "1024" in text, text
+    assert r.obj("OBJ.LIST", 0, "MATCH", b"*" * PATTERN_MAX, "COUNT", 1)[0] is not None
+
+
+def test_list_costly_pattern_ends_calls_early_and_still_finds_every_match(fresh_server):
+    c = fresh_server.client()
+    ids = _costly_ids(b"cost:", 40)
+    _put_all(c, ids)
+    before = stats(c)["list_budget_stops"]
+    seen, calls = _scan(c, "MATCH", _costly_pattern(), "COUNT", 1000)
+    assert set(seen) == {i for i in ids if i.endswith(b"z")}
+    # COUNT covers the whole table, so a call that stops before it is the budget's.
+    assert calls >= 4, f"one call matched {len(ids)} costly ids in {calls} calls"
+    assert stats(c)["list_budget_stops"] - before >= calls - 1
+
+
+def test_list_costly_pattern_lets_other_clients_in_between_calls(fresh_server):
+    c, pinger = fresh_server.client(), fresh_server.client()
+    ids = _costly_ids(b"ping:", 40)
+    _put_all(c, ids)
+    result = {}
+
+    def scan():
+        result["scan"] = _scan(c, "MATCH", _costly_pattern(), "COUNT", 1000)
+
+    t = threading.Thread(target=scan, daemon=True)
+    pongs = 0
+    t.start()
+    while t.is_alive():
+        assert pinger.execute_command("PING") in (b"PONG", True)
+        pongs += 1
+    t.join()
+    seen, calls = result["scan"]
+    assert set(seen) == {i for i in ids if i.endswith(b"z")}
+    # Each call is bounded, so the server answered PINGs between the calls of one
+    # iteration that would otherwise have been a single long call.
+    assert calls >= 4 and pongs >= 1, (calls, pongs)

@@ -180,3 +180,76 @@ def test_disconnect_drops_pins_of_a_live_object(fresh_server):
     wait_until(lambda: to_int(info(b, b"obj")["pins"]) == 0,
                what="pins to drop after the pinner disconnected")
     assert b.obj("OBJ.DEL", b"obj") == b"OK"
+
+
+# ---- releases that name their pin: an id deleted and made again names two objects ----
+
+
+def _two_generations(srv):
+    """a pins the old object under "obj", b deletes and re-puts it, a pins the new one.
+    Returns (a, b, old pin reply, new pin reply, the old bytes)."""
+    a, b = srv.client(), srv.client()
+    old = _blob(b"OLD!", 4096)
+    a.obj("OBJ.PUT", b"obj", old)
+    pin1 = reply_map(a.obj("OBJ.PIN", b"obj"))
+    assert b.obj("OBJ.DEL", b"obj") == b"DEFERRED"
+    b.obj("OBJ.PUT", b"obj", _blob(b"new?", 4096))
+    pin2 = reply_map(a.obj("OBJ.PIN", b"obj"))
+    assert to_int(pin2["gen"]) != to_int(pin1["gen"])
+    assert to_int(pin2["offset"]) != to_int(pin1["offset"])
+    return a, b, pin1, pin2, old
+
+
+def test_pin_answers_the_generation_of_the_object_it_pinned(fresh_server):
+    a = fresh_server.client()
+    a.obj("OBJ.PUT", b"obj", b"x")
+    first = reply_map(a.obj("OBJ.PIN", b"obj"))
+    assert reply_map(a.obj("OBJ.PIN", b"obj"))["gen"] == first["gen"]
+    a.obj("OBJ.RELEASE", b"obj", "GEN", first["gen"])
+    a.obj("OBJ.RELEASE", b"obj", "GEN", first["gen"])
+    a.obj("OBJ.DEL", b"obj")
+    a.obj("OBJ.PUT", b"obj", b"x")
+    assert to_int(reply_map(a.obj("OBJ.PIN", b"obj"))["gen"]) > to_int(first["gen"])
+
+
+def test_release_by_gen_of_the_new_object_keeps_the_old_one_pinned(fresh_server):
+    a, b, pin1, pin2, old = _two_generations(fresh_server)
+    used = stats(b)["arena_used"]
+    assert a.obj("OBJ.RELEASE", b"obj", "GEN", pin2["gen"]) == b"OK"
+    assert to_int(info(b, b"obj")["pins"]) == 0
+    st = stats(b)
+    assert st["objects_deleting"] == 1, "the old object's pin was dropped instead"
+    assert st["arena_used"] == used
+    # a new object must not land under the old, still pinned view
+    b.obj("OBJ.PUT", b"other", _blob(b"\xee", 4096))
+    assert read_arena(st["arena_path"], to_int(pin1["offset"]), len(old)) == old
+    assert a.obj("OBJ.RELEASE", b"obj", "GEN", pin1["gen"]) == b"OK"
+    assert stats(b)["objects_deleting"] == 0
+    expect_error(a, ("OBJ.RELEASE", b"obj", "GEN", pin1["gen"]), "WRONGSTATE")
+
+
+def test_release_by_offset_drops_the_pin_of_the_object_at_that_offset(fresh_server):
+    a, b, pin1, pin2, old = _two_generations(fresh_server)
+    assert a.obj("OBJ.RELEASE", b"obj", "OFFSET", pin1["offset"]) == b"OK"
+    assert stats(b)["objects_deleting"] == 0
+    assert to_int(info(b, b"obj")["pins"]) == 1
+    assert a.obj("OBJ.RELEASE", b"obj", "OFFSET", pin2["offset"]) == b"OK"
+    assert to_int(info(b, b"obj")["pins"]) == 0
+
+
+def test_release_naming_no_pin_is_refused_while_two_generations_are_pinned(fresh_server):
+    a, b, pin1, pin2, old = _two_generations(fresh_server)
+    before = stats(b)
+    expect_error(a, ("OBJ.RELEASE", b"obj"), "WRONGSTATE")
+    after = stats(b)
+    assert after["objects_deleting"] == 1 and after["releases"] == before["releases"]
+    assert to_int(info(b, b"obj")["pins"]) == 1
+    a.obj("OBJ.RELEASE", b"obj", "GEN", pin1["gen"])
+    assert a.obj("OBJ.RELEASE", b"obj") == b"OK"  # one object left: the old form works
+    assert to_int(info(b, b"obj")["pins"]) == 0
+
+
+def test_release_by_gen_of_another_connections_pin_is_refused(fresh_server):
+    a, b, pin1, pin2, old = _two_generations(fresh_server)
+    expect_error(b, ("OBJ.RELEASE", b"obj", "GEN", pin2["gen"]), "WRONGSTATE")
+    assert to_int(info(b, b"obj")["pins"]) == 1

@@ -19,7 +19,8 @@ from redis.exceptions import ResponseError
 
 from objhelpers import codes, err_code, fetch, locate, payload, sha256, stats, wait_locations
 from objhelpers import wait_nodes, wait_until
-from objnodes import ClusterNode, RedisCluster, finish, key_slot, registry_key, start_nodes
+from objnodes import (ClusterNode, RedisCluster, finish, key_slot, registry_key, start_nodes,
+                      write_secret_file)
 
 NAMES = ("A", "B", "C", "D")
 
@@ -129,8 +130,15 @@ def test_directory_keys_spread_over_all_masters(rc, cl, uid):
         assert all(r == b"OK" for r in pipe.execute())
     wait_drained(cl)
     prefix = b"objstore:{" + uid(b"")
-    per_master = {p: objstore_keys(rc, p, prefix.replace(b"*", b"\\*") + b"*")
-                  for p in rc.master_ports()}
+
+    def keys_per_master():
+        return {p: objstore_keys(rc, p, prefix.replace(b"*", b"\\*") + b"*")
+                for p in rc.master_ports()}
+
+    # A drained queue may still have its last round in flight: wait for it.
+    wait_until(lambda: sum(len(k) for k in keys_per_master().values()) >= 2 * n, 10.0,
+               what=f"the directory keys of all {n} objects")
+    per_master = keys_per_master()
     assert len(per_master) == 3
     total = sum(len(k) for k in per_master.values())
     assert total == 2 * n, f"{total} directory keys for {n} objects (expected 2 per object)"
@@ -218,14 +226,127 @@ def test_a_slot_moved_between_masters_is_followed_through_ask_and_moved(rc, cl, 
     drop(cl, ("A", "B"), old, new)
 
 
+def braced_ids(u):
+    """Ids whose braces would break a hash tag naively wrapped around them: an empty
+    tag ('}' first), a tag of braces, binary bytes. u makes them unique."""
+    return [b"}" + u, b"}x" + u, b"{" + u, b"{}" + u, b"}{" + u, b"{a}" + u, b"}}" + u,
+            u + b"}", b"\x00}\xff{" + u, b"}\x00\xfe" + u]
+
+
+def not_found(client, oid):
+    try:
+        locate(client, oid)
+    except ResponseError as e:
+        return err_code(e) == "NOTFOUND"
+    return False
+
+
+def keys_holding(rc, part):
+    """Every key on every master whose name contains part."""
+    found = set()
+    for port in rc.master_ports():
+        found |= {k for k in objstore_keys(rc, port) if part in k}
+    return found
+
+
+def test_ids_with_any_braces_are_published_and_unpublished_in_one_slot(rc, cl, uid):
+    """Every key of an id lands in one slot whatever bytes the id holds: with an id
+    starting with '}' (an empty hash tag) the unpublish script's two keys used to
+    fall in two slots, the cluster refused it (CROSSSLOT) and the object stayed
+    located after its last copy was deleted."""
+    a, b = cl["A"].client(), cl["B"].client()
+    u = uid(b"")
+    ids = braced_ids(u)
+    errors0 = stats(a)["directory_errors"]
+    for i, oid in enumerate(ids):
+        put(a, oid, payload(1000 + i, 70 + i))
+    for oid in ids:
+        wait_locations(b, oid, ["A"], timeout=10.0)
+    assert fetch(b, *ids) == ["OK"] * len(ids)
+    for i, oid in enumerate(ids):
+        get_exact(b, oid, payload(1000 + i, 70 + i))
+        wait_locations(a, oid, ["A", "B"], timeout=10.0)
+    assert len(keys_holding(rc, u)) == 2 * len(ids), "two directory keys per object"
+
+    drop(cl, ("A", "B"), *ids)  # A's delete may be DEFERRED behind the send's pin
+    wait_drained(cl)
+    for oid in ids:
+        wait_until(lambda: not_found(b, oid), 10.0, what=f"OBJ.LOCATE {oid!r} NOTFOUND")
+    wait_until(lambda: not keys_holding(rc, u), 10.0,
+               what=f"no directory key left (left: {sorted(keys_holding(rc, u))[:4]})")
+    st = stats(a)
+    assert st["directory_errors"] == errors0, st.get("directory_last_error")
+
+
+def test_objects_are_located_again_after_flushall_on_every_master(rc, cl, uid):
+    """The cluster loses every key while the nodes' connections stay up: each node
+    finds its registration missing at its next heartbeat and re-publishes, within
+    node-ttl (3 s here) plus slack."""
+    objs = {}
+    for i, name in enumerate(NAMES):
+        for k in range(8):
+            oid = uid(b"%s.%d" % (name.encode(), k))
+            objs[oid] = (name, payload(2000 + 31 * k, 80 + i))
+            put(cl[name].client(), oid, objs[oid][1])
+    d = cl["D"].client()
+    for oid, (holder, _) in objs.items():
+        wait_locations(d, oid, [holder], timeout=10.0)
+
+    for port in rc.master_ports():
+        rc.client(port).execute_command("FLUSHALL")
+
+    within = cl["A"].node_ttl / 1000 + 3.0
+    wait_nodes(d, NAMES, timeout=within)
+    for oid, (holder, _) in objs.items():
+        wait_locations(d, oid, [holder], timeout=within)
+    remote = [oid for oid, (holder, _) in objs.items() if holder != "D"]
+    assert fetch(d, *remote) == ["OK"] * len(remote)
+    for oid in remote:
+        get_exact(d, oid, objs[oid][1])
+    drop(cl, NAMES, *objs)
+
+
+def test_objects_are_located_again_after_flushall_on_a_master_without_the_registration(
+        rc, cl, uid):
+    """One shard loses every key while the connections stay up, and node A's
+    registration (its hash and its registry bucket) lives on the other shards, so
+    the heartbeat finds it intact: A's marker on that shard is what tells A, and A
+    re-publishes within node-ttl plus slack."""
+    home = {rc.master_of(b"objstore:node:A"), rc.master_of(registry_key("A"))}
+    victim = next(p for p in rc.master_ports() if p not in home)
+    objs, i = {}, 0
+    while len(objs) < 8:
+        oid = uid(b"%d" % i)
+        i += 1
+        if rc.master_of(b"objstore:{" + oid + b"}:meta") == victim:
+            objs[oid] = payload(3000 + 17 * len(objs), 90 + len(objs))
+    a, d = cl["A"].client(), cl["D"].client()
+    for oid, data in objs.items():
+        put(a, oid, data)
+    for oid in objs:
+        wait_locations(d, oid, ["A"], timeout=10.0)
+
+    rc.client(victim).execute_command("FLUSHALL")
+
+    within = cl["A"].node_ttl / 1000 + 3.0
+    for oid in objs:
+        wait_locations(d, oid, ["A"], timeout=within)
+    assert fetch(d, *objs) == ["OK"] * len(objs)
+    for oid, data in objs.items():
+        get_exact(d, oid, data)
+    wait_nodes(d, NAMES, timeout=within)
+    drop(cl, NAMES, *objs)
+
+
 def test_directory_password_is_sent_to_every_shard(uid):
     """A cluster with requirepass on every node: nodes with directory-password
     register, and publish to and look up on all three masters."""
     rcp = RedisCluster(masters=3, replicas=1, password="dir-s3cret").start()
     nodes = {}
     try:
+        pw_file = write_secret_file(rcp.workdir, "directory-password", "dir-s3cret")
         nodes = {n: ClusterNode(n, rcp.seeds, memory="32mb", heartbeat=200, node_ttl=3000,
-                                extra_args=("directory-password", "dir-s3cret"))
+                                extra_args=("directory-password-file", pw_file))
                  for n in ("A", "B")}
         start_nodes(list(nodes.values()))
         a, b = nodes["A"].client(), nodes["B"].client()

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "common/heap.h"
 #include "store/objtable.h"
 
 #define KIB  (1024ULL)
@@ -115,7 +116,7 @@ static ObjEntry *testFind(ObjTable *t, const char *id)
 
 static ObjStatus testRelease(ObjTable *t, const char *id, uint64_t holder)
 {
-    return objTableRelease(t, id, strlen(id), holder);
+    return objTableRelease(t, id, strlen(id), holder, OBJ_PIN_SOLE, 0);
 }
 
 static uint64_t testUsed(ObjTable *t)
@@ -601,6 +602,209 @@ static void testUnpinDropsAPinOnExactlyThatEntry(void **state)
     assert_int_equal(testUsed(t), testRoundUp(100));
     assert_int_equal(objTableCheck(t), 0);
     testDestroy(t);
+}
+
+/* Pins of two generations of one id (pinned, deleted, made again, pinned):
+ * BOB holds the old and the new object, ALICE only the new one. */
+static void testTwoGenerations(ObjTable *t, ObjEntry **old, ObjEntry **neu)
+{
+    *old = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, *old, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, *old), OBJ_ST_DEFERRED);
+    *neu = testPut(t, "obj", 100, ALICE);
+    assert_int_equal(objTablePin(t, *neu, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, *neu, ALICE), OBJ_ST_OK);
+    assert_true((*neu)->gen > (*old)->gen);
+    assert_int_not_equal((*neu)->offset, (*old)->offset);
+}
+
+static void testReleaseByGenerationDropsThatObjectsPin(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, neu->gen), OBJ_ST_OK);
+    assert_int_equal(neu->pins, 1); /* ALICE's */
+    assert_int_equal(old->pins, 1); /* still BOB's: its memory stays */
+    assert_int_equal(testStats(t).deleting, 1);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, neu->gen), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, old->gen), OBJ_ST_OK);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReleaseByOffsetDropsThatObjectsPin(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    uint64_t oldOffset = old->offset;
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, neu->offset), OBJ_ST_OK);
+    assert_int_equal(old->pins, 1);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, oldOffset), OBJ_ST_OK);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_OFFSET, oldOffset),
+                     OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testReleaseNamingNoPinIsRefusedWhileTwoGenerationsArePinned(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old, *neu;
+    testTwoGenerations(t, &old, &neu);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_AMBIGUOUS);
+    assert_int_equal(old->pins, 1);
+    assert_int_equal(neu->pins, 2);
+    assert_int_equal(testRelease(t, "obj", ALICE), OBJ_ST_OK); /* ALICE pins one object only */
+    assert_int_equal(objTableRelease(t, "obj", 3, BOB, OBJ_PIN_GEN, old->gen), OBJ_ST_OK);
+    assert_int_equal(testRelease(t, "obj", BOB), OBJ_ST_OK); /* one object left */
+    assert_int_equal(testStats(t).pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testGenerationsAreNeverReused(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    uint64_t last = 0;
+    for (int i = 0; i < 100; i++) {
+        ObjEntry *e = testPut(t, "obj", 10, ALICE);
+        assert_true(e->gen > last);
+        last = e->gen;
+        assert_int_equal(objTableDelete(t, e), OBJ_ST_OK);
+    }
+    testDestroy(t);
+}
+
+/* ---- the object limit and the counted heap ------------------------------------------------- */
+
+static void testMaxObjectsRefusesTheNextCreateAndLosesNothing(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e;
+    char id[32];
+    objTableSetMaxObjects(t, 10);
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof(id), "o%d", i);
+        testPut(t, id, 0, ALICE);
+    }
+    uint64_t used = testUsed(t);
+    assert_int_equal(testTryCreate(t, "one-more", 0, ALICE, &e), OBJ_ST_LIMIT);
+    assert_int_equal(testTryCreate(t, "o3", 0, ALICE, &e), OBJ_ST_EXISTS);
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.objects, 10);
+    assert_int_equal(st.limitErrors, 1);
+    assert_int_equal(st.oomErrors, 1);
+    assert_int_equal(st.maxObjects, 10);
+    assert_int_equal(testUsed(t), used);
+    assert_null(testFind(t, "one-more"));
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof(id), "o%d", i);
+        assert_non_null(testFind(t, id));
+    }
+    assert_int_equal(objTableDelete(t, testFind(t, "o0")), OBJ_ST_OK);
+    testPut(t, "one-more", 0, ALICE);
+    objTableSetMaxObjects(t, 0); /* no limit */
+    testPut(t, "beyond", 0, ALICE);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testMaxObjectsCountsObjectsDeletedWhilePinned(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e;
+    objTableSetMaxObjects(t, 2);
+    ObjEntry *a = testPut(t, "a", 0, ALICE);
+    testPut(t, "b", 0, ALICE);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_DEFERRED);
+    assert_int_equal(testTryCreate(t, "c", 0, ALICE, &e), OBJ_ST_LIMIT);
+    assert_int_equal(testRelease(t, "a", BOB), OBJ_ST_OK);
+    assert_int_equal(testTryCreate(t, "c", 0, ALICE, &e), OBJ_ST_OK);
+    testDestroy(t);
+}
+
+static void testMaxObjectsEvictsAnUnpinnedReplicaButNeverAPrimary(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e;
+    objTableSetMaxObjects(t, 3);
+    testPut(t, "primary", 0, ALICE);
+    ObjEntry *pinned = testPutReplica(t, "pinned-replica", 0);
+    assert_int_equal(objTablePin(t, pinned, BOB), OBJ_ST_OK);
+    testPutReplica(t, "replica", 0);
+    assert_int_equal(testTryCreate(t, "new", 0, ALICE, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "replica"));
+    assert_int_equal(testStats(t).evictions, 1);
+    assert_int_equal(objTableSeal(t, e, ALICE, 0), OBJ_ST_OK);
+    assert_int_equal(testTryCreate(t, "newer", 0, ALICE, &e), OBJ_ST_LIMIT);
+    assert_non_null(testFind(t, "primary"));
+    assert_non_null(testFind(t, "pinned-replica"));
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+/* Put n zero-byte objects named <prefix><i> by ALICE. */
+static void testPutMany(ObjTable *t, const char *prefix, int n)
+{
+    char id[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        testPut(t, id, 0, ALICE);
+    }
+}
+
+static void testDeleteMany(ObjTable *t, const char *prefix, int n)
+{
+    char id[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        assert_int_equal(objTableDelete(t, testFind(t, id)), OBJ_ST_OK);
+    }
+}
+
+static void testHeapCountsEveryObjectAndComesBackAfterDeletes(void **state)
+{
+    (void)state;
+    enum { N = 4096 };
+    uint64_t empty = objHeapBytes(OBJ_HEAP_STORE);
+    ObjTable *t = testTable(16 * MIB);
+    uint64_t fresh = objHeapBytes(OBJ_HEAP_STORE);
+    assert_true(fresh > empty);
+    /* A first round grows what never shrinks (the index, the node pool). */
+    testPutMany(t, "warm:", N);
+    testDeleteMany(t, "warm:", N);
+    uint64_t base = objHeapBytes(OBJ_HEAP_STORE), blocks = objHeapBlocks(OBJ_HEAP_STORE);
+    testPutMany(t, "obj:", N);
+    uint64_t perObject = (objHeapBytes(OBJ_HEAP_STORE) - base) / N;
+    /* At least the entry and its id copy (ids of 5 to 8 bytes; ASan's
+     * allocator answers exact sizes, glibc's rounds up), at most a few hundred
+     * bytes. */
+    assert_true(perObject >= sizeof(ObjEntry) + 5);
+    assert_true(perObject <= 512);
+    assert_int_equal(objHeapBlocks(OBJ_HEAP_STORE) - blocks, 2 * N);
+    /* A pin by another holder costs its holder record, given back on release. */
+    uint64_t beforePin = objHeapBytes(OBJ_HEAP_STORE);
+    assert_int_equal(objTablePin(t, testFind(t, "obj:0"), BOB), OBJ_ST_OK);
+    assert_true(objHeapBytes(OBJ_HEAP_STORE) > beforePin);
+    assert_int_equal(testRelease(t, "obj:0", BOB), OBJ_ST_OK);
+    assert_int_equal(objHeapBytes(OBJ_HEAP_STORE), beforePin);
+    testDeleteMany(t, "obj:", N);
+    assert_int_equal(objHeapBytes(OBJ_HEAP_STORE), base);
+    assert_int_equal(objHeapBlocks(OBJ_HEAP_STORE), blocks);
+    testDestroy(t);
+    assert_int_equal(objHeapBytes(OBJ_HEAP_STORE), empty);
 }
 
 /* ---- holders that go away ---------------------------------------------------------------- */
@@ -1488,6 +1692,192 @@ static void testIndexHashIsSeededPerTable(void **state)
     testDestroy(t2);
 }
 
+/* ---- the spill tier's states and the hot set ------------------------------------- */
+
+/* Fake tier callbacks: count discarded files. */
+static int testDiscarded;
+
+static void testDiscard(uint64_t fileNo, uint64_t bytes, void *arg)
+{
+    testDiscarded++;
+}
+
+static int testOpenNothing(uint64_t fileNo, void *arg)
+{
+    return -1;
+}
+
+static ObjTable *testTierTable(uint64_t arenaSize, int lruOnly)
+{
+    ObjTable *t = testTable(arenaSize);
+    ObjTierOps ops = {.discard = testDiscard, .open = testOpenNothing};
+    objTableSetTier(t, &ops, lruOnly);
+    testDiscarded = 0;
+    return t;
+}
+
+/* Spill e all the way (as spill.c does with a successful write). */
+static void testSpill(ObjTable *t, ObjEntry *e, uint64_t fileNo)
+{
+    assert_int_equal(objTablePin(t, e, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    e->tier = OBJ_TIER_SPILLING;
+    assert_int_equal(objTableSpillDone(t, e, OBJ_HOLDER_TIER, 1, fileNo), 1);
+}
+
+static void testSpillPickTakesColdUnpinnedPrimariesOnly(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *b = testPut(t, "b", MIB, ALICE);
+    testPutReplica(t, "r", MIB);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK);
+    ObjEntry *out[8];
+    size_t n = objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 8);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(out[0], b);
+    assert_int_equal(b->tier, OBJ_TIER_SPILLING);
+    assert_int_equal(objTableSpillDone(t, b, OBJ_HOLDER_TIER, 1, 7), 1);
+    assert_int_equal(b->tier, OBJ_TIER_SPILLED);
+    assert_null(b->block);
+    assert_int_equal(testStats(t).tierObjects, 1);
+    assert_int_equal(testStats(t).tierBytes, MIB);
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 8), 0); /* a is pinned */
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testPinOfASpilledObjectIsSpilled(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_SPILLED);
+    assert_int_equal(testUsed(t), 0);
+}
+
+static void testASpillThatFailsOrIsPinnedMeanwhileKeepsTheObject(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *out[1];
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 0, 3), 0); /* write failed */
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_int_equal(a->pins, 0);
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK); /* readers may pin while spilling */
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 1, 4), 0);
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_non_null(a->block);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testRestoreBringsTheObjectBackAndDropsItsFile(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 5);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    assert_int_equal(a->tier, OBJ_TIER_RESTORING);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_SPILLED); /* bytes not there yet */
+    objTableRestoreDone(t, a, OBJ_HOLDER_TIER, 1);
+    assert_int_equal(a->tier, OBJ_TIER_MEMORY);
+    assert_int_equal(a->fileNo, 0);
+    assert_int_equal(testDiscarded, 1);
+    assert_int_equal(objTablePin(t, a, BOB), OBJ_ST_OK);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testAFailedRestoreLeavesTheObjectSpilled(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 5);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    objTableRestoreDone(t, a, OBJ_HOLDER_TIER, 0);
+    assert_int_equal(a->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(a->fileNo, 5);
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testDiscarded, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testDeletingASpilledObjectDropsItsFile(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 9);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_OK);
+    assert_int_equal(testDiscarded, 1);
+    assert_int_equal(testStats(t).tierObjects, 0);
+    assert_null(testFind(t, "a"));
+}
+
+static void testAnObjectDeletedWhileSpillingIsFreedAtTheEnd(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *out[1];
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_int_equal(objTableDelete(t, a), OBJ_ST_DEFERRED);
+    assert_int_equal(objTableSpillDone(t, a, OBJ_HOLDER_TIER, 1, 2), 0); /* caller drops file */
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(testStats(t).deleting, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testRestoreWithoutRoomIsOom(void **state)
+{
+    ObjTable *t = testTierTable(2 * MIB, 0);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE);
+    testSpill(t, a, 1);
+    testPut(t, "b", MIB, ALICE);
+    testPut(t, "c", MIB, ALICE);
+    assert_int_equal(objTableRestoreBegin(t, a, OBJ_HOLDER_TIER), OBJ_ST_OOM);
+    assert_int_equal(a->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+/* Use every object of ids[from..to) once (pin and unpin, as a GET does). */
+static void testUseEach(ObjTable *t, ObjEntry **es, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        assert_int_equal(objTablePin(t, es[i], BOB), OBJ_ST_OK);
+        assert_int_equal(objTableUnpin(t, es[i], BOB), OBJ_ST_OK);
+    }
+}
+
+static void testAOneTimeScanDoesNotMakeHotObjectsTheVictims(void **state)
+{
+    ObjTable *t = testTierTable(64 * MIB, 0);
+    ObjEntry *es[32], *out[4];
+    char id[16];
+    for (int i = 0; i < 32; i++)
+        es[i] = testPut(t, testId(id, sizeof(id), 'o', (unsigned)i), MIB, ALICE);
+    testUseEach(t, es, 0, 4); /* 0..3 hot: used twice */
+    testUseEach(t, es, 0, 4);
+    testUseEach(t, es, 4, 32); /* a scan of the rest, more recent */
+    size_t n = objTableSpillPick(t, 3 * MIB, OBJ_HOLDER_TIER, out, 4);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(out[i] != es[0] && out[i] != es[1] && out[i] != es[2] && out[i] != es[3]);
+        objTableSpillDone(t, out[i], OBJ_HOLDER_TIER, 0, 0);
+    }
+}
+
+static void testLruOnlyPicksTheLeastRecentlyUsed(void **state)
+{
+    ObjTable *t = testTierTable(64 * MIB, 1);
+    ObjEntry *es[8], *out[1];
+    char id[16];
+    for (int i = 0; i < 8; i++)
+        es[i] = testPut(t, testId(id, sizeof(id), 'l', (unsigned)i), MIB, ALICE);
+    testUseEach(t, es, 0, 1);
+    testUseEach(t, es, 0, 1);
+    testUseEach(t, es, 1, 8); /* 0 is now the least recently used, however often */
+    assert_int_equal(objTableSpillPick(t, MIB / 2, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_ptr_equal(out[0], es[0]);
+    objTableSpillDone(t, out[0], OBJ_HOLDER_TIER, 0, 0);
+}
+
 #define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
 
 int main(void)
@@ -1551,6 +1941,24 @@ int main(void)
         TEST(testEntryOverADeletedOneClearsItsBytes),
         TEST(testPinCountsAreWideEnoughNotToWrap),
         TEST(testIndexHashIsSeededPerTable),
+        TEST(testReleaseByGenerationDropsThatObjectsPin),
+        TEST(testReleaseByOffsetDropsThatObjectsPin),
+        TEST(testReleaseNamingNoPinIsRefusedWhileTwoGenerationsArePinned),
+        TEST(testGenerationsAreNeverReused),
+        TEST(testMaxObjectsRefusesTheNextCreateAndLosesNothing),
+        TEST(testMaxObjectsCountsObjectsDeletedWhilePinned),
+        TEST(testMaxObjectsEvictsAnUnpinnedReplicaButNeverAPrimary),
+        TEST(testHeapCountsEveryObjectAndComesBackAfterDeletes),
+        TEST(testSpillPickTakesColdUnpinnedPrimariesOnly),
+        TEST(testPinOfASpilledObjectIsSpilled),
+        TEST(testASpillThatFailsOrIsPinnedMeanwhileKeepsTheObject),
+        TEST(testRestoreBringsTheObjectBackAndDropsItsFile),
+        TEST(testAFailedRestoreLeavesTheObjectSpilled),
+        TEST(testDeletingASpilledObjectDropsItsFile),
+        TEST(testAnObjectDeletedWhileSpillingIsFreedAtTheEnd),
+        TEST(testRestoreWithoutRoomIsOom),
+        TEST(testAOneTimeScanDoesNotMakeHotObjectsTheVictims),
+        TEST(testLruOnlyPicksTheLeastRecentlyUsed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

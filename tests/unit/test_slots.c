@@ -4,12 +4,14 @@
  * vectors of the Redis Cluster specification and slots that a real
  * redis-server reported for CLUSTER KEYSLOT, the parsing of MOVED/ASK
  * redirections and of the `directory` seed list (tables of good and bad
- * input), and the slot -> master map.
+ * input), the slot -> master map, and the object key schema (every key of
+ * any id in one slot, no two ids sharing a key).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -87,6 +89,114 @@ static void test_hash_tag_may_hold_any_byte(void **state)
     static const char tag[] = "a\0b\xff";
     assert_int_equal(slotsKeySlot(key, sizeof(key) - 1),
                      slotsCrc16(tag, sizeof(tag) - 1) & (SLOTS_COUNT - 1));
+}
+
+/* An object key of id with suffix, as slotsObjKey builds it (len in *len). */
+static char *objKey(const char *id, size_t idLen, const char *suffix, size_t *len)
+{
+    char *k = test_malloc(idLen + strlen(suffix) + SLOTS_OBJ_KEY_EXTRA + 1);
+    *len = slotsObjKey(k, id, idLen, suffix);
+    assert_true(*len <= idLen + strlen(suffix) + SLOTS_OBJ_KEY_EXTRA);
+    assert_int_equal(k[*len], '\0');
+    return k;
+}
+
+typedef struct IdCase {
+    const char *id;
+    size_t len;
+} IdCase;
+
+/* Ids with every brace pattern that can break a hash tag, and binary bytes. */
+static const IdCase oddIds[] = {
+    {LIT("x")},        {LIT("")},      {LIT("}")},       {LIT("}x")},     {LIT("{")},
+    {LIT("{}")},       {LIT("}{")},    {LIT("{a}")},     {LIT("a}b")},    {LIT("}}")},
+    {LIT("{{}}")},     {LIT("a{b}c")}, {LIT("\0}\xff")}, {LIT("\0")},     {LIT("}\0")},
+    {LIT("h{0000}:")}, {LIT(":meta")}, {LIT("}x:meta")}, {LIT("node:A")},
+};
+
+static void test_every_key_of_any_id_lands_in_one_slot(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < ARRAY_LEN(oddIds); i++) {
+        size_t ml, ll;
+        char *meta = objKey(oddIds[i].id, oddIds[i].len, ":meta", &ml);
+        char *loc = objKey(oddIds[i].id, oddIds[i].len, ":loc", &ll);
+        if (slotsKeySlot(meta, ml) != slotsKeySlot(loc, ll))
+            fail_msg("id #%zu: meta in slot %d, loc in slot %d", i, slotsKeySlot(meta, ml),
+                     slotsKeySlot(loc, ll));
+        test_free(meta);
+        test_free(loc);
+    }
+}
+
+static void test_object_keys_of_distinct_ids_never_meet(void **state)
+{
+    (void)state;
+    static const char *const suffixes[] = {":meta", ":loc"};
+    enum { N = ARRAY_LEN(oddIds) * 2 };
+    char *keys[N];
+    size_t lens[N];
+    for (size_t i = 0; i < N; i++) {
+        keys[i] = objKey(oddIds[i / 2].id, oddIds[i / 2].len, suffixes[i % 2], &lens[i]);
+        assert_true(lens[i] < 13 || memcmp(keys[i], "objstore:node", 13) != 0);
+    }
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = i + 1; j < N; j++)
+            if (lens[i] == lens[j] && memcmp(keys[i], keys[j], lens[i]) == 0)
+                fail_msg("ids #%zu and #%zu share the key \"%s\"", i / 2, j / 2, keys[i]);
+    for (size_t i = 0; i < N; i++)
+        test_free(keys[i]);
+}
+
+typedef struct ObjKeyCase {
+    const char *id;
+    size_t idLen;
+    const char *suffix;
+    const char *key; /* what slotsObjKey builds */
+    size_t keyLen;
+    int slot; /* as CLUSTER KEYSLOT answers on Redis 7.0 */
+} ObjKeyCase;
+
+static void test_object_keys_keep_their_layout_and_slot(void **state)
+{
+    (void)state;
+    static const ObjKeyCase cases[] = {
+        /* an id that is its own tag: the layout of every earlier build */
+        {LIT("x"), ":meta", LIT("objstore:{x}:meta"), 16287},
+        {LIT("{a}"), ":meta", LIT("objstore:{{a}}:meta"), 10276},
+        {LIT("{a}"), ":loc", LIT("objstore:{{a}}:loc"), 10276},
+        /* an empty tag: a tag of our own, CRC16 in hex */
+        {LIT("}x"), ":meta", LIT("objstore:h{819a}:}x:meta"), 6197},
+        {LIT("}x"), ":loc", LIT("objstore:h{819a}:}x:loc"), 6197},
+        {LIT(""), ":meta", LIT("objstore:h{0000}::meta"), 6794},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        const ObjKeyCase *c = &cases[i];
+        size_t len;
+        char *k = objKey(c->id, c->idLen, c->suffix, &len);
+        if (len != c->keyLen || memcmp(k, c->key, len) != 0)
+            fail_msg("key of case %zu: \"%s\", expected \"%s\"", i, k, c->key);
+        assert_int_equal(slotsKeySlot(k, len), c->slot);
+        test_free(k);
+    }
+}
+
+/* The directory picks each master's marker key objstore:mark:{<tag>}:<name>
+ * from the decimal tags below OBJ_DIR_MARK_TAGS (module/directory/dirint.h,
+ * 1 << 17), counting on them to reach every slot. */
+static void test_decimal_tags_below_2_17_reach_every_slot(void **state)
+{
+    (void)state;
+    static unsigned char hit[SLOTS_COUNT];
+    int reached = 0;
+    for (unsigned tag = 0; tag < (1u << 17); tag++) {
+        char t[16];
+        int n = snprintf(t, sizeof(t), "%u", tag);
+        int slot = slotsCrc16(t, (size_t)n) & (SLOTS_COUNT - 1);
+        reached += !hit[slot];
+        hit[slot] = 1;
+    }
+    assert_int_equal(reached, SLOTS_COUNT);
 }
 
 typedef struct RedirectCase {
@@ -230,6 +340,10 @@ int main(void)
         cmocka_unit_test(test_key_slots_match_redis),
         cmocka_unit_test(test_hash_tags_follow_the_specification),
         cmocka_unit_test(test_hash_tag_may_hold_any_byte),
+        cmocka_unit_test(test_every_key_of_any_id_lands_in_one_slot),
+        cmocka_unit_test(test_object_keys_of_distinct_ids_never_meet),
+        cmocka_unit_test(test_object_keys_keep_their_layout_and_slot),
+        cmocka_unit_test(test_decimal_tags_below_2_17_reach_every_slot),
         cmocka_unit_test(test_redirects_parse),
         cmocka_unit_test(test_redirects_refuse_malformed_replies),
         cmocka_unit_test(test_seed_lists_parse),

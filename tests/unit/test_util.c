@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -430,6 +431,46 @@ static void testGlobMatchesEveryByteValue(void **state)
 
 /* A backtracking matcher that retries every split takes exponential time on
  * these; a linear one finishes at once. */
+/* The work count of a match stays within (strLen + 1) * (patLen + strLen), the
+ * bound OBJ.LIST's match budget relies on, even for a long bracket class. */
+static void testGlobWorkIsCountedAndBounded(void **state)
+{
+    (void)state;
+    enum { PAT = 1024, STR = 512 };
+    static char pat[PAT], str[STR];
+    pat[0] = '*';
+    pat[1] = '[';
+    memset(pat + 2, 'q', PAT - 4);
+    pat[PAT - 2] = ']';
+    pat[PAT - 1] = 'z';
+    memset(str, 'q', STR);
+    uint64_t work = 0;
+    assert_int_equal(utilGlobMatchCounted(pat, PAT, str, STR, &work), 0);
+    assert_true(work > (uint64_t)STR * (PAT - 4) / 2); /* the class is scanned at each try */
+    assert_true(work <= (uint64_t)(STR + 1) * (PAT + STR));
+    uint64_t before = work;
+    assert_int_equal(utilGlobMatchCounted("q*", 2, str, STR, &work), 1);
+    assert_true(work > before); /* it adds, never resets */
+}
+
+/* TIMEOUT values: 0 to OBJ_TIMEOUT_MAX_MS, nothing above, nothing malformed. */
+static void testParseTimeoutStopsAtTheMaximum(void **state)
+{
+    (void)state;
+    char buf[32];
+    uint64_t v;
+    assert_int_equal(utilParseTimeoutMs("0", 1, &v), 0);
+    assert_int_equal(v, 0);
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)OBJ_TIMEOUT_MAX_MS);
+    assert_int_equal(utilParseTimeoutMs(buf, (size_t)n, &v), 0);
+    assert_int_equal(v, OBJ_TIMEOUT_MAX_MS);
+    n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)OBJ_TIMEOUT_MAX_MS + 1);
+    assert_int_equal(utilParseTimeoutMs(buf, (size_t)n, &v), -1);
+    assert_int_equal(utilParseTimeoutMs("9223372036854775807", 19, &v), -1);
+    assert_int_equal(utilParseTimeoutMs("-1", 2, &v), -1);
+    assert_int_equal(utilParseTimeoutMs("1x", 2, &v), -1);
+}
+
 static void testGlobPathologicalPatternsFinishQuickly(void **state)
 {
     (void)state;
@@ -503,6 +544,8 @@ int main(void)
         cmocka_unit_test(testGlobMatchTable),
         cmocka_unit_test(testGlobMatchesEveryByteValue),
         cmocka_unit_test(testGlobPathologicalPatternsFinishQuickly),
+        cmocka_unit_test(testGlobWorkIsCountedAndBounded),
+        cmocka_unit_test(testParseTimeoutStopsAtTheMaximum),
         cmocka_unit_test(testWallClockIsMillisecondsSinceTheEpoch),
         cmocka_unit_test(testMonotonicClockNeverGoesBackwards),
     };

@@ -212,6 +212,7 @@ enum { PENDING_RELEASE, PENDING_ABORT };
 typedef struct Pending {
     struct Pending *next;
     int op;
+    const void *view; /* a release: where the pinned object's bytes start (names the pin) */
     size_t idLen;
     unsigned char id[];
 } Pending;
@@ -232,15 +233,17 @@ typedef struct ClientObject {
 
 static PyTypeObject ClientType;
 
-/* Queue a release or abort of id. Returns 0, or -1 when out of memory (then
- * the pin stays until the connection closes, which drops it). */
-static int clientQueue(ClientObject *c, int op, const void *id, size_t idLen)
+/* Queue a release of the pin whose view starts at view, or an abort of id.
+ * Returns 0, or -1 when out of memory (then the pin stays until the
+ * connection closes, which drops it). */
+static int clientQueue(ClientObject *c, int op, const void *id, size_t idLen, const void *view)
 {
     Pending *p = malloc(sizeof(*p) + idLen);
 
     if (p == NULL)
         return -1;
     p->op = op;
+    p->view = view;
     p->idLen = idLen;
     memcpy(p->id, id, idLen);
     pthread_mutex_lock(&c->qlock);
@@ -255,14 +258,14 @@ static int clientQueue(ClientObject *c, int op, const void *id, size_t idLen)
  * called with the client mutex held. Errors are dropped: a failed
  * connection has dropped its pins already.
  */
-static void clientDropPin(ClientObject *c, int op, const void *id, size_t idLen)
+static void clientDropPin(ClientObject *c, const Pending *p)
 {
     if (c->oc == NULL)
         return;
-    if (op == PENDING_ABORT)
-        objClientAbort(c->oc, id, idLen);
-    else
-        objClientRelease(c->oc, id, idLen);
+    if (p->op == PENDING_ABORT)
+        objClientAbort(c->oc, p->id, p->idLen);
+    else /* by the view: the id may name a newer object by now */
+        objClientReleaseBuffer(c->oc, p->id, p->idLen, &(ObjBuffer){.data = p->view});
 }
 
 /* Send every queued release, oldest first. Called with the client mutex held. */
@@ -281,7 +284,7 @@ static void clientFlushPending(ClientObject *c)
     }
     for (; rev != NULL; rev = next) {
         next = rev->next;
-        clientDropPin(c, rev->op, rev->id, rev->idLen);
+        clientDropPin(c, rev);
         free(rev);
     }
 }
@@ -607,7 +610,7 @@ static void bufferLetGo(BufferObject *b)
     b->pinned = 0;
     if (c->pid != getpid() || c->oc == NULL)
         return;
-    if (clientQueue(c, op, PyBytes_AS_STRING(b->id), (size_t)PyBytes_GET_SIZE(b->id)) < 0)
+    if (clientQueue(c, op, PyBytes_AS_STRING(b->id), (size_t)PyBytes_GET_SIZE(b->id), b->data) < 0)
         return;
     if (pthread_mutex_trylock(&c->lock) == 0)
         clientUnlock(c);
@@ -1298,7 +1301,7 @@ static PyObject *clientPinIn(ClientObject *c, PyObject *args)
         if (r != NULL) {
             freeReplyObject(r);
         } else {
-            clientQueue(c, PENDING_RELEASE, id, idLen);
+            clientQueue(c, PENDING_RELEASE, id, idLen, view.data);
             if (pthread_mutex_trylock(&c->lock) == 0)
                 clientUnlock(c);
         }
@@ -1378,7 +1381,7 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
         return errRaiseSaved(&e);
     b = bufferNew(c, id, idLen, BUF_CREATED);
     if (b == NULL) {
-        clientQueue(c, PENDING_ABORT, id, idLen);
+        clientQueue(c, PENDING_ABORT, id, idLen, NULL);
         return NULL;
     }
     b->data = data;

@@ -1,0 +1,144 @@
+"""The network-namespace harness (tests/lib/netns.py) does what its users rely on: nodes
+in namespaces fetch from each other byte-exact over rate-limited links; a cut link
+makes a peer unreachable and healing it makes it reachable again; pause, kill -9 and
+restart work on the node itself; and nothing (process, namespace, veth, bridge) is
+left behind, whether the run ends normally, by an exception, or by SIGTERM / SIGINT.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from redis.exceptions import ResponseError
+
+from netns import NetnsLab, leftovers, netns_problem
+from objhelpers import wait_locations
+
+MIB = 1 << 20
+LIB = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+
+def content(n, seed):
+    return bytes((i * 31 + seed) & 0xFF for i in range(256)) * (n // 256)
+
+
+def fetch_code(client, oid, *args):
+    """OBJ.FETCH one id: "OK" or the error's code word."""
+    try:
+        r = client.obj("OBJ.FETCH", oid, *args)[0]
+    except ResponseError as e:
+        return str(e).split()[0]
+    return r.decode() if isinstance(r, bytes) else str(r).split()[0]
+
+
+def test_nodes_fetch_byte_exact_over_rate_limited_links(make_netns_cluster):
+    c = make_netns_cluster(3, rate="200mbit")
+    data = content(4 * MIB, 7)
+    assert c["n1"].client().obj("OBJ.PUT", b"blob", data) == b"OK"
+    wait_locations(c["n2"].client(), b"blob", ["n1"])  # publishing is asynchronous
+    for name in ("n2", "n3"):
+        cl = c[name].client()
+        assert fetch_code(cl, b"blob") == "OK"
+        assert cl.obj("OBJ.GET", b"blob") == data
+    for name in c.names:
+        inside, outside = c.lab.qdiscs(c[name].link)
+        assert "tbf" in inside and "200Mbit" in inside, inside
+        assert "tbf" in outside and "200Mbit" in outside, outside
+    st = c.all_stats()
+    assert sum(s["tcp_served_bytes"] for s in st.values()) >= 2 * len(data)
+
+
+def test_cut_link_isolates_a_node_and_heal_restores_it(make_netns_cluster):
+    c = make_netns_cluster(2, node_ttl=1500)
+    assert c["n1"].client().obj("OBJ.PUT", b"o", b"abc") == b"OK"
+    cl = c["n2"].client()
+    wait_locations(cl, b"o", ["n1"])
+    c.lab.cut(c["n2"].link)
+    assert fetch_code(cl, b"o", "TIMEOUT", 1500) in ("UNAVAILABLE", "TIMEOUT")
+    c.lab.heal(c["n2"].link)
+    deadline = time.monotonic() + 15
+    code = None
+    while time.monotonic() < deadline and code != "OK":
+        code = fetch_code(cl, b"o", "TIMEOUT", 2000)
+    assert code == "OK"
+    assert cl.obj("OBJ.GET", b"o") == b"abc"
+
+
+def test_pause_kill9_restart(make_netns_cluster):
+    c = make_netns_cluster(2)
+    n1 = c["n1"]
+    assert n1.client().obj("OBJ.PUT", b"p", b"x" * 1000) == b"OK"
+    cl = c["n2"].client()
+    wait_locations(cl, b"p", ["n1"])  # published before the node goes silent
+    n1.pause()
+    assert fetch_code(cl, b"p", "TIMEOUT", 1000) in ("TIMEOUT", "UNAVAILABLE")
+    n1.cont()
+    assert fetch_code(cl, b"p", "TIMEOUT", 10000) == "OK"
+    pid = n1.proc.pid
+    n1.kill9()
+    assert not n1.alive()
+    n1.restart()
+    assert n1.proc.pid != pid and n1.incarnation == 2
+    assert c.wait_registered() is None
+    assert n1.stats()["objects"] == 0
+    # The harness's own processes run in the namespaces: the node's and nothing stray.
+    assert n1.link.pids() == [n1.proc.pid]
+
+
+def test_close_removes_everything():
+    why = netns_problem()
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+    lab = NetnsLab(rate="100mbit").create()
+    a = lab.add("a")
+    lab.add("b")
+    p = a.spawn(["sleep", "600"])
+    assert lab.leftovers(), "the lab made nothing?"
+    assert lab.close() == []
+    assert p.wait(10) == -signal.SIGKILL
+    assert leftovers(lab.prefix) == []
+
+
+RUNNER = textwrap.dedent("""
+    import subprocess, sys, time
+    sys.path.insert(0, {lib!r})
+    from netns import NetnsLab
+    lab = NetnsLab(rate="100mbit").create()
+    a = lab.add("a")
+    lab.add("b")
+    lab.cut(a)
+    p = a.spawn(["sleep", "600"])
+    print(lab.prefix, p.pid, flush=True)
+    if {mode!r} == "raise":
+        raise RuntimeError("a test that fails")
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("mode", ["raise", "SIGTERM", "SIGINT", "SIGHUP"])
+def test_nothing_left_behind_when_the_run_dies(mode):
+    """A harness user that fails, or is told to stop, still removes everything."""
+    why = netns_problem()
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER.format(lib=LIB, mode=mode)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        assert len(line) == 2, proc.stderr.read()
+        prefix, pid = line[0], int(line[1])
+        assert leftovers(prefix)
+        if mode != "raise":
+            proc.send_signal(getattr(signal, mode))
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode != 0
+    assert leftovers(prefix) == []
+    assert not os.path.exists(f"/proc/{pid}") or "State:\tZ" in open(f"/proc/{pid}/status").read()
