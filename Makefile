@@ -1,6 +1,7 @@
 # objstore - top-level build. Every output lands under build/.
 #
-#   make            build/objstore.so (the module), build/client/ (libobjstore .a/.so/.pc),
+#   make            build/objstore.so (the module), build/objstore-rdma.so (the RDMA door,
+#                   for Redis 7.0), build/client/ (libobjstore .a/.so/.pc),
 #                   build/examples/hello, build/bin/obj-benchmark
 #   make install    module, client library, headers and objstore.pc under PREFIX (/usr/local);
 #                   DESTDIR=/staging prepends a staging root
@@ -31,6 +32,7 @@ else
 BUILD   := build/san-$(SAN)
 endif
 MODULE  := $(BUILD)/objstore.so
+DOOR_MODULE := $(BUILD)/objstore-rdma.so
 
 CFLAGS  := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -fPIC -pthread \
            -D_GNU_SOURCE -Ibuild/include -Imodule -Iclient
@@ -47,8 +49,10 @@ LDFLAGS += $(LDSAN) -pthread
 
 # ---- the module: one static library per component, lowest layer first ---------------
 COMPONENTS := common store directory rdma transfer door redis
-# The libraries in link order (a library before the ones it needs).
-COMP_LIBS  := $(foreach c,redis door transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
+# The libraries of objstore.so in link order (a library before the ones it
+# needs). door is not among them: it is objstore-rdma.so, a module of its own.
+COMP_LIBS  := $(foreach c,redis transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
+DOOR_LIBS  := $(foreach c,door rdma common,$(BUILD)/lib/libobj_$(c).a)
 define component_rule
 $(1)_OBJ := $$(patsubst %.c,$$(BUILD)/%.o,$$(wildcard module/$(1)/*.c))
 $$(BUILD)/lib/libobj_$(1).a: $$($(1)_OBJ)
@@ -92,8 +96,8 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
-        servers test-redis-suite
-all: $(MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
+        servers test-redis-suite test-rdma-valkey
+all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
 # A marker per dependency set: `make run`/`make test` call deps only when the
@@ -128,7 +132,16 @@ $(REDIS_SERVER_SRC)/.patched: | build/include/redismodule.h
 	tests/fetch-redis-server-src.sh build $(REDIS_SRC)
 $(BUILD)/module/door/conntype.o: CFLAGS += -I$(REDIS_SERVER_SRC)/src -I$(REDIS_SERVER_SRC)/deps/lua/src \
     -I$(REDIS_SERVER_SRC)/deps/hdr_histogram
-$(BUILD)/module/door/conntype.o: | $(REDIS_SERVER_SRC)/.patched
+# Its references to the server's internals (module/door/serversyms.h) are
+# made weak, so that objstore-rdma.so loads into any server far enough to
+# check it and refuse with a clear message (door.c), not a dynamic linker error.
+DOOR_SYMS := module/door/serversyms.h
+$(BUILD)/module/door/conntype.o: module/door/conntype.c $(DOOR_SYMS) | $(REDIS_SERVER_SRC)/.patched \
+    build/include/redismodule.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	sed -n 's/^DOOR_SERVER_SYM(\([A-Za-z0-9_]*\))$$/\1/p' $(DOOR_SYMS) >$@.weak
+	objcopy --weaken-symbols=$@.weak $@
 
 # Only RedisModule_OnLoad leaves the module: nothing of ours can collide with
 # (or be bound to) a symbol of redis-server.
@@ -138,6 +151,10 @@ $(MODULE_OBJ): CFLAGS += -fvisibility=hidden
 $(MODULE): $(COMP_LIBS)
 	$(CC) -shared -o $@ -Wl,--whole-archive $(COMP_LIBS) -Wl,--no-whole-archive \
 	    $(LDFLAGS) $(MOD_LIBS)
+# The RDMA door: module/door/ and the stream endpoint it runs on.
+$(DOOR_MODULE): $(DOOR_LIBS)
+	$(CC) -shared -o $@ -Wl,--whole-archive $(BUILD)/lib/libobj_door.a -Wl,--no-whole-archive \
+	    $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a $(LDFLAGS) -lrdmacm -libverbs -ldl
 
 $(CLIENT_A): $(CLI_OBJ)
 	@mkdir -p $(dir $@)
@@ -175,9 +192,10 @@ INST_INC   := $(DESTDIR)$(PREFIX)/include/objstore
 INST_MOD   := $(INST_LIB)/redis/modules
 INST_PC    := $(INST_LIB)/pkgconfig
 CLIENT_HEADERS := client/objstore.h client/rdmaconn.h
-install: $(MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
+install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
 	install -d $(INST_MOD) $(INST_LIB) $(INST_INC) $(INST_PC)
 	install -m 755 $(MODULE) $(INST_MOD)/objstore.so
+	install -m 755 $(DOOR_MODULE) $(INST_MOD)/objstore-rdma.so
 	install -m 644 $(CLIENT_A) $(INST_LIB)/
 	install -m 755 $(CLIENT_SO_REAL) $(INST_LIB)/
 	ln -sf $(notdir $(CLIENT_SO_REAL)) $(INST_LIB)/$(CLIENT_SONAME)
@@ -219,6 +237,8 @@ $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
 
+SERVERS_CACHE ?= /var/cache/objstore/servers
+VALKEY_RDMA_TEST := $(BUILD)/tests/rdma/valkey-rdma-test
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
 RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
               $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
@@ -321,10 +341,15 @@ test-rdma: all
 # module's door (tests/rdma/door) and the client library + patched
 # redis-benchmark and redis-cli (tests/rdma/client), in one guest.
 # Everything is compiled on the host first: the guest's CPU is emulated.
-test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA)
+test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)
 	tests/softroce/run.sh 'r=0; tests/rdma/stream/run-in-guest.sh || r=1; \
 	    tests/rdma/door/run-in-guest.sh || r=1; \
-	    tests/rdma/client/run-in-guest.sh || r=1; exit $$r'
+	    tests/rdma/client/run-in-guest.sh || r=1; \
+	    tests/rdma/valkey/run-in-guest.sh || r=1; exit $$r'
+# Interop with Valkey 8.1.1's built-in RDMA (make servers first): our clients
+# against valkey-server, Valkey's own RDMA test client against our door.
+test-rdma-valkey: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)
+	tests/softroce/run.sh tests/rdma/valkey/run-in-guest.sh
 
 # Prints the LD_PRELOAD a sanitizer build of the module needs inside redis-server.
 SAN_RUNTIME := $(if $(filter address,$(SAN)),asan,$(SAN))
@@ -359,6 +384,11 @@ SERVERS_CACHE ?= /var/cache/objstore/servers
 servers:
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh redis 8.0.2
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh valkey 8.1.1
+# Valkey's own RDMA test client (tests/rdma/rdma-test.c of the cached
+# source), run against our door by tests/rdma/valkey/run-in-guest.sh.
+$(VALKEY_RDMA_TEST): $(SERVERS_CACHE)/valkey-8.1.1/src/tests/rdma/rdma-test.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -w -o $@ $< -lrdmacm -libverbs -lpthread
 
 # Redis's own unit tests (build/redis-src: the installed server's version) in
 # external mode, without and then with the module (tests/redis-suite/run.sh;

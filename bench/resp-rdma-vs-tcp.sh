@@ -3,8 +3,8 @@
 # same (patched) redis-benchmark and the same node: QPS, p50 latency and CPU
 # time per request (the server's and the benchmark's) for PING and SET/GET
 # of 64 B, 4 KiB and 1 MiB values, with 1 and 4 clients, each over TCP
-# (-h 127.0.0.1 -p PORT) and over RDMA (--rdma -h RDMA address -p
-# rdma-client-port: the node's Valkey Over RDMA door), with RDMA/TCP ratios.
+# (-h 127.0.0.1 -p PORT) and over RDMA (--rdma -h RDMA address -p the port
+# of objstore-rdma.so, the node's Valkey Over RDMA door), with RDMA/TCP ratios.
 #
 #   make all build/redis-benchmark-rdma &&
 #   tests/softroce/run.sh bench/resp-rdma-vs-tcp.sh     (needs an RDMA device)
@@ -61,7 +61,7 @@ nodesInit || exit 1
 }
 
 nodeStart node "$PORT" --protected-mode no -- memory 256mb transfer-bind "$A" cluster-secret bench \
-    rdma-port 26395 rdma-client-port "$CPORT"
+    rdma-port 26395 --door bind "$A" port "$CPORT"
 nodeWait node || exit 1
 SRV_PID=$(nodePid node)
 TICK=$(getconf CLK_TCK)

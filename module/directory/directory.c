@@ -98,6 +98,7 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     memset(&dir.stats, 0, sizeof(dir.stats));
     dir.stopping = 0;
     dir.needSnapshot = 1;
+    dir.serverUp = 0;
     dir.accepting = 1;
     pthread_mutex_unlock(&dir.lock);
 }
@@ -190,6 +191,17 @@ void dirStop(void)
     dir.stats.queued = 0;
     dir.pendingWrites = dir.pendingReads = 0;
     dir.started = 0;
+    pthread_mutex_unlock(&dir.lock);
+}
+
+/* See directory.h. */
+void dirServerUp(void)
+{
+    pthread_mutex_lock(&dir.lock);
+    if (dir.accepting) {
+        dir.serverUp = 1;
+        pthread_cond_signal(&dir.wake);
+    }
     pthread_mutex_unlock(&dir.lock);
 }
 

@@ -120,6 +120,13 @@ typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
  * started. An unreachable directory is NOT an error here. May be called
  * again after dirStop. */
 int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg);
+/* The server the module runs in has opened its listeners (called from the
+ * first turn of its event loop): when the directory is not connected yet,
+ * connect at once and start the backoff anew. Redis 7.2+ and Valkey open
+ * their ports only after loading modules, so a node whose directory is its
+ * own server is refused until then and would otherwise wait out its
+ * backoff. Any thread; does nothing when not started. */
+void dirServerUp(void);
 /* Unregister (best effort, bounded by a short timeout) and join the thread. */
 void dirStop(void);
 

@@ -159,6 +159,7 @@ typedef struct DirState {
     int64_t writesSinceMs; /* when the oldest of them was queued (dirNowMs), 0 if none */
     size_t pendingReads;   /* lookups + listings in the queue */
     int needSnapshot;      /* re-publish everything at the next chance */
+    int serverUp;          /* dirServerUp: if down, connect at once and start backoff anew */
     DirStats stats;
 
     /* Owned by the directory thread (set up before it starts). */

@@ -167,6 +167,14 @@ static DirNext dirNextLocked(int up, ObjList *work)
         int64_t deadline;
         if (dir.stopping)
             return DIR_NEXT_STOP;
+        if (dir.serverUp) {
+            dir.serverUp = 0;
+            if (!up) {
+                dir.nextConnectMs = 0;
+                dir.backoffMs = OBJ_DIR_BACKOFF_MIN_MS;
+                return DIR_NEXT_SLEPT;
+            }
+        }
         if (!up) {
             if (dir.pendingReads > 0) {
                 dirTakeReadsLocked(work);

@@ -34,13 +34,12 @@ unsigned long getClusterConnectionsCount(void);
 #define DOOR_RX_UNAUTH SP_RX_MIN /* RX buffer until the client is authenticated */
 #define DOOR_HANDSHAKE_MIN                                                                         \
     64 /* accepted streams not yet Redis clients: tcp-backlog, at least this */
-#define DOOR_HANDSHAKE_MS   10000         /* connect request to a Redis client */
-#define DOOR_LINGER_MS      2000          /* a closed connection's last bytes */
-#define DOOR_LINGER_READ_MS 100           /* ... and the peer's time to read them */
-#define DOOR_SWEEP_MS       1000          /* keepalives, deadlines */
-#define DOOR_CM_BATCH       64            /* rdma_cm events per loop iteration */
-#define DOOR_WRITEV_MAX     (256u * 1024) /* gathered per connWritev */
-#define DOOR_CONN_TYPE      3             /* connGetType: neither socket (1) nor TLS (2) */
+#define DOOR_HANDSHAKE_MS   10000 /* connect request to a Redis client */
+#define DOOR_LINGER_MS      2000  /* a closed connection's last bytes */
+#define DOOR_LINGER_READ_MS 100   /* ... and the peer's time to read them */
+#define DOOR_SWEEP_MS       1000  /* keepalives, deadlines */
+#define DOOR_CM_BATCH       64    /* rdma_cm events per loop iteration */
+#define DOOR_CONN_TYPE      3     /* connGetType: neither socket (1) nor TLS (2) */
 
 /* ---- context ---------------------------------------------------------------------------- */
 
@@ -88,7 +87,6 @@ static struct {
     uint64_t sweepGen;  /* the current or last doorSweep */
     long long kickId, sweepId;
     int kickArmed, sweepArmed;
-    char *scratch; /* connWritev gathers here */
     DoorStats st;
 } door;
 
@@ -354,35 +352,25 @@ static int doorConnWrite(connection *conn, const void *data, size_t len)
     return (int)n;
 }
 
-/* The writev(2) of the connection. The stream takes one buffer per write,
- * so several are gathered into one staging copy (at most DOOR_WRITEV_MAX
- * and what the stream can take now): one RDMA write instead of one per
- * reply block. */
+/* The writev(2) of the connection: the reply blocks are gathered straight
+ * into the stream's staging buffer (one copy; one RDMA write per span of
+ * room, not one per block), as far as the peer's buffer allows. Returns as
+ * doorConnWrite. */
 static int doorConnWritev(connection *conn, const struct iovec *iov, int iovcnt)
 {
     DoorConn *dc = (DoorConn *)conn;
-    if (iovcnt == 1)
-        return doorConnWrite(conn, iov[0].iov_base, iov[0].iov_len);
     if (!dc->link) {
         conn->last_errno = EBADF;
         return -1;
     }
-    RdmaStream *s = dc->link->s;
-    if (rdmaStreamGetState(s) >= RDMA_STREAM_CLOSED)
+    ssize_t n = rdmaStreamWritev(dc->link->s, iov, iovcnt);
+    if (n < 0)
         return doorConnEnded(dc, 0);
-    size_t cap = rdmaStreamWritable(s), n = 0;
-    if (cap > DOOR_WRITEV_MAX)
-        cap = DOOR_WRITEV_MAX;
-    for (int i = 0; i < iovcnt && n < cap; i++) {
-        size_t k = iov[i].iov_len < cap - n ? iov[i].iov_len : cap - n;
-        memcpy(door.scratch + n, iov[i].iov_base, k);
-        n += k;
-    }
-    if (!n) {
+    if (n == 0) {
         conn->last_errno = EAGAIN;
         return -1;
     }
-    return doorConnWrite(conn, door.scratch, n);
+    return (int)n;
 }
 
 /* connClose: detach the stream (it lingers until its last bytes are
@@ -931,7 +919,6 @@ static void doorTeardown(void)
         rdma_destroy_id(door.listenId);
     if (door.ec)
         rdma_destroy_event_channel(door.ec);
-    zfree(door.scratch);
     doorReset();
 }
 
@@ -949,7 +936,7 @@ static int doorOpen(const DoorSettings *cfg, char *err, size_t errLen)
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)cfg->port);
     } else {
-        snprintf(err, errLen, "rdma-bind '%s' is not an IP address", cfg->bind);
+        snprintf(err, errLen, "objstore-rdma.bind '%s' is not an IP address", cfg->bind);
         return -1;
     }
     /* Registered memory and fork (BGSAVE): kernels with copy-on-fork for
@@ -974,14 +961,14 @@ static int doorOpen(const DoorSettings *cfg, char *err, size_t errLen)
         return -1;
     }
     if (!door.listenId->verbs) {
-        snprintf(err, errLen, "no RDMA device has the address %s (set objstore.rdma-bind)",
+        snprintf(err, errLen, "no RDMA device has the address %s (set objstore-rdma.bind)",
                  cfg->bind);
         return -1;
     }
     const char *dev = ibv_get_device_name(door.listenId->verbs->device);
     if (cfg->device[0] && strcmp(cfg->device, dev)) {
-        snprintf(err, errLen, "%s belongs to device %s, not rdma-device %s", cfg->bind, dev,
-                 cfg->device);
+        snprintf(err, errLen, "%s belongs to device %s, not objstore-rdma.device %s", cfg->bind,
+                 dev, cfg->device);
         return -1;
     }
     if (aeCreateFileEvent(server.el, door.ec->fd, AE_READABLE, doorOnCm, NULL) == AE_ERR) {
@@ -1006,12 +993,11 @@ int doorTypeStart(const DoorTypeConfig *cfg, char *err, size_t errLen)
     if (doorCheckServer(cfg, err, errLen) < 0)
         return -1;
     if (cfg->settings.rxSize < SP_RX_MIN || cfg->settings.rxSize > SP_RX_MAX) {
-        snprintf(err, errLen, "rdma-rx-size must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
+        snprintf(err, errLen, "objstore-rdma.rx-size must be %u..%u bytes", SP_RX_MIN, SP_RX_MAX);
         return -1;
     }
     doorReset();
     door.rxSize = cfg->settings.rxSize;
-    door.scratch = zmalloc(DOOR_WRITEV_MAX);
     if (doorOpen(&cfg->settings, err, errLen) < 0) {
         doorTeardown();
         return -1;
@@ -1051,6 +1037,18 @@ void doorStop(void)
                       strerror(errno));
     }
     door.running = 0;
+}
+
+/* See conntype.h. */
+int doorTypeCheck(const DoorTypeConfig *cfg, char *err, size_t errLen)
+{
+    return doorCheckServer(cfg, err, errLen);
+}
+
+/* See conntype.h. */
+const char *doorTypeBuiltFor(void)
+{
+    return REDIS_VERSION;
 }
 
 /* See door.h. */

@@ -31,9 +31,15 @@ typedef struct DoorTypeConfig {
     DoorProbe probe;
 } DoorTypeConfig;
 
-/* Check the running server against the headers (version, probe, io-threads),
- * then listen on the settings' bind:port in Redis's event loop. Main thread,
- * once. Returns 0, or -1 with the reason in err (nothing stays open).
+/* Check the running server against the headers: the version, the probe,
+ * io-threads at most 1. Call it only once the server is known to be Redis
+ * and to export every symbol of serversyms.h (the probe reads struct
+ * redisServer). Main thread. Returns 0, or -1 with the reason in err. */
+int doorTypeCheck(const DoorTypeConfig *cfg, char *err, size_t errLen);
+/* The version of the headers conntype.c was built against ("7.0.15"). */
+const char *doorTypeBuiltFor(void);
+/* Check the running server as doorTypeCheck does, then listen on the settings' bind:port in Redis's
+ * event loop. Main thread, once. Returns 0, or -1 with the reason in err (nothing stays open).
  * doorStop and doorGetStats (door.h) live in conntype.c too. */
 int doorTypeStart(const DoorTypeConfig *cfg, char *err, size_t errLen);
 

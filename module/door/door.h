@@ -1,7 +1,9 @@
 /*
- * door.h - the RDMA door (Redis clients over RDMA, on rdma-client-port) as
- * the rest of the module sees it: open it, close it, read its counters.
- * Nothing else of the door is visible outside module/door/ (docs/rdma.md).
+ * door.h - the RDMA door (Redis clients over RDMA), the module
+ * objstore-rdma.so: its settings and counters, what conntype.c offers
+ * door.c (close, counters), and the one thing objstore.so sees of it, the
+ * shared API that hands out the counters (DOOR_STATS_API). Nothing else of
+ * the door is visible outside module/door/ (docs/rdma.md).
  *
  * Plain C on purpose (no redismodule.h): conntype.c, compiled against
  * Redis's own server.h, includes it too.
@@ -11,14 +13,17 @@
 
 #include <stdint.h>
 
-struct RedisModuleCtx;
+/* The name under which objstore-rdma.so exports its counters
+ * (RedisModule_ExportSharedAPI): a DoorStatsFn. objstore.so shows them in
+ * OBJ.STATS and INFO objstore when the door module is loaded. */
+#define DOOR_STATS_API "objstore-rdma.stats"
 
 /* Where the door listens; the module's settings, resolved before start. */
 typedef struct DoorSettings {
-    const char *bind;   /* rdma-bind: IPv4 or IPv6 address of the RDMA device */
-    int port;           /* rdma-client-port; <= 0 leaves the door closed */
-    const char *device; /* rdma-device: "" or the device rdma-bind must belong to */
-    uint32_t rxSize;    /* rdma-rx-size: RX buffer of an authenticated client */
+    const char *bind;   /* objstore-rdma.bind: IPv4 or IPv6 address of the RDMA device */
+    int port;           /* objstore-rdma.port; <= 0 leaves the door closed */
+    const char *device; /* objstore-rdma.device: "" or the device bind must belong to */
+    uint32_t rxSize;    /* objstore-rdma.rx-size: RX buffer of an authenticated client */
 } DoorSettings;
 
 typedef struct DoorStats {
@@ -28,11 +33,9 @@ typedef struct DoorStats {
     uint64_t streamErrors; /* streams that failed: bad control messages, transport errors */
 } DoorStats;
 
-/* Open the door on s->bind:s->port (nothing when s->port <= 0). Main thread,
- * from the module's load, once. Never fails the load: when the running
- * server is not the one the headers describe, or RDMA is not available, it
- * logs why ("RDMA clients are off: ...") and stays closed. */
-void doorStart(struct RedisModuleCtx *ctx, const DoorSettings *s);
+/* The door's counters as objstore.so reads them (DOOR_STATS_API). */
+typedef void DoorStatsFn(DoorStats *st);
+
 /* Stop accepting and disconnect every RDMA client (the server is shutting
  * down). Harmless when the door is closed; safe from inside a command an
  * RDMA client runs. */

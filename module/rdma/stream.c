@@ -1025,17 +1025,22 @@ static int postWrite(RdmaStream *s, uint32_t at, uint32_t stageLen, const void *
     return 0;
 }
 
-ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
+ssize_t rdmaStreamWritev(RdmaStream *s, const struct iovec *iov, int iovcnt)
 {
     if (s->state >= RDMA_STREAM_CLOSED)
         return -1;
-    if (s->state != RDMA_STREAM_OPEN || !len)
+    if (s->state != RDMA_STREAM_OPEN)
+        return 0;
+    int i = 0;
+    size_t off = 0, done = 0; /* iov[i] has off bytes taken */
+    while (i < iovcnt && iov[i].iov_len == 0)
+        i++;
+    if (i == iovcnt)
         return 0;
     if (txEnsure(s) < 0)
         return -1;
-    size_t done = 0;
     int reaped = 0;
-    while (done < len) {
+    while (i < iovcnt) {
         uint32_t at, room = s->wCount < SP_WRITES_MAX ? stageRoom(s, &at) : 0;
         uint32_t peer = spTxRoom(&s->tx);
         if (!room && peer && !reaped) { /* our side is full */
@@ -1044,19 +1049,33 @@ ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
                 return -1;
             continue;
         }
-        size_t n = len - done;
-        if (n > room)
-            n = room;
-        if (n > peer)
-            n = peer;
-        if (!n)
+        uint32_t n = room < peer ? room : peer, filled = 0;
+        /* Gather straight into the staging span: one copy, one write. */
+        while (filled < n && i < iovcnt) {
+            size_t k = iov[i].iov_len - off;
+            if (k > n - filled)
+                k = n - filled;
+            memcpy(s->txBuf + at + filled, (const uint8_t *)iov[i].iov_base + off, k);
+            filled += (uint32_t)k;
+            off += k;
+            while (i < iovcnt && off == iov[i].iov_len) {
+                i++;
+                off = 0;
+            }
+        }
+        if (!filled)
             break;
-        memcpy(s->txBuf + at, (const uint8_t *)buf + done, n);
-        if (postWrite(s, at, (uint32_t)n, NULL, 0, 0, 0, 0) < 0)
+        if (postWrite(s, at, filled, NULL, 0, 0, 0, 0) < 0)
             return -1;
-        done += n;
+        done += filled;
     }
     return (ssize_t)done;
+}
+
+ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len)
+{
+    struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+    return rdmaStreamWritev(s, &v, 1);
 }
 
 int rdmaStreamWriteGather(RdmaStream *s, const void *hdr, size_t hdrLen, const void *payload,

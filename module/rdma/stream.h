@@ -41,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -147,6 +148,10 @@ size_t rdmaStreamWritable(RdmaStream *s);
  * bytes taken (may be fewer than len, 0 when there is no room: process and
  * retry), or -1 when the stream has failed or closed. */
 ssize_t rdmaStreamWrite(RdmaStream *s, const void *buf, size_t len);
+/* rdmaStreamWrite of the concatenation of iov[0..iovcnt): the buffers are
+ * gathered straight into the staging buffer (one copy, as few writes as the
+ * room allows). Same returns. */
+ssize_t rdmaStreamWritev(RdmaStream *s, const struct iovec *iov, int iovcnt);
 /* One write of hdr (copied) followed by len bytes of registered memory
  * (lkey) sent from where they are, as one WRITE_WITH_IMM with two scatter
  * entries. All or nothing: returns 1 when posted (cfg.onSent(token) follows

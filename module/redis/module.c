@@ -15,8 +15,8 @@
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
  *               limits.c (max-objects, heap counters)
  *               module.c calls the others; nothing calls module.c.
- *   door/       Redis clients over RDMA (a Redis connection type): door.c,
- *               conntype.c (the only file built against Redis's server.h)
+ *   door/       not part of objstore.so: the module objstore-rdma.so (Redis
+ *               clients over RDMA); door.h names the counters it shares
  *   transfer/   the transfer engine thread: engine.c, fetch.c, serve.c, wire.c,
  *               transport.h with tcp.c and rdma.c
  *   directory/  the directory client thread (hiredis)
@@ -55,35 +55,36 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
-    doorStop();
     objRemoteStop();
     spillStop();
     arenaClose(&objNode.arena);
 }
 
-/* The door's fields of OBJ.STATS / INFO objstore (an ObjStatsFn). */
+/* The door's fields of OBJ.STATS / INFO objstore (an ObjStatsFn): the
+ * counters objstore-rdma.so shares when it is loaded, zeros otherwise. */
 static void moduleDoorStats(ObjStatSink *sink)
 {
-    DoorStats st;
+    DoorStats st = {0};
+    DoorStatsFn *fn = (DoorStatsFn *)RedisModule_GetSharedAPI(objNode.ctx, DOOR_STATS_API);
 
-    doorGetStats(&st);
+    if (fn)
+        fn(&st);
     objStatNum(sink, "rdma_clients_connected", st.connected);
     objStatNum(sink, "rdma_clients_total", st.total);
     objStatNum(sink, "rdma_clients_rejected", st.rejected);
     objStatNum(sink, "rdma_client_stream_errors", st.streamErrors);
 }
 
-/* Open the RDMA door on the resolved settings (it logs why when it stays
- * closed). Can't fail the load. */
-static void moduleStartDoor(RedisModuleCtx *ctx)
+/* rdma-client-port and rdma-rx-size are the settings of the RDMA door
+ * from before it became objstore-rdma.so: say where they went. That module,
+ * loaded after this one without a port of its own, still takes them. */
+static void moduleDoorNotice(RedisModuleCtx *ctx)
 {
-    DoorSettings ds = {
-        .bind = objNode.cfg.rdmaBind,
-        .port = (int)objNode.cfg.rdmaClientPort, /* resolved by settings.c */
-        .device = objNode.cfg.rdmaDevice,
-        .rxSize = (uint32_t)objNode.cfg.rdmaRxSize,
-    };
-    doorStart(ctx, &ds);
+    if (objNode.cfg.rdmaClientPort != 0)
+        RedisModule_Log(ctx, "notice",
+                        "objstore.rdma-client-port is deprecated: Redis clients over RDMA are "
+                        "the module objstore-rdma.so (objstore-rdma.port, docs/rdma.md); loaded "
+                        "after objstore.so without a port of its own, it takes this one");
 }
 
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
@@ -129,7 +130,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         goto out_destroy_table;
     if (objRemoteStart(ctx) == REDISMODULE_ERR)
         goto out_stop_spill;
-    moduleStartDoor(ctx);
+    moduleDoorNotice(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 

@@ -168,6 +168,14 @@ static int parseDirectory(const char *s, DirConfig *dc)
     return 0;
 }
 
+/* The first turn of the event loop: the server listens now (Redis 7.2+ and
+ * Valkey open their ports only after loading modules); a directory that
+ * is this server itself can be reached at once. */
+static void remoteServerUp(RedisModuleCtx *ctx, void *data)
+{
+    dirServerUp();
+}
+
 /* An empty cluster-secret lets whoever reaches the transfer port fetch every
  * object. On a bind other hosts can reach (anything outside 127.0.0.0/8,
  * 0.0.0.0 included) transfers are refused: returns 1 with the reason logged
@@ -266,6 +274,8 @@ int objRemoteStart(RedisModuleCtx *ctx)
         goto out_stop_engine;
     }
     dirRunning = 1;
+    /* A timer fires in the event loop, after the server opened its ports. */
+    RedisModule_CreateTimer(ctx, 0, remoteServerUp, NULL);
     objTableLock(objNode.table);
     objTableSetEvictHook(objNode.table, remoteEvicted, NULL);
     objTableUnlock(objNode.table);

@@ -8,6 +8,8 @@
 #                        nodesInit creates it)
 #   NODES_MODULE         the module (default: $OBJSTORE_MODULE, else
 #                        $OBJSTORE_BUILD/objstore.so, else <repo>/build/objstore.so)
+#   NODES_DOOR_MODULE    the RDMA door module (default: $OBJSTORE_DOOR_MODULE, else
+#                        objstore-rdma.so beside NODES_MODULE)
 #   NODES_PRELOAD        LD_PRELOAD for the servers (default: $OBJSTORE_PRELOAD)
 #   NODES_START_TIMEOUT  seconds a start may take (default 60; under TCG an
 #                        arena takes long to register)
@@ -17,10 +19,12 @@
 # its --dir $NODES_WORK/NAME):
 #
 #   nodesInit                        create $NODES_WORK; check the module exists
-#   nodeStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS...]
+#   nodeStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS... [--door DOOR-ARGS...]]
 #                                    redis-server on 127.0.0.1:PORT, in the
 #                                    background; with "--", the module loaded
-#                                    with MODULE-ARGS. Does not wait.
+#                                    with MODULE-ARGS; with "--door" as well, the
+#                                    RDMA door module after it, with DOOR-ARGS
+#                                    (port, bind, rx-size: docs/rdma.md). Does not wait.
 #   nodeStartRdma NAME PORT ADDR DIR-PORT [MODULE-ARGS...]
 #                                    a node with TCP and RDMA transfer on ADDR
 #                                    (ports PORT+10000, PORT+20000), its arena in
@@ -61,6 +65,7 @@
 
 NODES_REPO=${NODES_REPO:-$PWD}
 NODES_MODULE=${NODES_MODULE:-${OBJSTORE_MODULE:-${OBJSTORE_BUILD:-$NODES_REPO/build}/objstore.so}}
+NODES_DOOR_MODULE=${NODES_DOOR_MODULE:-${OBJSTORE_DOOR_MODULE:-$(dirname "$NODES_MODULE")/objstore-rdma.so}}
 NODES_PRELOAD=${NODES_PRELOAD:-${OBJSTORE_PRELOAD:-}}
 NODES_START_TIMEOUT=${NODES_START_TIMEOUT:-60}
 NODES_PROG=${NODES_PROG:-nodes.sh}
@@ -89,8 +94,9 @@ s.bind((sys.argv[1], 0))
 print(s.getsockname()[1])' "${1:-127.0.0.1}"
 }
 
-# redisStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS...]: start
-# redis-server in the background (the module loaded after "--"). Does not wait.
+# redisStart NAME PORT [SERVER-ARGS...] [-- MODULE-ARGS... [--door DOOR-ARGS...]]:
+# start redis-server in the background (the module loaded after "--", the
+# door module after "--door"). Does not wait.
 redisStart() {
     _n_name=$1 _n_port=$2
     shift 2
@@ -101,6 +107,9 @@ redisStart() {
         if [ "$_n_seen" = 0 ] && [ "$_n_a" = -- ]; then
             set -- "$@" --loadmodule "$NODES_MODULE"
             _n_seen=1
+        elif [ "$_n_seen" = 1 ] && [ "$_n_a" = --door ]; then
+            set -- "$@" --loadmodule "$NODES_DOOR_MODULE"
+            _n_seen=2
         elif [ -n "$_n_secret" ]; then
             # The module refuses secrets as arguments (MODULE LIST and ps show
             # them): hand it a file of mode 0600 instead.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # rdma-in-guest.sh - the Python package over RDMA (Redis protocol over RDMA to the
-# node's rdma-client-port, through the C library's connection): connect with a URL,
+# node's RDMA door (objstore-rdma.so), through the C library's connection): connect with a URL,
 # zero-copy put/get and pins on the node's own machine, remote mode over the same
 # transport. Needs an RDMA device; run it wherever one is:
 #
@@ -20,7 +20,7 @@ NODES_START_TIMEOUT=60
 nodesInit || exit 1
 trap nodesStopAll EXIT
 nodeStart py 6395 --protected-mode no -- memory 64mb transfer-bind "$A" cluster-secret guest \
-    rdma-port 26395 rdma-client-port 16395
+    rdma-port 26395 --door bind "$A" port 16395
 nodeWait py "" || exit 1
 timeout 900 build/python-venv/bin/python - "$A" 16395 <<'PY'
 import sys

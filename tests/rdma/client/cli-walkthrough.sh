@@ -10,8 +10,8 @@
 #   cli-walkthrough.sh ADDR RDMA-PORT TCP-PORT AUTH-RDMA-PORT PASSWORD
 #
 # ADDR: the node's RDMA address; RDMA-PORT/TCP-PORT: a node without a
-# password (its rdma-client-port and Redis port); AUTH-RDMA-PORT: the
-# rdma-client-port of a node with requirepass PASSWORD. Run by
+# password (its RDMA door port and Redis port); AUTH-RDMA-PORT: the
+# RDMA door port of a node with requirepass PASSWORD. Run by
 # tests/rdma/client/run-in-guest.sh (step 6). Every command is bounded by
 # timeout. Prints ok/not ok per check; exit 0 only if all passed.
 set -u

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-in-guest.sh - the RESP-over-RDMA client suite: client/rdmaconn.c,
 # ObjClient over RDMA, redis-benchmark --rdma and redis-cli --rdma against
-# the module's RDMA door (rdma-client-port, Valkey Over RDMA), plus
+# the RDMA door (objstore-rdma.so, Valkey Over RDMA), plus
 # tests/rdma/client/peer.c for a server receive buffer the module never uses
 # (64 KiB, the protocol's smallest). Needs an RDMA device:
 #
@@ -78,8 +78,7 @@ startNode() {
     name=$1 port=$2 rport=$3 cport=$4 pw=$5
     shift 5
     nodeStart "$name" "$port" "$@" -- memory 128mb transfer-bind "$A" cluster-secret guest \
-        rdma-port "$rport" \
-        rdma-client-port "$cport"
+        rdma-port "$rport" --door bind "$A" port "$cport"
     nodeWait "$name" "$pw"
 }
 

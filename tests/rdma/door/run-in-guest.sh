@@ -1,7 +1,7 @@
 #!/bin/bash
-# run-in-guest.sh - the suite of the RDMA door (Redis clients over RDMA on
-# rdma-client-port, module/door/conntype.c): real redis-server processes
-# with objstore.so, driven by tests/rdma/door/rdma_resp_client over a real
+# run-in-guest.sh - the suite of the RDMA door (Redis clients over RDMA,
+# the module objstore-rdma.so, module/door/): real redis-server processes
+# with objstore.so and objstore-rdma.so, driven by tests/rdma/door/rdma_resp_client over a real
 # RDMA device, in the Valkey Over RDMA protocol. Run it where RDMA works,
 # through the harness:
 #
@@ -9,8 +9,9 @@
 #
 # (CHECK names run only those checks, e.g. checkMulti checkAuth.) It
 # needs what make builds on the host (make test-rdma-resp does):
-# build/objstore.so and build/tests/rdma/rdma_resp_client (OBJSTORE_BUILD
-# names another build directory, OBJSTORE_MODULE another module,
+# build/objstore.so, build/objstore-rdma.so and build/tests/rdma/rdma_resp_client
+# (OBJSTORE_BUILD names another build directory, OBJSTORE_MODULE and
+# OBJSTORE_DOOR_MODULE other modules,
 # OBJSTORE_PRELOAD what redis-server must preload for it, e.g. libasan).
 # Servers are started through tests/lib/nodes.sh. Uses OBJ_RXE_ADDR (default
 # 10.99.0.1) and Redis ports 7301-7304 (RDMA ports 27301, 27304, 37301-37302, 37304).
@@ -58,13 +59,13 @@ fail() {
 
 # startServer NAME PORT PASSWORD SERVER-ARGS... -- MODULE-ARGS...: start a
 # node, wait up to 180 s for PING (with PASSWORD unless empty) and, when it
-# has rdma-client-port, for the door's log line. Returns 0 or 1.
+# loads the door (--door), for the door's log line. Returns 0 or 1.
 startServer() {
     local name=$1 port=$2 pass=$3 deadline=$((SECONDS + 180))
     shift 3
     nodeStart "$name" "$port" --dbfilename "$name.rdb" --loglevel verbose "$@"
     if nodeWait "$name" "$pass"; then
-        case " $* " in *" rdma-client-port "*) ;; *) return 0 ;; esac
+        case " $* " in *" --door "*) ;; *) return 0 ;; esac
         while [ $SECONDS -lt $deadline ]; do
             grep -q 'RESP over RDMA on' "$(nodeLog "$name")" && return 0
             grep -q 'RDMA clients are off' "$(nodeLog "$name")" && break
@@ -606,7 +607,8 @@ disconnected=1" "$out"
 # ---- server 2: requirepass and an ACL user --------------------------------------------------
 
 s2=7302
-d2=37302 # rdma-client-port -1: Redis port + 30000
+d2=37302 # objstore.rdma-client-port -1 (the settings from before the door was a
+# module of its own, which it still takes): Redis port + 30000
 
 checkAuth() {
     local out
@@ -641,7 +643,7 @@ err:NOPERM this user has no permissions to run the 'incr' command" "$out"
 bulk:2:v2
 err:NOPERM this user has no permissions to run the 'incr' command" "$out"
     out=$(echo 'AUTH s3cret' | rc $d2 --hostile rx-grow -t 40)
-    expect "the server's RX buffer is 64 KiB before AUTH, rdma-rx-size (1 MiB) once filled after" \
+    expect "the server's RX buffer is 64 KiB before AUTH, rx-size (1 MiB) once filled after" \
         "rx=65536 rx=1048576" "$out"
     out=$(printf '*11\r\n' | rc $d2 --raw)
     expect "before AUTH, Redis's limits apply (more than 10 arguments: protocol error)" \
@@ -783,7 +785,7 @@ done
 if [ -z "$any1" ]; then
     : # no check of server 1 asked for
 elif startServer rs1 $s1 "" --protected-mode no --enable-debug-command yes -- memory 256mb \
-    transfer-bind "$addr" cluster-secret door rdma-port 27301 rdma-client-port $d1 &&
+    transfer-bind "$addr" cluster-secret door rdma-port 27301 --door bind "$addr" port $d1 &&
     startServer rs3 $s3 "" --protected-mode no -- memory 64mb transfer-bind "$addr" \
         cluster-secret door directory 127.0.0.1:$s1; then
     pass "server 1 is up with its RDMA door on $addr:$d1 (and node 3 for fetches)"
@@ -803,7 +805,7 @@ nodeStop rs3
 
 if want checkAuth || want checkUnauthenticatedPinned || want checkShutdown; then
     if startServer rs2 $s2 s3cret --requirepass s3cret -- memory 64mb transfer-bind "$addr" \
-        cluster-secret door directory-password s3cret rdma-client-port -1; then
+        cluster-secret door directory-password s3cret rdma-client-port -1 --door; then
         pass "server 2 (requirepass) is up with its RDMA door on $addr:$d2"
         for check in $checks2; do
             if want $check; then $check; fi
