@@ -52,8 +52,9 @@ from objhelpers import pairs, stats, to_int  # noqa: E402
 
 ALIGN = 64
 # What a fetch may answer under faults. PROTOCOL ("the peer sent a different size than
-# the directory") comes from the directory mixing up generations of a re-created id
-# (see check_fetchable); it is counted, and the check after the heal judges it.
+# the directory") comes from a lookup that read the entry of one generation of a
+# re-created id while a holder of another answered; it is counted, and the check after
+# the heal judges whether the directory converged (report_unfetchable).
 FETCH_ERRORS = {"NOTFOUND", "UNAVAILABLE", "TIMEOUT", "CHECKSUM", "OOM", "PROTOCOL"}
 NET_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
@@ -80,8 +81,8 @@ class Config:
         self.max_ops_per_epoch = 200000  # per client: a bound besides time
         self.json_path = os.environ.get("CHAOS_REPORT")
         # Re-create deleted ids (new generations of one id), as the issue asks. 0: every
-        # put takes a fresh id, which keeps the directory's generation mix-up (see
-        # report_unfetchable) out of the way of the other invariants.
+        # put takes a fresh id, which keeps generations out of the way of the other
+        # invariants (to tell a defect of re-created ids from one of the rest).
         self.reuse_ids = os.environ.get("CHAOS_REUSE_IDS", "1") != "0"
         for k, v in kw.items():
             setattr(self, k, v)
@@ -467,27 +468,67 @@ class Chaos:
     def report_unfetchable(self, pending, last):
         """One violation per cause of the objects still not fetchable, tagged with the
         issue item (or the new defect) it belongs to where the cause is known."""
-        flushed = any(f.startswith("dir_flushall") for f in self.epoch_faults)
+        lost = any(f.startswith(("dir_flushall", "dir_restart")) for f in self.epoch_faults)
         groups = {}
         for oid in pending:
             why = last.get(oid, "?")
-            if "different size than the directory" in why or "CHECKSUM" in why \
-                    or "held generation" in why:
-                cause = ("the directory's metadata or locations belong to another "
-                         "generation of the id (new defect: generations of a re-created "
-                         "id mixed up in the directory)", None)
-            elif "NOTFOUND" in why and flushed:
-                cause = ("the directory lost its entries in a FLUSHALL and the owner did "
-                         "not publish them again", 7)
+            if "held generation" in why:
+                cause = ("the fetching node kept answering with its replica of an earlier "
+                         "generation of the id", None)
+            elif "different size than the directory" in why or "CHECKSUM" in why:
+                cause = ("the directory's size or checksum for the id is not its live "
+                         "primary's (another generation's entry)", None)
+            elif "not in the directory" in why:
+                cause = ("the directory has no entry for the id while its owner holds it: "
+                         "lost " + ("in a FLUSHALL or a directory restart and not published "
+                                    "again, or " if lost else "")
+                         + "removed by a late write for another copy of the id",
+                         7 if lost else None)
             else:
                 cause = (why.split(":", 1)[-1].strip()[:80], None)
             groups.setdefault(cause, []).append(oid)
         for (cause, item), oids in groups.items():
-            sample = "; ".join(f"{o!r} ({last.get(o, '?')})" for o in oids[:4])
+            sample = "; ".join(f"{o!r} ({last.get(o, '?')}; {self.where_is(pending[o])})"
+                               for o in oids[:4])
             self.violate("not fetchable after heal",
                          f"{len(oids)} live primaries not fetchable {self.cfg.node_ttl} ms + "
                          f"{self.cfg.heal_slack:.0f} s after the heal: {cause} "
                          f"(epoch faults: {self.epoch_faults}); e.g. {sample}", item=item)
+
+    def where_is(self, o):
+        """What the owner and the directory say of an unfetchable primary, for the
+        report: the owner's copy, its directory counters, the directory's keys."""
+        parts = [f"owner {o.node} incarnation {o.inc}, put "
+                 f"{time.monotonic() - o.since:.1f} s ago"]
+        try:
+            c = self.node(o.node).new_client(10.0)
+            try:
+                try:
+                    inf = pairs(c.execute_command("OBJ.INFO", o.oid))
+                    parts.append(f"owner holds it (replica {to_int(inf['replica'])})")
+                except ResponseError as e:
+                    parts.append(f"owner: OBJ.INFO {e}")
+                st = stats(c)
+                parts.append(", ".join(f"{k[len('directory_'):]} {v}" for k, v in st.items()
+                                       if k.startswith("directory_")))
+            finally:
+                c.close()
+        except NET_ERRORS as e:
+            parts.append(f"owner unreachable: {e!r:.60}")
+        try:
+            d = self.cluster.directory.client()
+            try:
+                key = b"objstore:{" + o.oid + b"}"
+                meta = d.hgetall(key + b":meta")
+                locs = sorted(d.smembers(key + b":loc"))
+                reg = d.exists(b"objstore:node:" + o.node.encode())
+                parts.append(f"directory: meta {meta or 'none'}, locations {locs}, "
+                             f"{o.node} registered {bool(reg)}")
+            finally:
+                d.close()
+        except NET_ERRORS as e:
+            parts.append(f"directory unreachable: {e!r:.60}")
+        return "; ".join(parts)
 
     def redis_clients(self, name):
         c = self.node(name).admin_connection(10)
@@ -946,15 +987,24 @@ class ChaosClient:
             self.read_pinned(n, inc, o.oid, r, f"pinned on {o.node}")
             time.sleep(self.rng.uniform(0, 0.3))
             self.read_pinned(n, inc, o.oid, r, f"pinned on {o.node}, read again")
-            c.execute_command("OBJ.RELEASE", o.oid)
+            self.release(c, o.node, o.oid, r, "pin")
         self.run_op(o.node, "pin", go)
+
+    def release(self, c, name, oid, r, op):
+        """Drop the pin whose OBJ.PIN answered r, naming it by its generation (issue 20
+        item 10): the connection may pin two generations of the id. A failed release is
+        a violation: the pin was this connection's."""
+        try:
+            c.execute_command("OBJ.RELEASE", oid, "GEN", to_int(r["gen"]))
+        except ResponseError as e:
+            self.chaos.violate("unexpected reply", f"{op}: OBJ.RELEASE {oid!r} GEN "
+                               f"{to_int(r['gen'])} on {name}: {e}", item=10)
 
     def op_pin_two_generations(self):
         """Issue 20 item 10: pin a generation, delete it (DEFERRED: still pinned), put the
-        next generation of the id, pin that too, and release the newer pin; after
-        another object of the same size lands, the first pin's view must still hold
-        what it held. (OBJ.RELEASE cannot name the pin it drops yet: the server drops
-        the oldest, so the view that is still in use loses its pin.)"""
+        next generation of the id, pin that too, and release the newer pin by its
+        generation; after another object of the same size lands, the first pin's view
+        must still hold what it held."""
         mine = [o for o in self.chaos.model.snapshot()
                 if self.is_mine(o.oid) and not self.chaos.node(o.node).killed]
         spare = self.free_own_id()
@@ -970,6 +1020,7 @@ class ChaosClient:
             except ResponseError as e:
                 self.chaos.count(op, f"PIN {code_of(e)}")
                 return
+            r2 = None
             try:
                 c.execute_command("OBJ.DEL", o.oid)
                 self.chaos.model.drop(o.oid)
@@ -977,8 +1028,12 @@ class ChaosClient:
                 c.execute_command("OBJ.PUT", o.oid, content(o.oid, gen2, o.size),
                                   "META", meta_of(gen2))
                 self.chaos.model.add(Obj(o.oid, gen2, o.size, o.node, inc))
-                c.execute_command("OBJ.PIN", o.oid)
-                c.execute_command("OBJ.RELEASE", o.oid)  # meant for the newer pin
+                r2 = pairs(c.execute_command("OBJ.PIN", o.oid))
+                if to_int(r2["gen"]) == to_int(r1["gen"]):
+                    self.chaos.violate("wrong bytes", f"{op} {o.oid!r} on {o.node}: both "
+                                       f"pins answered gen {to_int(r1['gen'])}", item=10)
+                self.release(c, o.node, o.oid, r2, op)
+                r2 = None
                 gen3 = self.chaos.model.new_gen(spare, o.size)
                 c.execute_command("OBJ.PUT", spare, content(spare, gen3, o.size),
                                   "META", meta_of(gen3))
@@ -986,20 +1041,15 @@ class ChaosClient:
             except ResponseError as e:
                 # e.g. EXISTS: a replica of an earlier generation is on this node
                 self.chaos.count(op, code_of(e))
-                self.release_all(c, o.oid)
+                for r in (r2, r1):
+                    if r is not None:
+                        self.release(c, o.node, o.oid, r, op)
                 return
             self.read_pinned(n, inc, o.oid, r1, f"{o.node}: the first pin's view after the "
                              "newer pin was released and another object landed", item=10)
-            self.release_all(c, o.oid)
+            self.release(c, o.node, o.oid, r1, op)
             self.chaos.count(op, "done")
         self.run_op(o.node, op, go)
-
-    def release_all(self, c, oid):
-        for _ in range(4):
-            try:
-                c.execute_command("OBJ.RELEASE", oid)
-            except ResponseError:
-                return
 
     def op_delete(self):
         mine = [o for o in self.chaos.model.snapshot() if self.is_mine(o.oid)]
