@@ -434,6 +434,10 @@ class Chaos:
                 c = self.node(name).new_client(60.0)
                 try:
                     for o in objs:
+                        if time.monotonic() >= deadline:  # bounded, whatever fails
+                            last.setdefault(o.oid, f"{name}: not tried again before the "
+                                            "deadline")
+                            continue
                         self.fetch_after_heal(c, name, o, pending, last)
                 finally:
                     c.close()
