@@ -118,6 +118,14 @@ def code_of(x):
     return words[0] if words else "?"
 
 
+def connected_incarnation(n, client):
+    """The incarnation of node n that client talks to: read after its first answer, as
+    a restart counts the new incarnation before the new process listens (read before,
+    a client made during a restart would be taken for the killed one's)."""
+    client.execute_command("PING")
+    return n.incarnation
+
+
 # ---- the model ----------------------------------------------------------------------------
 
 class Obj:
@@ -196,6 +204,7 @@ class Chaos:
         self.violation_count = 0
         self.pauses = {}  # node -> [[start, end or None]]
         self.kills = {}  # node -> [time of each inflicted kill]
+        self.dead = set()  # (node, incarnation) killed or crashed
         self.epoch = 0
         self.epoch_faults = []
         self.missing_serial = 0
@@ -236,8 +245,8 @@ class Chaos:
         return self.cluster[name]
 
     def node_is_current(self, name, inc):
-        n = self.cluster[name]
-        return not n.killed and n.incarnation == inc
+        """Whether incarnation inc of node name runs (it may still be starting)."""
+        return (name, inc) not in self.dead and self.cluster[name].incarnation == inc
 
     def verify(self, oid, data, meta, where, item=None):
         """data and meta read at `where` must be a whole generation of oid; item: the
@@ -360,6 +369,7 @@ class Chaos:
         if kind == "kill9":
             n = self.node(target)
             self.kills.setdefault(target, []).append(time.monotonic())
+            self.dead.add((target, n.incarnation))
             n.kill9()
             lost = self.model.node_lost(target)
             self.say(f"  {target} killed: {lost} primaries gone with it")
@@ -408,6 +418,7 @@ class Chaos:
             if not n.killed and n.proc is not None and n.proc.poll() is not None:
                 self.violate("crash", f"{name} died with status {n.proc.returncode}; log:\n"
                              f"{n.log_tail(40)}")
+                self.dead.add((name, n.incarnation))
                 n.killed = True
                 self.model.node_lost(name)
                 n.restart()
@@ -688,15 +699,18 @@ class ChaosClient:
 
     # ---- connections -------------------------------------------------------------------
     def conn(self, name):
+        """(client, the incarnation it talks to) for node name, made again after a
+        restart."""
         n = self.chaos.node(name)
         c = self.conns.get(name)
         if c is not None and c[1] == n.incarnation:
-            return c[0]
+            return c
         if c is not None:
             c[0].close()
+            del self.conns[name]
         cl = n.new_client(120.0)
-        self.conns[name] = (cl, n.incarnation)
-        return cl
+        self.conns[name] = (cl, connected_incarnation(n, cl))
+        return self.conns[name]
 
     def close_all(self):
         for cl, _ in self.conns.values():
@@ -791,7 +805,8 @@ class ChaosClient:
         n = self.chaos.node(name)
         inc = n.incarnation
         try:
-            return fn(self.conn(name), inc)
+            c, inc = self.conn(name)
+            return fn(c, inc)
         except NET_ERRORS as e:
             self.lost_conn(name, inc, op, e)
             return None
@@ -848,6 +863,7 @@ class ChaosClient:
         c = n.new_client(120.0)
         probe = None
         try:
+            inc = connected_incarnation(n, c)
             try:
                 r = pairs(c.execute_command("OBJ.CREATE", oid, size, "META", meta_of(gen)))
             except ResponseError as e:
