@@ -457,9 +457,11 @@ class Chaos:
         if pending:
             self.report_unfetchable(pending, last)
 
-    def fetch_after_heal(self, c, name, o, pending, last):
+    def fetch_after_heal(self, c, name, o, pending, last, again=True):
         """One id per OBJ.FETCH: a batch shares its fate when one transfer's failure
-        closes the connection the others ride on (see the report of this suite)."""
+        closes the connection the others ride on (see the report of this suite). A
+        stale replica found on the fetching node is dropped and the fetch made again
+        at once (again), as a client would."""
         try:
             r = c.execute_command("OBJ.FETCH", o.oid, "TIMEOUT", 2000)[0]
         except ResponseError as e:
@@ -476,6 +478,8 @@ class Chaos:
             self.count("fetch after heal", "stale replica dropped")
             c.execute_command("OBJ.DEL", o.oid)
             last[o.oid] = f"{name}: held generation {gen_of(meta)}"
+            if again:
+                self.fetch_after_heal(c, name, o, pending, last, again=False)
         else:
             self.count("fetch after heal", "OK")
             pending.pop(o.oid, None)
