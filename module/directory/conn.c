@@ -13,7 +13,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+
+/*
+ * Closes a connection given up on with a reset, not a FIN: what it had sent
+ * and not yet seen acknowledged is dropped instead of being retransmitted
+ * after a cut link heals, where it would reach the directory after (and
+ * out of order with) the same writes sent again on the next connection --
+ * a late publish of a copy deleted since undoes its unpublish. Accepts NULL.
+ */
+static void dirCloseAbortively(redisContext *ctx)
+{
+    if (ctx != NULL && ctx->fd >= 0) {
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+        (void)setsockopt(ctx->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    }
+    redisFree(ctx);
+}
 
 /*
  * Drops master m's connection after an I/O error (or a reply saying the
@@ -32,7 +49,7 @@ void dirConnFail(int m, const char *fmt, ...)
     memcpy(dir.lastIoError, c->err, sizeof(dir.lastIoError));
     dirNoteError("%s", c->err);
 
-    redisFree(c->ctx);
+    dirCloseAbortively(c->ctx);
     c->ctx = NULL;
     c->markSeq = 0; /* the re-publish below covers whatever it lost */
     c->retryMs = dirNowMs() + dir.backoffMs;

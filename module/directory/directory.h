@@ -42,6 +42,14 @@
 #define OBJ_DIR_ADDR_MAX  64
 #define OBJ_DIR_SEEDS_MAX 16 /* seeds a `directory` list may name */
 
+/* What kind of copy a publish speaks for. The directory keeps one meta per
+ * id and converges on the primary's: a primary's publish replaces a meta of
+ * another generation (size, meta size or checksum differ) and resets the
+ * location set to itself; a replica's is added only to a meta of its own
+ * generation (or creates one where there is none), and is refused otherwise:
+ * it is a copy of an id that now names another object (docs/cluster.md). */
+typedef enum DirCopy { DIR_COPY_PRIMARY = 0, DIR_COPY_REPLICA = 1 } DirCopy;
+
 typedef struct DirConfig {
     char host[256]; /* directory Redis (when seeds is empty) */
     int port;
@@ -62,6 +70,14 @@ typedef struct DirConfig {
      * replica of id (checksum: the replica's) because the id names another
      * object now; the node may drop that copy. NULL: nothing is called. */
     void (*staleReplica)(const char *id, size_t idLen, uint64_t checksum);
+    /* Called on the directory thread just before a publish is sent: whether
+     * this node still holds that copy of id (sealed, same checksum and kind).
+     * A copy deleted since its publish was queued (or since a re-publish
+     * listed it) is not published: a primary's publish takes the id's entry
+     * over, so a late one of a deleted generation would replace the entry of
+     * the id's live object elsewhere, and the unpublish queued behind it
+     * would then leave the id unlocated. NULL: every publish is sent. */
+    int (*holds)(const char *id, size_t idLen, uint64_t checksum, DirCopy copy);
 } DirConfig;
 
 /* A live node as the directory sees it. */
@@ -97,14 +113,6 @@ typedef struct DirResult {
 } DirResult;
 
 typedef void DirResultFn(DirResult *res, void *arg);
-
-/* What kind of copy a publish speaks for. The directory keeps one meta per
- * id and converges on the primary's: a primary's publish replaces a meta of
- * another generation (size, meta size or checksum differ) and resets the
- * location set to itself; a replica's is added only to a meta of its own
- * generation (or creates one where there is none), and is refused otherwise:
- * it is a copy of an id that now names another object (docs/cluster.md). */
-typedef enum DirCopy { DIR_COPY_PRIMARY = 0, DIR_COPY_REPLICA = 1 } DirCopy;
 
 /* For re-publishing: call emit(id, idLen, size, metaSize, checksum, copy,
  * emitArg) for every sealed local object. Runs on the directory thread. emit only

@@ -254,6 +254,8 @@ void dirAck(const redisReply *r);
 int dirHeartbeat(void);
 void dirUnregister(void);
 void dirAddWrite(DirBatch *b, const DirOp *op);
+/* Drops the publishes of writes whose copy this node no longer holds. */
+void dirDropGonePublishes(ObjList *writes);
 void dirTakeWriteReplies(const DirBatch *b, ObjList *writes);
 int dirSendWrites(ObjList *list);
 void dirRepublish(void);

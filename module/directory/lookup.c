@@ -341,6 +341,7 @@ void dirDoLookups(ObjList *writes, DirOp **ops, size_t n)
 {
     DirBatch b = {0}, nb = {0};
     ObjListLink *l;
+    dirDropGonePublishes(writes);
     objListForEach(writes, l)
         dirAddWrite(&b, dirOpOf(l));
     size_t first = b.n; /* the lookups' commands start here */

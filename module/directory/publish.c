@@ -408,11 +408,34 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
     dirCountDone(publishes, unpublishes, 0);
 }
 
+/* Whether op is a publish of a copy this node no longer holds (see
+ * DirConfig.holds): deleted, evicted or replaced since it was queued. */
+static int dirPublishIsGone(const DirOp *op)
+{
+    return op->kind == DIR_OP_PUBLISH && dir.cfg.holds != NULL &&
+           !dir.cfg.holds(op->id, op->idLen, op->checksum, op->copy);
+}
+
+/* Frees the publishes of writes whose copy is gone (dirPublishIsGone), just
+ * before writes are sent; the unpublish that followed each deletion stays
+ * queued behind and is sent. Can't fail. */
+void dirDropGonePublishes(ObjList *writes)
+{
+    ObjListLink *l, *tmp;
+    objListForEachSafe(writes, l, tmp) {
+        if (dirPublishIsGone(dirOpOf(l))) {
+            objListUnlink(l);
+            dirOpFree(dirOpOf(l));
+        }
+    }
+}
+
 /*
  * Sends a list of publishes/unpublishes in pipelined rounds (each round one
  * batch over all shards, closed by a marker per shard it wrote to),
  * renewing the heartbeat between rounds when it is
- * due, and frees each operation once its replies are in. Returns 0 when
+ * due, and frees each operation once its replies are in; a publish whose
+ * copy is gone is dropped unsent (dirPublishIsGone). Returns 0 when
  * all were answered (the list ends empty), or -1 when a shard could not be
  * reached or a stop was requested: the list then holds the operations not
  * known to be applied, in order (the caller requeues or drops them; sending
@@ -429,9 +452,14 @@ int dirSendWrites(ObjList *list)
         ObjList round;
         objListInit(&round);
         ObjListLink *l;
-        for (int n = 0; n < OBJ_DIR_PIPELINE && (l = objListPopFront(list)) != NULL; n++) {
+        for (int n = 0; n < OBJ_DIR_PIPELINE && (l = objListPopFront(list)) != NULL;) {
+            if (dirPublishIsGone(dirOpOf(l))) {
+                dirOpFree(dirOpOf(l));
+                continue;
+            }
             dirAddWrite(&b, dirOpOf(l));
             objListPushBack(&round, l);
+            n++;
         }
         dirAddMarks(&b, b.n, 0);
         dirBatchRun(&b);

@@ -85,6 +85,20 @@ static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
     objTableUnlock(objNode.table);
 }
 
+/* Directory thread, just before a publish is sent: whether this node still
+ * holds that copy of id, sealed, with that checksum, as a primary or a
+ * replica as published. A copy deleted (or evicted, or replaced by another
+ * generation) since is not published: see DirConfig.holds. */
+static int remoteHolds(const char *id, size_t idLen, uint64_t checksum, DirCopy copy)
+{
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    int holds = e != NULL && e->state == OBJ_SEALED && e->checksum == checksum &&
+                (e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY) == copy;
+    objTableUnlock(objNode.table);
+    return holds;
+}
+
 static void remoteEvicted(const ObjEntry *e, void *arg)
 {
     dirUnpublish(e->id, e->idLen);
@@ -259,6 +273,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.ttlMs = (int)cfg->nodeTtlMs;
     dc.log = remoteLog;
     dc.staleReplica = remoteStaleReplica;
+    dc.holds = remoteHolds;
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");

@@ -52,8 +52,9 @@ from objhelpers import pairs, stats, to_int  # noqa: E402
 
 ALIGN = 64
 # What a fetch may answer under faults. PROTOCOL ("the peer sent a different size than
-# the directory") comes from the directory mixing up generations of a re-created id
-# (see check_fetchable); it is counted, and the check after the heal judges it.
+# the directory") comes from a lookup that read the entry of one generation of a
+# re-created id while a holder of another answered; it is counted, and the check after
+# the heal judges whether the directory converged (report_unfetchable).
 FETCH_ERRORS = {"NOTFOUND", "UNAVAILABLE", "TIMEOUT", "CHECKSUM", "OOM", "PROTOCOL"}
 NET_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
@@ -80,8 +81,8 @@ class Config:
         self.max_ops_per_epoch = 200000  # per client: a bound besides time
         self.json_path = os.environ.get("CHAOS_REPORT")
         # Re-create deleted ids (new generations of one id), as the issue asks. 0: every
-        # put takes a fresh id, which keeps the directory's generation mix-up (see
-        # report_unfetchable) out of the way of the other invariants.
+        # put takes a fresh id, which keeps generations out of the way of the other
+        # invariants (to tell a defect of re-created ids from one of the rest).
         self.reuse_ids = os.environ.get("CHAOS_REUSE_IDS", "1") != "0"
         for k, v in kw.items():
             setattr(self, k, v)
@@ -115,6 +116,14 @@ def code_of(x):
     """The code word of an error (exception or nested error reply)."""
     words = str(x).split()
     return words[0] if words else "?"
+
+
+def connected_incarnation(n, client):
+    """The incarnation of node n that client talks to: read after its first answer, as
+    a restart counts the new incarnation before the new process listens (read before,
+    a client made during a restart would be taken for the killed one's)."""
+    client.execute_command("PING")
+    return n.incarnation
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -195,6 +204,7 @@ class Chaos:
         self.violation_count = 0
         self.pauses = {}  # node -> [[start, end or None]]
         self.kills = {}  # node -> [time of each inflicted kill]
+        self.dead = set()  # (node, incarnation) killed or crashed
         self.epoch = 0
         self.epoch_faults = []
         self.missing_serial = 0
@@ -235,8 +245,8 @@ class Chaos:
         return self.cluster[name]
 
     def node_is_current(self, name, inc):
-        n = self.cluster[name]
-        return not n.killed and n.incarnation == inc
+        """Whether incarnation inc of node name runs (it may still be starting)."""
+        return (name, inc) not in self.dead and self.cluster[name].incarnation == inc
 
     def verify(self, oid, data, meta, where, item=None):
         """data and meta read at `where` must be a whole generation of oid; item: the
@@ -359,6 +369,7 @@ class Chaos:
         if kind == "kill9":
             n = self.node(target)
             self.kills.setdefault(target, []).append(time.monotonic())
+            self.dead.add((target, n.incarnation))
             n.kill9()
             lost = self.model.node_lost(target)
             self.say(f"  {target} killed: {lost} primaries gone with it")
@@ -407,6 +418,7 @@ class Chaos:
             if not n.killed and n.proc is not None and n.proc.poll() is not None:
                 self.violate("crash", f"{name} died with status {n.proc.returncode}; log:\n"
                              f"{n.log_tail(40)}")
+                self.dead.add((name, n.incarnation))
                 n.killed = True
                 self.model.node_lost(name)
                 n.restart()
@@ -433,6 +445,10 @@ class Chaos:
                 c = self.node(name).new_client(60.0)
                 try:
                     for o in objs:
+                        if time.monotonic() >= deadline:  # bounded, whatever fails
+                            last.setdefault(o.oid, f"{name}: not tried again before the "
+                                            "deadline")
+                            continue
                         self.fetch_after_heal(c, name, o, pending, last)
                 finally:
                     c.close()
@@ -441,9 +457,11 @@ class Chaos:
         if pending:
             self.report_unfetchable(pending, last)
 
-    def fetch_after_heal(self, c, name, o, pending, last):
+    def fetch_after_heal(self, c, name, o, pending, last, again=True):
         """One id per OBJ.FETCH: a batch shares its fate when one transfer's failure
-        closes the connection the others ride on (see the report of this suite)."""
+        closes the connection the others ride on (see the report of this suite). A
+        stale replica found on the fetching node is dropped and the fetch made again
+        at once (again), as a client would."""
         try:
             r = c.execute_command("OBJ.FETCH", o.oid, "TIMEOUT", 2000)[0]
         except ResponseError as e:
@@ -460,6 +478,8 @@ class Chaos:
             self.count("fetch after heal", "stale replica dropped")
             c.execute_command("OBJ.DEL", o.oid)
             last[o.oid] = f"{name}: held generation {gen_of(meta)}"
+            if again:
+                self.fetch_after_heal(c, name, o, pending, last, again=False)
         else:
             self.count("fetch after heal", "OK")
             pending.pop(o.oid, None)
@@ -467,27 +487,67 @@ class Chaos:
     def report_unfetchable(self, pending, last):
         """One violation per cause of the objects still not fetchable, tagged with the
         issue item (or the new defect) it belongs to where the cause is known."""
-        flushed = any(f.startswith("dir_flushall") for f in self.epoch_faults)
+        lost = any(f.startswith(("dir_flushall", "dir_restart")) for f in self.epoch_faults)
         groups = {}
         for oid in pending:
             why = last.get(oid, "?")
-            if "different size than the directory" in why or "CHECKSUM" in why \
-                    or "held generation" in why:
-                cause = ("the directory's metadata or locations belong to another "
-                         "generation of the id (new defect: generations of a re-created "
-                         "id mixed up in the directory)", None)
-            elif "NOTFOUND" in why and flushed:
-                cause = ("the directory lost its entries in a FLUSHALL and the owner did "
-                         "not publish them again", 7)
+            if "held generation" in why:
+                cause = ("the fetching node kept answering with its replica of an earlier "
+                         "generation of the id", None)
+            elif "different size than the directory" in why or "CHECKSUM" in why:
+                cause = ("the directory's size or checksum for the id is not its live "
+                         "primary's (another generation's entry)", None)
+            elif "not in the directory" in why:
+                cause = ("the directory has no entry for the id while its owner holds it: "
+                         "lost " + ("in a FLUSHALL or a directory restart and not published "
+                                    "again, or " if lost else "")
+                         + "removed by a late write for another copy of the id",
+                         7 if lost else None)
             else:
                 cause = (why.split(":", 1)[-1].strip()[:80], None)
             groups.setdefault(cause, []).append(oid)
         for (cause, item), oids in groups.items():
-            sample = "; ".join(f"{o!r} ({last.get(o, '?')})" for o in oids[:4])
+            sample = "; ".join(f"{o!r} ({last.get(o, '?')}; {self.where_is(pending[o])})"
+                               for o in oids[:4])
             self.violate("not fetchable after heal",
                          f"{len(oids)} live primaries not fetchable {self.cfg.node_ttl} ms + "
                          f"{self.cfg.heal_slack:.0f} s after the heal: {cause} "
                          f"(epoch faults: {self.epoch_faults}); e.g. {sample}", item=item)
+
+    def where_is(self, o):
+        """What the owner and the directory say of an unfetchable primary, for the
+        report: the owner's copy, its directory counters, the directory's keys."""
+        parts = [f"owner {o.node} incarnation {o.inc}, put "
+                 f"{time.monotonic() - o.since:.1f} s ago"]
+        try:
+            c = self.node(o.node).new_client(10.0)
+            try:
+                try:
+                    inf = pairs(c.execute_command("OBJ.INFO", o.oid))
+                    parts.append(f"owner holds it (replica {to_int(inf['replica'])})")
+                except ResponseError as e:
+                    parts.append(f"owner: OBJ.INFO {e}")
+                st = stats(c)
+                parts.append(", ".join(f"{k[len('directory_'):]} {v}" for k, v in st.items()
+                                       if k.startswith("directory_")))
+            finally:
+                c.close()
+        except NET_ERRORS as e:
+            parts.append(f"owner unreachable: {e!r:.60}")
+        try:
+            d = self.cluster.directory.client()
+            try:
+                key = b"objstore:{" + o.oid + b"}"
+                meta = d.hgetall(key + b":meta")
+                locs = sorted(d.smembers(key + b":loc"))
+                reg = d.exists(b"objstore:node:" + o.node.encode())
+                parts.append(f"directory: meta {meta or 'none'}, locations {locs}, "
+                             f"{o.node} registered {bool(reg)}")
+            finally:
+                d.close()
+        except NET_ERRORS as e:
+            parts.append(f"directory unreachable: {e!r:.60}")
+        return "; ".join(parts)
 
     def redis_clients(self, name):
         c = self.node(name).admin_connection(10)
@@ -643,15 +703,18 @@ class ChaosClient:
 
     # ---- connections -------------------------------------------------------------------
     def conn(self, name):
+        """(client, the incarnation it talks to) for node name, made again after a
+        restart."""
         n = self.chaos.node(name)
         c = self.conns.get(name)
         if c is not None and c[1] == n.incarnation:
-            return c[0]
+            return c
         if c is not None:
             c[0].close()
+            del self.conns[name]
         cl = n.new_client(120.0)
-        self.conns[name] = (cl, n.incarnation)
-        return cl
+        self.conns[name] = (cl, connected_incarnation(n, cl))
+        return self.conns[name]
 
     def close_all(self):
         for cl, _ in self.conns.values():
@@ -746,7 +809,8 @@ class ChaosClient:
         n = self.chaos.node(name)
         inc = n.incarnation
         try:
-            return fn(self.conn(name), inc)
+            c, inc = self.conn(name)
+            return fn(c, inc)
         except NET_ERRORS as e:
             self.lost_conn(name, inc, op, e)
             return None
@@ -777,10 +841,12 @@ class ChaosClient:
         self.chaos.count(op, code)
         if code == "EXISTS":
             try:
-                replica = to_int(pairs(c.execute_command("OBJ.INFO", oid))["replica"])
+                inf = pairs(c.execute_command("OBJ.INFO", oid))
             except ResponseError:
                 return  # gone again (evicted)
-            if not replica:
+            # a replica being fetched is "created" and not yet marked a replica; only
+            # this client creates its ids
+            if not to_int(inf["replica"]) and inf["state"] not in (b"created", "created"):
                 self.chaos.violate("ghost object", f"{op} {oid!r} on {name}: EXISTS, and it is "
                                    "a primary the model does not have")
         elif code != "OOM":
@@ -803,6 +869,7 @@ class ChaosClient:
         c = n.new_client(120.0)
         probe = None
         try:
+            inc = connected_incarnation(n, c)
             try:
                 r = pairs(c.execute_command("OBJ.CREATE", oid, size, "META", meta_of(gen)))
             except ResponseError as e:
@@ -879,7 +946,10 @@ class ChaosClient:
             if isinstance(r, Exception):
                 code = code_of(r)
                 self.chaos.count(op, code)
-                if code not in FETCH_ERRORS:
+                # WRONGSTATE: its owner deleted it and is creating the id again right
+                # here (documented: a fetch does not wait for a local creation)
+                creating = code == "WRONGSTATE" and "being created on this node" in str(r)
+                if code not in FETCH_ERRORS and not creating:
                     self.chaos.violate("unexpected reply", f"{op} {o.oid!r} on {name}: {r}")
                 return
             self.chaos.count(op, "OK")
@@ -946,15 +1016,24 @@ class ChaosClient:
             self.read_pinned(n, inc, o.oid, r, f"pinned on {o.node}")
             time.sleep(self.rng.uniform(0, 0.3))
             self.read_pinned(n, inc, o.oid, r, f"pinned on {o.node}, read again")
-            c.execute_command("OBJ.RELEASE", o.oid)
+            self.release(c, o.node, o.oid, r, "pin")
         self.run_op(o.node, "pin", go)
+
+    def release(self, c, name, oid, r, op):
+        """Drop the pin whose OBJ.PIN answered r, naming it by its generation (issue 20
+        item 10): the connection may pin two generations of the id. A failed release is
+        a violation: the pin was this connection's."""
+        try:
+            c.execute_command("OBJ.RELEASE", oid, "GEN", to_int(r["gen"]))
+        except ResponseError as e:
+            self.chaos.violate("unexpected reply", f"{op}: OBJ.RELEASE {oid!r} GEN "
+                               f"{to_int(r['gen'])} on {name}: {e}", item=10)
 
     def op_pin_two_generations(self):
         """Issue 20 item 10: pin a generation, delete it (DEFERRED: still pinned), put the
-        next generation of the id, pin that too, and release the newer pin; after
-        another object of the same size lands, the first pin's view must still hold
-        what it held. (OBJ.RELEASE cannot name the pin it drops yet: the server drops
-        the oldest, so the view that is still in use loses its pin.)"""
+        next generation of the id, pin that too, and release the newer pin by its
+        generation; after another object of the same size lands, the first pin's view
+        must still hold what it held."""
         mine = [o for o in self.chaos.model.snapshot()
                 if self.is_mine(o.oid) and not self.chaos.node(o.node).killed]
         spare = self.free_own_id()
@@ -970,6 +1049,7 @@ class ChaosClient:
             except ResponseError as e:
                 self.chaos.count(op, f"PIN {code_of(e)}")
                 return
+            r2 = None
             try:
                 c.execute_command("OBJ.DEL", o.oid)
                 self.chaos.model.drop(o.oid)
@@ -977,8 +1057,12 @@ class ChaosClient:
                 c.execute_command("OBJ.PUT", o.oid, content(o.oid, gen2, o.size),
                                   "META", meta_of(gen2))
                 self.chaos.model.add(Obj(o.oid, gen2, o.size, o.node, inc))
-                c.execute_command("OBJ.PIN", o.oid)
-                c.execute_command("OBJ.RELEASE", o.oid)  # meant for the newer pin
+                r2 = pairs(c.execute_command("OBJ.PIN", o.oid))
+                if to_int(r2["gen"]) == to_int(r1["gen"]):
+                    self.chaos.violate("wrong bytes", f"{op} {o.oid!r} on {o.node}: both "
+                                       f"pins answered gen {to_int(r1['gen'])}", item=10)
+                self.release(c, o.node, o.oid, r2, op)
+                r2 = None
                 gen3 = self.chaos.model.new_gen(spare, o.size)
                 c.execute_command("OBJ.PUT", spare, content(spare, gen3, o.size),
                                   "META", meta_of(gen3))
@@ -986,20 +1070,15 @@ class ChaosClient:
             except ResponseError as e:
                 # e.g. EXISTS: a replica of an earlier generation is on this node
                 self.chaos.count(op, code_of(e))
-                self.release_all(c, o.oid)
+                for r in (r2, r1):
+                    if r is not None:
+                        self.release(c, o.node, o.oid, r, op)
                 return
             self.read_pinned(n, inc, o.oid, r1, f"{o.node}: the first pin's view after the "
                              "newer pin was released and another object landed", item=10)
-            self.release_all(c, o.oid)
+            self.release(c, o.node, o.oid, r1, op)
             self.chaos.count(op, "done")
         self.run_op(o.node, op, go)
-
-    def release_all(self, c, oid):
-        for _ in range(4):
-            try:
-                c.execute_command("OBJ.RELEASE", oid)
-            except ResponseError:
-                return
 
     def op_delete(self):
         mine = [o for o in self.chaos.model.snapshot() if self.is_mine(o.oid)]
