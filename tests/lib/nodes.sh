@@ -114,7 +114,8 @@ redisStart() {
             # The module refuses secrets as arguments (MODULE LIST and ps show
             # them): hand it a file of mode 0600 instead.
             (umask 077 && printf '%s\n' "$_n_a" >"$NODES_WORK/$_n_name/$_n_secret") || return 1
-            set -- "$@" "$NODES_WORK/$_n_name/$_n_secret"
+            # Absolute: the server runs in a directory of its own.
+            set -- "$@" "$(cd "$NODES_WORK/$_n_name" && pwd -P)/$_n_secret"
             _n_secret=""
         elif [ "$_n_seen" = 1 ] && { [ "$_n_a" = cluster-secret ] ||
             [ "$_n_a" = directory-password ]; }; then

@@ -85,7 +85,7 @@ EOF
 
 # offsetsOut: the arena offset after each "offset" element replaced by N (they differ by run).
 offsetsOut() {
-    awk 'prev ~ /offset"?$/ { sub(/\(integer\) [0-9]+$/, "(integer) N") } { print; prev = $0 }'
+    awk 'prev ~ /(offset|gen)"?$/ { sub(/\(integer\) [0-9]+$/, "(integer) N") } { print; prev = $0 }'
 }
 
 [ -x "$CLI" ] || {
@@ -136,6 +136,8 @@ OK
 4) (integer) 10
 5) meta
 6) ""
+7) gen
+8) (integer) N
 DEFERRED
 OK
 (integer) 0'
@@ -168,7 +170,9 @@ check "-3 piped: OBJ.GET and a pin cycle" '"hello world"
 4) (integer) 11
 5) meta
 6) "shape=1x11"
-OK' "$(printf '%s\n' "$out" | offsetsOut | tail -n 8)"
+7) gen
+8) (integer) N
+OK' "$(printf '%s\n' "$out" | offsetsOut | tail -n 10)"
 
 # ---- AUTH ----
 check "-a PASSWORD: AUTH, then PING" "PONG" \

@@ -284,11 +284,12 @@ EOF
   status:size
 int:10
 status:OK
-array:6
+array:8
   status:offset
   status:size
   status:meta
   bulk:0:
+  status:gen
 status:OK
 err:WRONGSTATE this connection holds no pin on the object
 bulk:10:0123456789" "$out"
@@ -819,7 +820,7 @@ fi
 if want checkSweepDuringSlowScript; then
     if MALLOC_CONF=junk:true startServer rs4 $s4 "" --protected-mode no \
         --enable-debug-command yes -- memory 64mb transfer-bind "$addr" cluster-secret door \
-        rdma-port 27304 rdma-client-port $d4; then
+        rdma-port 27304 --door bind "$addr" port $d4; then
         pass "server 4 (junk-filled frees) is up with its RDMA door on $addr:$d4"
         checkSweepDuringSlowScript
     else
