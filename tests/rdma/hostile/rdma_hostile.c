@@ -51,6 +51,7 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <xxhash.h>
 
 #include "rdma/stream.h"
 #include "rdma/streamproto.h"
@@ -294,6 +295,9 @@ static void onFrame(HConn *c, WireMsg *m)
     if (m->h.type == WIRE_FETCH) {
         WireMsg r = {.h = {.type = WIRE_RNDV, .reqId = m->h.reqId}};
         r.u.data.size = h.size;
+        /* The checksum of the bytes it points at, as the directory says: the
+         * requester then starts its READs (it refuses a mismatch up front). */
+        r.u.data.checksum = XXH3_64bits(h.obj, h.size);
         r.u.data.addr = (uint64_t)(uintptr_t)h.obj;
         r.u.data.rkey = h.objMr->rkey;
         WireMsg e = {.h = {.type = WIRE_ERROR, .reqId = m->h.reqId}};
