@@ -98,7 +98,10 @@ def run_with_door(tmp_path, *door_args):
     cmd = [OBJSTORE_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--dir", str(tmp_path), "--logfile", str(log), "--loadmodule", DOOR_MODULE,
            *door_args]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if os.environ.get("OBJSTORE_PRELOAD"):  # a sanitizer build's runtime, as the launcher does
+        env["LD_PRELOAD"] = os.environ["OBJSTORE_PRELOAD"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         for _ in range(300):
             text = log.read_text(errors="replace") if log.exists() else ""
