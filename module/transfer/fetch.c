@@ -17,10 +17,20 @@
  * RNDV arrives, from the size it carries, and verified against the checksum
  * it carries. Any failure of that attempt gives the object back and turns
  * the transfer into an ordinary one: directory lookup, then the locations.
+ *
+ * Spreading the load: the locations are tried in a random order, so that
+ * many nodes fetching one object do not all ask the first; while another
+ * holder is left to ask, the FETCH says so (FETCHR with BUSY_OK) and a
+ * holder whose upload slots are taken answers BUSY; once every holder has
+ * answered BUSY, they are asked again without the flag. A TCP attempt that
+ * fails mid-payload leaves the bytes that landed in place: the next attempt
+ * asks for the rest only (FETCHR with an offset), and the whole object's
+ * checksum is then taken in one pass at the end.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fetch.h"
 #include "common/util.h"
@@ -64,6 +74,11 @@ typedef struct Transfer {
      * the peer): acted on once the NIC has let go of the object. */
     char failAfterReads[160];
     int cancelled; /* no requester left: finish quietly */
+    /* Resuming: the payload's first `landed` bytes are in the object; the
+     * current attempt asked for the bytes from reqFrom on. */
+    uint64_t landed, reqFrom;
+    int sawBusy; /* a holder of this pass over the locations answered BUSY */
+    int insist;  /* every holder answered BUSY once: ask without BUSY_OK */
     int64_t startUs;
     uint64_t remoteChecksum;
     /* The FROM node while the hinted attempt runs; "" once it is over (or
@@ -81,6 +96,7 @@ static struct {
     ObjList live;  /* FetchReq.link: submitted, not yet finished, newest first */
     uint64_t nextXid;
     uint64_t nextReadToken;
+    uint64_t rng; /* xorshift state for the order of locations; 0 until seeded */
 } fs = {.xfers = {&fs.xfers, &fs.xfers}, .live = {&fs.live, &fs.live}};
 
 /* The first transfer, and the one after x; NULL at the end. A walk that
@@ -227,19 +243,47 @@ static void hintFallback(Transfer *x, const char *why, int forget)
     engineLookup(x->xid, x->id, x->idLen);
 }
 
+/* x's payload was being received on c when its attempt ended: remember how
+ * far it got (TCP: a later attempt asks for the rest), and count it. */
+static void xferNoteLanded(Transfer *x, Conn *c)
+{
+    ObjEntry *e = x->entry;
+    uint64_t total = e->dataSize + e->metaSize;
+    uint64_t got = c->ops->payloadLanded ? c->ops->payloadLanded(c, total - x->reqFrom) : 0;
+
+    engineStatsBegin()->downloadedBytes += got;
+    engineStatsEnd();
+    x->landed = x->tp == TP_TCP ? x->reqFrom + got : 0;
+}
+
 /* The current attempt failed: remember why and try the next location (or,
  * for the hinted attempt, fall back to the directory). */
 static void attemptFailed(Transfer *x, const char *why)
 {
     if (x->hint[0]) {
+        x->landed = 0; /* the hinted object is given back */
         hintFallback(x, why, x->conn && x->conn->state == CONN_CLOSED);
         return;
     }
     snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", why);
     engineLog("verbose", "fetch '%.*s': %s", (int)(x->idLen > 64 ? 64 : x->idLen), x->id, why);
+    if (x->conn && x->state == XFER_RECEIVING && x->entry) /* keep what landed */
+        xferNoteLanded(x, x->conn);
     x->conn = NULL;
     x->state = XFER_LOOKUP;
     xferTryNext(x);
+}
+
+/* How many holders of x's object the directory named, besides this node
+ * (0 without a directory answer: a FROM attempt). */
+static size_t xferOtherHolders(const Transfer *x)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; x->dir && i < x->dir->count; i++)
+        if (strcmp(x->dir->nodes[i].name, engineConfig()->nodeName))
+            n++;
+    return n;
 }
 
 /* How many requests of ours are on the wire on c (answer not yet complete). */
@@ -266,6 +310,17 @@ static void sendFetch(Transfer *x)
     }
     m.u.fetch.id = x->id;
     m.u.fetch.idLen = (uint16_t)x->idLen;
+    /* Only a stream answer can start mid-object: a rendezvous reads it whole. */
+    x->reqFrom = x->tp == TP_TCP && x->entry ? x->landed : 0;
+    if (x->reqFrom > 0 || (!x->insist && xferOtherHolders(x) > 1)) {
+        m.h.type = WIRE_FETCHR;
+        m.u.fetch.offset = x->reqFrom;
+        m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
+    }
+    if (x->reqFrom > 0) {
+        engineStatsBegin()->rangeResumes++;
+        engineStatsEnd();
+    }
     x->state = XFER_REQUESTED;
     if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
         attemptFailed(x, "UNAVAILABLE cannot send FETCH");
@@ -346,7 +401,39 @@ static void xferTryNext(Transfer *x)
         xferUseConn(x, c, tp);
         return;
     }
+    if (x->sawBusy && !x->insist) { /* every holder is busy: someone must serve */
+        x->insist = 1;
+        x->nextLoc = 0;
+        xferTryNext(x);
+        return;
+    }
     xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
+}
+
+/* A random number for the order of locations (engine thread only). */
+static uint64_t fetchRandom(void)
+{
+    if (!fs.rng)
+        fs.rng = (uint64_t)utilMonoUs() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)utilWallMs() ^
+                 ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&fs;
+    if (!fs.rng)
+        fs.rng = 1;
+    fs.rng ^= fs.rng << 13;
+    fs.rng ^= fs.rng >> 7;
+    fs.rng ^= fs.rng << 17;
+    return fs.rng;
+}
+
+/* Put the locations of res in a random order (Fisher-Yates), so that the
+ * nodes fetching one object at once ask different holders first. */
+static void shuffleLocations(DirResult *res)
+{
+    for (size_t i = res->count; i > 1; i--) {
+        size_t j = (size_t)(fetchRandom() % i);
+        DirNode tmp = res->nodes[i - 1];
+        res->nodes[i - 1] = res->nodes[j];
+        res->nodes[j] = tmp;
+    }
 }
 
 /* A connection to the hinted node that is already open, on a transport
@@ -467,6 +554,8 @@ static void xferReceived(Transfer *x, const uint64_t *landedSum)
         char why[160];
         snprintf(why, sizeof(why), "CHECKSUM mismatch in the copy from '%.64s'",
                  x->conn ? x->conn->peerName : "?");
+        x->landed = 0;          /* which bytes are wrong is unknown: all of them go again */
+        x->state = XFER_LOOKUP; /* the payload is over: nothing to note as landed */
         attemptFailed(x, why);
         return;
     }
@@ -585,6 +674,7 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
         return;
     }
     x->dir = res;
+    shuffleLocations(res);
     objTableLock(t);
     ObjEntry *e;
     ObjStatus st = objTableCreateEntry(t, x->id, x->idLen, res->size, res->metaSize,
@@ -702,12 +792,12 @@ static int fetchOnData(Conn *c, const WireMsg *m)
     x->remoteChecksum = m->u.data.checksum;
     uint64_t total = e->dataSize + e->metaSize;
     uint8_t *dst = engineConfig()->arenaBase + e->offset;
-    if (total == 0) {
+    if (total == x->reqFrom) {
         xferReceived(x, NULL);
         return 0;
     }
     x->state = XFER_RECEIVING;
-    return c->ops->recvPayload(c, dst, total);
+    return c->ops->recvPayload(c, dst + x->reqFrom, total - x->reqFrom);
 }
 
 static void fetchOnPayloadDone(Conn *c)
@@ -719,8 +809,13 @@ static void fetchOnPayloadDone(Conn *c)
             else if (!x->entry) /* drained: the hinted answer had no room here */
                 attemptFailed(x, "OOM cannot create the object the hinted node announced");
             else {
-                uint64_t sum;
-                int landed = c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
+                /* A resumed payload's hash covers its tail only: one pass then. */
+                uint64_t sum, got = x->entry->dataSize + x->entry->metaSize - x->reqFrom;
+                int landed =
+                    !x->reqFrom && c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
+                engineStatsBegin()->downloadedBytes += got;
+                engineStatsEnd();
+                x->landed = x->reqFrom + got;
                 xferReceived(x, landed ? &sum : NULL);
             }
             break;
@@ -807,6 +902,8 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
         attemptFailed(x, "UNAVAILABLE RDMA read failed");
         return;
     }
+    engineStatsBegin()->downloadedBytes += x->entry->dataSize + x->entry->metaSize;
+    engineStatsEnd();
     xferReceived(x, sum);
 }
 
@@ -832,6 +929,11 @@ static int fetchOnError(Conn *c, const WireMsg *m)
     if (x->cancelled) { /* nothing follows an ERROR: nothing to drain */
         xferDrop(x);
         return 0;
+    }
+    if (m->u.error.code == WIRE_ERR_BUSY) {
+        x->sawBusy = 1;
+        engineStatsBegin()->redirected++;
+        engineStatsEnd();
     }
     attemptFailed(x, why);
     return 0;

@@ -9,6 +9,12 @@
  * are held in the connection's name (ENGINE_HOLDER_CONN), so a vanished
  * peer releases all of them at once and memory is never freed under the
  * NIC or a send.
+ *
+ * Upload slots: while upload-slots large objects are being sent, a FETCHR
+ * whose requester has other holders to ask (BUSY_OK) is answered BUSY, so
+ * that many requesters spread over many holders instead of splitting one
+ * node's link N ways (docs/cluster.md, "Broadcast"). A FETCHR may also ask
+ * for the bytes from an offset on: a fetch resuming after its source failed.
  */
 #include <stdlib.h>
 
@@ -30,15 +36,43 @@ typedef struct Rndv {
     struct Rndv *next;
 } Rndv;
 
-static Rndv *rndvs;
+/* Objects of at least this many bytes take an upload slot: smaller ones
+ * are sent in less time than a redirect costs. */
+#define SERVE_LARGE (1u << 20)
 
+static Rndv *rndvs;
+static uint32_t uploadsNow; /* large objects being sent, every connection */
+
+static int serveIsLarge(const ObjEntry *e)
+{
+    return e->dataSize + e->metaSize >= SERVE_LARGE;
+}
+
+/* Release c's pin of e (and its upload slot). The entry is read before the
+ * pin goes: after it, an eviction may free it. */
 static void unpin(Conn *c, ObjEntry *e)
 {
+    int large = serveIsLarge(e);
+
     objTableLock(engineConfig()->table);
     objTableUnpin(engineConfig()->table, e, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
     if (c->pins > 0)
         c->pins--;
+    if (large && c->uploads > 0) {
+        c->uploads--;
+        uploadsNow--;
+    }
+}
+
+/* Must a FETCHR for e be sent elsewhere? Only a requester that said it has
+ * other holders is, and only for a large object while every slot is taken. */
+static int serveRedirect(const WireMsg *m, const ObjEntry *e)
+{
+    int slots = engineConfig()->uploadSlots;
+
+    return m->h.type == WIRE_FETCHR && (m->u.fetch.flags & WIRE_FETCHR_BUSY_OK) && slots > 0 &&
+           serveIsLarge(e) && uploadsNow >= (uint32_t)slots;
 }
 
 static int serveOnFetch(Conn *c, const WireMsg *m)
@@ -56,8 +90,17 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     }
     objTableLock(t);
     ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
-    ObjStatus st = !e ? OBJ_ST_NOTFOUND : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
+    int busy = e && e->state == OBJ_SEALED && serveRedirect(m, e);
+    ObjStatus st = !e     ? OBJ_ST_NOTFOUND
+                   : busy ? OBJ_ST_OK
+                          : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(t);
+    if (busy) {
+        engineStatsBegin()->redirects++;
+        engineStatsEnd();
+        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "every upload slot is taken: ask another");
+        return 0;
+    }
     if (st == OBJ_ST_NOTFOUND) {
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
         return 0;
@@ -67,18 +110,30 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
         return 0;
     }
     c->pins++; /* capped above (and a stream transport stops reading at the cap) */
+    if (serveIsLarge(e)) {
+        c->uploads++;
+        uploadsNow++;
+    }
     uint64_t total = e->dataSize + e->metaSize;
+    uint64_t from = m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0;
+    if (from > total) {
+        unpin(c, e);
+        engineSendError(c, m->h.reqId, WIRE_ERR_PROTO, "offset past the end of the object");
+        return 0;
+    }
     const uint8_t *bytes = engineConfig()->arenaBase + e->offset;
     int tp = engineTpIndex(c->ops);
-    engineStatsBegin();
+    EngineStats *es = engineStatsBegin();
+    es->uploadedBytes += total - from;
     engineTpStats(tp)->served++;
-    engineTpStats(tp)->servedBytes += total;
+    engineTpStats(tp)->servedBytes += total - from;
     engineStatsEnd();
     r.u.data.size = e->dataSize;
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
-    int inlineOk = !c->ops->grantRead || total < engineConfig()->rdmaReadMin;
+    /* A range always rides the stream: a rendezvous opens whole objects. */
+    int inlineOk = !c->ops->grantRead || total < engineConfig()->rdmaReadMin || from > 0;
     engineStatsBegin();
     if (inlineOk)
         engineTpStats(tp)->servedInline++;
@@ -87,7 +142,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     engineStatsEnd();
     if (inlineOk) {
         r.h.type = WIRE_DATA;
-        if (engineSend(c, &r, bytes, total, e) == -1)
+        if (engineSend(c, &r, bytes + from, total - from, e) == -1)
             return -1; /* the conn is closing: its pins go with it */
         return 0;
     }
@@ -158,6 +213,8 @@ static void serveOnConnClosed(Conn *c)
     objTableHolderGone(engineConfig()->table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
     c->pins = 0;
+    uploadsNow -= c->uploads;
+    c->uploads = 0;
 }
 
 static void serveTick(void)
@@ -179,7 +236,8 @@ static void serveTick(void)
 
 const EngineSide serveSide = {
     .name = "serve",
-    .onFrame = {[WIRE_FETCH] = serveOnFetch, [WIRE_DONE] = serveOnDone},
+    .onFrame =
+        {[WIRE_FETCH] = serveOnFetch, [WIRE_FETCHR] = serveOnFetch, [WIRE_DONE] = serveOnDone},
     .sendDone = serveOnSendDone,
     .connClosed = serveOnConnClosed,
     .tick = serveTick,
