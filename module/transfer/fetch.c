@@ -19,10 +19,14 @@
  * the transfer into an ordinary one: directory lookup, then the locations.
  *
  * Spreading the load: the locations are tried in a random order, so that
- * many nodes fetching one object do not all ask the first; while another
- * holder is left to ask, the FETCH says so (FETCHR with BUSY_OK) and a
- * holder whose upload slots are taken answers BUSY; once every holder has
- * answered BUSY, they are asked again without the flag. A TCP attempt that
+ * many nodes fetching one object do not all ask the first. A fetch with a
+ * directory answer says it may go elsewhere or come back (FETCHR with
+ * BUSY_OK), and a holder whose upload slots are taken, one of them by this
+ * very object, answers BUSY. Once every holder has answered BUSY, the
+ * transfer waits a tick and asks the directory again: the nodes those
+ * holders were sending to hold the object by then, so a broadcast grows as
+ * a doubling wave. Past FETCH_WAIT_MAX_US of that, or close to a
+ * requester's deadline, the holders are asked without the flag. A TCP attempt that
  * fails mid-payload leaves the bytes that landed in place: the next attempt
  * asks for the rest only (FETCHR with an offset), and the whole object's
  * checksum is then taken in one pass at the end.
@@ -42,8 +46,14 @@ typedef enum XferState {
     XFER_CONNECTING, /* waiting for conn to be READY, or for room in its window */
     XFER_REQUESTED,  /* FETCH sent */
     XFER_RECEIVING,  /* payload streaming into the object */
-    XFER_READING     /* RDMA reads outstanding */
+    XFER_READING,    /* RDMA reads outstanding */
+    XFER_WAITING     /* every holder was busy: asks the directory again at retryAtUs */
 } XferState;
+
+/* How long a transfer keeps coming back to busy holders before it insists,
+ * and how close to a requester's deadline it stops doing so. */
+#define FETCH_WAIT_MAX_US    (30LL * 1000 * 1000)
+#define FETCH_WAIT_MARGIN_US (2LL * 1000 * 1000)
 
 /* One requester of a transfer: item idx of req. */
 typedef struct XferWaiter {
@@ -77,8 +87,9 @@ typedef struct Transfer {
     /* Resuming: the payload's first `landed` bytes are in the object; the
      * current attempt asked for the bytes from reqFrom on. */
     uint64_t landed, reqFrom;
-    int sawBusy; /* a holder of this pass over the locations answered BUSY */
-    int insist;  /* every holder answered BUSY once: ask without BUSY_OK */
+    int sawBusy;       /* a holder of this pass over the locations answered BUSY */
+    int insist;        /* waited long enough for busy holders: ask without BUSY_OK */
+    int64_t retryAtUs; /* XFER_WAITING: when to ask the directory again */
     int64_t startUs;
     uint64_t remoteChecksum;
     /* The FROM node while the hinted attempt runs; "" once it is over (or
@@ -274,18 +285,6 @@ static void attemptFailed(Transfer *x, const char *why)
     xferTryNext(x);
 }
 
-/* How many holders of x's object the directory named, besides this node
- * (0 without a directory answer: a FROM attempt). */
-static size_t xferOtherHolders(const Transfer *x)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; x->dir && i < x->dir->count; i++)
-        if (strcmp(x->dir->nodes[i].name, engineConfig()->nodeName))
-            n++;
-    return n;
-}
-
 /* How many requests of ours are on the wire on c (answer not yet complete). */
 static int connOutstanding(const Conn *c)
 {
@@ -312,7 +311,7 @@ static void sendFetch(Transfer *x)
     m.u.fetch.idLen = (uint16_t)x->idLen;
     /* Only a stream answer can start mid-object: a rendezvous reads it whole. */
     x->reqFrom = x->tp == TP_TCP && x->entry ? x->landed : 0;
-    if (x->reqFrom > 0 || (!x->insist && xferOtherHolders(x) > 1)) {
+    if (x->reqFrom > 0 || (!x->insist && x->dir)) {
         m.h.type = WIRE_FETCHR;
         m.u.fetch.offset = x->reqFrom;
         m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
@@ -380,6 +379,8 @@ static void xferUseConn(Transfer *x, Conn *c, int tp)
         x->state = XFER_CONNECTING;
 }
 
+static int xferMayWait(const Transfer *x);
+
 static void xferTryNext(Transfer *x)
 {
     char err[160];
@@ -401,13 +402,34 @@ static void xferTryNext(Transfer *x)
         xferUseConn(x, c, tp);
         return;
     }
-    if (x->sawBusy && !x->insist) { /* every holder is busy: someone must serve */
+    if (x->sawBusy && !x->insist) { /* every holder is busy: wait, or make one serve */
+        if (xferMayWait(x)) {
+            x->state = XFER_WAITING;
+            x->retryAtUs = utilMonoUs() + 50 * 1000;
+            return;
+        }
         x->insist = 1;
         x->nextLoc = 0;
         xferTryNext(x);
         return;
     }
     xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
+}
+
+/* May x wait for busy holders a while longer? Not past FETCH_WAIT_MAX_US
+ * since it started, nor when a requester's deadline is near. */
+static int xferMayWait(const Transfer *x)
+{
+    int64_t now = utilMonoUs();
+
+    if (now - x->startUs > FETCH_WAIT_MAX_US)
+        return 0;
+    for (size_t i = 0; i < x->nWaiters; i++) {
+        const FetchReq *r = x->waiters[i].req;
+        if (r->deadlineUs && r->deadlineUs - now < FETCH_WAIT_MARGIN_US)
+            return 0;
+    }
+    return 1;
 }
 
 /* A random number for the order of locations (engine thread only). */
@@ -675,6 +697,14 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
     }
     x->dir = res;
     shuffleLocations(res);
+    if (x->entry) { /* asked again after busy holders: the object is there */
+        if (x->entry->dataSize != res->size || x->entry->metaSize != res->metaSize) {
+            xferFail(x, "WRONGSTATE the object changed size in the directory");
+            return;
+        }
+        xferTryNext(x);
+        return;
+    }
     objTableLock(t);
     ObjEntry *e;
     ObjStatus st = objTableCreateEntry(t, x->id, x->idLen, res->size, res->metaSize,
@@ -1050,6 +1080,24 @@ static void fetchShutdown(void)
     }
 }
 
+/* Transfers that waited for busy holders ask the directory again. */
+static void fetchTick(void)
+{
+    int64_t now = utilMonoUs();
+
+    for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
+        if (x->state != XFER_WAITING || now < x->retryAtUs)
+            continue;
+        if (x->dir)
+            dirResultFree(x->dir);
+        x->dir = NULL;
+        x->nextLoc = 0;
+        x->sawBusy = 0;
+        x->state = XFER_LOOKUP;
+        engineLookup(x->xid, x->id, x->idLen);
+    }
+}
+
 /* ---- the requesting side's handler table ---------------------------------------------- */
 
 const EngineSide fetchSide = {
@@ -1064,5 +1112,6 @@ const EngineSide fetchSide = {
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,
     .readDone = fetchOnReadDone,
+    .tick = fetchTick,
     .shutdown = fetchShutdown,
 };

@@ -10,15 +10,18 @@
  * peer releases all of them at once and memory is never freed under the
  * NIC or a send.
  *
- * Upload slots: while upload-slots large objects are being sent, a FETCHR
- * whose requester has other holders to ask (BUSY_OK) is answered BUSY, so
- * that many requesters spread over many holders instead of splitting one
- * node's link N ways (docs/cluster.md, "Broadcast"). A FETCHR may also ask
- * for the bytes from an offset on: a fetch resuming after its source failed.
+ * Upload slots: while upload-slots large objects are being sent and one of
+ * them is the object asked for, a FETCHR whose requester may go elsewhere
+ * or come back (BUSY_OK) is answered BUSY: the nodes this one is sending
+ * the object to will hold it soon and serve it in turn, so a broadcast
+ * spreads as a doubling wave instead of splitting one link N ways
+ * (docs/cluster.md, "Broadcast"). A FETCHR may also ask for the bytes from
+ * an offset on: a fetch resuming after its source failed.
  */
 #include <stdlib.h>
 
 #include "serve.h"
+#include "common/list.h"
 #include "common/util.h"
 
 /* A requester that neither reads nor says DONE within this long is gone or
@@ -40,8 +43,63 @@ typedef struct Rndv {
  * are sent in less time than a redirect costs. */
 #define SERVE_LARGE (1u << 20)
 
+/* A large object being sent on a connection (serve.c's upload slots). */
+typedef struct Upload {
+    Conn *conn;
+    const ObjEntry *e;
+    ObjListLink link; /* in uploads */
+} Upload;
+
 static Rndv *rndvs;
-static uint32_t uploadsNow; /* large objects being sent, every connection */
+static uint32_t uploadsNow;                    /* large objects being sent, every connection */
+static ObjList uploads = {&uploads, &uploads}; /* Upload.link */
+
+/* Record that e is being sent on c. Returns 0, or -1 when out of memory
+ * (then the upload is simply not counted). */
+static int uploadAdd(Conn *c, const ObjEntry *e)
+{
+    Upload *u = malloc(sizeof(*u));
+
+    if (!u)
+        return -1;
+    u->conn = c;
+    u->e = e;
+    objListPushFront(&uploads, &u->link);
+    c->uploads++;
+    uploadsNow++;
+    return 0;
+}
+
+/* Forget one upload of e on c (or, e NULL, every upload on c). */
+static void uploadDrop(Conn *c, const ObjEntry *e)
+{
+    ObjListLink *l = objListFirst(&uploads);
+
+    while (l) {
+        Upload *u = objListEntry(l, Upload, link);
+        l = l->next == &uploads ? NULL : l->next;
+        if (u->conn != c || (e && u->e != e))
+            continue;
+        objListUnlink(&u->link);
+        free(u);
+        c->uploads--;
+        uploadsNow--;
+        if (e)
+            return;
+    }
+}
+
+/* Is e being sent to some node right now? */
+static int uploadOf(const ObjEntry *e)
+{
+    ObjListLink *l;
+
+    objListForEach(&uploads, l) {
+        if (objListEntry(l, Upload, link)->e == e)
+            return 1;
+    }
+    return 0;
+}
 
 static int serveIsLarge(const ObjEntry *e)
 {
@@ -59,20 +117,20 @@ static void unpin(Conn *c, ObjEntry *e)
     objTableUnlock(engineConfig()->table);
     if (c->pins > 0)
         c->pins--;
-    if (large && c->uploads > 0) {
-        c->uploads--;
-        uploadsNow--;
-    }
+    if (large)
+        uploadDrop(c, e);
 }
 
-/* Must a FETCHR for e be sent elsewhere? Only a requester that said it has
- * other holders is, and only for a large object while every slot is taken. */
+/* Must a FETCHR for e be sent elsewhere? Only a requester that said it may
+ * go elsewhere or come back is, only for a large object while every slot is
+ * taken, and only while one of those uploads is e itself: its receiver will
+ * be another holder soon. */
 static int serveRedirect(const WireMsg *m, const ObjEntry *e)
 {
     int slots = engineConfig()->uploadSlots;
 
     return m->h.type == WIRE_FETCHR && (m->u.fetch.flags & WIRE_FETCHR_BUSY_OK) && slots > 0 &&
-           serveIsLarge(e) && uploadsNow >= (uint32_t)slots;
+           serveIsLarge(e) && uploadsNow >= (uint32_t)slots && uploadOf(e);
 }
 
 static int serveOnFetch(Conn *c, const WireMsg *m)
@@ -110,10 +168,8 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
         return 0;
     }
     c->pins++; /* capped above (and a stream transport stops reading at the cap) */
-    if (serveIsLarge(e)) {
-        c->uploads++;
-        uploadsNow++;
-    }
+    if (serveIsLarge(e))
+        uploadAdd(c, e);
     uint64_t total = e->dataSize + e->metaSize;
     uint64_t from = m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0;
     if (from > total) {
@@ -213,8 +269,7 @@ static void serveOnConnClosed(Conn *c)
     objTableHolderGone(engineConfig()->table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
     c->pins = 0;
-    uploadsNow -= c->uploads;
-    c->uploads = 0;
+    uploadDrop(c, NULL);
 }
 
 static void serveTick(void)
