@@ -4,6 +4,9 @@ interrupted.
 
 - A source killed with SIGKILL mid-transfer: the fetcher finishes from another holder,
   byte-exact, from the offset it had reached (it downloads less than twice the object).
+- Eight nodes fetch one object at once: byte-exact everywhere, and the uploads spread
+  (the owner sends fewer than the 7 copies; more than one node uploads a whole copy).
+- A fetcher that gives up (TIMEOUT) in the middle of a broadcast does not break it.
 """
 
 import threading
@@ -86,4 +89,70 @@ def test_fetch_resumes_at_its_offset_when_the_source_is_killed():
         s = lab.stats(other)
         assert s["tcp_served_bytes"] - before[other]["tcp_served_bytes"] < SIZE, \
             "the second holder sent only the rest"
+        assert not lab.crashed()
+
+
+def fetch_everywhere(lab, oid, nodes, timeout_ms=None):
+    out, threads = {}, []
+    start = threading.Barrier(len(nodes))
+
+    def one(i):
+        c = lab.client(i)
+        start.wait()
+        args = ["OBJ.FETCH", oid] + (["TIMEOUT", timeout_ms] if timeout_ms else [])
+        try:
+            out[i] = c.execute_command(*args)
+        except Exception as e:  # the assertion names it
+            out[i] = e
+
+    for i in nodes:
+        threads.append(threading.Thread(target=one, args=(i,)))
+        threads[-1].start()
+    for t in threads:
+        t.join(300)
+    return out
+
+
+def test_eight_nodes_fetch_one_object_at_once_and_share_the_uploads():
+    with BcastLab(8) as lab:
+        oid = b"eight"
+        data = payload(32 * MIB, seed=8)
+        put_on(lab, 0, oid, data)
+        wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+        before = [lab.stats(i) for i in range(8)]
+
+        out = fetch_everywhere(lab, oid, range(1, 8))
+
+        assert out == {i: [b"OK"] for i in range(1, 8)}, f"{out!r:.600}"
+        for i in range(1, 8):
+            got = lab.client(i).execute_command("OBJ.GET", oid)
+            assert sha256(got) == sha256(data), f"n{i}: the copy differs"
+        up = [lab.stats(i)["transfer_uploaded_bytes"] - before[i]["transfer_uploaded_bytes"]
+              for i in range(8)]
+        assert sum(up) == 7 * 32 * MIB, f"seven copies were sent in all: {up}"
+        assert up[0] < 7 * 32 * MIB, f"the owner sent every copy: {up}"
+        assert sum(1 for u in up if u >= 32 * MIB) > 1, f"one node did all the uploading: {up}"
+        assert not lab.crashed()
+
+
+def test_a_fetcher_timing_out_does_not_break_the_broadcast():
+    with BcastLab(5) as lab:
+        oid = b"quitter"
+        data = payload(32 * MIB, seed=6)
+        put_on(lab, 0, oid, data)
+        wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+
+        quitter = {}
+        tq = threading.Thread(target=lambda: quitter.update(
+            r=fetch_everywhere(lab, oid, [1], timeout_ms=200)))
+        tq.start()
+        out = fetch_everywhere(lab, oid, [2, 3, 4])
+        tq.join(60)
+
+        assert out == {i: [b"OK"] for i in (2, 3, 4)}, f"{out!r:.600}"
+        for i in (2, 3, 4):
+            got = lab.client(i).execute_command("OBJ.GET", oid)
+            assert sha256(got) == sha256(data), f"n{i}: the copy differs"
+        r1 = quitter["r"][1]
+        assert r1 == [b"OK"] or "TIMEOUT" in repr(r1), f"n1: {r1!r:.300}"
         assert not lab.crashed()
