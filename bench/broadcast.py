@@ -93,10 +93,11 @@ def main():
     ap.add_argument("--rate", default="400mbit")
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="")
+    ap.add_argument("--label", default="", help="what was measured (a build, a setting)")
     a = ap.parse_args()
     rows = []
     for n in [int(x) for x in a.nodes.split(",")]:
-        row = run(n, a.size_mib << 20, a.rate)
+        row = {"label": a.label, **run(n, a.size_mib << 20, a.rate)}
         print(row, flush=True)
         rows.append(row)
     cols = list(rows[0])
@@ -107,9 +108,10 @@ def main():
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for r in rows:
             f.write(stamp + "," + ",".join(str(r[c]) for c in cols) + "\n")
-    with open(a.out + ".md", "w") as f:
-        f.write("# Broadcast: one object to N-1 nodes at once\n\n")
-        f.write(f"Command: `{a.command}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+    with open(a.out + ".md", "a" if os.path.exists(a.out + ".md") else "w") as f:
+        if f.tell() == 0:
+            f.write("# Broadcast: one object to N-1 nodes at once\n")
+        f.write(f"\n## {a.label or 'run'}\n\nCommand: `{a.command}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
                 "one run; ratios are taken within it).\n\n")
         f.write("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n")
         for r in rows:
