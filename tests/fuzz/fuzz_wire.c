@@ -69,8 +69,11 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             FUZZ_CHECK(memcmp(a->u.auth.proof, b->u.auth.proof, OBJ_WIRE_PROOF) == 0);
             break;
         case WIRE_FETCH:
+        case WIRE_FETCHR:
             FUZZ_CHECK(a->u.fetch.idLen == b->u.fetch.idLen);
             FUZZ_CHECK(memcmp(a->u.fetch.id, b->u.fetch.id, a->u.fetch.idLen) == 0);
+            FUZZ_CHECK(a->u.fetch.offset == b->u.fetch.offset);
+            FUZZ_CHECK(a->u.fetch.flags == b->u.fetch.flags);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -106,6 +109,12 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
         case WIRE_FETCH:
             FUZZ_CHECK(m->h.reqId != 0);
             FUZZ_CHECK(m->u.fetch.idLen >= 1 && m->u.fetch.idLen <= OBJ_WIRE_ID_MAX);
+            break;
+        case WIRE_FETCHR:
+            FUZZ_CHECK(m->h.reqId != 0);
+            FUZZ_CHECK(m->u.fetch.idLen >= 1 && m->u.fetch.idLen <= OBJ_WIRE_ID_MAX);
+            FUZZ_CHECK(m->u.fetch.offset <= 2 * OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK((m->u.fetch.flags & ~WIRE_FETCHR_FLAGS) == 0);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -293,6 +302,12 @@ static void fuzzEncode(const uint8_t *data, size_t size)
                 m.u.auth.proof[i] = (uint8_t)fuzzTake(&r, 1);
             break;
         case WIRE_FETCH:
+            m.u.fetch.idLen = (uint16_t)fuzzTake(&r, 2);
+            m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
+            break;
+        case WIRE_FETCHR:
+            m.u.fetch.offset = fuzzTake(&r, 8);
+            m.u.fetch.flags = (uint32_t)fuzzTake(&r, 4);
             m.u.fetch.idLen = (uint16_t)fuzzTake(&r, 2);
             m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
             break;
