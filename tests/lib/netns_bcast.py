@@ -142,11 +142,14 @@ class BcastLab:
     def _spawn(self, name, ns, argv):
         d = os.path.join(self.workdir, name)
         os.makedirs(d, exist_ok=True)
+        env = dict(os.environ)
+        if os.environ.get("OBJSTORE_PRELOAD"):  # a sanitizer build's runtime
+            env["LD_PRELOAD"] = os.environ["OBJSTORE_PRELOAD"]
         log = open(os.path.join(d, "server.log"), "ab")
         try:
             self.procs[name] = subprocess.Popen(["ip", "netns", "exec", ns, *argv],
                                                 stdin=subprocess.DEVNULL, stdout=log,
-                                                stderr=subprocess.STDOUT, cwd=d)
+                                                stderr=subprocess.STDOUT, cwd=d, env=env)
         finally:
             log.close()
 
