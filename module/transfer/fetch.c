@@ -26,10 +26,12 @@
  * transfer waits a tick and asks the directory again: the nodes those
  * holders were sending to hold the object by then, so a broadcast grows as
  * a doubling wave. Past FETCH_WAIT_MAX_US of that, or close to a
- * requester's deadline, the holders are asked without the flag. A TCP attempt that
- * fails mid-payload leaves the bytes that landed in place: the next attempt
- * asks for the rest only (FETCHR with an offset), and the whole object's
- * checksum is then taken in one pass at the end.
+ * requester's deadline, the holders are asked without the flag.
+ *
+ * Resuming: a TCP attempt that fails mid-payload leaves the bytes that
+ * landed in place; the next attempt asks for the rest only (FETCHR with an
+ * offset), and the whole object's checksum is then taken in one pass at the
+ * end (docs/cluster.md, "Broadcast").
  */
 #include <stdio.h>
 #include <stdlib.h>
