@@ -740,6 +740,8 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("transfer_redirects", es.redirects);
     STAT("transfer_redirected", es.redirected);
     STAT("transfer_range_resumes", es.rangeResumes);
+    STAT("transfer_relayed", es.relayed);
+    STAT("transfer_relay_follows", es.relayFollows);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

@@ -742,6 +742,7 @@ int engineOnFrame(Conn *c, const WireMsg *m)
             case WIRE_DONE:
             case WIRE_DATA:
             case WIRE_RNDV:
+            case WIRE_PART:
                 rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_PING: {

@@ -106,6 +106,9 @@ typedef struct EngineStats {
      * (redirects) and taken from holders (redirected), fetches that went on
      * from the offset they had reached after their source failed. */
     uint64_t uploadedBytes, downloadedBytes, redirects, redirected, rangeResumes;
+    /* Relays: PART answers sent from objects still being received here, and
+     * fetches that followed a BUSY to the relay it named. */
+    uint64_t relayed, relayFollows;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

@@ -49,8 +49,12 @@ typedef enum XferState {
     XFER_REQUESTED,  /* FETCH sent */
     XFER_RECEIVING,  /* payload streaming into the object */
     XFER_READING,    /* RDMA reads outstanding */
-    XFER_WAITING     /* every holder was busy: asks the directory again at retryAtUs */
+    XFER_WAITING,    /* every holder was busy: asks the directory again at retryAtUs */
+    XFER_RELAY_NODE  /* waiting for the directory's address of the relay a holder named */
 } XferState;
+
+/* Relays a transfer follows from one holder's BUSY before it stops following. */
+#define FETCH_RELAY_HOPS 8
 
 /* How long a transfer keeps coming back to busy holders before it insists,
  * and how close to a requester's deadline it stops doing so. */
@@ -92,6 +96,12 @@ typedef struct Transfer {
     int sawBusy;       /* a holder of this pass over the locations answered BUSY */
     int insist;        /* waited long enough for busy holders: ask without BUSY_OK */
     int64_t retryAtUs; /* XFER_WAITING: when to ask the directory again */
+    uint64_t expect;   /* payload bytes the current answer carries */
+    int partial;       /* the payload being received is a relay's PART */
+    int relayed;       /* bytes from a relay are in the object */
+    int noRelay;       /* a copy through relays failed its checksum: complete holders only */
+    int relayHops;     /* relays followed since the last directory answer */
+    char relay[OBJ_WIRE_NAME_MAX + 1]; /* XFER_RELAY_NODE: whose address is awaited */
     int64_t startUs;
     uint64_t remoteChecksum;
     /* The FROM node while the hinted attempt runs; "" once it is over (or
@@ -260,9 +270,7 @@ static void hintFallback(Transfer *x, const char *why, int forget)
  * far it got (TCP: a later attempt asks for the rest), and count it. */
 static void xferNoteLanded(Transfer *x, Conn *c)
 {
-    ObjEntry *e = x->entry;
-    uint64_t total = e->dataSize + e->metaSize;
-    uint64_t got = c->ops->payloadLanded ? c->ops->payloadLanded(c, total - x->reqFrom) : 0;
+    uint64_t got = c->ops->payloadLanded ? c->ops->payloadLanded(c, x->expect) : 0;
 
     engineStatsBegin()->downloadedBytes += got;
     engineStatsEnd();
@@ -283,6 +291,7 @@ static void attemptFailed(Transfer *x, const char *why)
     if (x->conn && x->state == XFER_RECEIVING && x->entry) /* keep what landed */
         xferNoteLanded(x, x->conn);
     x->conn = NULL;
+    x->partial = 0;
     x->state = XFER_LOOKUP;
     xferTryNext(x);
 }
@@ -317,6 +326,8 @@ static void sendFetch(Transfer *x)
         m.h.type = WIRE_FETCHR;
         m.u.fetch.offset = x->reqFrom;
         m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
+        if (!x->insist && !x->noRelay && x->tp == TP_TCP && x->entry)
+            m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
     }
     if (x->reqFrom > 0) {
         engineStatsBegin()->rangeResumes++;
@@ -382,6 +393,7 @@ static void xferUseConn(Transfer *x, Conn *c, int tp)
 }
 
 static int xferMayWait(const Transfer *x);
+static int relayConnect(Transfer *x, const DirNode *n);
 
 static void xferTryNext(Transfer *x)
 {
@@ -578,7 +590,10 @@ static void xferReceived(Transfer *x, const uint64_t *landedSum)
         char why[160];
         snprintf(why, sizeof(why), "CHECKSUM mismatch in the copy from '%.64s'",
                  x->conn ? x->conn->peerName : "?");
-        x->landed = 0;          /* which bytes are wrong is unknown: all of them go again */
+        x->landed = 0; /* which bytes are wrong is unknown: all of them go again */
+        if (x->relayed)
+            x->noRelay = 1; /* a relay chain went wrong: complete holders from now on */
+        x->relayed = 0;
         x->state = XFER_LOOKUP; /* the payload is over: nothing to note as landed */
         attemptFailed(x, why);
         return;
@@ -698,6 +713,7 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
         return;
     }
     x->dir = res;
+    x->relayHops = 0;
     shuffleLocations(res);
     if (x->entry) { /* asked again after busy holders: the object is there */
         if (x->entry->dataSize != res->size || x->entry->metaSize != res->metaSize) {
@@ -741,6 +757,15 @@ static void fetchOnNodeResult(const DirResult *res)
     while (again) {
         again = 0;
         for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
+            if (x->state == XFER_RELAY_NODE && !strcmp(x->relay, res->id)) {
+                const DirNode *n = engineNodeCached(x->relay);
+                x->relay[0] = '\0';
+                x->state = XFER_LOOKUP;
+                if (res->status != DIR_FOUND || !n || relayConnect(x, n) == -1)
+                    xferTryNext(x); /* the holders it has not asked yet, or wait */
+                again = 1;
+                break;
+            }
             if (x->state != XFER_HINT_NODE || strcmp(x->hint, res->id))
                 continue;
             if (res->status == DIR_FOUND)
@@ -829,7 +854,37 @@ static int fetchOnData(Conn *c, const WireMsg *m)
         return 0;
     }
     x->state = XFER_RECEIVING;
-    return c->ops->recvPayload(c, dst + x->reqFrom, total - x->reqFrom);
+    x->expect = total - x->reqFrom;
+    return c->ops->recvPayload(c, dst + x->reqFrom, x->expect);
+}
+
+/* PART: a relay sends the bytes from x->reqFrom it has landed so far; the
+ * rest is asked for again when they are in (fetchOnPayloadDone). */
+static int fetchOnPart(Conn *c, const WireMsg *m)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+
+    if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
+        x->state = XFER_RECEIVING; /* drained, then dropped */
+        return c->ops->recvPayload(c, NULL, m->u.data.len);
+    }
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
+        engineLog("warning", "%s: PART for an unknown request %llu", c->desc,
+                  (unsigned long long)m->h.reqId);
+        return -1;
+    }
+    ObjEntry *e = x->entry;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
+        m->u.data.offset != x->reqFrom) {
+        attemptFailed(x, "PROTOCOL the relay sent another size or range than asked for");
+        return -1;
+    }
+    x->remoteChecksum = m->u.data.checksum;
+    x->state = XFER_RECEIVING;
+    x->partial = 1;
+    x->relayed = 1;
+    x->expect = m->u.data.len;
+    return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + x->reqFrom, x->expect);
 }
 
 static void fetchOnPayloadDone(Conn *c)
@@ -842,13 +897,19 @@ static void fetchOnPayloadDone(Conn *c)
                 attemptFailed(x, "OOM cannot create the object the hinted node announced");
             else {
                 /* A resumed payload's hash covers its tail only: one pass then. */
-                uint64_t sum, got = x->entry->dataSize + x->entry->metaSize - x->reqFrom;
+                uint64_t sum, total = x->entry->dataSize + x->entry->metaSize;
                 int landed =
                     !x->reqFrom && c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
-                engineStatsBegin()->downloadedBytes += got;
+                engineStatsBegin()->downloadedBytes += x->expect;
                 engineStatsEnd();
-                x->landed = x->reqFrom + got;
-                xferReceived(x, landed ? &sum : NULL);
+                x->landed = x->reqFrom + x->expect;
+                if (x->partial && x->landed < total) { /* ask the relay for more */
+                    x->partial = 0;
+                    sendFetch(x);
+                } else {
+                    x->partial = 0;
+                    xferReceived(x, landed && x->landed == total ? &sum : NULL);
+                }
             }
             break;
         }
@@ -939,6 +1000,50 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
     xferReceived(x, sum);
 }
 
+/* Ask relay node n for the rest of x (over TCP). Returns 0, or -1 (then x
+ * is left as it was, without a connection). */
+static int relayConnect(Transfer *x, const DirNode *n)
+{
+    char err[160];
+    Conn *c = n->tcpPort > 0 ? engineConnFor(n, TP_TCP, err, sizeof(err)) : NULL;
+
+    if (!c)
+        return -1;
+    engineStatsBegin()->relayFollows++;
+    engineStatsEnd();
+    xferUseConn(x, c, TP_TCP);
+    return 0;
+}
+
+/* A holder answered BUSY, naming in its text ("relay <name>") a node it is
+ * sending the object to: ask that node for what it has landed. Returns 1
+ * when x goes there (now, or once the node's address is known), 0 when it
+ * does not (no relay named, relays ruled out, or too many hops). */
+static int relayFollow(Transfer *x, const WireMsg *m)
+{
+    static const char tag[] = "relay ";
+    size_t n = m->u.error.textLen, tl = sizeof(tag) - 1;
+
+    if (x->noRelay || !x->entry || x->via == FETCH_VIA_RDMA || !engineTransport(TP_TCP) ||
+        x->relayHops >= FETCH_RELAY_HOPS || n <= tl || n - tl > OBJ_WIRE_NAME_MAX ||
+        memcmp(m->u.error.text, tag, tl))
+        return 0;
+    char name[OBJ_WIRE_NAME_MAX + 1];
+    memcpy(name, m->u.error.text + tl, n - tl);
+    name[n - tl] = '\0';
+    if (!strcmp(name, engineConfig()->nodeName))
+        return 0;
+    x->relayHops++;
+    x->conn = NULL;
+    const DirNode *node = engineNodeCached(name);
+    if (node)
+        return relayConnect(x, node) == 0;
+    snprintf(x->relay, sizeof(x->relay), "%s", name);
+    x->state = XFER_RELAY_NODE;
+    engineLookupNode(name);
+    return 1;
+}
+
 static int fetchOnError(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
@@ -966,6 +1071,8 @@ static int fetchOnError(Conn *c, const WireMsg *m)
         x->sawBusy = 1;
         engineStatsBegin()->redirected++;
         engineStatsEnd();
+        if (relayFollow(x, m))
+            return 0;
     }
     attemptFailed(x, why);
     return 0;
@@ -985,6 +1092,8 @@ static int fetchOnAnswer(Conn *c, const WireMsg *m)
 
     if (m->h.type == WIRE_DATA)
         rc = fetchOnData(c, m);
+    else if (m->h.type == WIRE_PART)
+        rc = fetchOnPart(c, m);
     else if (m->h.type == WIRE_RNDV)
         rc = fetchOnRndv(c, m);
     else
@@ -1082,6 +1191,20 @@ static void fetchShutdown(void)
     }
 }
 
+int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, uint64_t *checksum)
+{
+    Transfer *x = xferById(id, idLen);
+
+    if (!x || !x->entry || x->tp != TP_TCP || x->hint[0])
+        return -1;
+    *e = x->entry;
+    *landed = x->landed;
+    if (x->state == XFER_RECEIVING && x->conn && x->conn->ops->payloadLanded)
+        *landed = x->reqFrom + x->conn->ops->payloadLanded(x->conn, x->expect);
+    *checksum = x->dir ? x->dir->checksum : x->remoteChecksum;
+    return x->dir ? 0 : -1; /* without the directory's checksum there is nothing to vouch */
+}
+
 /* Transfers that waited for busy holders ask the directory again. */
 static void fetchTick(void)
 {
@@ -1108,8 +1231,10 @@ const EngineSide fetchSide = {
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
     .nodeResult = fetchOnNodeResult,
-    .onFrame =
-        {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
+    .onFrame = {[WIRE_DATA] = fetchOnAnswer,
+                [WIRE_RNDV] = fetchOnAnswer,
+                [WIRE_ERROR] = fetchOnAnswer,
+                [WIRE_PART] = fetchOnAnswer},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,

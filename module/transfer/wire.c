@@ -25,6 +25,7 @@
 #define WIRE_FETCHR_FIXED 14 /* offset u64, flags u32, then as FETCH */
 #define WIRE_DATA_LEN     24
 #define WIRE_RNDV_LEN     36
+#define WIRE_PART_LEN     40
 #define WIRE_ERROR_FIXED  4
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
@@ -58,6 +59,7 @@ static const struct {
     [WIRE_PING] = {"PING", 0, 0},
     [WIRE_PONG] = {"PONG", 0, 0},
     [WIRE_FETCHR] = {"FETCHR", WIRE_FETCHR_FIXED + 1, WIRE_FETCHR_FIXED + OBJ_WIRE_ID_MAX},
+    [WIRE_PART] = {"PART", WIRE_PART_LEN, WIRE_PART_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
@@ -112,7 +114,7 @@ static uint64_t wireGet64(const uint8_t *p)
 static int wireNeedsReqId(int type)
 {
     return type == WIRE_FETCH || type == WIRE_DATA || type == WIRE_RNDV || type == WIRE_DONE ||
-           type == WIRE_FETCHR;
+           type == WIRE_FETCHR || type == WIRE_PART;
 }
 
 /* ---- decoding ---------------------------------------------------------------------- */
@@ -235,6 +237,32 @@ static int wireDecodeFetchR(const uint8_t *b, uint32_t len, WireMsg *m, const ch
     return 0;
 }
 
+/* Is a PART's range within its object (sizes already in range)? */
+static int wirePartOk(uint64_t size, uint64_t metaSize, uint64_t offset, uint64_t len)
+{
+    return len >= 1 && offset < size + metaSize && len <= size + metaSize - offset;
+}
+
+/* Decode a PART body. Returns 0, or -1 with *why set. */
+static int wireDecodePart(const uint8_t *b, uint32_t len, WireMsg *m, const char **why)
+{
+    if (len != WIRE_PART_LEN) {
+        *why = "PART body length is not 40";
+        return -1;
+    }
+    m->u.data.size = wireGet64(b);
+    m->u.data.metaSize = wireGet64(b + 8);
+    m->u.data.checksum = wireGet64(b + 16);
+    m->u.data.offset = wireGet64(b + 24);
+    m->u.data.len = wireGet64(b + 32);
+    if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
+        !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len)) {
+        *why = "PART sizes or range out of range";
+        return -1;
+    }
+    return 0;
+}
+
 /* Decode a DATA (rndv == 0) or RNDV (rndv == 1) body. Returns 0, or -1. */
 static int wireDecodeData(const uint8_t *b, uint32_t len, int rndv, WireMsg *m, const char **why)
 {
@@ -329,6 +357,8 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
             return wireDecodeFetch(body, len, m, why);
         case WIRE_FETCHR:
             return wireDecodeFetchR(body, len, m, why);
+        case WIRE_PART:
+            return wireDecodePart(body, len, m, why);
         case WIRE_DATA:
             return wireDecodeData(body, len, 0, m, why);
         case WIRE_RNDV:
@@ -384,6 +414,12 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
                 (m->u.fetch.flags & ~WIRE_FETCHR_FLAGS))
                 return -1;
             *bodyLen = WIRE_FETCHR_FIXED + m->u.fetch.idLen;
+            return 0;
+        case WIRE_PART:
+            if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
+                !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len))
+                return -1;
+            *bodyLen = WIRE_PART_LEN;
             return 0;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -445,6 +481,13 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
             wirePut64(b, m->u.fetch.offset);
             wirePut32(b + 8, m->u.fetch.flags);
             wirePut16(b + 12, m->u.fetch.idLen);
+            break;
+        case WIRE_PART:
+            wirePut64(b, m->u.data.size);
+            wirePut64(b + 8, m->u.data.metaSize);
+            wirePut64(b + 16, m->u.data.checksum);
+            wirePut64(b + 24, m->u.data.offset);
+            wirePut64(b + 32, m->u.data.len);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:

@@ -58,12 +58,18 @@ typedef enum WireType {
      * offset, flags, id; answered like FETCH, DATA's payload then being the
      * object's bytes from offset to its end. */
     WIRE_FETCHR = 12,
-    WIRE_TYPE_MAX = 12
+    /* A relay's answer to a FETCHR with PARTIAL_OK for an object it is still
+     * receiving: size, metaSize, checksum (the owner's), offset, len; len
+     * bytes of the object from offset follow, all of them landed at the
+     * relay. The requester asks again for the rest. */
+    WIRE_PART = 13,
+    WIRE_TYPE_MAX = 13
 } WireType;
 
 /* FETCHR flags. */
-#define WIRE_FETCHR_BUSY_OK (1u << 0) /* the requester has other holders to ask */
-#define WIRE_FETCHR_FLAGS   WIRE_FETCHR_BUSY_OK
+#define WIRE_FETCHR_BUSY_OK    (1u << 0) /* the requester may go elsewhere or come back */
+#define WIRE_FETCHR_PARTIAL_OK (1u << 1) /* ... and takes what a relay has landed (PART) */
+#define WIRE_FETCHR_FLAGS      (WIRE_FETCHR_BUSY_OK | WIRE_FETCHR_PARTIAL_OK)
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
 typedef enum WireErr {
@@ -111,8 +117,9 @@ typedef struct WireMsg {
         } fetch;
         struct {
             uint64_t size, metaSize, checksum;
-            uint64_t addr; /* RNDV only */
-            uint32_t rkey; /* RNDV only */
+            uint64_t addr;        /* RNDV only */
+            uint32_t rkey;        /* RNDV only */
+            uint64_t offset, len; /* PART only: len >= 1, offset + len <= size + metaSize */
         } data;
         struct {
             uint16_t code; /* WireErr */

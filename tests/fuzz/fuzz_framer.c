@@ -263,6 +263,11 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap)
             m.u.hello.nameLen = (uint16_t)(1 + fuzzBelow(OBJ_WIRE_NAME_MAX));
             m.u.hello.name = (const char *)fuzzText;
             break;
+        case WIRE_PART:
+            m.u.data.size = 1 + fuzzBelow(3000);
+            m.u.data.offset = fuzzBelow((uint32_t)m.u.data.size);
+            m.u.data.len = 1 + fuzzBelow((uint32_t)(m.u.data.size - m.u.data.offset));
+            break;
         case WIRE_FETCH:
         case WIRE_FETCHR:
             m.u.fetch.idLen = (uint16_t)(1 + fuzzBelow(OBJ_WIRE_ID_MAX));

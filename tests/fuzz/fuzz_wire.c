@@ -83,6 +83,12 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             if (a->h.type == WIRE_RNDV)
                 FUZZ_CHECK(a->u.data.addr == b->u.data.addr && a->u.data.rkey == b->u.data.rkey);
             break;
+        case WIRE_PART:
+            FUZZ_CHECK(a->u.data.size == b->u.data.size);
+            FUZZ_CHECK(a->u.data.metaSize == b->u.data.metaSize);
+            FUZZ_CHECK(a->u.data.checksum == b->u.data.checksum);
+            FUZZ_CHECK(a->u.data.offset == b->u.data.offset && a->u.data.len == b->u.data.len);
+            break;
         case WIRE_ERROR:
             FUZZ_CHECK(a->u.error.code == b->u.error.code);
             FUZZ_CHECK(a->u.error.textLen == b->u.error.textLen);
@@ -124,6 +130,14 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
             break;
         case WIRE_DONE:
             FUZZ_CHECK(m->h.reqId != 0);
+            break;
+        case WIRE_PART:
+            FUZZ_CHECK(m->h.reqId != 0);
+            FUZZ_CHECK(m->u.data.size <= OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK(m->u.data.metaSize <= OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK(m->u.data.len >= 1 &&
+                       m->u.data.offset < m->u.data.size + m->u.data.metaSize &&
+                       m->u.data.len <= m->u.data.size + m->u.data.metaSize - m->u.data.offset);
             break;
         case WIRE_ERROR:
             FUZZ_CHECK(m->u.error.code >= 1 && m->u.error.code <= WIRE_ERR_MAX);
@@ -304,6 +318,13 @@ static void fuzzEncode(const uint8_t *data, size_t size)
         case WIRE_FETCH:
             m.u.fetch.idLen = (uint16_t)fuzzTake(&r, 2);
             m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
+            break;
+        case WIRE_PART:
+            m.u.data.size = fuzzTake(&r, 8);
+            m.u.data.metaSize = fuzzTake(&r, 8);
+            m.u.data.checksum = fuzzTake(&r, 8);
+            m.u.data.offset = fuzzTake(&r, 8);
+            m.u.data.len = fuzzTake(&r, 8);
             break;
         case WIRE_FETCHR:
             m.u.fetch.offset = fuzzTake(&r, 8);

@@ -47,6 +47,7 @@ STATS_FIELDS = (
     "fetch_cancelled transfer_connections transfer_bad_frames transfer_refused_connections "
     "transfer_hint_hits transfer_hint_fallbacks transfer_uploaded_bytes "
     "transfer_downloaded_bytes transfer_redirects transfer_redirected transfer_range_resumes "
+    "transfer_relayed transfer_relay_follows "
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
     "directory_errors directory_queued rdma_clients_connected rdma_clients_total "

@@ -76,14 +76,16 @@ def test_concurrent_fetchers_spread_over_the_holders(cl, uid):
     after = {n: stats(cl[n].client()) for n in HOLDERS + FETCHERS}
     served = {n: after[n]["tcp_served"] - mid[n]["tcp_served"] for n in HOLDERS}
     fetches = OBJECTS * len(FETCHERS)
-    assert sum(served.values()) == fetches, f"every fetch was served once: {served}"
     assert sum(1 for v in served.values() if v > 0) > 1, f"one holder served all: {served}"
 
+    # A fetcher may also have relayed part of an object to another (PART answers).
     up = sum(after[n]["transfer_uploaded_bytes"] - mid[n]["transfer_uploaded_bytes"]
-             for n in HOLDERS)
+             for n in HOLDERS) + sum(
+        after[n]["transfer_uploaded_bytes"] - before[n]["transfer_uploaded_bytes"]
+        for n in FETCHERS)
     down = sum(after[n]["transfer_downloaded_bytes"] - before[n]["transfer_downloaded_bytes"]
                for n in FETCHERS)
-    assert up == fetches * SIZE, "the holders sent each copy once, whole"
+    assert up == fetches * SIZE, "each copy was sent once, whole"
     assert down == fetches * SIZE, "the fetchers received each copy once, whole"
     redirects = sum(after[n]["transfer_redirects"] - mid[n]["transfer_redirects"]
                     for n in HOLDERS)

@@ -355,7 +355,7 @@ static void test_fetchr_refuses_unknown_flags_and_offsets(void **state)
     WireMsg m = testMsg(WIRE_FETCHR, 7);
     m.u.fetch.id = "k";
     m.u.fetch.idLen = 1;
-    m.u.fetch.flags = 2;
+    m.u.fetch.flags = 4;
     assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
     m.u.fetch.flags = 0;
     m.u.fetch.offset = 2 * OBJ_WIRE_SIZE_MAX + 1;
@@ -376,6 +376,29 @@ static void test_fetchr_refuses_unknown_flags_and_offsets(void **state)
     buf[OBJ_WIRE_HDR_LEN + 7] = 0;
     assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), 0);
     assert_int_equal(d.u.fetch.offset, 5);
+}
+
+static void test_roundtrip_part_and_its_range_rules(void **state)
+{
+    (void)state;
+    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    WireMsg m = testMsg(WIRE_PART, 3);
+    m.u.data.size = 100;
+    m.u.data.metaSize = 10;
+    m.u.data.checksum = UINT64_MAX;
+    m.u.data.offset = 0;
+    m.u.data.len = 110;
+    testRoundTrip(&m);
+    m.u.data.offset = 109;
+    m.u.data.len = 1;
+    testRoundTrip(&m);
+    /* Empty, past the end, or longer than what is left: refused. */
+    const uint64_t bad[][2] = {{0, 0}, {110, 1}, {100, 11}, {UINT64_MAX, 2}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        m.u.data.offset = bad[i][0];
+        m.u.data.len = bad[i][1];
+        assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+    }
 }
 
 static void test_roundtrip_data_and_rndv(void **state)
@@ -1134,8 +1157,8 @@ static void test_proof_equal_compares_every_byte(void **state)
 static void test_type_and_error_names(void **state)
 {
     (void)state;
-    const char *types[] = {"UNKNOWN", "HELLO",   "AUTH", "FETCH", "DATA",    "RNDV",  "DONE",
-                           "ERROR",   "UNKNOWN", "PING", "PONG",  "UNKNOWN", "FETCHR"};
+    const char *types[] = {"UNKNOWN", "HELLO",   "AUTH", "FETCH", "DATA",    "RNDV",   "DONE",
+                           "ERROR",   "UNKNOWN", "PING", "PONG",  "UNKNOWN", "FETCHR", "PART"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
@@ -1161,6 +1184,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_auth),
         cmocka_unit_test(test_roundtrip_fetch),
         cmocka_unit_test(test_roundtrip_fetchr),
+        cmocka_unit_test(test_roundtrip_part_and_its_range_rules),
         cmocka_unit_test(test_fetchr_refuses_unknown_flags_and_offsets),
         cmocka_unit_test(test_roundtrip_data_and_rndv),
         cmocka_unit_test(test_data_decodes_zero_rndv_fields),
