@@ -329,7 +329,7 @@ static void sendFetch(Transfer *x)
         if (!x->insist && !x->noRelay && x->tp == TP_TCP && x->entry)
             m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
     }
-    if (x->reqFrom > 0) {
+    if (x->reqFrom > 0 && !x->partial) { /* a new attempt, not a relay's next PART */
         engineStatsBegin()->rangeResumes++;
         engineStatsEnd();
     }
@@ -904,8 +904,10 @@ static void fetchOnPayloadDone(Conn *c)
                 engineStatsEnd();
                 x->landed = x->reqFrom + x->expect;
                 if (x->partial && x->landed < total) { /* ask the relay for more */
-                    x->partial = 0;
                     sendFetch(x);
+                    if (x->state != XFER_REQUESTED || x->conn != c)
+                        break; /* sendFetch failed over: x may be gone */
+                    x->partial = 0;
                 } else {
                     x->partial = 0;
                     xferReceived(x, landed && x->landed == total ? &sum : NULL);

@@ -1,7 +1,9 @@
-"""A hostile holder in a broadcast: it knows the cluster secret and is listed in the
-directory next to a good holder, but serves wrong bytes under the right size and the
-owner's checksum. The fetcher catches it by checksum, throws every byte away (resumed
-or not), fetches again from the good holder, and never seals the wrong bytes.
+"""A hostile holder or relay in a broadcast: it knows the cluster secret and is listed
+in the directory next to a good holder, but serves wrong bytes under the right size and
+the owner's checksum, whole (DATA) or as a relay does, in PARTs of what it claims to
+have landed. The fetcher catches it by checksum, throws every byte away, fetches again
+from the good holder (after a bad relay chain, from complete holders only), and never
+seals the wrong bytes.
 
 The fake holder M is a Python listener registered in the directory (as in
 test_cluster_hostile.py); which holder a fetch asks first is random, so the test
@@ -36,7 +38,9 @@ from objhelpers import (
 from objnodes import registry_key
 
 SECRET = b"s3cret"
-WIRE_FETCH, WIRE_FETCHR = 3, 12
+WIRE_FETCH, WIRE_FETCHR, WIRE_PART = 3, 12, 13
+PARTIAL_OK = 2
+PART_CHUNK = 512 * 1024
 SIZE = 2 * MIB
 TRIES = 12  # each fetch asks M first with probability 1/2
 
@@ -69,9 +73,10 @@ class HostileHolder:
     """M: registered in the directory, speaks the handshake with the secret, and
     answers every FETCH / FETCHR with the right DATA header and wrong bytes."""
 
-    def __init__(self, directory, name=b"M"):
+    def __init__(self, directory, name=b"M", as_relay=False):
         self.dir = directory
         self.name = name
+        self.as_relay = as_relay
         self.objects = {}  # id -> the true bytes (for the size and checksum)
         self.answered = 0
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -127,19 +132,26 @@ class HostileHolder:
                 if f is None:
                     return
                 t, req, body = f
+                flags = 0
                 if t == WIRE_FETCH:
                     offset, (id_len,) = 0, struct.unpack_from("<H", body, 0)
                     oid = body[2:2 + id_len]
                 elif t == WIRE_FETCHR:
-                    (offset,) = struct.unpack_from("<Q", body, 0)
+                    (offset, flags) = struct.unpack_from("<QI", body, 0)
                     (id_len,) = struct.unpack_from("<H", body, 12)
                     oid = body[14:14 + id_len]
                 else:
                     continue
                 data = self.objects[oid]
-                wrong = bytes(b ^ 0x5A for b in data[offset:])
                 head = struct.pack("<QQQ", len(data), 0, xxh3_64(data))
-                conn.sendall(wire_frame(WIRE_DATA, head, req_id=req) + wrong)
+                if self.as_relay and flags & PARTIAL_OK:
+                    n = min(PART_CHUNK, len(data) - offset)
+                    wrong = bytes(b ^ 0x5A for b in data[offset:offset + n])
+                    conn.sendall(wire_frame(WIRE_PART, head + struct.pack("<QQ", offset, n),
+                                            req_id=req) + wrong)
+                else:
+                    wrong = bytes(b ^ 0x5A for b in data[offset:])
+                    conn.sendall(wire_frame(WIRE_DATA, head, req_id=req) + wrong)
                 self.answered += 1
         except (OSError, KeyError, struct.error):
             return
@@ -154,9 +166,10 @@ class HostileHolder:
         self.dir.execute_command("DEL", *self.keys)
 
 
-def test_wrong_bytes_from_a_holder_are_caught_and_fetched_again_from_a_good_one(cl, uid):
+@pytest.mark.parametrize("as_relay", [False, True], ids=["holder-DATA", "relay-PART"])
+def test_wrong_bytes_are_caught_and_fetched_again_from_a_good_holder(cl, uid, as_relay):
     a, b = cl["A"].client(), cl["B"].client()
-    m = HostileHolder(a)  # A's own Redis is the directory (layout "own")
+    m = HostileHolder(a, as_relay=as_relay)  # A's own Redis is the directory (layout "own")
     b0 = stats(b)
     try:
         for i in range(TRIES):

@@ -6,6 +6,9 @@ interrupted.
   byte-exact, from the offset it had reached (it downloads less than twice the object).
 - Eight nodes fetch one object at once: byte-exact everywhere, and the uploads spread
   (the owner sends fewer than the 7 copies; more than one node uploads a whole copy).
+- Nodes relay what they are still receiving (PART answers: transfer_relayed).
+- A relay killed with SIGKILL mid-transfer: every node below it finishes from another
+  holder, byte-exact, at the offset it had reached (less than twice the object each).
 - A fetcher that gives up (TIMEOUT) in the middle of a broadcast does not break it.
 """
 
@@ -132,6 +135,47 @@ def test_eight_nodes_fetch_one_object_at_once_and_share_the_uploads():
         assert sum(up) == 7 * 32 * MIB, f"seven copies were sent in all: {up}"
         assert up[0] < 7 * 32 * MIB, f"the owner sent every copy: {up}"
         assert sum(1 for u in up if u >= 32 * MIB) > 1, f"one node did all the uploading: {up}"
+        relayed = sum(lab.stats(i)["transfer_relayed"] - before[i]["transfer_relayed"]
+                      for i in range(8))
+        assert relayed > 0, "no node forwarded bytes it was still receiving"
+        assert not lab.crashed()
+
+
+def test_nodes_below_a_killed_relay_finish_at_their_offsets():
+    size = 64 * MIB
+    with BcastLab(5) as lab:
+        oid = b"relaykill"
+        data = payload(size, seed=12)
+        put_on(lab, 0, oid, data)
+        wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+        before = [lab.stats(i) for i in range(5)]
+        out = {}
+        threads = [fetch_async(lab.client(i), oid, out, i) for i in range(1, 5)]
+        relay = {}
+
+        def relaying():
+            for i in range(1, 5):
+                if lab.stats(i)["transfer_relayed"] > before[i]["transfer_relayed"]:
+                    relay["n"] = i
+                    return True
+            return False
+
+        wait_until(relaying, timeout=30, interval=0.02, what="a node relaying")
+        lab.kill9(relay["n"])
+        for t in threads:
+            t.join(120)
+
+        below = [i for i in range(1, 5) if i != relay["n"]]
+        assert {i: out[i] for i in below} == {i: [b"OK"] for i in below}, f"{out!r:.600}"
+        resumed = 0
+        for i in below:
+            got = lab.client(i).execute_command("OBJ.GET", oid)
+            assert sha256(got) == sha256(data), f"n{i}: the copy differs"
+            s = lab.stats(i)
+            down = s["transfer_downloaded_bytes"] - before[i]["transfer_downloaded_bytes"]
+            assert size <= down < 2 * size, f"n{i} downloaded {down} bytes"
+            resumed += s["transfer_range_resumes"] - before[i]["transfer_range_resumes"]
+        assert resumed > 0, "no node went on from its offset"
         assert not lab.crashed()
 
 
