@@ -215,6 +215,21 @@ static void serveBusy(Conn *c, const WireMsg *m, const ObjEntry *e)
     engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, text);
 }
 
+/* c's relay session of e, made when create is set and there is none, with
+ * its clock restarted; NULL when there is none (or no memory for it). */
+static Upload *relayTouch(Conn *c, const ObjEntry *e, int create)
+{
+    Upload *u = relaySession(c, e);
+
+    if (!u && create && uploadAdd(c, e) == 0) {
+        u = objListEntry(objListFirst(&uploads), Upload, link);
+        u->relay = 1;
+    }
+    if (u)
+        u->lastUs = utilMonoUs();
+    return u;
+}
+
 /* Send what has landed of the object being received here (id) from offset
  * on, as PART to c. Returns 1 when answered (PART, or an error), 0 when no
  * byte past offset has landed yet. */
@@ -235,13 +250,7 @@ static int relayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, ui
     if (landed <= offset)
         return 0;
     uint64_t len = landed - offset > SERVE_PART_MAX ? SERVE_PART_MAX : landed - offset;
-    Upload *u = relaySession(c, e);
-    if (!u && uploadAdd(c, e) == 0) {
-        u = objListEntry(objListFirst(&uploads), Upload, link);
-        u->relay = 1;
-    }
-    if (u)
-        u->lastUs = utilMonoUs();
+    Upload *u = relayTouch(c, e, 0);
     EngineStats *es = engineStatsBegin();
     es->relayed++;
     es->uploadedBytes += len;
@@ -268,6 +277,12 @@ static int serveRelay(Conn *c, const WireMsg *m)
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
         return 0;
     }
+    /* The session takes its upload slot from the first request on, also
+     * while it waits for bytes: others asking meanwhile are sent on. */
+    ObjEntry *e;
+    uint64_t landed, sum;
+    if (fetchPartial(m->u.fetch.id, m->u.fetch.idLen, &e, &landed, &sum) == 0)
+        relayTouch(c, e, 1);
     if (relayAnswer(c, m->h.reqId, m->u.fetch.id, m->u.fetch.idLen, m->u.fetch.offset))
         return 0;
     Pending *p = malloc(sizeof(*p));
@@ -296,6 +311,10 @@ static void relayPoll(void)
         Pending *p = objListEntry(l, Pending, link);
         l = l->next == &pendings ? NULL : l->next;
         int done = relayAnswer(p->conn, p->reqId, p->id, p->idLen, p->offset);
+        ObjEntry *e;
+        uint64_t landed, sum;
+        if (!done && fetchPartial(p->id, p->idLen, &e, &landed, &sum) == 0)
+            relayTouch(p->conn, e, 0); /* a session waiting for bytes is not idle */
         if (!done && now - p->sinceUs > SERVE_RELAY_WAIT_US) {
             engineSendError(p->conn, p->reqId, WIRE_ERR_NOTSEALED,
                             "no new byte of the object landed here in time");
