@@ -228,7 +228,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $$(call libs_for,$$*)
 	$(CC) $(CFLAGS) -o $@ $< $(call libs_for,$*) $(LDFLAGS) -lcmocka $(CORE_LIBS)
 
 # Programs run against a real redis-server (tests/server/).
-SERVER_PROGS := $(BUILD)/tests/server/test_directory $(BUILD)/tests/server/test_client
+SERVER_PROGS := $(BUILD)/tests/server/test_directory $(BUILD)/tests/server/test_client \
+                $(BUILD)/tests/server/broadcast_client
 $(BUILD)/tests/server/test_directory: tests/server/test_directory.c \
     $(BUILD)/lib/libobj_directory.a $(BUILD)/lib/libobj_common.a
 	@mkdir -p $(dir $@)
@@ -236,6 +237,9 @@ $(BUILD)/tests/server/test_directory: tests/server/test_directory.c \
 $(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
+$(BUILD)/tests/server/broadcast_client: tests/server/broadcast_client.c $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iclient -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
 
 SERVERS_CACHE ?= /var/cache/objstore/servers
 VALKEY_RDMA_TEST := $(BUILD)/tests/rdma/valkey-rdma-test

@@ -1299,22 +1299,21 @@ int objClientExists(ObjClient *c, const void *id, size_t idLen, int *exists)
  * has one element per id, each a status or an error; an error element
  * becomes this call's error. Returns 0, or -1 with the error recorded.
  */
-int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeoutMs)
+/*
+ * Judge OBJ.FETCH's answer for one id (r may be NULL: the call failed, the
+ * error is already recorded). Frees r. Returns 0, or -1 with the error
+ * recorded on c.
+ */
+static int clientFetchVerdict(ObjClient *c, redisReply *r)
 {
     const redisReply *elem;
-    char timeoutBuf[32];
-    redisReply *r;
-    CmdArgs a;
     int rv;
 
-    if (clientIdCommand(c, "OBJ.FETCH", id, idLen, &a) < 0)
-        return -1;
-    if (timeoutMs > 0 && clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
-        return -1;
-    r = clientCall(c, &a);
     if (r == NULL)
         return -1;
-    if (r->type == REDIS_REPLY_STATUS) {
+    if (r->type == REDIS_REPLY_ERROR) {
+        rv = clientFailReply(c, r);
+    } else if (r->type == REDIS_REPLY_STATUS) {
         rv = clientOk(c);
     } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
         rv = clientFailShape(c, "OBJ.FETCH", r);
@@ -1329,6 +1328,89 @@ int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeout
     }
     freeReplyObject(r);
     return rv;
+}
+
+int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeoutMs)
+{
+    char timeoutBuf[32];
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.FETCH", id, idLen, &a) < 0)
+        return -1;
+    if (timeoutMs > 0 && clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
+        return -1;
+    return clientFetchVerdict(c, clientCall(c, &a));
+}
+
+/*
+ * Write OBJ.FETCH id to d's node without waiting for the answer (hiredis
+ * contexts; any other transport is asked and answered here, in turn).
+ * Returns 1 when the answer is still to be read, 0 when d's outcome is
+ * known already (d->err set).
+ */
+static int broadcastSend(ObjBroadcastDest *d, const void *id, size_t idLen, long long timeoutMs)
+{
+    ObjClient *c = d->client;
+    char timeoutBuf[32];
+    int done = 0;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.FETCH", id, idLen, &a) < 0 ||
+        (timeoutMs > 0 && clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0))
+        return 0;
+    if (c->tr != NULL || !clientConnected(c)) {
+        clientFetchVerdict(c, clientCall(c, &a));
+        return 0;
+    }
+    if (redisAppendCommandArgv(c->rc, a.argc, a.argv, a.lens) != REDIS_OK) {
+        clientFailIo(c);
+        return 0;
+    }
+    while (!done)
+        if (redisBufferWrite(c->rc, &done) != REDIS_OK) {
+            clientFailIo(c);
+            return 0;
+        }
+    return 1;
+}
+
+/* Copy c's outcome into d. */
+static void broadcastNote(ObjBroadcastDest *d)
+{
+    ObjClient *c = d->client;
+
+    d->err = c ? c->err : OBJ_ERR_BADARG;
+    snprintf(d->errMsg, sizeof(d->errMsg), "%.255s",
+             c ? c->errstr : "BADARG no client for the node");
+}
+
+int objClientBroadcast(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
+                       long long timeoutMs)
+{
+    size_t failed = 0;
+    redisReply *r;
+
+    if (dests == NULL && n > 0)
+        return -1;
+    /* Every node is asked before any answer is awaited: they fetch at once. */
+    for (size_t i = 0; i < n; i++) {
+        ObjBroadcastDest *d = &dests[i];
+        d->pending = d->client != NULL && broadcastSend(d, id, idLen, timeoutMs);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ObjBroadcastDest *d = &dests[i];
+        if (d->pending) {
+            if (redisGetReply(d->client->rc, (void **)&r) != REDIS_OK || r == NULL)
+                clientFailIo(d->client);
+            else
+                clientFetchVerdict(d->client, r);
+            d->pending = 0;
+        }
+        broadcastNote(d);
+        if (d->err != OBJ_OK)
+            failed++;
+    }
+    return failed ? -1 : 0;
 }
 
 /*

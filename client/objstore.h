@@ -23,9 +23,9 @@ extern "C" {
  * against, encoded like OBJSTORE_VERSION, so that a program built against a
  * newer header can refuse an older library. */
 #define OBJSTORE_VERSION_MAJOR  0
-#define OBJSTORE_VERSION_MINOR  2
+#define OBJSTORE_VERSION_MINOR  3
 #define OBJSTORE_VERSION_PATCH  0
-#define OBJSTORE_VERSION_STRING "0.2.0"
+#define OBJSTORE_VERSION_STRING "0.3.0"
 #define OBJSTORE_VERSION                                                                           \
     ((OBJSTORE_VERSION_MAJOR << 16) | (OBJSTORE_VERSION_MINOR << 8) | OBJSTORE_VERSION_PATCH)
 unsigned objVersion(void);
@@ -175,6 +175,26 @@ int objClientExists(ObjClient *c, const void *id, size_t idLen, int *exists);
 
 /* Pull remote objects into this node (OBJ.FETCH); timeoutMs <= 0: server default. */
 int objClientFetch(ObjClient *c, const void *id, size_t idLen, long long timeoutMs);
+
+/* One node of objClientBroadcast: a context connected to it, its name for
+ * the report, and (filled in) its outcome. */
+typedef struct ObjBroadcastDest {
+    ObjClient *client; /* connected to the node that is to hold the object */
+    const char *name;  /* the node's name, as the caller knows it (not used by the call) */
+    ObjErr err;        /* out: OBJ_OK once the node holds the object */
+    char errMsg[256];  /* out: why not (the server's error text), "" on success */
+    int pending;       /* internal */
+} ObjBroadcastDest;
+
+/* Place object id on every node of dests: OBJ.FETCH on each, all sent
+ * before any answer is awaited, so the nodes fetch at once (and relay and
+ * spread among themselves); a context over another transport than TCP or
+ * a unix socket is asked in turn. timeoutMs <= 0: each node's default.
+ * Returns 0 when every node holds the object, -1 when any does not: each
+ * dest's err and errMsg say which and why (as its client's
+ * objClientErrCode/Msg). Since 0.3. */
+int objClientBroadcast(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
+                       long long timeoutMs);
 
 /* Object description from OBJ.INFO. */
 typedef struct ObjInfo {

@@ -100,6 +100,7 @@ static ConfigDef configDefs[] = {
     NUM("rdma-port", rdmaPort, IMM, 0, -1, 65535, NULL),
     STR("rdma-device", rdmaDevice, IMM, ""),
     NUM("rdma-read-min", rdmaReadMin, MEM, 32 * 1024, 0, 1LL << 30, applyReadMin),
+    NUM("upload-slots", uploadSlots, IMM, 1, 0, 4096, NULL),
     NUM("rdma-client-port", rdmaClientPort, IMM, 0, -1, 65535, NULL),
     NUM("rdma-rx-size", rdmaRxSize, IMM | MEM, 1LL << 20, 64 * 1024, 16LL << 20, NULL),
     NUM("max-objects", maxObjects, 0, -1, -1, 1LL << 40, applyMaxObjects),

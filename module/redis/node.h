@@ -41,6 +41,7 @@ typedef struct ObjConfig {
     long long rdmaPort; /* -1 = Redis port + 20000, 0 = no RDMA */
     char rdmaDevice[64];
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
+    long long uploadSlots;    /* large uploads at once before BUSY redirects (0: no cap) */
     long long rdmaClientPort; /* RESP over RDMA; -1 = Redis port + 30000, 0 = off */
     long long rdmaRxSize;     /* an RDMA client's RX buffer once authenticated */
     long long maxObjects;     /* -1 = memory / OBJ_LIMITS_BYTES_PER_OBJECT, 0 = no limit */

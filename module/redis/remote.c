@@ -237,6 +237,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     ec.rdmaPort = (int)cfg->rdmaPort;
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
     ec.rdmaReadMin = (uint64_t)cfg->rdmaReadMin;
+    ec.uploadSlots = (int)cfg->uploadSlots;
     ec.onFetchDone = remoteFetchDone;
     ec.onChanged = remoteChanged;
     ec.log = remoteLog;
@@ -780,6 +781,13 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("transfer_refused_connections", es.refusedConnections);
     STAT("transfer_hint_hits", es.hintHits);
     STAT("transfer_hint_fallbacks", es.hintFallbacks);
+    STAT("transfer_uploaded_bytes", es.uploadedBytes);
+    STAT("transfer_downloaded_bytes", es.downloadedBytes);
+    STAT("transfer_redirects", es.redirects);
+    STAT("transfer_redirected", es.redirected);
+    STAT("transfer_range_resumes", es.rangeResumes);
+    STAT("transfer_relayed", es.relayed);
+    STAT("transfer_relay_follows", es.relayFollows);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

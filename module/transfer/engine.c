@@ -794,9 +794,11 @@ int engineOnFrame(Conn *c, const WireMsg *m)
                 rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_FETCH:
+            case WIRE_FETCHR:
             case WIRE_DONE:
             case WIRE_DATA:
             case WIRE_RNDV:
+            case WIRE_PART:
                 rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_PING: {

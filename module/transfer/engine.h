@@ -60,6 +60,9 @@ typedef struct EngineConfig {
     int rdmaPort; /* 0: no RDMA */
     char rdmaDevice[64];
     uint64_t rdmaReadMin; /* RDMA: objects >= this use the read rendezvous */
+    /* Uploads of large objects this node serves at once before it answers
+     * a requester that has other holders BUSY (0: no limit). */
+    int uploadSlots;
     /* Callbacks, run on the engine thread. */
     void (*onFetchDone)(FetchReq *req);
     /* A fetched object was sealed, or a failed one aborted: local waiters
@@ -98,6 +101,14 @@ typedef struct EngineStats {
     /* FROM hints: transfers the hinted node completed (no directory lookup
      * of the object), and those that fell back to the directory. */
     uint64_t hintHits, hintFallbacks;
+    /* Load spreading: object bytes sent and received (every attempt, over
+     * both transports), BUSY answers given to requesters with other holders
+     * (redirects) and taken from holders (redirected), fetches that went on
+     * from the offset they had reached after their source failed. */
+    uint64_t uploadedBytes, downloadedBytes, redirects, redirected, rangeResumes;
+    /* Relays: PART answers sent from objects still being received here, and
+     * fetches that followed a BUSY to the relay it named. */
+    uint64_t relayed, relayFollows;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

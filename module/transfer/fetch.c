@@ -17,10 +17,26 @@
  * RNDV arrives, from the size it carries, and verified against the checksum
  * it carries. Any failure of that attempt gives the object back and turns
  * the transfer into an ordinary one: directory lookup, then the locations.
+ *
+ * Spreading the load: the locations are tried in a random order, so that
+ * many nodes fetching one object do not all ask the first. A fetch with a
+ * directory answer says it may go elsewhere or come back (FETCHR with
+ * BUSY_OK), and a holder whose upload slots are taken, one of them by this
+ * very object, answers BUSY. Once every holder has answered BUSY, the
+ * transfer waits a tick and asks the directory again: the nodes those
+ * holders were sending to hold the object by then, so a broadcast grows as
+ * a doubling wave. Past FETCH_WAIT_MAX_US of that, or close to a
+ * requester's deadline, the holders are asked without the flag.
+ *
+ * Resuming: a TCP attempt that fails mid-payload leaves the bytes that
+ * landed in place; the next attempt asks for the rest only (FETCHR with an
+ * offset), and the whole object's checksum is then taken in one pass at the
+ * end (docs/cluster.md, "Broadcast").
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fetch.h"
 #include "common/util.h"
@@ -32,8 +48,18 @@ typedef enum XferState {
     XFER_CONNECTING, /* waiting for conn to be READY, or for room in its window */
     XFER_REQUESTED,  /* FETCH sent */
     XFER_RECEIVING,  /* payload streaming into the object */
-    XFER_READING     /* RDMA reads outstanding */
+    XFER_READING,    /* RDMA reads outstanding */
+    XFER_WAITING,    /* every holder was busy: asks the directory again at retryAtUs */
+    XFER_RELAY_NODE  /* waiting for the directory's address of the relay a holder named */
 } XferState;
+
+/* Relays a transfer follows from one holder's BUSY before it stops following. */
+#define FETCH_RELAY_HOPS 8
+
+/* How long a transfer keeps coming back to busy holders before it insists,
+ * and how close to a requester's deadline it stops doing so. */
+#define FETCH_WAIT_MAX_US    (30LL * 1000 * 1000)
+#define FETCH_WAIT_MARGIN_US (2LL * 1000 * 1000)
 
 /* One requester of a transfer: item idx of req. */
 typedef struct XferWaiter {
@@ -64,6 +90,18 @@ typedef struct Transfer {
      * the peer): acted on once the NIC has let go of the object. */
     char failAfterReads[160];
     int cancelled; /* no requester left: finish quietly */
+    /* Resuming: the payload's first `landed` bytes are in the object; the
+     * current attempt asked for the bytes from reqFrom on. */
+    uint64_t landed, reqFrom;
+    int sawBusy;       /* a holder of this pass over the locations answered BUSY */
+    int insist;        /* waited long enough for busy holders: ask without BUSY_OK */
+    int64_t retryAtUs; /* XFER_WAITING: when to ask the directory again */
+    uint64_t expect;   /* payload bytes the current answer carries */
+    int partial;       /* the payload being received is a relay's PART */
+    int relayed;       /* bytes from a relay are in the object */
+    int noRelay;       /* a copy through relays failed its checksum: complete holders only */
+    int relayHops;     /* relays followed since the last directory answer */
+    char relay[OBJ_WIRE_NAME_MAX + 1]; /* XFER_RELAY_NODE: whose address is awaited */
     int64_t startUs;
     uint64_t remoteChecksum;
     /* Why the payload being drained is not taken (the holder sent another
@@ -85,6 +123,7 @@ static struct {
     ObjList live;  /* FetchReq.link: submitted, not yet finished, newest first */
     uint64_t nextXid;
     uint64_t nextReadToken;
+    uint64_t rng; /* xorshift state for the order of locations; 0 until seeded */
 } fs = {.xfers = {&fs.xfers, &fs.xfers}, .live = {&fs.live, &fs.live}};
 
 /* The first transfer, and the one after x; NULL at the end. A walk that
@@ -231,18 +270,33 @@ static void hintFallback(Transfer *x, const char *why, int forget)
     engineLookup(x->xid, x->id, x->idLen);
 }
 
+/* x's payload was being received on c when its attempt ended: remember how
+ * far it got (TCP: a later attempt asks for the rest), and count it. */
+static void xferNoteLanded(Transfer *x, Conn *c)
+{
+    uint64_t got = c->ops->payloadLanded ? c->ops->payloadLanded(c, x->expect) : 0;
+
+    engineStatsBegin()->downloadedBytes += got;
+    engineStatsEnd();
+    x->landed = x->tp == TP_TCP ? x->reqFrom + got : 0;
+}
+
 /* The current attempt failed: remember why and try the next location (or,
  * for the hinted attempt, fall back to the directory). */
 static void attemptFailed(Transfer *x, const char *why)
 {
     x->drainWhy[0] = '\0';
     if (x->hint[0]) {
+        x->landed = 0; /* the hinted object is given back */
         hintFallback(x, why, x->conn && x->conn->state == CONN_CLOSED);
         return;
     }
     snprintf(x->lastErr, sizeof(x->lastErr), "%.159s", why);
     engineLog("verbose", "fetch '%.*s': %s", (int)(x->idLen > 64 ? 64 : x->idLen), x->id, why);
+    if (x->conn && x->state == XFER_RECEIVING && x->entry) /* keep what landed */
+        xferNoteLanded(x, x->conn);
     x->conn = NULL;
+    x->partial = 0;
     x->state = XFER_LOOKUP;
     xferTryNext(x);
 }
@@ -271,6 +325,19 @@ static void sendFetch(Transfer *x)
     }
     m.u.fetch.id = x->id;
     m.u.fetch.idLen = (uint16_t)x->idLen;
+    /* Only a stream answer can start mid-object: a rendezvous reads it whole. */
+    x->reqFrom = x->tp == TP_TCP && x->entry ? x->landed : 0;
+    if (x->reqFrom > 0 || (!x->insist && x->dir)) {
+        m.h.type = WIRE_FETCHR;
+        m.u.fetch.offset = x->reqFrom;
+        m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
+        if (!x->insist && !x->noRelay && x->tp == TP_TCP && x->entry)
+            m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
+    }
+    if (x->reqFrom > 0 && !x->partial) { /* a new attempt, not a relay's next PART */
+        engineStatsBegin()->rangeResumes++;
+        engineStatsEnd();
+    }
     x->state = XFER_REQUESTED;
     if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
         attemptFailed(x, "UNAVAILABLE cannot send FETCH");
@@ -330,6 +397,9 @@ static void xferUseConn(Transfer *x, Conn *c, int tp)
         x->state = XFER_CONNECTING;
 }
 
+static int xferMayWait(const Transfer *x);
+static int relayConnect(Transfer *x, const DirNode *n);
+
 static void xferTryNext(Transfer *x)
 {
     char err[160];
@@ -351,7 +421,60 @@ static void xferTryNext(Transfer *x)
         xferUseConn(x, c, tp);
         return;
     }
+    if (x->sawBusy && !x->insist) { /* every holder is busy: wait, or make one serve */
+        if (xferMayWait(x)) {
+            x->state = XFER_WAITING;
+            x->retryAtUs = utilMonoUs() + 50 * 1000;
+            return;
+        }
+        x->insist = 1;
+        x->nextLoc = 0;
+        xferTryNext(x);
+        return;
+    }
     xferFail(x, x->lastErr[0] ? x->lastErr : "NOTFOUND no live node holds the object");
+}
+
+/* May x wait for busy holders a while longer? Not past FETCH_WAIT_MAX_US
+ * since it started, nor when a requester's deadline is near. */
+static int xferMayWait(const Transfer *x)
+{
+    int64_t now = utilMonoUs();
+
+    if (now - x->startUs > FETCH_WAIT_MAX_US)
+        return 0;
+    for (size_t i = 0; i < x->nWaiters; i++) {
+        const FetchReq *r = x->waiters[i].req;
+        if (r->deadlineUs && r->deadlineUs - now < FETCH_WAIT_MARGIN_US)
+            return 0;
+    }
+    return 1;
+}
+
+/* A random number for the order of locations (engine thread only). */
+static uint64_t fetchRandom(void)
+{
+    if (!fs.rng)
+        fs.rng = (uint64_t)utilMonoUs() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)utilWallMs() ^
+                 ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&fs;
+    if (!fs.rng)
+        fs.rng = 1;
+    fs.rng ^= fs.rng << 13;
+    fs.rng ^= fs.rng >> 7;
+    fs.rng ^= fs.rng << 17;
+    return fs.rng;
+}
+
+/* Put the locations of res in a random order (Fisher-Yates), so that the
+ * nodes fetching one object at once ask different holders first. */
+static void shuffleLocations(DirResult *res)
+{
+    for (size_t i = res->count; i > 1; i--) {
+        size_t j = (size_t)(fetchRandom() % i);
+        DirNode tmp = res->nodes[i - 1];
+        res->nodes[i - 1] = res->nodes[j];
+        res->nodes[j] = tmp;
+    }
 }
 
 /* A connection to the hinted node that is already open, on a transport
@@ -472,6 +595,11 @@ static void xferReceived(Transfer *x, const uint64_t *landedSum)
         char why[160];
         snprintf(why, sizeof(why), "CHECKSUM mismatch in the copy from '%.64s'",
                  x->conn ? x->conn->peerName : "?");
+        x->landed = 0; /* which bytes are wrong is unknown: all of them go again */
+        if (x->relayed)
+            x->noRelay = 1; /* a relay chain went wrong: complete holders from now on */
+        x->relayed = 0;
+        x->state = XFER_LOOKUP; /* the payload is over: nothing to note as landed */
         attemptFailed(x, why);
         return;
     }
@@ -590,6 +718,16 @@ static void fetchOnDirResult(uint64_t xid, DirResult *res)
         return;
     }
     x->dir = res;
+    x->relayHops = 0;
+    shuffleLocations(res);
+    if (x->entry) { /* asked again after busy holders: the object is there */
+        if (x->entry->dataSize != res->size || x->entry->metaSize != res->metaSize) {
+            xferFail(x, "WRONGSTATE the object changed size in the directory");
+            return;
+        }
+        xferTryNext(x);
+        return;
+    }
     objTableLock(t);
     ObjEntry *e;
     ObjStatus st = objTableCreateEntry(t, x->id, x->idLen, res->size, res->metaSize,
@@ -629,6 +767,15 @@ static void fetchOnNodeResult(const DirResult *res)
     while (again) {
         again = 0;
         for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
+            if (x->state == XFER_RELAY_NODE && !strcmp(x->relay, res->id)) {
+                const DirNode *n = engineNodeCached(x->relay);
+                x->relay[0] = '\0';
+                x->state = XFER_LOOKUP;
+                if (res->status != DIR_FOUND || !n || relayConnect(x, n) == -1)
+                    xferTryNext(x); /* the holders it has not asked yet, or wait */
+                again = 1;
+                break;
+            }
             if (x->state != XFER_HINT_NODE || strcmp(x->hint, res->id))
                 continue;
             if (res->status == DIR_FOUND)
@@ -727,12 +874,42 @@ static int fetchOnData(Conn *c, const WireMsg *m)
     x->remoteChecksum = m->u.data.checksum;
     uint64_t total = e->dataSize + e->metaSize;
     uint8_t *dst = engineConfig()->arenaBase + e->offset;
-    if (total == 0) {
+    if (total == x->reqFrom) {
         xferReceived(x, NULL);
         return 0;
     }
     x->state = XFER_RECEIVING;
-    return c->ops->recvPayload(c, dst, total);
+    x->expect = total - x->reqFrom;
+    return c->ops->recvPayload(c, dst + x->reqFrom, x->expect);
+}
+
+/* PART: a relay sends the bytes from x->reqFrom it has landed so far; the
+ * rest is asked for again when they are in (fetchOnPayloadDone). */
+static int fetchOnPart(Conn *c, const WireMsg *m)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+
+    if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
+        x->state = XFER_RECEIVING; /* drained, then dropped */
+        return c->ops->recvPayload(c, NULL, m->u.data.len);
+    }
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
+        engineLog("warning", "%s: PART for an unknown request %llu", c->desc,
+                  (unsigned long long)m->h.reqId);
+        return -1;
+    }
+    ObjEntry *e = x->entry;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
+        m->u.data.offset != x->reqFrom) {
+        attemptFailed(x, "PROTOCOL the relay sent another size or range than asked for");
+        return -1;
+    }
+    x->remoteChecksum = m->u.data.checksum;
+    x->state = XFER_RECEIVING;
+    x->partial = 1;
+    x->relayed = 1;
+    x->expect = m->u.data.len;
+    return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + x->reqFrom, x->expect);
 }
 
 static void fetchOnPayloadDone(Conn *c)
@@ -748,9 +925,22 @@ static void fetchOnPayloadDone(Conn *c)
             } else if (!x->entry) /* drained: the hinted answer had no room here */
                 attemptFailed(x, "OOM cannot create the object the hinted node announced");
             else {
-                uint64_t sum;
-                int landed = c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
-                xferReceived(x, landed ? &sum : NULL);
+                /* A resumed payload's hash covers its tail only: one pass then. */
+                uint64_t sum, total = x->entry->dataSize + x->entry->metaSize;
+                int landed =
+                    !x->reqFrom && c->ops->payloadHash && c->ops->payloadHash(c, &sum) == 0;
+                engineStatsBegin()->downloadedBytes += x->expect;
+                engineStatsEnd();
+                x->landed = x->reqFrom + x->expect;
+                if (x->partial && x->landed < total) { /* ask the relay for more */
+                    sendFetch(x);
+                    if (x->state != XFER_REQUESTED || x->conn != c)
+                        break; /* sendFetch failed over: x may be gone */
+                    x->partial = 0;
+                } else {
+                    x->partial = 0;
+                    xferReceived(x, landed && x->landed == total ? &sum : NULL);
+                }
             }
             break;
         }
@@ -850,7 +1040,53 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
         attemptFailed(x, "UNAVAILABLE RDMA read failed");
         return;
     }
+    engineStatsBegin()->downloadedBytes += x->entry->dataSize + x->entry->metaSize;
+    engineStatsEnd();
     xferReceived(x, sum);
+}
+
+/* Ask relay node n for the rest of x (over TCP). Returns 0, or -1 (then x
+ * is left as it was, without a connection). */
+static int relayConnect(Transfer *x, const DirNode *n)
+{
+    char err[160];
+    Conn *c = n->tcpPort > 0 ? engineConnFor(n, TP_TCP, err, sizeof(err)) : NULL;
+
+    if (!c)
+        return -1;
+    engineStatsBegin()->relayFollows++;
+    engineStatsEnd();
+    xferUseConn(x, c, TP_TCP);
+    return 0;
+}
+
+/* A holder answered BUSY, naming in its text ("relay <name>") a node it is
+ * sending the object to: ask that node for what it has landed. Returns 1
+ * when x goes there (now, or once the node's address is known), 0 when it
+ * does not (no relay named, relays ruled out, or too many hops). */
+static int relayFollow(Transfer *x, const WireMsg *m)
+{
+    static const char tag[] = "relay ";
+    size_t n = m->u.error.textLen, tl = sizeof(tag) - 1;
+
+    if (x->noRelay || !x->entry || x->via == FETCH_VIA_RDMA || !engineTransport(TP_TCP) ||
+        x->relayHops >= FETCH_RELAY_HOPS || n <= tl || n - tl > OBJ_WIRE_NAME_MAX ||
+        memcmp(m->u.error.text, tag, tl))
+        return 0;
+    char name[OBJ_WIRE_NAME_MAX + 1];
+    memcpy(name, m->u.error.text + tl, n - tl);
+    name[n - tl] = '\0';
+    if (!strcmp(name, engineConfig()->nodeName))
+        return 0;
+    x->relayHops++;
+    x->conn = NULL;
+    const DirNode *node = engineNodeCached(name);
+    if (node)
+        return relayConnect(x, node) == 0;
+    snprintf(x->relay, sizeof(x->relay), "%s", name);
+    x->state = XFER_RELAY_NODE;
+    engineLookupNode(name);
+    return 1;
 }
 
 static int fetchOnError(Conn *c, const WireMsg *m)
@@ -876,6 +1112,13 @@ static int fetchOnError(Conn *c, const WireMsg *m)
         xferDrop(x);
         return 0;
     }
+    if (m->u.error.code == WIRE_ERR_BUSY) {
+        x->sawBusy = 1;
+        engineStatsBegin()->redirected++;
+        engineStatsEnd();
+        if (relayFollow(x, m))
+            return 0;
+    }
     attemptFailed(x, why);
     return 0;
 }
@@ -894,6 +1137,8 @@ static int fetchOnAnswer(Conn *c, const WireMsg *m)
 
     if (m->h.type == WIRE_DATA)
         rc = fetchOnData(c, m);
+    else if (m->h.type == WIRE_PART)
+        rc = fetchOnPart(c, m);
     else if (m->h.type == WIRE_RNDV)
         rc = fetchOnRndv(c, m);
     else
@@ -991,6 +1236,38 @@ static void fetchShutdown(void)
     }
 }
 
+int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, uint64_t *checksum)
+{
+    Transfer *x = xferById(id, idLen);
+
+    if (!x || !x->entry || x->tp != TP_TCP || x->hint[0])
+        return -1;
+    *e = x->entry;
+    *landed = x->landed;
+    if (x->state == XFER_RECEIVING && x->conn && x->conn->ops->payloadLanded)
+        *landed = x->reqFrom + x->conn->ops->payloadLanded(x->conn, x->expect);
+    *checksum = x->dir ? x->dir->checksum : x->remoteChecksum;
+    return x->dir ? 0 : -1; /* without the directory's checksum there is nothing to vouch */
+}
+
+/* Transfers that waited for busy holders ask the directory again. */
+static void fetchTick(void)
+{
+    int64_t now = utilMonoUs();
+
+    for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
+        if (x->state != XFER_WAITING || now < x->retryAtUs)
+            continue;
+        if (x->dir)
+            dirResultFree(x->dir);
+        x->dir = NULL;
+        x->nextLoc = 0;
+        x->sawBusy = 0;
+        x->state = XFER_LOOKUP;
+        engineLookup(x->xid, x->id, x->idLen);
+    }
+}
+
 /* ---- the requesting side's handler table ---------------------------------------------- */
 
 const EngineSide fetchSide = {
@@ -999,11 +1276,14 @@ const EngineSide fetchSide = {
     .cancel = fetchCancel,
     .dirResult = fetchOnDirResult,
     .nodeResult = fetchOnNodeResult,
-    .onFrame =
-        {[WIRE_DATA] = fetchOnAnswer, [WIRE_RNDV] = fetchOnAnswer, [WIRE_ERROR] = fetchOnAnswer},
+    .onFrame = {[WIRE_DATA] = fetchOnAnswer,
+                [WIRE_RNDV] = fetchOnAnswer,
+                [WIRE_ERROR] = fetchOnAnswer,
+                [WIRE_PART] = fetchOnAnswer},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,
     .readDone = fetchOnReadDone,
+    .tick = fetchTick,
     .shutdown = fetchShutdown,
 };

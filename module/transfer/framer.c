@@ -229,6 +229,11 @@ int framerPayloadHash(const Framer *f, uint64_t *sum)
     return 0;
 }
 
+size_t framerPayloadLeft(const Framer *f)
+{
+    return f->inPayload ? f->payLeft : 0;
+}
+
 int framerInPayload(const Framer *f)
 {
     return f->inPayload;

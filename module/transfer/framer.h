@@ -110,6 +110,9 @@ int framerPayloadHash(const Framer *f, uint64_t *sum);
  * Harmless when no payload is due. */
 void framerDiscardPayload(Framer *f);
 
+/* Payload bytes still due: not yet written to the destination (0 when no
+ * payload is due). Can't fail. */
+size_t framerPayloadLeft(const Framer *f);
 /* Is a payload due (or its end not yet reported)? */
 int framerInPayload(const Framer *f);
 /* Is a whole header buffered with no payload due, so that framerNext would

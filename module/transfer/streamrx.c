@@ -21,6 +21,12 @@ int streamPayloadHash(Conn *c, uint64_t *sum)
     return framerPayloadHash(&((StreamConn *)c)->rx, sum);
 }
 
+uint64_t streamPayloadLanded(Conn *c, uint64_t expect)
+{
+    size_t left = framerPayloadLeft(&((StreamConn *)c)->rx);
+    return left > expect ? 0 : expect - left;
+}
+
 int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(Conn *c))
 {
     const char *why = "";

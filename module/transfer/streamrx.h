@@ -24,6 +24,9 @@ typedef struct StreamConn {
 int streamRecvPayload(Conn *c, void *dst, size_t len);
 void streamDiscardPayload(Conn *c);
 int streamPayloadHash(Conn *c, uint64_t *sum);
+/* TransportOps.payloadLanded: bytes of the payload being received that are
+ * in place, given that it was announced as expect bytes long. */
+uint64_t streamPayloadLanded(Conn *c, uint64_t expect);
 
 /* Deliver every event framer f has for c: whole frames to host->onFrame,
  * ends of payloads to host->onPayloadDone. hold, when not NULL, is asked

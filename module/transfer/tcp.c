@@ -471,6 +471,7 @@ static const TransportOps tcpTransport = {
     .recvPayload = streamRecvPayload,
     .discardPayload = streamDiscardPayload,
     .payloadHash = streamPayloadHash,
+    .payloadLanded = streamPayloadLanded,
     .readRemote = NULL,
     .grantRead = NULL,
     .revokeRead = NULL,

@@ -50,6 +50,11 @@ typedef struct TransportOps {
      * fetch needs no second pass. Returns 0, or -1 when there is none.
      * NULL on transports that take none. */
     int (*payloadHash)(Conn *c, uint64_t *sum);
+    /* While a payload of expect bytes with a destination is being received
+     * (also from host->onClosed): how many of its bytes have landed there,
+     * in order from its start (a failed fetch resumes from there). NULL on
+     * transports that cannot tell. */
+    uint64_t (*payloadLanded)(Conn *c, uint64_t expect);
     /* RDMA only: read len bytes at (raddr, rkey) of the peer into dst (which
      * lies in the registered arena); host->onReadDone(cookie, status, sum)
      * when done. NULL on transports without one-sided reads. */
@@ -97,6 +102,7 @@ struct Conn {
                        * per-source handshake cap ("" = not capped per source) */
     int64_t upUs;     /* when the handshake clock started (utilMonoUs) */
     uint32_t pins;    /* objects pinned for this connection (serve.c) */
+    uint32_t uploads; /* of them, large objects being sent (serve.c's upload slots) */
     /* Set by the transport while it has bytes queued: when the queue last
      * moved (or became non-empty); 0 when empty. A queue that does not move
      * for ENGINE_SEND_STALL_US gets the connection closed (engine.c). */

@@ -20,12 +20,14 @@
 #include <openssl/rand.h>
 
 /* Fixed parts of the bodies (see the table above). */
-#define WIRE_HELLO_FIXED 58
-#define WIRE_AUTH_LEN    OBJ_WIRE_PROOF
-#define WIRE_FETCH_FIXED 2
-#define WIRE_DATA_LEN    24
-#define WIRE_RNDV_LEN    36
-#define WIRE_ERROR_FIXED 4
+#define WIRE_HELLO_FIXED  58
+#define WIRE_AUTH_LEN     OBJ_WIRE_PROOF
+#define WIRE_FETCH_FIXED  2
+#define WIRE_FETCHR_FIXED 14 /* offset u64, flags u32, then as FETCH */
+#define WIRE_DATA_LEN     24
+#define WIRE_RNDV_LEN     36
+#define WIRE_PART_LEN     40
+#define WIRE_ERROR_FIXED  4
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
@@ -62,6 +64,8 @@ static const struct {
     [WIRE_ERROR] = {"ERROR", WIRE_ERROR_FIXED, WIRE_ERROR_FIXED + OBJ_WIRE_TEXT_MAX},
     [WIRE_PING] = {"PING", 0, 0},
     [WIRE_PONG] = {"PONG", 0, 0},
+    [WIRE_FETCHR] = {"FETCHR", WIRE_FETCHR_FIXED + 1, WIRE_FETCHR_FIXED + OBJ_WIRE_ID_MAX},
+    [WIRE_PART] = {"PART", WIRE_PART_LEN, WIRE_PART_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
@@ -115,7 +119,8 @@ static uint64_t wireGet64(const uint8_t *p)
 /* Types whose reqId names a request and therefore may not be 0. */
 static int wireNeedsReqId(int type)
 {
-    return type == WIRE_FETCH || type == WIRE_DATA || type == WIRE_RNDV || type == WIRE_DONE;
+    return type == WIRE_FETCH || type == WIRE_DATA || type == WIRE_RNDV || type == WIRE_DONE ||
+           type == WIRE_FETCHR || type == WIRE_PART;
 }
 
 /* ---- decoding ---------------------------------------------------------------------- */
@@ -217,6 +222,53 @@ static int wireDecodeFetch(const uint8_t *b, uint32_t len, WireMsg *m, const cha
     return 0;
 }
 
+/* Decode a FETCHR body: offset, flags, then a FETCH body. Returns 0, or -1
+ * with *why set (unknown flags, an offset past any object). */
+static int wireDecodeFetchR(const uint8_t *b, uint32_t len, WireMsg *m, const char **why)
+{
+    if (len < WIRE_FETCHR_FIXED) {
+        *why = "FETCHR body too short";
+        return -1;
+    }
+    uint64_t offset = wireGet64(b);
+    uint32_t flags = wireGet32(b + 8);
+    if (offset > 2 * OBJ_WIRE_SIZE_MAX || (flags & ~WIRE_FETCHR_FLAGS)) {
+        *why = "FETCHR offset or flags out of range";
+        return -1;
+    }
+    if (wireDecodeFetch(b + 12, len - 12, m, why) == -1)
+        return -1;
+    m->u.fetch.offset = offset;
+    m->u.fetch.flags = flags;
+    return 0;
+}
+
+/* Is a PART's range within its object (sizes already in range)? */
+static int wirePartOk(uint64_t size, uint64_t metaSize, uint64_t offset, uint64_t len)
+{
+    return len >= 1 && offset < size + metaSize && len <= size + metaSize - offset;
+}
+
+/* Decode a PART body. Returns 0, or -1 with *why set. */
+static int wireDecodePart(const uint8_t *b, uint32_t len, WireMsg *m, const char **why)
+{
+    if (len != WIRE_PART_LEN) {
+        *why = "PART body length is not 40";
+        return -1;
+    }
+    m->u.data.size = wireGet64(b);
+    m->u.data.metaSize = wireGet64(b + 8);
+    m->u.data.checksum = wireGet64(b + 16);
+    m->u.data.offset = wireGet64(b + 24);
+    m->u.data.len = wireGet64(b + 32);
+    if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
+        !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len)) {
+        *why = "PART sizes or range out of range";
+        return -1;
+    }
+    return 0;
+}
+
 /* Decode a DATA (rndv == 0) or RNDV (rndv == 1) body. Returns 0, or -1. */
 static int wireDecodeData(const uint8_t *b, uint32_t len, int rndv, WireMsg *m, const char **why)
 {
@@ -309,6 +361,10 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
             return 0;
         case WIRE_FETCH:
             return wireDecodeFetch(body, len, m, why);
+        case WIRE_FETCHR:
+            return wireDecodeFetchR(body, len, m, why);
+        case WIRE_PART:
+            return wireDecodePart(body, len, m, why);
         case WIRE_DATA:
             return wireDecodeData(body, len, 0, m, why);
         case WIRE_RNDV:
@@ -357,6 +413,19 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
                 m->u.fetch.id == NULL)
                 return -1;
             *bodyLen = WIRE_FETCH_FIXED + m->u.fetch.idLen;
+            return 0;
+        case WIRE_FETCHR:
+            if (m->u.fetch.idLen == 0 || m->u.fetch.idLen > OBJ_WIRE_ID_MAX ||
+                m->u.fetch.id == NULL || m->u.fetch.offset > 2 * OBJ_WIRE_SIZE_MAX ||
+                (m->u.fetch.flags & ~WIRE_FETCHR_FLAGS))
+                return -1;
+            *bodyLen = WIRE_FETCHR_FIXED + m->u.fetch.idLen;
+            return 0;
+        case WIRE_PART:
+            if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
+                !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len))
+                return -1;
+            *bodyLen = WIRE_PART_LEN;
             return 0;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -412,6 +481,19 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
         case WIRE_FETCH:
             wirePut16(b, m->u.fetch.idLen);
             memmove(b + WIRE_FETCH_FIXED, m->u.fetch.id, m->u.fetch.idLen);
+            break;
+        case WIRE_FETCHR: /* the id first: it may overlap where offset and flags go */
+            memmove(b + WIRE_FETCHR_FIXED, m->u.fetch.id, m->u.fetch.idLen);
+            wirePut64(b, m->u.fetch.offset);
+            wirePut32(b + 8, m->u.fetch.flags);
+            wirePut16(b + 12, m->u.fetch.idLen);
+            break;
+        case WIRE_PART:
+            wirePut64(b, m->u.data.size);
+            wirePut64(b + 8, m->u.data.metaSize);
+            wirePut64(b + 16, m->u.data.checksum);
+            wirePut64(b + 24, m->u.data.offset);
+            wirePut64(b + 32, m->u.data.len);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -678,7 +760,8 @@ int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
 
 size_t wireTagsAfter(const WireMsg *m)
 {
-    int payload = m->h.type == WIRE_DATA && (m->u.data.size > 0 || m->u.data.metaSize > 0);
+    int payload = (m->h.type == WIRE_DATA && (m->u.data.size > 0 || m->u.data.metaSize > 0)) ||
+                  m->h.type == WIRE_PART; /* a PART always carries len >= 1 bytes */
     return OBJ_WIRE_MAC * (payload ? 2u : 1u);
 }
 
@@ -692,8 +775,9 @@ int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload,
         (size_t)len < OBJ_WIRE_HDR_LEN + (size_t)h.bodyLen || (payloadLen > 0 && payload == NULL))
         return -1;
     /* The payload's tag goes with a DATA frame whose sizes announce one (the
-     * receiver can only go by those); the sender's payload is that long. */
-    int withPayload = 0;
+     * receiver can only go by those), and with every PART; the sender's
+     * payload is that long. */
+    int withPayload = h.type == WIRE_PART;
     if (h.type == WIRE_DATA && h.bodyLen >= WIRE_DATA_LEN)
         withPayload =
             wireGet64(buf + OBJ_WIRE_HDR_LEN) > 0 || wireGet64(buf + OBJ_WIRE_HDR_LEN + 8) > 0;

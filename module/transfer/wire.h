@@ -71,8 +71,23 @@ typedef enum WireType {
     /* 8 and 11 were the RDMA slot ring's CREDIT and RING: no longer valid */
     WIRE_PING = 9,
     WIRE_PONG = 10,
-    WIRE_TYPE_MAX = 10
+    /* FETCH of the bytes from an offset on (resuming), which may be refused
+     * BUSY when the holder's upload slots are taken (flag WIRE_FETCHR_BUSY_OK):
+     * offset, flags, id; answered like FETCH, DATA's payload then being the
+     * object's bytes from offset to its end. */
+    WIRE_FETCHR = 12,
+    /* A relay's answer to a FETCHR with PARTIAL_OK for an object it is still
+     * receiving: size, metaSize, checksum (the owner's), offset, len; len
+     * bytes of the object from offset follow, all of them landed at the
+     * relay. The requester asks again for the rest. */
+    WIRE_PART = 13,
+    WIRE_TYPE_MAX = 13
 } WireType;
+
+/* FETCHR flags. */
+#define WIRE_FETCHR_BUSY_OK    (1u << 0) /* the requester may go elsewhere or come back */
+#define WIRE_FETCHR_PARTIAL_OK (1u << 1) /* ... and takes what a relay has landed (PART) */
+#define WIRE_FETCHR_FLAGS      (WIRE_FETCHR_BUSY_OK | WIRE_FETCHR_PARTIAL_OK)
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
 typedef enum WireErr {
@@ -82,7 +97,9 @@ typedef enum WireErr {
     WIRE_ERR_AUTH = 4,
     WIRE_ERR_PROTO = 5,
     WIRE_ERR_INTERNAL = 6,
-    WIRE_ERR_BUSY = 7, /* the connection holds as many pins as it may: ask again later */
+    /* the connection holds as many pins as it may, or (FETCHR with BUSY_OK)
+     * every upload slot of the node is taken: ask another holder */
+    WIRE_ERR_BUSY = 7,
     WIRE_ERR_MAX = 7
 } WireErr;
 
@@ -112,12 +129,15 @@ typedef struct WireMsg {
         } auth;
         struct {
             const char *id;
-            uint16_t idLen; /* 1..OBJ_WIRE_ID_MAX */
+            uint16_t idLen;  /* 1..OBJ_WIRE_ID_MAX */
+            uint64_t offset; /* FETCHR only: at most OBJ_WIRE_SIZE_MAX * 2 */
+            uint32_t flags;  /* FETCHR only: WIRE_FETCHR_* */
         } fetch;
         struct {
             uint64_t size, metaSize, checksum;
-            uint64_t addr; /* RNDV only */
-            uint32_t rkey; /* RNDV only */
+            uint64_t addr;        /* RNDV only */
+            uint32_t rkey;        /* RNDV only */
+            uint64_t offset, len; /* PART only: len >= 1, offset + len <= size + metaSize */
         } data;
         struct {
             uint16_t code; /* WireErr */

@@ -272,7 +272,7 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
 
     memset(&m, 0, sizeof(m));
     m.h.type = (uint8_t)(1 + fuzzBelow(WIRE_TYPE_MAX));
-    if (m.h.type == 8) /* the retired CREDIT */
+    if (m.h.type == 8 || m.h.type == 11) /* the retired CREDIT and RING */
         m.h.type = WIRE_PING;
     if (fuzzBelow(2))
         m.h.type = WIRE_DATA; /* the payload paths are the point */
@@ -282,7 +282,13 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
             m.u.hello.nameLen = (uint16_t)(1 + fuzzBelow(OBJ_WIRE_NAME_MAX));
             m.u.hello.name = (const char *)fuzzText;
             break;
+        case WIRE_PART:
+            m.u.data.size = 1 + fuzzBelow(3000);
+            m.u.data.offset = fuzzBelow((uint32_t)m.u.data.size);
+            m.u.data.len = 1 + fuzzBelow((uint32_t)(m.u.data.size - m.u.data.offset));
+            break;
         case WIRE_FETCH:
+        case WIRE_FETCHR:
             m.u.fetch.idLen = (uint16_t)(1 + fuzzBelow(OBJ_WIRE_ID_MAX));
             m.u.fetch.id = (const char *)fuzzText;
             break;

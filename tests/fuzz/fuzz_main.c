@@ -107,7 +107,7 @@ static size_t fuzzValidFrame(uint8_t *buf, size_t cap)
     fuzzBytes((uint8_t *)text, sizeof(text));
     memset(&m, 0, sizeof(m));
     m.h.type = (uint8_t)(1 + fuzzBelow(WIRE_TYPE_MAX));
-    if (m.h.type == 8) /* the retired CREDIT */
+    if (m.h.type == 8 || m.h.type == 11) /* the retired CREDIT and RING */
         m.h.type = WIRE_PING;
     m.h.reserved = fuzzBelow(2) ? 0 : (uint16_t)fuzzRand();
     m.h.reqId = fuzzBelow(2) ? 1 + fuzzBelow(100) : fuzzRand() | 1;
@@ -126,6 +126,19 @@ static size_t fuzzValidFrame(uint8_t *buf, size_t cap)
         case WIRE_FETCH:
             m.u.fetch.idLen = fuzzLen(OBJ_WIRE_ID_MAX);
             m.u.fetch.id = text;
+            break;
+        case WIRE_PART:
+            m.u.data.size = 1 + fuzzRand() % OBJ_WIRE_SIZE_MAX;
+            m.u.data.metaSize = fuzzBelow(2) ? 0 : OBJ_WIRE_SIZE_MAX;
+            m.u.data.checksum = fuzzRand();
+            m.u.data.offset = fuzzRand() % m.u.data.size;
+            m.u.data.len = 1 + fuzzRand() % (m.u.data.size + m.u.data.metaSize - m.u.data.offset);
+            break;
+        case WIRE_FETCHR:
+            m.u.fetch.idLen = fuzzLen(OBJ_WIRE_ID_MAX);
+            m.u.fetch.id = text;
+            m.u.fetch.offset = fuzzRand() % (2 * OBJ_WIRE_SIZE_MAX + 1);
+            m.u.fetch.flags = (uint32_t)fuzzBelow(WIRE_FETCHR_FLAGS + 1);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:

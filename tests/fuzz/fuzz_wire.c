@@ -69,8 +69,11 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             FUZZ_CHECK(memcmp(a->u.auth.proof, b->u.auth.proof, OBJ_WIRE_PROOF) == 0);
             break;
         case WIRE_FETCH:
+        case WIRE_FETCHR:
             FUZZ_CHECK(a->u.fetch.idLen == b->u.fetch.idLen);
             FUZZ_CHECK(memcmp(a->u.fetch.id, b->u.fetch.id, a->u.fetch.idLen) == 0);
+            FUZZ_CHECK(a->u.fetch.offset == b->u.fetch.offset);
+            FUZZ_CHECK(a->u.fetch.flags == b->u.fetch.flags);
             break;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -79,6 +82,12 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             FUZZ_CHECK(a->u.data.checksum == b->u.data.checksum);
             if (a->h.type == WIRE_RNDV)
                 FUZZ_CHECK(a->u.data.addr == b->u.data.addr && a->u.data.rkey == b->u.data.rkey);
+            break;
+        case WIRE_PART:
+            FUZZ_CHECK(a->u.data.size == b->u.data.size);
+            FUZZ_CHECK(a->u.data.metaSize == b->u.data.metaSize);
+            FUZZ_CHECK(a->u.data.checksum == b->u.data.checksum);
+            FUZZ_CHECK(a->u.data.offset == b->u.data.offset && a->u.data.len == b->u.data.len);
             break;
         case WIRE_ERROR:
             FUZZ_CHECK(a->u.error.code == b->u.error.code);
@@ -107,6 +116,12 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
             FUZZ_CHECK(m->h.reqId != 0);
             FUZZ_CHECK(m->u.fetch.idLen >= 1 && m->u.fetch.idLen <= OBJ_WIRE_ID_MAX);
             break;
+        case WIRE_FETCHR:
+            FUZZ_CHECK(m->h.reqId != 0);
+            FUZZ_CHECK(m->u.fetch.idLen >= 1 && m->u.fetch.idLen <= OBJ_WIRE_ID_MAX);
+            FUZZ_CHECK(m->u.fetch.offset <= 2 * OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK((m->u.fetch.flags & ~WIRE_FETCHR_FLAGS) == 0);
+            break;
         case WIRE_DATA:
         case WIRE_RNDV:
             FUZZ_CHECK(m->h.reqId != 0);
@@ -115,6 +130,14 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
             break;
         case WIRE_DONE:
             FUZZ_CHECK(m->h.reqId != 0);
+            break;
+        case WIRE_PART:
+            FUZZ_CHECK(m->h.reqId != 0);
+            FUZZ_CHECK(m->u.data.size <= OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK(m->u.data.metaSize <= OBJ_WIRE_SIZE_MAX);
+            FUZZ_CHECK(m->u.data.len >= 1 &&
+                       m->u.data.offset < m->u.data.size + m->u.data.metaSize &&
+                       m->u.data.len <= m->u.data.size + m->u.data.metaSize - m->u.data.offset);
             break;
         case WIRE_ERROR:
             FUZZ_CHECK(m->u.error.code >= 1 && m->u.error.code <= WIRE_ERR_MAX);
@@ -293,6 +316,19 @@ static void fuzzEncode(const uint8_t *data, size_t size)
                 m.u.auth.proof[i] = (uint8_t)fuzzTake(&r, 1);
             break;
         case WIRE_FETCH:
+            m.u.fetch.idLen = (uint16_t)fuzzTake(&r, 2);
+            m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
+            break;
+        case WIRE_PART:
+            m.u.data.size = fuzzTake(&r, 8);
+            m.u.data.metaSize = fuzzTake(&r, 8);
+            m.u.data.checksum = fuzzTake(&r, 8);
+            m.u.data.offset = fuzzTake(&r, 8);
+            m.u.data.len = fuzzTake(&r, 8);
+            break;
+        case WIRE_FETCHR:
+            m.u.fetch.offset = fuzzTake(&r, 8);
+            m.u.fetch.flags = (uint32_t)fuzzTake(&r, 4);
             m.u.fetch.idLen = (uint16_t)fuzzTake(&r, 2);
             m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
             break;

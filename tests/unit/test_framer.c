@@ -209,6 +209,33 @@ test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in(voi
     free(dst);
 }
 
+/* What a resuming fetch reads: how much of the payload is in place, counting
+ * the bytes copied from the frame buffer and those read straight in, and
+ * nothing of what is buffered but not yet copied. */
+static void test_payload_left_counts_only_bytes_in_place(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX];
+    size_t len = 0, payLen = 1000;
+    WireMsg m;
+    uint8_t *dst = malloc(payLen), *at;
+    testData(s, &len, 9, payLen, 3);
+    framerInit(&testF);
+
+    assert_int_equal(framerPayloadLeft(&testF), 0);
+    size_t first = OBJ_WIRE_HDR_LEN + 24 + 100;
+    assert_int_equal(testFeed(&testF, s, first, first), first);
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_FRAME);
+    assert_int_equal(framerExpectPayload(&testF, dst, payLen), 0);
+    assert_int_equal(framerPayloadLeft(&testF), payLen); /* 100 buffered, none in place */
+    assert_int_equal(framerNext(&testF, &m, NULL), FRAMER_MORE);
+    assert_int_equal(framerPayloadLeft(&testF), payLen - 100);
+    assert_int_equal(framerReadSpace(&testF, &at), payLen - 100);
+    memcpy(at, s + first, 300);
+    assert_int_equal(framerWrote(&testF, 300), 0);
+    assert_int_equal(framerPayloadLeft(&testF), payLen - 400);
+    free(dst);
+}
+
 static void test_payload_and_next_frame_in_one_write_give_done_then_the_frame(void **state)
 {
     uint8_t s[TEST_STREAM_MAX];
@@ -608,6 +635,7 @@ int main(void)
         cmocka_unit_test_teardown(
             test_payload_buffered_with_its_frame_is_copied_and_the_rest_read_straight_in,
             testTeardown),
+        cmocka_unit_test_teardown(test_payload_left_counts_only_bytes_in_place, testTeardown),
         cmocka_unit_test_teardown(test_payload_and_next_frame_in_one_write_give_done_then_the_frame,
                                   testTeardown),
         cmocka_unit_test_teardown(test_empty_payload_is_done_at_once, testTeardown),

@@ -333,6 +333,76 @@ static void test_roundtrip_fetch(void **state)
     testRoundTrip(&m);
 }
 
+static void test_roundtrip_fetchr(void **state)
+{
+    (void)state;
+    WireMsg m = testMsg(WIRE_FETCHR, 1);
+    m.u.fetch.id = "k";
+    m.u.fetch.idLen = 1;
+    m.u.fetch.offset = 0;
+    m.u.fetch.flags = WIRE_FETCHR_BUSY_OK;
+    testRoundTrip(&m);
+    m.h.reqId = UINT64_MAX;
+    m.u.fetch.id = testId512;
+    m.u.fetch.idLen = OBJ_WIRE_ID_MAX;
+    m.u.fetch.offset = 2 * OBJ_WIRE_SIZE_MAX;
+    m.u.fetch.flags = 0;
+    testRoundTrip(&m);
+}
+
+static void test_fetchr_refuses_unknown_flags_and_offsets(void **state)
+{
+    (void)state;
+    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    WireMsg m = testMsg(WIRE_FETCHR, 7);
+    m.u.fetch.id = "k";
+    m.u.fetch.idLen = 1;
+    m.u.fetch.flags = 4;
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+    m.u.fetch.flags = 0;
+    m.u.fetch.offset = 2 * OBJ_WIRE_SIZE_MAX + 1;
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+
+    /* Encoded valid, then made invalid on the wire: the decoder says no. */
+    m.u.fetch.offset = 5;
+    int n = wireEncode(&m, buf, sizeof(buf));
+    assert_int_equal(n, OBJ_WIRE_HDR_LEN + 15);
+    WireMsg d = {0};
+    const char *why = NULL;
+    assert_int_equal(wireDecodeHdr(buf, &d.h, &why), 0);
+    buf[OBJ_WIRE_HDR_LEN + 8] = 4; /* flags: an unknown bit */
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), -1);
+    buf[OBJ_WIRE_HDR_LEN + 8] = 0;
+    buf[OBJ_WIRE_HDR_LEN + 7] = 0xFF; /* offset: far past any object */
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), -1);
+    buf[OBJ_WIRE_HDR_LEN + 7] = 0;
+    assert_int_equal(wireDecodeBody(buf + OBJ_WIRE_HDR_LEN, &d, &why), 0);
+    assert_int_equal(d.u.fetch.offset, 5);
+}
+
+static void test_roundtrip_part_and_its_range_rules(void **state)
+{
+    (void)state;
+    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    WireMsg m = testMsg(WIRE_PART, 3);
+    m.u.data.size = 100;
+    m.u.data.metaSize = 10;
+    m.u.data.checksum = UINT64_MAX;
+    m.u.data.offset = 0;
+    m.u.data.len = 110;
+    testRoundTrip(&m);
+    m.u.data.offset = 109;
+    m.u.data.len = 1;
+    testRoundTrip(&m);
+    /* Empty, past the end, or longer than what is left: refused. */
+    const uint64_t bad[][2] = {{0, 0}, {110, 1}, {100, 11}, {UINT64_MAX, 2}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        m.u.data.offset = bad[i][0];
+        m.u.data.len = bad[i][1];
+        assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+    }
+}
+
 static void test_roundtrip_data_and_rndv(void **state)
 {
     (void)state;
@@ -1090,8 +1160,8 @@ static void test_proof_equal_compares_every_byte(void **state)
 static void test_type_and_error_names(void **state)
 {
     (void)state;
-    const char *types[] = {"UNKNOWN", "HELLO", "AUTH",    "FETCH", "DATA", "RNDV",
-                           "DONE",    "ERROR", "UNKNOWN", "PING",  "PONG"};
+    const char *types[] = {"UNKNOWN", "HELLO",   "AUTH", "FETCH", "DATA",    "RNDV",   "DONE",
+                           "ERROR",   "UNKNOWN", "PING", "PONG",  "UNKNOWN", "FETCHR", "PART"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
@@ -1291,6 +1361,9 @@ int main(void)
         cmocka_unit_test(test_encode_fills_zero_magic_and_version),
         cmocka_unit_test(test_roundtrip_auth),
         cmocka_unit_test(test_roundtrip_fetch),
+        cmocka_unit_test(test_roundtrip_fetchr),
+        cmocka_unit_test(test_roundtrip_part_and_its_range_rules),
+        cmocka_unit_test(test_fetchr_refuses_unknown_flags_and_offsets),
         cmocka_unit_test(test_roundtrip_data_and_rndv),
         cmocka_unit_test(test_data_decodes_zero_rndv_fields),
         cmocka_unit_test(test_roundtrip_empty_bodies),
