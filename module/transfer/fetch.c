@@ -1264,6 +1264,13 @@ int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, u
     return x->dir ? 0 : -1; /* without the directory's checksum there is nothing to vouch */
 }
 
+const char *fetchSource(const char *id, size_t idLen)
+{
+    Transfer *x = xferById(id, idLen);
+
+    return x && x->conn && x->conn->peerName[0] ? x->conn->peerName : NULL;
+}
+
 /* Has x's relay stream gone FETCH_RELAY_STALL_US without a byte? (The relay
  * is stopped, or so is everything above it.) */
 static int relayStalled(Transfer *x, int64_t now)

@@ -15,5 +15,8 @@ extern const EngineSide fetchSide;
  * place from its start, and *checksum the owner's. Returns 0, or -1 when no
  * such transfer runs. Engine thread only. */
 int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, uint64_t *checksum);
+/* The node the transfer of id running here receives from right now, or
+ * NULL (none runs, or it is between sources). Engine thread only. */
+const char *fetchSource(const char *id, size_t idLen);
 
 #endif /* OBJSTORE_FETCH_H */

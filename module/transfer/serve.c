@@ -326,9 +326,13 @@ static int relayLanded(RelayStream *s)
     ObjEntry *e;
     uint64_t landed, sum;
 
-    if (s->e->state == OBJ_SEALED && !s->e->deleting) {
+    objTableLock(engineConfig()->table); /* OBJ.DEL may be deleting it */
+    int sealed = s->e->state == OBJ_SEALED && !s->e->deleting;
+    int same = sealed && s->e->checksum == s->checksum;
+    objTableUnlock(engineConfig()->table);
+    if (sealed) {
         s->landed = s->dataSize + s->metaSize;
-        return s->e->checksum == s->checksum ? 0 : -1;
+        return same ? 0 : -1;
     }
     if (fetchPartial(s->id, s->idLen, &e, &landed, &sum) == -1 || e != s->e || sum != s->checksum ||
         landed < s->next)
@@ -450,6 +454,11 @@ static int serveRelay(Conn *c, const WireMsg *m, RelayStream *s, const char *why
         return 0;
     }
     s->checksum = sum;
+    const char *source = fetchSource(s->id, s->idLen);
+    if (source && !strcmp(source, c->peerName)) { /* it would feed on its own bytes */
+        relayEnd(s, WIRE_ERR_BUSY, "the requester is this relay's source: ask another");
+        return 0;
+    }
     if (s->next >= s->dataSize + s->metaSize) {
         relayEnd(s, WIRE_ERR_PROTO, "offset past the end of the object");
         return 0;
