@@ -14,6 +14,7 @@ first (client/python/README.md, "Examples"):
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -39,6 +40,22 @@ def forward(weights, x):
     return x
 
 
+def wait_published(client, key, limit=10.0):
+    """Wait until the directory lists the object: a node publishes it after the put
+    returns, and the other nodes find it only there (a fetch before that answers
+    NOTFOUND)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            if client.locate(key)["locations"]:
+                return
+        except objstore.ObjectNotFound:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{key} was not published within {limit} s")
+        time.sleep(0.01)
+
+
 def main():
     rng = np.random.default_rng(1)
     weights = {}
@@ -52,6 +69,7 @@ def main():
     with objstore.connect("127.0.0.1", NODES[SOURCE]) as src:
         src.put_object(key, weights, meta="mlp v1")
         size = src.info(key)["size"]
+        wait_published(src, key)
         clients = {name: objstore.connect("127.0.0.1", NODES[name]) for name in OTHERS}
         try:
             # Returns once every node holds it; a BroadcastError names each that does not.
