@@ -1,13 +1,14 @@
 """A hostile holder or relay in a broadcast: it knows the cluster secret and is listed
 in the directory next to a good holder, but serves wrong bytes under the right size and
-the owner's checksum, whole (DATA) or as a relay does, in PARTs of what it claims to
-have landed. The fetcher catches it by checksum, throws every byte away, fetches again
-from the good holder (after a bad relay chain, from complete holders only), and never
-seals the wrong bytes.
+the owner's checksum, whole (DATA) or as a relay does: one request answered by PARTs,
+each starting where the last ended, to the object's end. The fetcher catches it by
+checksum, throws every byte away, fetches again from the good holder (after a bad relay
+chain, from complete holders only), and never seals the wrong bytes.
 
 The fake holder M is a Python listener registered in the directory (as in
-test_cluster_hostile.py); which holder a fetch asks first is random, so the test
-fetches fresh ids until M has answered at least one of them.
+test_cluster_hostile.py), authenticated with the secret as the accepting side and
+speaking the session MAC (objhelpers.WireAcceptor); which holder a fetch asks first is
+random, so the test fetches fresh ids until M has answered at least one of them.
 """
 
 import socket
@@ -59,6 +60,7 @@ class HostileHolder:
         self.as_relay = as_relay
         self.objects = {}  # id -> the true bytes (for the size and checksum)
         self.answered = []  # (id, frame type sent, offset asked)
+        self.asked = []  # (id, offset, flags) of every request
         self.errors = []  # what went wrong in a session (a bad MAC from the node, ...)
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.bind(("127.0.0.1", 0))
@@ -97,6 +99,7 @@ class HostileHolder:
             peer.handshake(SECRET)
             while True:
                 _, req, oid, offset, flags = peer.recv_request()
+                self.asked.append((oid, offset, flags))
                 data = self.objects[oid]
                 head = (len(data), 0, xxh3_64(data))
                 if self.as_relay and flags & WIRE_FETCHR_PARTIAL_OK:
@@ -148,6 +151,8 @@ def test_wrong_bytes_are_caught_and_fetched_again_from_a_good_holder(cl, uid, as
         kind = "PART" if as_relay else "DATA"
         assert all(k == kind for _, k, _ in m.answered), (
             f"M answered {m.answered}, each expected as {kind}")
+        # One request brings every PART to the end: B never asks again from an offset.
+        assert all(offset == 0 for _, offset, _ in m.asked), f"B asked M {m.asked}"
     finally:
         m.close()
     b1, a1 = stats(b), stats(a)
