@@ -1,6 +1,6 @@
 """One object to N-1 nodes at once, against one pair, on rate-limited links.
 
-For each N: N nodes in namespaces of their own (tests/lib/netns_bcast.py), each
+For each N: N nodes in namespaces of their own (tests/lib/netns.py), each
 behind a tc tbf link of RATE in both directions to one bridge. n0 puts an object of
 SIZE; n1 alone fetches it (the pair's time); n0 puts another; n1..n{N-1} fetch it at
 the same moment (the broadcast's time: until the last holds it). Reports the ratio,
@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 
-from netns_bcast import BcastLab  # noqa: E402
+from netns import NetnsCluster  # noqa: E402
 
 TCK = os.sysconf("SC_CLK_TCK")
 
@@ -30,7 +30,15 @@ def cpu_seconds(pid):
 
 
 def lab_cpu(lab):
-    return sum(cpu_seconds(p.pid) for name, p in lab.procs.items() if name != "dir")
+    return sum(cpu_seconds(node.proc.pid) for node in lab.nodes.values())
+
+
+def client(lab, i, timeout=120.0):
+    return lab[f"n{i}"].new_client(timeout)
+
+
+def stats(lab, i):
+    return lab[f"n{i}"].stats()
 
 
 def fetch_all(lab, oid, targets):
@@ -38,7 +46,7 @@ def fetch_all(lab, oid, targets):
     start = threading.Barrier(len(targets) + 1)
 
     def one(i):
-        c = lab.client(i, timeout=600)
+        c = client(lab, i, timeout=600)
         start.wait()
         r = c.execute_command("OBJ.FETCH", oid)
         done[i] = (time.monotonic(), r)
@@ -57,34 +65,47 @@ def fetch_all(lab, oid, targets):
 
 
 def run(n, size, rate, node_args):
-    with BcastLab(n, rate=rate, memory=f"{max(256, (2 * size >> 20) + 64)}mb",
-                  node_args=node_args) as lab:
-        data = os.urandom(size)
-        c0 = lab.client(0)
-        c0.execute_command("OBJ.PUT", "pair", data)
-        c0.execute_command("OBJ.PUT", "bcast", data)
-        time.sleep(0.5)  # both published
-        cpu0 = lab_cpu(lab)
-        pair = fetch_all(lab, "pair", [1])
-        cpu1 = lab_cpu(lab)
-        before = [lab.stats(i) for i in range(n)]
-        bcast = fetch_all(lab, "bcast", list(range(1, n)))
-        cpu2 = lab_cpu(lab)
-        after = [lab.stats(i) for i in range(n)]
-        up = [a["transfer_uploaded_bytes"] - b["transfer_uploaded_bytes"]
-              for a, b in zip(after, before)]
-        down = sum(a["transfer_downloaded_bytes"] - b["transfer_downloaded_bytes"]
-                   for a, b in zip(after, before))
-        mean = sum(up) / n
-        return {
-            "nodes": n, "size": size, "rate": rate, "pair_s": round(pair, 3),
-            "broadcast_s": round(bcast, 3), "ratio": round(bcast / pair, 2),
-            "spread_max_over_mean": round(max(up) / mean, 2) if mean else 0,
-            "owner_uploaded_share": round(up[0] / sum(up), 3) if sum(up) else 0,
-            "uploaders_over_10pct": sum(1 for u in up if u > 0.1 * size),
-            "cpu_ns_per_byte_pair": round((cpu1 - cpu0) * 1e9 / size, 3),
-            "cpu_ns_per_byte_broadcast": round((cpu2 - cpu1) * 1e9 / max(down, 1), 3),
-        }
+    # tbf burst 512 KiB, latency 100 ms: the links of every earlier run in bench/results.
+    lab = NetnsCluster(n, rate=rate, memory=f"{max(256, (2 * size >> 20) + 64)}mb",
+                       burst="512kb", latency="100ms", names=[f"n{i}" for i in range(n)],
+                       extra_args=node_args)
+    lab.start()
+    try:
+        return measure(lab, n, size, rate)
+    finally:
+        report = lab.stop()
+        if report:
+            print(f"N = {n}: the nodes left problems behind:\n{report}", file=sys.stderr)
+
+
+def measure(lab, n, size, rate):
+    """One pair's fetch and one broadcast on a started lab: the row of the results."""
+    data = os.urandom(size)
+    c0 = client(lab, 0)
+    c0.execute_command("OBJ.PUT", "pair", data)
+    c0.execute_command("OBJ.PUT", "bcast", data)
+    time.sleep(0.5)  # both published
+    cpu0 = lab_cpu(lab)
+    pair = fetch_all(lab, "pair", [1])
+    cpu1 = lab_cpu(lab)
+    before = [stats(lab, i) for i in range(n)]
+    bcast = fetch_all(lab, "bcast", list(range(1, n)))
+    cpu2 = lab_cpu(lab)
+    after = [stats(lab, i) for i in range(n)]
+    up = [a["transfer_uploaded_bytes"] - b["transfer_uploaded_bytes"]
+          for a, b in zip(after, before)]
+    down = sum(a["transfer_downloaded_bytes"] - b["transfer_downloaded_bytes"]
+               for a, b in zip(after, before))
+    mean = sum(up) / n
+    return {
+        "nodes": n, "size": size, "rate": rate, "pair_s": round(pair, 3),
+        "broadcast_s": round(bcast, 3), "ratio": round(bcast / pair, 2),
+        "spread_max_over_mean": round(max(up) / mean, 2) if mean else 0,
+        "owner_uploaded_share": round(up[0] / sum(up), 3) if sum(up) else 0,
+        "uploaders_over_10pct": sum(1 for u in up if u > 0.1 * size),
+        "cpu_ns_per_byte_pair": round((cpu1 - cpu0) * 1e9 / size, 3),
+        "cpu_ns_per_byte_broadcast": round((cpu2 - cpu1) * 1e9 / max(down, 1), 3),
+    }
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/bin/bash
 # broadcast.sh - time for N-1 nodes to hold one object, against one pair's time on
 # the same links: N nodes in network namespaces, each behind a tc tbf link (both
-# directions) to one bridge (bench/broadcast.py, tests/lib/netns_bcast.py).
+# directions) to one bridge (bench/broadcast.py, tests/lib/netns.py).
 #
 #   sudo bench/broadcast.sh [NODES=2,4,8,16] [SIZE_MIB=64] [RATE=400mbit] [LABEL] [NODE_ARGS]
 #

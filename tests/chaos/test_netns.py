@@ -6,6 +6,7 @@ left behind, whether the run ends normally, by an exception, or by SIGTERM / SIG
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import time
 import pytest
 from redis.exceptions import ResponseError
 
-from netns import NetnsLab, leftovers, netns_problem
+from netns import NetnsCluster, NetnsLab, leftovers, netns_problem
 from objhelpers import wait_locations
 
 MIB = 1 << 20
@@ -142,3 +143,36 @@ def test_nothing_left_behind_when_the_run_dies(mode):
     assert proc.returncode != 0
     assert leftovers(prefix) == []
     assert not os.path.exists(f"/proc/{pid}") or "State:\tZ" in open(f"/proc/{pid}/status").read()
+
+
+def config_get(client, name):
+    reply = client.obj("CONFIG", "GET", name)
+    return dict(zip(reply[::2], reply[1::2])).get(name.encode())
+
+
+def test_cluster_names_links_and_per_node_arguments(make_netns_cluster):
+    """What the broadcast tests and bench rely on: names of their own, the tbf's burst
+    and latency on both ends of every link, module arguments for one node only."""
+    c = make_netns_cluster(2, rate="300mbit", burst="512kb", latency="100ms",
+                           names=["n0", "n1"], node_args={"n1": ["upload-slots", "3"]})
+    assert c.names == ["n0", "n1"] and c.wait_registered() is None
+    for name in c.names:
+        for side in c.lab.qdiscs(c[name].link):
+            assert "tbf" in side and "300Mbit" in side and "lat 100ms" in side, side
+            m = re.search(r"burst (\d+)(b|Kb|Mb)", side)
+            burst = int(m.group(1)) * {"b": 1, "Kb": 1024, "Mb": 1 << 20}[m.group(2)]
+            assert 500 * 1024 <= burst <= 512 * 1024, side  # tc rounds to its clock
+    assert config_get(c.client("n0"), "objstore.upload-slots") == b"1"
+    assert config_get(c.client("n1"), "objstore.upload-slots") == b"3"
+
+
+def test_a_cluster_that_fails_to_start_leaves_nothing_behind():
+    why = netns_problem()
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+    c = NetnsCluster(2, node_args={"n2": ["no-such-argument", "1"]})
+    with pytest.raises(BaseException) as info:
+        c.start()
+    assert "n2" in str(info.value), str(info.value)[:500]
+    assert leftovers(c.lab.prefix) == []
+    assert all(not n.alive() for n in c.nodes.values())

@@ -5,7 +5,8 @@ many nodes sharing bandwidth. This module puts each node (and the directory Redi
 a network namespace of its own, with a veth pair to one bridge, optionally rate limited
 in both directions (tc tbf), and lets a test cut and heal a link, pause and continue a
 node, kill -9 and restart it, flush or restart the directory, and read every node's
-stats. Its users: tests/chaos (its own tests in test_netns.py, and the chaos run).
+stats. Its users: tests/chaos (its own tests in test_netns.py, and the chaos run), the
+broadcast tests (tests/server/test_broadcast_netns.py) and bench/broadcast.py.
 
     netns_problem()        why namespaces cannot be made here (None: they can)
     NetnsLab               the bridge, the namespaces and their links; close() removes all
@@ -496,9 +497,13 @@ class NetnsCluster:
     and removes the lab. Returns the problems as one report string ("" when none)."""
 
     def __init__(self, n, rate=None, secret="s3cret", memory="128mb", heartbeat=250,
-                 node_ttl=1500, fetch_timeout=30000, extra_args=(), register_timeout=30.0):
+                 node_ttl=1500, fetch_timeout=30000, extra_args=(), register_timeout=30.0,
+                 names=None, burst="256kb", latency="200ms", node_args=None):
+        """rate, burst, latency: each link's tbf (rate None: unlimited). names: the
+        nodes' names (default n1..nN). extra_args: module arguments of every node;
+        node_args: {name: module arguments} added for some of them."""
         self.n = n
-        self.lab = NetnsLab(rate=rate)
+        self.lab = NetnsLab(rate=rate, burst=burst, latency=latency)
         self.secret = secret
         self.memory = memory
         self.heartbeat = heartbeat
@@ -508,7 +513,9 @@ class NetnsCluster:
         self.register_timeout = register_timeout
         self.directory = None
         self.nodes = {}
-        self.names = [f"n{i}" for i in range(1, n + 1)]
+        self.names = list(names) if names else [f"n{i}" for i in range(1, n + 1)]
+        assert len(self.names) == n
+        self.node_args = dict(node_args or {})
 
     def __enter__(self):
         return self.start()
@@ -520,17 +527,28 @@ class NetnsCluster:
         return self.nodes[name]
 
     def start(self):
-        self.lab.create()
-        dlink = self.lab.add("dir", index=250)
-        self.directory = NetnsDirectory(dlink).start()
-        for name in self.names:
-            link = self.lab.add(name)
-            self.nodes[name] = NetnsNode(
-                name, link, self.directory.addr, secret=self.secret, memory=self.memory,
-                heartbeat=self.heartbeat, node_ttl=self.node_ttl,
-                fetch_timeout=self.fetch_timeout, extra_args=self.extra_args)
-        start_nodes(list(self.nodes.values()))
-        self.wait_registered()
+        """Build the lab, start the directory and the nodes, wait until every node is
+        registered; returns self. On any failure everything made is removed (stop())
+        before the error goes on."""
+        try:
+            self.lab.create()
+            dlink = self.lab.add("dir", index=250)
+            self.directory = NetnsDirectory(dlink).start()
+            for name in self.names:
+                link = self.lab.add(name)
+                self.nodes[name] = NetnsNode(
+                    name, link, self.directory.addr, secret=self.secret, memory=self.memory,
+                    heartbeat=self.heartbeat, node_ttl=self.node_ttl,
+                    fetch_timeout=self.fetch_timeout,
+                    extra_args=self.extra_args + list(self.node_args.get(name, ())))
+            start_nodes(list(self.nodes.values()))
+            seen = self.wait_registered()
+            if seen is not None:
+                raise NetnsError(f"nodes not registered within {self.register_timeout:.0f}s: "
+                                 f"the directory lists {seen}, expected {sorted(self.names)}")
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def wait_registered(self, names=None, timeout=None):
@@ -553,6 +571,10 @@ class NetnsCluster:
                 return None
             time.sleep(0.1)
         return seen
+
+    def client(self, name, timeout=None):
+        """A raw-reply client of node name (closed at stop())."""
+        return self.nodes[name].client(timeout)
 
     def all_stats(self):
         """{node name: OBJ.STATS} of every live, running node."""

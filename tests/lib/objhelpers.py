@@ -489,7 +489,8 @@ def stat_delta(before, after, *fields):
 # ---- the transfer protocol, from the outside (module/transfer/wire.h) ------------------------------
 
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
-WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING = 8, 9, 10, 11
+WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING, WIRE_FETCHR, WIRE_PART = 8, 9, 10, 11, 12, 13
+WIRE_FETCHR_BUSY_OK, WIRE_FETCHR_PARTIAL_OK = 1, 2
 WIRE_MAGIC = 0x4F424A53
 WIRE_VERSION = 3  # module/transfer/wire.h OBJ_WIRE_VERSION
 WIRE_HDR = struct.Struct("<BBHIQ")
@@ -557,30 +558,44 @@ class WireMac:
         return self.gcm.encrypt(struct.pack("<IQ", 2, self.seq - 1), b"", payload)
 
 
-def wire_data_has_payload(ftype, body):
+def wire_has_payload_tag(ftype, body):
+    """wireSeal's rule: a payload tag follows every PART, and a DATA frame whose sizes
+    announce a payload."""
+    if ftype == WIRE_PART:
+        return True
     return ftype == WIRE_DATA and len(body) >= 16 and struct.unpack_from("<QQ", body) != (0, 0)
 
 
 def wire_seal(mac, frame, payload=b""):
-    """wireSeal: frame + its tag (+ a DATA payload's tag) + payload; mac None: no session."""
+    """wireSeal: frame + its tag (+ a DATA or PART payload's tag) + payload; mac None: no
+    session."""
     out = frame
     if mac:
         out += mac.frame_tag(frame)
-        if wire_data_has_payload(frame[0], frame[WIRE_HDR.size:]):
+        if wire_has_payload_tag(frame[0], frame[WIRE_HDR.size:]):
             out += mac.payload_tag(payload)
     return out + payload
 
 
-class WirePeer:
-    """A hand-made peer on a node's transfer port, speaking module/transfer/wire.h with Python's
-    struct/hmac: for protocol conformance and hostile-input tests."""
+def wire_hello_fields(body):
+    """(magic, version, features, nonce, proof, name) of a HELLO body; AssertionError if its
+    length does not match its name length."""
+    magic, version, features = struct.unpack_from("<IHH", body)
+    (name_len,) = struct.unpack_from("<H", body, 56)
+    assert len(body) == 58 + name_len, "HELLO length does not match its name length"
+    return magic, version, features, body[8:24], body[24:56], body[58:]
 
-    def __init__(self, port, timeout=5.0, name=b"fake-peer", features=1, source=None):
-        """source: the local address to connect from (any of 127.0.0.0/8 works on Linux),
-        so that a test can appear as another host."""
-        self.sock = socket.create_connection(
-            ("127.0.0.1", port), timeout=timeout,
-            source_address=(source, 0) if source else None)
+
+class WireSession:
+    """One end of a transfer session on a socket, speaking module/transfer/wire.h with
+    Python's struct/hmac: framing, the handshake's proofs and the session MAC, the same
+    whichever side dialled. WirePeer is the connecting end, WireAcceptor the accepting
+    one; `role` says which (WIRE_ROLE_CONNECTOR / WIRE_ROLE_ACCEPTOR)."""
+
+    role = None
+
+    def __init__(self, sock, timeout, name, features):
+        self.sock = sock
         self.sock.settimeout(timeout)
         self.nonce = os.urandom(16)
         self.name = name
@@ -590,7 +605,7 @@ class WirePeer:
         self.peer_proof = None
         self.peer_features = None
         self.tx = self.rx = None  # WireMac once the handshake is done
-        self.payload_tag = None   # the tag the DATA payload being read must match
+        self.payload_tag = None   # the tag the payload being read must match
 
     def close(self):
         self.sock.close()
@@ -599,7 +614,7 @@ class WirePeer:
         self.sock.sendall(data)
 
     def recv_exact(self, n):
-        """n bytes; raises EOFError if the node closes first."""
+        """n bytes; raises EOFError if the other end closes first."""
         buf = bytearray()
         while len(buf) < n:
             chunk = self.sock.recv(min(n - len(buf), 1 << 20))
@@ -611,7 +626,7 @@ class WirePeer:
     def seal(self, frame, payload=b""):
         """frame (header + body, as wire_frame makes it, well-formed or not) as it goes on
         the wire once the handshake is done: its tag under the session MAC, and for a DATA
-        frame that announces a payload the tag of payload; then payload."""
+        frame that announces a payload or a PART the tag of payload; then payload."""
         return wire_seal(self.tx, frame, payload)
 
     def send_frame(self, frame, payload=b""):
@@ -619,51 +634,80 @@ class WirePeer:
 
     def recv_frame(self):
         """(type, flags, credits, req_id, body); in a session the frame's tag is checked
-        (AssertionError if wrong), and a DATA payload's tag kept for recv_payload."""
+        (AssertionError if wrong), and a DATA or PART payload's tag kept for
+        recv_payload."""
         head = self.recv_exact(WIRE_HDR.size)
         t, fl, cr, n, rid = WIRE_HDR.unpack(head)
-        assert n <= 4096, f"node sent a frame with bodyLen {n}"
+        assert n <= 4096, f"the other end sent a frame with bodyLen {n}"
         body = self.recv_exact(n)
         if self.rx:
             tag = self.recv_exact(16)
             assert hmac.compare_digest(tag, self.rx.frame_tag(head + body)), (
-                f"frame {t} from the node fails its session MAC")
-            self.payload_tag = self.recv_exact(16) if wire_data_has_payload(t, body) else None
+                f"frame {t} from the other end fails its session MAC")
+            self.payload_tag = self.recv_exact(16) if wire_has_payload_tag(t, body) else None
         return t, fl, cr, rid, body
 
     def recv_payload(self, n):
-        """The n payload bytes after a DATA frame, checked against their tag in a session."""
+        """The n payload bytes after a DATA or PART frame, checked against their tag in a
+        session."""
         data = self.recv_exact(n)
         if self.rx and n:
             assert hmac.compare_digest(self.payload_tag, self.rx.payload_tag(data)), (
-                "the DATA payload fails its session MAC")
+                "the payload fails its session MAC")
         return data
+
+    def recv_hello(self):
+        """Read the other end's HELLO; remembers its nonce, name, features and proof (all
+        zero from a connector)."""
+        t, fl, cr, rid, body = self.recv_frame()
+        assert t == WIRE_HELLO, f"expected HELLO, got frame type {t} body {body!r:.100}"
+        magic, version, features, nonce, proof, name = wire_hello_fields(body)
+        assert (magic, version) == (WIRE_MAGIC, WIRE_VERSION), (
+            f"HELLO magic/version {magic:#x}/{version}")
+        self.peer_features, self.peer_nonce, self.peer_proof, self.peer_name = (
+            features, nonce, proof, name)
+        return features
+
+    def transcript(self, dialled=None):
+        """The handshake as wire_proof takes it: connector, acceptor, the name dialled
+        (default: the acceptor's), both features, both nonces."""
+        me = (self.name, self.features, self.nonce)
+        peer = (self.peer_name, self.peer_features, self.peer_nonce)
+        (cn, cf, cno), (an, af, ano) = (me, peer) if self.role == WIRE_ROLE_CONNECTOR else (peer, me)
+        return cn, an, an if dialled is None else dialled, cf, af, cno, ano
+
+    def proof(self, secret, role, dialled=None):
+        """This session's proof for role (dialled defaults to the acceptor's name)."""
+        return wire_proof(secret, role, *self.transcript(dialled))
+
+    def key_session(self, secret):
+        """Key both directions from this handshake (both proofs known); the MAC is on from
+        the next frame."""
+        mine = self.proof(secret, self.role)
+        acceptor, connector = ((self.peer_proof, mine) if self.role == WIRE_ROLE_CONNECTOR
+                               else (mine, self.peer_proof))
+        c2a, a2c = wire_session_keys(secret, acceptor, connector, *self.transcript())
+        tx, rx = (c2a, a2c) if self.role == WIRE_ROLE_CONNECTOR else (a2c, c2a)
+        self.tx, self.rx = WireMac(tx), WireMac(rx)
+
+
+class WirePeer(WireSession):
+    """A hand-made connector on a node's transfer port: for protocol conformance and
+    hostile-input tests."""
+
+    role = WIRE_ROLE_CONNECTOR
+
+    def __init__(self, port, timeout=5.0, name=b"fake-peer", features=1, source=None):
+        """source: the local address to connect from (any of 127.0.0.0/8 works on Linux),
+        so that a test can appear as another host."""
+        sock = socket.create_connection(
+            ("127.0.0.1", port), timeout=timeout,
+            source_address=(source, 0) if source else None)
+        super().__init__(sock, timeout, name, features)
 
     def send_hello(self, name=None):
         self.send(wire_frame(WIRE_HELLO, wire_hello_body(
             self.nonce, self.name if name is None else name, features=self.features)))
-
-    def recv_hello(self):
-        """Read the acceptor's HELLO; remembers its nonce, name, features and proof."""
-        t, fl, cr, rid, body = self.recv_frame()
-        assert t == WIRE_HELLO, f"expected HELLO, got frame type {t} body {body!r:.100}"
-        magic, version, features = struct.unpack_from("<IHH", body)
-        assert (magic, version) == (WIRE_MAGIC, WIRE_VERSION), (
-            f"HELLO magic/version {magic:#x}/{version}")
-        self.peer_features = features
-        self.peer_nonce = body[8:24]
-        self.peer_proof = body[24:56]
-        (name_len,) = struct.unpack_from("<H", body, 56)
-        assert len(body) == 58 + name_len, "HELLO length does not match its name length"
-        self.peer_name = body[58:]
-        return features
-
-    def proof(self, secret, role, dialled=None):
-        """Our session's proof for role (we are the connector; dialled defaults to the
-        name the acceptor gave)."""
-        return wire_proof(secret, role, self.name, self.peer_name,
-                          self.peer_name if dialled is None else dialled,
-                          self.features, self.peer_features, self.nonce, self.peer_nonce)
 
     def send_auth(self, secret):
         self.send(wire_frame(WIRE_AUTH, self.proof(secret, WIRE_ROLE_CONNECTOR)))
@@ -676,14 +720,6 @@ class WirePeer:
         assert hmac.compare_digest(self.peer_proof, want), "acceptor's HELLO proof is wrong"
         self.send_auth(secret)
         self.key_session(secret)
-
-    def key_session(self, secret):
-        """Key both directions from this handshake (after send_auth)."""
-        c2a, a2c = wire_session_keys(
-            secret, self.peer_proof, self.proof(secret, WIRE_ROLE_CONNECTOR), self.name,
-            self.peer_name, self.peer_name, self.features, self.peer_features, self.nonce,
-            self.peer_nonce)
-        self.tx, self.rx = WireMac(c2a), WireMac(a2c)
 
     def fetch(self, oid, req_id):
         """Send FETCH and read the answer: ("DATA", size, meta_size, checksum, payload)
@@ -715,3 +751,52 @@ class WirePeer:
                 return True
             if not chunk:
                 return True
+
+
+class WireAcceptor(WireSession):
+    """A hand-made node on an accepted connection (a node dialled it): answers the
+    connector's HELLO with its proof, checks the AUTH, and speaks the session MAC as the
+    accepting side. For fake holders and relays."""
+
+    role = WIRE_ROLE_ACCEPTOR
+
+    def __init__(self, sock, timeout=5.0, name=b"fake-node", features=1):
+        super().__init__(sock, timeout, name, features)
+
+    def handshake(self, secret):
+        """HELLO -> HELLO with our proof -> AUTH (connector proof checked); then the session
+        MAC is on. AssertionError if the connector's proof is wrong."""
+        self.recv_hello()
+        self.send(wire_frame(WIRE_HELLO, wire_hello_body(
+            self.nonce, self.name, self.proof(secret, WIRE_ROLE_ACCEPTOR), self.features)))
+        t, fl, cr, rid, body = self.recv_frame()
+        assert t == WIRE_AUTH, f"expected AUTH, got frame type {t}"
+        self.peer_proof = body
+        want = self.proof(secret, WIRE_ROLE_CONNECTOR)
+        assert hmac.compare_digest(body, want), "connector's AUTH proof is wrong"
+        self.key_session(secret)
+
+    def recv_request(self):
+        """The next FETCH or FETCHR: (type, req_id, id, offset, flags) (offset and flags 0
+        for a FETCH); other frames (DONE, PING) are skipped. EOFError when the node
+        closes."""
+        while True:
+            t, fl, cr, rid, body = self.recv_frame()
+            if t == WIRE_FETCH:
+                (id_len,) = struct.unpack_from("<H", body)
+                return t, rid, body[2:2 + id_len], 0, 0
+            if t == WIRE_FETCHR:
+                offset, flags, id_len = struct.unpack_from("<QIH", body)
+                return t, rid, body[14:14 + id_len], offset, flags
+
+    def send_data(self, req_id, size, meta_size, checksum, payload):
+        """DATA (size, metaSize, checksum) and its payload (the bytes from the offset
+        asked)."""
+        self.send_frame(wire_frame(WIRE_DATA, struct.pack("<QQQ", size, meta_size, checksum),
+                                   req_id=req_id), payload)
+
+    def send_part(self, req_id, size, meta_size, checksum, offset, payload):
+        """PART: len(payload) bytes of the object from offset, as a relay sends them."""
+        self.send_frame(wire_frame(
+            WIRE_PART, struct.pack("<QQQQQ", size, meta_size, checksum, offset, len(payload)),
+            req_id=req_id), payload)

@@ -4,8 +4,10 @@ Driven through build/tests/server/broadcast_client (tests/server/broadcast_clien
 which prints each node's outcome by name and exits 0 only when the call reported
 success, which it checks agrees with every node's outcome.
 
-- success only when every node holds the object (checked on each node afterwards);
-- each node's failure reported by its name (a node that is down, a missing object).
+- success only when every node holds the object (checked on each node afterwards), the
+  nodes asked at once (they relay to each other and the owner sends some away);
+- each node's failure reported by its name with its own reason (a node that is down, a
+  node without room for the object, a missing object), the other nodes holding it.
 """
 
 import os
@@ -13,13 +15,15 @@ import subprocess
 
 import pytest
 
-from objhelpers import MIB, payload, sha256, wait_locations
+from objhelpers import MIB, payload, sha256, stats, wait_locations
 from objnodes import build_path, free_port
 
 
 @pytest.fixture(scope="module")
 def cl(make_cluster_module):
-    return make_cluster_module(names=("A", "B", "C", "D", "E"), layout="separate")
+    cl = make_cluster_module(names=("A", "B", "C", "D", "E"), layout="separate")
+    cl.add_node("tiny", memory="1mb")  # no room for the objects below
+    return cl
 
 
 @pytest.fixture(scope="module")
@@ -43,35 +47,53 @@ def broadcast(binary, oid, dests, timeout_ms=10000):
     return run.returncode, out
 
 
-def test_broadcast_succeeds_only_when_every_node_holds_the_object(cl, binary, uid):
-    oid = "bc-ok-" + uid(b"").hex()
-    data = payload(4 * MIB, seed=9)
+def put_on_a(cl, oid, data):
     a = cl["A"].client()
     assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
     wait_locations(a, oid, ["A"])
-    dests = [(n, cl[n].port) for n in ("B", "C", "D", "E")]
 
-    rc, out = broadcast(binary, oid, dests)
 
-    assert rc == 0 and out == {n: "OK" for n, _ in dests}
-    for n, _ in dests:
+def assert_held(cl, oid, data, names):
+    for n in names:
         got = cl[n].client().execute_command("OBJ.GET", oid)
         assert sha256(got) == sha256(data), f"{n}: the copy differs"
 
 
+def test_broadcast_succeeds_only_when_every_node_holds_the_object(cl, binary, uid):
+    oid = "bc-ok-" + uid(b"").hex()
+    data = payload(32 * MIB, seed=9)
+    put_on_a(cl, oid, data)
+    dests = [(n, cl[n].port) for n in ("B", "C", "D", "E")]
+    before = {n: stats(cl[n].client()) for n in "ABCDE"}
+
+    rc, out = broadcast(binary, oid, dests, timeout_ms=60000)
+
+    assert rc == 0 and out == {n: "OK" for n, _ in dests}
+    assert_held(cl, oid, data, [n for n, _ in dests])
+    after = {n: stats(cl[n].client()) for n in "ABCDE"}
+    # At once: a node asking while the owner's upload slot is taken is sent away
+    # (BUSY) or takes the bytes from a node still receiving them (PART).
+    overlap = sum(after[n][k] - before[n][k] for n in after
+                  for k in ("transfer_redirects", "transfer_relayed"))
+    assert overlap > 0, "the nodes fetched one after the other, not at once"
+
+
 def test_broadcast_names_each_node_that_failed(cl, binary, uid):
     oid = "bc-down-" + uid(b"").hex()
-    a = cl["A"].client()
-    assert a.execute_command("OBJ.PUT", oid, payload(MIB, seed=4)) == b"OK"
-    wait_locations(a, oid, ["A"])
+    data = payload(4 * MIB, seed=4)
+    put_on_a(cl, oid, data)
     dead = free_port()  # nothing listens there
-    dests = [("B", cl["B"].port), ("ghost", dead), ("C", cl["C"].port)]
+    dests = [("B", cl["B"].port), ("ghost", dead), ("tiny", cl["tiny"].port),
+             ("C", cl["C"].port)]
 
     rc, out = broadcast(binary, oid, dests)
 
     assert rc == 1
     assert out["B"] == "OK" and out["C"] == "OK"
     assert out["ghost"] != "OK" and out["ghost"], "the unreachable node is named with a reason"
+    assert out["tiny"].startswith("OOM"), f"tiny: {out['tiny']}"
+    assert_held(cl, oid, data, ["B", "C"])
+    assert cl["tiny"].client().execute_command("OBJ.EXISTS", oid) == 0
 
 
 def test_broadcast_of_a_missing_object_fails_on_every_node_by_name(cl, binary, uid):

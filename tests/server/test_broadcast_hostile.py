@@ -1,18 +1,17 @@
 """A hostile holder or relay in a broadcast: it knows the cluster secret and is listed
 in the directory next to a good holder, but serves wrong bytes under the right size and
-the owner's checksum, whole (DATA) or as a relay does, in PARTs of what it claims to
-have landed. The fetcher catches it by checksum, throws every byte away, fetches again
-from the good holder (after a bad relay chain, from complete holders only), and never
-seals the wrong bytes.
+the owner's checksum, whole (DATA) or as a relay does: one request answered by PARTs,
+each starting where the last ended, to the object's end. The fetcher catches it by
+checksum, throws every byte away, fetches again from the good holder (after a bad relay
+chain, from complete holders only), and never seals the wrong bytes.
 
 The fake holder M is a Python listener registered in the directory (as in
-test_cluster_hostile.py); which holder a fetch asks first is random, so the test
-fetches fresh ids until M has answered at least one of them.
+test_cluster_hostile.py), authenticated with the secret as the accepting side and
+speaking the session MAC (objhelpers.WireAcceptor); which holder a fetch asks first is
+random, so the test fetches fresh ids until M has answered at least one of them.
 """
 
-import os
 import socket
-import struct
 import threading
 import time
 
@@ -20,27 +19,21 @@ import pytest
 
 from objhelpers import (
     MIB,
-    WIRE_AUTH,
-    WIRE_DATA,
-    WIRE_HDR,
-    WIRE_HELLO,
-    WIRE_ROLE_ACCEPTOR,
+    WIRE_FETCHR_PARTIAL_OK,
+    WireAcceptor,
     fetch,
+    info,
     payload,
     sha256,
     stats,
+    to_str,
     wait_locations,
-    wire_frame,
-    wire_hello_body,
-    wire_proof,
     xxh3_64,
 )
 from objnodes import registry_key
 
 SECRET = b"s3cret"
-WIRE_FETCH, WIRE_FETCHR, WIRE_PART = 3, 12, 13
-PARTIAL_OK = 2
-PART_CHUNK = 512 * 1024
+PART_CHUNK = 512 * 1024  # a relay's answer comes as several PARTs
 SIZE = 2 * MIB
 TRIES = 12  # each fetch asks M first with probability 1/2
 
@@ -50,35 +43,25 @@ def cl(make_cluster_module):
     return make_cluster_module(names=("A", "B"), layout="own", memory="64mb", secret="s3cret")
 
 
-def recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
-def recv_frame(sock):
-    head = recv_exact(sock, WIRE_HDR.size)
-    if head is None:
-        return None
-    t, _, _, n, req = WIRE_HDR.unpack(head)
-    body = recv_exact(sock, n) if n else b""
-    return None if body is None else (t, req, body)
+def wrong(data):
+    return bytes(b ^ 0x5A for b in data)
 
 
 class HostileHolder:
-    """M: registered in the directory, speaks the handshake with the secret, and
-    answers every FETCH / FETCHR with the right DATA header and wrong bytes."""
+    """M: registered in the directory, authenticates with the secret as the accepting side
+    and speaks the session MAC (its frames tagged, the node's checked), and answers every
+    FETCH / FETCHR with the right size and the owner's checksum over wrong bytes: as a
+    DATA, or (as_relay, to a FETCHR with PARTIAL_OK) as a relay does, one PART after the
+    other from the offset asked to the object's end."""
 
     def __init__(self, directory, name=b"M", as_relay=False):
         self.dir = directory
         self.name = name
         self.as_relay = as_relay
         self.objects = {}  # id -> the true bytes (for the size and checksum)
-        self.answered = 0
+        self.answered = []  # (id, frame type sent, offset asked)
+        self.asked = []  # (id, offset, flags) of every request
+        self.errors = []  # what went wrong in a session (a bad MAC from the node, ...)
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(8)
@@ -111,52 +94,29 @@ class HostileHolder:
             threading.Thread(target=self.session, args=(conn,), daemon=True).start()
 
     def session(self, conn):
-        conn.settimeout(30)
+        peer = WireAcceptor(conn, timeout=30, name=self.name)
         try:
-            hello = recv_frame(conn)
-            if not hello or hello[0] != WIRE_HELLO:
-                return
-            body = hello[2]
-            (features,) = struct.unpack_from("<H", body, 6)
-            (name_len,) = struct.unpack_from("<H", body, 56)
-            nonce_c, name_c = body[8:24], body[58:58 + name_len]
-            nonce = os.urandom(16)
-            proof = wire_proof(SECRET, WIRE_ROLE_ACCEPTOR, name_c, self.name, self.name,
-                               features, 1, nonce_c, nonce)
-            conn.sendall(wire_frame(WIRE_HELLO, wire_hello_body(nonce, self.name, proof, 1)))
-            auth = recv_frame(conn)
-            if not auth or auth[0] != WIRE_AUTH:
-                return
+            peer.handshake(SECRET)
             while True:
-                f = recv_frame(conn)
-                if f is None:
-                    return
-                t, req, body = f
-                flags = 0
-                if t == WIRE_FETCH:
-                    offset, (id_len,) = 0, struct.unpack_from("<H", body, 0)
-                    oid = body[2:2 + id_len]
-                elif t == WIRE_FETCHR:
-                    (offset, flags) = struct.unpack_from("<QI", body, 0)
-                    (id_len,) = struct.unpack_from("<H", body, 12)
-                    oid = body[14:14 + id_len]
-                else:
-                    continue
+                _, req, oid, offset, flags = peer.recv_request()
+                self.asked.append((oid, offset, flags))
                 data = self.objects[oid]
-                head = struct.pack("<QQQ", len(data), 0, xxh3_64(data))
-                if self.as_relay and flags & PARTIAL_OK:
-                    n = min(PART_CHUNK, len(data) - offset)
-                    wrong = bytes(b ^ 0x5A for b in data[offset:offset + n])
-                    conn.sendall(wire_frame(WIRE_PART, head + struct.pack("<QQ", offset, n),
-                                            req_id=req) + wrong)
+                head = (len(data), 0, xxh3_64(data))
+                if self.as_relay and flags & WIRE_FETCHR_PARTIAL_OK:
+                    for at in range(offset, len(data), PART_CHUNK):
+                        peer.send_part(req, *head, at, wrong(data[at:at + PART_CHUNK]))
+                    self.answered.append((oid, "PART", offset))
                 else:
-                    wrong = bytes(b ^ 0x5A for b in data[offset:])
-                    conn.sendall(wire_frame(WIRE_DATA, head, req_id=req) + wrong)
-                self.answered += 1
-        except (OSError, KeyError, struct.error):
+                    peer.send_data(req, *head, wrong(data[offset:]))
+                    self.answered.append((oid, "DATA", offset))
+        except EOFError:
+            return  # the node closed the session
+        except (AssertionError, KeyError) as e:
+            self.errors.append(repr(e))
+        except OSError:
             return
         finally:
-            conn.close()
+            peer.close()
 
     def close(self):
         self.stop = True
@@ -166,11 +126,11 @@ class HostileHolder:
         self.dir.execute_command("DEL", *self.keys)
 
 
-@pytest.mark.parametrize("as_relay", [False, True], ids=["holder-DATA", "relay-PART"])
+@pytest.mark.parametrize("as_relay", [False, True], ids=["holder-DATA", "relay-PARTs"])
 def test_wrong_bytes_are_caught_and_fetched_again_from_a_good_holder(cl, uid, as_relay):
     a, b = cl["A"].client(), cl["B"].client()
     m = HostileHolder(a, as_relay=as_relay)  # A's own Redis is the directory (layout "own")
-    b0 = stats(b)
+    b0, a0 = stats(b), stats(a)
     try:
         for i in range(TRIES):
             oid = uid(b"t%d" % i)
@@ -182,10 +142,20 @@ def test_wrong_bytes_are_caught_and_fetched_again_from_a_good_holder(cl, uid, as
             assert fetch(b, oid) == ["OK"], f"try {i}: B could not get the object"
             got = b.execute_command("OBJ.GET", oid)
             assert sha256(got) == sha256(data), f"try {i}: B sealed wrong bytes"
+            assert int(to_str(info(b, oid)["checksum"]), 16) == xxh3_64(data), (
+                f"try {i}: B sealed its copy under another checksum")
             if m.answered:
                 break
+        assert not m.errors, f"M's sessions with B went wrong: {m.errors}"
         assert m.answered, f"M was never asked in {TRIES} fetches (holders are tried at random)"
+        kind = "PART" if as_relay else "DATA"
+        assert all(k == kind for _, k, _ in m.answered), (
+            f"M answered {m.answered}, each expected as {kind}")
+        # One request brings every PART to the end: B never asks again from an offset.
+        assert all(offset == 0 for _, offset, _ in m.asked), f"B asked M {m.asked}"
     finally:
         m.close()
-    b1 = stats(b)
+    b1, a1 = stats(b), stats(a)
     assert b1["tcp_fetch_failovers"] > b0["tcp_fetch_failovers"], "B went on to another holder"
+    assert a1["transfer_uploaded_bytes"] - a0["transfer_uploaded_bytes"] >= SIZE, (
+        "after M's copy failed, the good holder A did not send the object")

@@ -2,9 +2,10 @@
 """broadcast.py - a weights broadcast over three nodes on one machine.
 
 A dict of arrays (a model's weights) is put once on node 1 with put_object (each
-array copied once into the arena, pickle protocol 5 with out-of-band buffers); nodes
-2 and 3 fetch the one object and use the weights as zero-copy views: a forward pass
-of a small MLP on each node gives the same output as on node 1. Start the nodes
+array copied once into the arena, pickle protocol 5 with out-of-band buffers); one
+objstore.broadcast call places it on nodes 2 and 3 at once, and each uses the
+weights as zero-copy views: a forward pass of a small MLP on each node gives the
+same output as on node 1. Start the nodes
 first (client/python/README.md, "Examples"):
 
     for n in 1 2 3; do redis-server conf/cluster-node$n.conf --daemonize yes; done
@@ -13,6 +14,7 @@ first (client/python/README.md, "Examples"):
 
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -38,6 +40,22 @@ def forward(weights, x):
     return x
 
 
+def wait_published(client, key, limit=10.0):
+    """Wait until the directory lists the object: a node publishes it after the put
+    returns, and the other nodes find it only there (a fetch before that answers
+    NOTFOUND)."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            if client.locate(key)["locations"]:
+                return
+        except objstore.ObjectNotFound:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{key} was not published within {limit} s")
+        time.sleep(0.01)
+
+
 def main():
     rng = np.random.default_rng(1)
     weights = {}
@@ -51,19 +69,23 @@ def main():
     with objstore.connect("127.0.0.1", NODES[SOURCE]) as src:
         src.put_object(key, weights, meta="mlp v1")
         size = src.info(key)["size"]
-        for name in OTHERS:
-            with objstore.connect("127.0.0.1", NODES[name]) as c:
-                status = c.fetch(key, from_=SOURCE, timeout=30)[key]
-                if status is not None:
-                    raise status
+        wait_published(src, key)
+        clients = {name: objstore.connect("127.0.0.1", NODES[name]) for name in OTHERS}
+        try:
+            # Returns once every node holds it; a BroadcastError names each that does not.
+            objstore.broadcast(key, clients, timeout=30)
+            for name, c in clients.items():
                 w = c.get_object(key)  # views of this node's replica: no copy
                 assert not w["w0"].flags.writeable
                 out = forward(w, x)
                 assert np.allclose(out, want), name
-                print(f"{name}: {len(w)} arrays ({size} bytes) fetched, forward pass matches; "
+                print(f"{name}: {len(w)} arrays ({size} bytes) received, forward pass matches; "
                       f"located on {sorted(c.locate(key)['locations'])}")
                 del w
                 c.delete(key)  # this node's replica
+        finally:
+            for c in clients.values():
+                c.close()
         src.delete(key)
     return 0
 

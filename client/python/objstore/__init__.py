@@ -18,7 +18,7 @@ from . import _objstore
 from ._objstore import Buffer
 
 __all__ = [
-    "connect", "Client", "Buffer", "Creation", "ObjectArray", "FOREVER",
+    "connect", "broadcast", "BroadcastError", "Client", "Buffer", "Creation", "ObjectArray", "FOREVER",
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
@@ -108,6 +108,17 @@ class ClientClosed(ObjstoreError, ValueError):
 
 class ClientForked(ObjstoreError, RuntimeError):
     """The client was connected by the parent process: connect again in the child."""
+
+
+class BroadcastError(ObjstoreError):
+    """broadcast(): some nodes do not hold the object. `failures` maps the name of each
+    of them to its ObjstoreError (ObjectNotFound, Timeout, ConnectionFailed, ...);
+    `succeeded` lists the names of the nodes that do hold it."""
+
+    def __init__(self, message, failures, succeeded):
+        super().__init__(message)
+        self.failures = failures
+        self.succeeded = succeeded
 
 
 ERROR_CODES = {
@@ -672,6 +683,44 @@ def _convert(buf, head, kind):
     if kind == "object":
         return _unpickle(buf, head)
     return _as_memoryview(buf, head)
+
+
+# ---- one object to many nodes ---------------------------------------------------------------
+
+def broadcast(id, clients, timeout=None):
+    """Place object id on every node of clients and return once each holds it: OBJ.FETCH
+    on every node at once (the C library's objClientBroadcast), so that the nodes spread
+    the uploads and relay to each other what they are still receiving. clients: {name:
+    Client} (or a sequence of Clients, named by their url). timeout: seconds for each
+    node (None: each node's fetch-timeout). Returns None when every node holds the
+    object; otherwise raises BroadcastError, whose `failures` maps the name of every
+    node that does not hold it to its error (the others hold it)."""
+    key = _id(id)
+    if isinstance(clients, dict):
+        named = list(clients.items())
+    else:
+        named = [(c.url if isinstance(c, Client) else c, c) for c in clients]
+    if not named:
+        raise ValueError("broadcast needs at least one client")
+    for name, c in named:
+        if not isinstance(c, Client):
+            raise TypeError(f"broadcast takes objstore Clients, not {type(c).__name__} "
+                            f"(for {name!r})")
+    if timeout is None:
+        ms = 0
+    else:
+        ms = _timeout_ms(timeout)
+        if ms <= 0:
+            raise ValueError(f"timeout is a positive number of seconds or None (each node's "
+                             f"fetch-timeout), not {timeout}")
+    outcomes = _objstore.broadcast([c._c for _, c in named], key, ms)
+    failures = {name: e for (name, _), e in zip(named, outcomes) if e is not None}
+    if not failures:
+        return None
+    succeeded = [name for (name, _), e in zip(named, outcomes) if e is None]
+    why = "; ".join(f"{name}: {e}" for name, e in failures.items())
+    raise BroadcastError(f"{len(failures)} of {len(named)} nodes do not hold {key!r}: {why}",
+                         failures, succeeded)
 
 
 # ---- connect -------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 # Type stubs of the native core (src/_objstore.c). The public API is objstore/__init__.pyi.
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 class Buffer:
     """The memory of one object: pinned in the arena, being created, or a copy."""
@@ -47,4 +47,5 @@ class Client:
 def connect(host: str = ..., port: int = ..., unix_socket: Optional[str] = ..., rdma: bool = ...,
             username: Optional[str] = ..., password: Optional[str] = ...,
             zero_copy: int = ...) -> Client: ...
+def broadcast(clients: Sequence[Client], id: bytes, timeout_ms: int = ...) -> List[Any]: ...
 def _set_errors(*args: Any) -> None: ...
