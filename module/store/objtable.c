@@ -614,6 +614,19 @@ ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder)
     return OBJ_ST_OK;
 }
 
+ObjStatus objTablePinCreated(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    if (e->state != OBJ_CREATED || e->deleting)
+        return OBJ_ST_WRONGSTATE;
+    Hold *h = holdGet(t, holder, e);
+    if (!h)
+        return OBJ_ST_OOM;
+    h->pins++;
+    if (e->pins++ == 0)
+        t->st.pinnedObjects++; /* a created entry is in no eviction list */
+    return OBJ_ST_OK;
+}
+
 /* Drop one pin of holder's Hold h (on h->e). */
 static void holdUnpin(ObjTable *t, uint64_t holder, Hold *h)
 {

@@ -137,6 +137,12 @@ ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
 ObjStatus objTableDelete(ObjTable *t, ObjEntry *e);
 /* Pin a sealed entry on behalf of holder. OBJ_ST_WRONGSTATE if not sealed. */
 ObjStatus objTablePin(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* Hold a created entry on behalf of holder (a relay sending the bytes that
+ * have landed in it): its memory then outlives an abort until the holder
+ * unpins it (objTableUnpin, objTableHolderGone), and a seal keeps the pin.
+ * The entry stays a created one to everyone else. OBJ_ST_WRONGSTATE unless
+ * created (and not given up), OBJ_ST_OOM. */
+ObjStatus objTablePinCreated(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* Which of a holder's pins of an id a release drops: an id may name a
  * deleted-but-pinned object and its successor at once, so a release names
  * the object by the generation or the offset its pin returned. */

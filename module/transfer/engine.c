@@ -828,6 +828,11 @@ void engineOnPayloadDone(Conn *c)
     ENGINE_EACH_SIDE(payloadDone, c);
 }
 
+static void engineOnPayloadMoved(Conn *c)
+{
+    ENGINE_EACH_SIDE(payloadMoved, c);
+}
+
 void engineOnSendDone(Conn *c, void *cookie)
 {
     ENGINE_EACH_SIDE(sendDone, c, cookie);
@@ -941,6 +946,7 @@ static const TransportHost engineHost = {
     .onUp = engineOnUp,
     .onFrame = engineOnFrame,
     .onPayloadDone = engineOnPayloadDone,
+    .onPayloadMoved = engineOnPayloadMoved,
     .onSendDone = engineOnSendDone,
     .onReadDone = engineOnReadDone,
     .onClosed = engineOnClosed,

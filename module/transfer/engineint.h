@@ -83,6 +83,9 @@ typedef struct EngineSide {
     void (*connReady)(Conn *c);
     void (*connClosed)(Conn *c);
     void (*payloadDone)(Conn *c);
+    /* Some bytes of a payload landed on c (at least once per read while one
+     * is due): a relay stream may forward them. */
+    void (*payloadMoved)(Conn *c);
     void (*sendDone)(Conn *c, void *cookie);
     void (*readDone)(Conn *c, void *cookie, int ok, const uint64_t *sum);
     /* Periodic (every ENGINE_TICK_MS), and once at stop. */

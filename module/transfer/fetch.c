@@ -53,8 +53,12 @@ typedef enum XferState {
     XFER_RELAY_NODE  /* waiting for the directory's address of the relay a holder named */
 } XferState;
 
-/* Relays a transfer follows from one holder's BUSY before it stops following. */
-#define FETCH_RELAY_HOPS 8
+/* Relays a transfer follows from one directory answer before it stops
+ * following (a broadcast's relays form chains about as long as the number
+ * of nodes that started at once), and how long a relay stream may go
+ * without a byte before the transfer gives it up and goes on elsewhere. */
+#define FETCH_RELAY_HOPS     64
+#define FETCH_RELAY_STALL_US (8LL * 1000 * 1000)
 
 /* How long a transfer keeps coming back to busy holders before it insists,
  * and how close to a requester's deadline it stops doing so. */
@@ -93,15 +97,18 @@ typedef struct Transfer {
     /* Resuming: the payload's first `landed` bytes are in the object; the
      * current attempt asked for the bytes from reqFrom on. */
     uint64_t landed, reqFrom;
-    int sawBusy;       /* a holder of this pass over the locations answered BUSY */
-    int insist;        /* waited long enough for busy holders: ask without BUSY_OK */
-    int64_t retryAtUs; /* XFER_WAITING: when to ask the directory again */
-    uint64_t expect;   /* payload bytes the current answer carries */
-    int partial;       /* the payload being received is a relay's PART */
-    int ranged;        /* the reads in flight are an RPART's range (XFER_READING) */
-    int relayed;       /* bytes from a relay are in the object */
-    int noRelay;       /* a copy through relays failed its checksum: complete holders only */
-    int relayHops;     /* relays followed since the last directory answer */
+    int sawBusy;           /* a holder of this pass over the locations answered BUSY */
+    int insist;            /* waited long enough for busy holders: ask without BUSY_OK */
+    int64_t retryAtUs;     /* XFER_WAITING: when to ask the directory again */
+    uint64_t expect;       /* payload bytes the current answer carries */
+    int partial;           /* the attempt is a relay stream: its answers are PARTs */
+    int ranged;            /* the reads in flight are an RPART's range (XFER_READING) */
+    int again;             /* the request being sent asks the same peer for the rest */
+    int64_t progressUs;    /* relay stream: when a byte last landed */
+    uint64_t progressMark; /* relay stream: how far it had got then */
+    int relayed;           /* bytes from a relay are in the object */
+    int noRelay;           /* a copy through relays failed its checksum: complete holders only */
+    int relayHops;         /* relays followed since the last directory answer */
     char relay[OBJ_WIRE_NAME_MAX + 1]; /* XFER_RELAY_NODE: whose address is awaited */
     int64_t startUs;
     uint64_t remoteChecksum;
@@ -282,11 +289,15 @@ static void xferNoteLanded(Transfer *x, Conn *c)
     x->landed = x->reqFrom + got;
 }
 
+static void sendDone(Conn *c, uint64_t reqId);
+
 /* The current attempt failed: remember why and try the next location (or,
  * for the hinted attempt, fall back to the directory). */
 static void attemptFailed(Transfer *x, const char *why)
 {
     x->drainWhy[0] = '\0';
+    if (x->partial && x->conn) /* a relay stream: tell the relay to stop it */
+        sendDone(x->conn, x->xid);
     if (x->hint[0]) {
         x->landed = 0; /* the hinted object is given back */
         hintFallback(x, why, x->conn && x->conn->state == CONN_CLOSED);
@@ -298,6 +309,7 @@ static void attemptFailed(Transfer *x, const char *why)
         xferNoteLanded(x, x->conn);
     x->conn = NULL;
     x->partial = 0;
+    x->again = 0;
     x->state = XFER_LOOKUP;
     xferTryNext(x);
 }
@@ -331,14 +343,16 @@ static void sendFetch(Transfer *x)
     if (x->reqFrom > 0 || (!x->insist && x->dir)) {
         m.h.type = WIRE_FETCHR;
         m.u.fetch.offset = x->reqFrom;
-        m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
+        /* Asking the peer that is serving it for the rest: no redirect. */
+        m.u.fetch.flags = x->insist || x->again ? 0 : WIRE_FETCHR_BUSY_OK;
         if (!x->insist && !x->noRelay && x->entry)
             m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
     }
-    if (x->reqFrom > 0 && !x->partial) { /* a new attempt, not a relay's next PART */
+    if (x->reqFrom > 0 && !x->again) { /* a new attempt that goes on from where the last got */
         engineStatsBegin()->rangeResumes++;
         engineStatsEnd();
     }
+    x->again = 0;
     x->state = XFER_REQUESTED;
     if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
         attemptFailed(x, "UNAVAILABLE cannot send FETCH");
@@ -884,8 +898,9 @@ static int fetchOnData(Conn *c, const WireMsg *m)
     return c->ops->recvPayload(c, dst + x->reqFrom, x->expect);
 }
 
-/* PART: a relay sends the bytes from x->reqFrom it has landed so far; the
- * rest is asked for again when they are in (fetchOnPayloadDone). */
+/* PART: the next piece of a relay stream, from x->landed on (the first
+ * from the offset asked). A PART nobody waits for (a stream given up or
+ * cancelled while its PARTs were on their way) is read into nowhere. */
 static int fetchOnPart(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
@@ -894,23 +909,32 @@ static int fetchOnPart(Conn *c, const WireMsg *m)
         x->state = XFER_RECEIVING; /* drained, then dropped */
         return c->ops->recvPayload(c, NULL, m->u.data.len);
     }
-    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry) {
-        engineLog("warning", "%s: PART for an unknown request %llu", c->desc,
-                  (unsigned long long)m->h.reqId);
-        return -1;
-    }
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry)
+        return c->ops->recvPayload(c, NULL, m->u.data.len);
     ObjEntry *e = x->entry;
+    uint64_t at = x->partial ? x->landed : x->reqFrom;
     if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
-        m->u.data.offset != x->reqFrom) {
-        attemptFailed(x, "PROTOCOL the relay sent another size or range than asked for");
+        m->u.data.offset != at || (x->dir && m->u.data.checksum != x->dir->checksum)) {
+        attemptFailed(x, "PROTOCOL the relay sent another object or range than asked for");
         return -1;
     }
     x->remoteChecksum = m->u.data.checksum;
     x->state = XFER_RECEIVING;
+    if (!x->partial)
+        x->progressUs = utilMonoUs();
     x->partial = 1;
     x->relayed = 1;
+    x->reqFrom = at;
     x->expect = m->u.data.len;
-    return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + x->reqFrom, x->expect);
+    return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + at, x->expect);
+}
+
+/* Does a relay answer one request on c with one PART (RDMA, where a
+ * round trip is cheap and a large range goes by RPART), rather than with a
+ * stream of them? serve.c decides the same way. */
+static int relayAnswersOnce(const Conn *c)
+{
+    return c->ops->readRemote != NULL;
 }
 
 static void fetchOnPayloadDone(Conn *c)
@@ -933,11 +957,13 @@ static void fetchOnPayloadDone(Conn *c)
                 engineStatsBegin()->downloadedBytes += x->expect;
                 engineStatsEnd();
                 x->landed = x->reqFrom + x->expect;
-                if (x->partial && x->landed < total) { /* ask the relay for more */
+                if (x->partial && x->landed < total && relayAnswersOnce(c)) {
+                    x->partial = 0; /* ask the relay for more */
+                    x->again = 1;
                     sendFetch(x);
-                    if (x->state != XFER_REQUESTED || x->conn != c)
-                        break; /* sendFetch failed over: x may be gone */
-                    x->partial = 0;
+                } else if (x->partial && x->landed < total) { /* the relay's next PART follows */
+                    x->state = XFER_REQUESTED;
+                    x->progressUs = utilMonoUs();
                 } else {
                     x->partial = 0;
                     xferReceived(x, landed && x->landed == total ? &sum : NULL);
@@ -1080,11 +1106,10 @@ static void rangeRead(Transfer *x)
     x->ranged = 0;
     x->landed = x->reqFrom + x->expect;
     if (x->landed < total) {
-        x->partial = 1; /* the next request is not a new attempt */
+        x->again = 1; /* the same attempt goes on */
         sendFetch(x);
         return;
     }
-    x->partial = 0;
     xferReceived(x, NULL);
 }
 
@@ -1253,7 +1278,11 @@ static void xferCancel(Transfer *x)
     if (x->state == XFER_READING)
         return; /* memory is in use by the NIC: fetchOnReadDone finishes it */
     Conn *c = x->conn;
-    if (c && c->ops->recvPayload && (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING)) {
+    if (c && x->partial) /* a relay stream: no more of it; PARTs on their way are drained */
+        sendDone(c, x->xid);
+    int between = x->partial && x->state == XFER_REQUESTED; /* no payload due: nothing to drain */
+    if (!between && c && c->ops->recvPayload &&
+        (x->state == XFER_REQUESTED || x->state == XFER_RECEIVING)) {
         if (x->state == XFER_RECEIVING)
             c->ops->discardPayload(c); /* before the object goes away */
         xferAbortEntry(x);
@@ -1342,12 +1371,38 @@ int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, u
     return x->dir ? 0 : -1; /* without the directory's checksum there is nothing to vouch */
 }
 
-/* Transfers that waited for busy holders ask the directory again. */
+/* Has x's relay stream gone FETCH_RELAY_STALL_US without a byte? (The relay
+ * is stopped, or so is everything above it.) */
+static int relayStalled(Transfer *x, int64_t now)
+{
+    uint64_t mark = x->landed;
+
+    if (!x->partial || !x->conn || (x->state != XFER_REQUESTED && x->state != XFER_RECEIVING))
+        return 0;
+    if (x->state == XFER_RECEIVING && x->conn->ops->payloadLanded)
+        mark = x->reqFrom + x->conn->ops->payloadLanded(x->conn, x->expect);
+    if (mark != x->progressMark) {
+        x->progressMark = mark;
+        x->progressUs = now;
+        return 0;
+    }
+    return now - x->progressUs > FETCH_RELAY_STALL_US;
+}
+
+/* Transfers that waited for busy holders ask the directory again; a relay
+ * stream that stalled loses its connection, and every transfer on it goes
+ * on elsewhere from where it got. */
 static void fetchTick(void)
 {
     int64_t now = utilMonoUs();
 
     for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
+        if (relayStalled(x, now)) {
+            engineLog("warning", "%s: relay stream stalled for %lld s: closing", x->conn->desc,
+                      (long long)(FETCH_RELAY_STALL_US / 1000000));
+            x->conn->ops->close(x->conn, "relay stream stalled");
+            return; /* the list changed; the next tick looks again */
+        }
         if (x->state != XFER_WAITING || now < x->retryAtUs)
             continue;
         if (x->dir)

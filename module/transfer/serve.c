@@ -24,19 +24,21 @@
  *
  * Relays: a BUSY names the node this one has been sending the object to
  * longest ("relay <name>"). Asked with PARTIAL_OK for an object it is still
- * receiving over TCP, a node answers PART: the bytes from the offset asked
- * that have landed here, never more (fetchPartial says how far that is),
- * waiting (bounded, SERVE_RELAY_WAIT_US) when none has. Its requester asks
- * again for the rest; every copy is checked against the owner's checksum
- * at its end. A relay's bytes are not pinned (a created object cannot be):
- * should its own transfer fail while a PART is being sent, the arena range
- * may be reused and the requester's checksum turns the garbage away.
+ * receiving, a node answers with a relay stream: PARTs of the bytes from
+ * the offset asked on, each sent as soon as it has landed here and never
+ * before, until the object's end (or an ERROR that ends the stream early:
+ * the requester goes on elsewhere from where it got to). The stream holds
+ * its object (objTablePinCreated), so the bytes a queued PART points at
+ * stay put even if this node's own transfer gives the object up, and a
+ * sealed copy is not evicted while it is served. Every copy is checked
+ * against the owner's checksum at its end (docs/cluster.md, "Broadcast").
  *
- * An RDMA requester gets one answer per request: PART for a range under
- * rdma-read-min, else RPART, a rendezvous whose key opens exactly the bytes
- * that have landed here (the requester's DONE revokes it); it then asks
- * again from its new offset (serveRelayRdma). An owner resuming an RDMA
- * requester at an offset answers RPART over the rest too.
+ * An RDMA requester gets one answer per request instead: PART for a range
+ * under rdma-read-min, else RPART, a rendezvous whose key opens exactly the
+ * bytes that have landed here, the object held until the requester's DONE
+ * revokes the key; it then asks again from its new offset (serveRelayRdma).
+ * An owner resuming an RDMA requester at an offset answers RPART over the
+ * rest too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,56 +117,83 @@ static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total, uint64_t f
     return engineSend(c, r, b->bytes + from, total - from, (void *)((uintptr_t)b | 1));
 }
 
-/* A relay waits at most this long for a byte past the offset asked, and
- * sends at most SERVE_PART_MAX bytes in one PART. A relay session with no
- * request for SERVE_RELAY_IDLE_US is over. */
-#define SERVE_RELAY_WAIT_US (5LL * 1000 * 1000)
-#define SERVE_RELAY_IDLE_US (2LL * 1000 * 1000)
-#define SERVE_PART_MAX      (16ULL << 20)
+/* A relay stream with no byte to send for this long is ended with an
+ * ERROR (its requester goes on elsewhere). A PART carries at least
+ * SERVE_PART_MIN bytes (fewer only at the object's end, or once the stream
+ * has waited SERVE_PART_LINGER_US for more) and at most SERVE_PART_MAX; at
+ * most SERVE_PARTS_QUEUED of a stream's PARTs wait in the transport. */
+#define SERVE_RELAY_WAIT_US  (5LL * 1000 * 1000)
+#define SERVE_PART_MIN       (128u << 10)
+#define SERVE_PART_MAX       (512u << 10)
+#define SERVE_PART_LINGER_US (20LL * 1000)
+#define SERVE_PARTS_QUEUED   4
 
 /* A large object being sent on a connection (serve.c's upload slots): a
- * pinned sealed object until its bytes are sent, or a relay session (the
- * PARTs of one requester) until its last byte or SERVE_RELAY_IDLE_US. */
+ * pinned sealed object until its bytes are sent, or a relay stream. */
 typedef struct Upload {
     Conn *conn;
     const ObjEntry *e;
     int relay;
-    int64_t lastUs;   /* relay: the last request */
     ObjListLink link; /* in uploads */
 } Upload;
 
-/* A relay request waiting for bytes to land here. */
-typedef struct Pending {
+/* One requester's relay stream: the object's bytes from `next` on go to it
+ * in PARTs as they land here. e is held for conn (objTablePinCreated or,
+ * once sealed, an ordinary pin) until the stream is freed. */
+typedef struct RelayStream {
     Conn *conn;
-    uint64_t reqId, offset;
+    uint64_t reqId;
+    ObjEntry *e;
     char id[OBJ_WIRE_ID_MAX];
     size_t idLen;
-    int64_t sinceUs;
-    ObjListLink link; /* in pendings */
-} Pending;
+    uint64_t dataSize, metaSize, checksum; /* as the directory has them */
+    uint64_t next;                         /* the first byte not yet sent */
+    uint64_t landed;                       /* the most the transfer here said had landed */
+    int queued;                            /* PARTs in the transport (cookie: the stream | 2) */
+    Upload *slot;                          /* its upload slot while it runs, or NULL */
+    int ended;                             /* nothing more goes: freed once queued is 0 */
+    /* A send on its connection can close it or complete a PART at once
+     * (re-entering serve.c): while pushing is set, the stream is freed by
+     * whoever set it, dead telling it that its connection closed. */
+    int pushing, dead;
+    int64_t lastUs;   /* when a PART last went (or the stream began) */
+    ObjListLink link; /* in streams */
+} RelayStream;
 
-static ObjList pendings = {&pendings, &pendings}; /* Pending.link */
+#define SERVE_COOKIE_TIER   1u
+#define SERVE_COOKIE_STREAM 2u
+
+static ObjList streams = {&streams, &streams}; /* RelayStream.link */
+static uint64_t streamsClosed;                 /* streams freed with their connection, ever */
 
 static Rndv *rndvs;
 static uint32_t uploadsNow;                    /* large objects being sent, every connection */
 static ObjList uploads = {&uploads, &uploads}; /* Upload.link */
 
-/* Record that e is being sent on c. Returns 0, or -1 when out of memory
- * (then the upload is simply not counted). */
-static int uploadAdd(Conn *c, const ObjEntry *e)
+/* Record that e is being sent on c. Returns the record, or NULL when out
+ * of memory (then the upload is simply not counted). */
+static Upload *uploadAdd(Conn *c, const ObjEntry *e)
 {
     Upload *u = malloc(sizeof(*u));
 
     if (!u)
-        return -1;
+        return NULL;
     u->conn = c;
     u->e = e;
     u->relay = 0;
-    u->lastUs = 0;
     objListPushFront(&uploads, &u->link);
     c->uploads++;
     uploadsNow++;
-    return 0;
+    return u;
+}
+
+/* Forget upload u. */
+static void uploadRemove(Upload *u)
+{
+    objListUnlink(&u->link);
+    u->conn->uploads--;
+    uploadsNow--;
+    free(u);
 }
 
 /* Forget one upload of e on c of kind relay (or, e NULL, every upload on c). */
@@ -177,10 +206,7 @@ static void uploadDrop(Conn *c, const ObjEntry *e, int relay)
         l = l->next == &uploads ? NULL : l->next;
         if (u->conn != c || (e && (u->e != e || u->relay != relay)))
             continue;
-        objListUnlink(&u->link);
-        free(u);
-        c->uploads--;
-        uploadsNow--;
+        uploadRemove(u);
         if (e)
             return;
     }
@@ -196,19 +222,6 @@ static int uploadOf(const ObjEntry *e)
             return 1;
     }
     return 0;
-}
-
-/* c's relay session of e, or NULL. */
-static Upload *relaySession(const Conn *c, const ObjEntry *e)
-{
-    ObjListLink *l;
-
-    objListForEach(&uploads, l) {
-        Upload *u = objListEntry(l, Upload, link);
-        if (u->relay && u->conn == c && u->e == e)
-            return u;
-    }
-    return NULL;
 }
 
 /* The node e has been sent to longest (the oldest upload of e), or NULL. */
@@ -254,7 +267,7 @@ static int serveRedirect(const Conn *c, const WireMsg *m, const ObjEntry *e)
     int slots = engineConfig()->uploadSlots;
 
     return m->h.type == WIRE_FETCHR && (m->u.fetch.flags & WIRE_FETCHR_BUSY_OK) && slots > 0 &&
-           serveIsLarge(e) && uploadsNow >= (uint32_t)slots && uploadOf(e) && !relaySession(c, e);
+           serveIsLarge(e) && uploadsNow >= (uint32_t)slots && uploadOf(e);
 }
 
 /* Answer BUSY for e, naming the node it has been sent to longest when the
@@ -273,134 +286,188 @@ static void serveBusy(Conn *c, const WireMsg *m, const ObjEntry *e)
     engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, text);
 }
 
-/* c's relay session of e, made when create is set and there is none, with
- * its clock restarted; NULL when there is none (or no memory for it). */
-static Upload *relayTouch(Conn *c, const ObjEntry *e, int create)
+/* Free s once nothing of it is left in the transport: its hold on the
+ * object goes (which frees an object given up here meanwhile). */
+static void relayFree(RelayStream *s)
 {
-    Upload *u = relaySession(c, e);
+    Conn *c = s->conn;
 
-    if (!u && create && uploadAdd(c, e) == 0) {
-        u = objListEntry(objListFirst(&uploads), Upload, link);
-        u->relay = 1;
-    }
-    if (u)
-        u->lastUs = utilMonoUs();
-    return u;
+    if (!s->ended || s->queued > 0 || s->pushing)
+        return;
+    objListUnlink(&s->link);
+    objTableLock(engineConfig()->table);
+    objTableUnpin(engineConfig()->table, s->e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(engineConfig()->table);
+    if (c->pins > 0)
+        c->pins--;
+    free(s);
 }
 
-/* Send what has landed of the object being received here (id) from offset
- * on, as PART to c. Returns 1 when answered (PART, or an error), 0 when no
- * byte past offset has landed yet. */
-static int relayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, uint64_t offset)
+/* End s: nothing more is sent (an ERROR first when why is not NULL), its
+ * upload slot is free at once, its hold once its PARTs are out. */
+static void relayEnd(RelayStream *s, uint16_t code, const char *why)
+{
+    if (s->ended)
+        return;
+    s->ended = 1;
+    if (s->slot)
+        uploadRemove(s->slot);
+    s->slot = NULL;
+    if (why) {
+        s->pushing = 1;
+        engineSendError(s->conn, s->reqId, code, why);
+        s->pushing = 0;
+        if (s->dead) {
+            free(s);
+            return;
+        }
+    }
+    relayFree(s);
+}
+
+/* How far s's object has landed here: all of it once sealed here, what the
+ * transfer says while it runs; -1 when neither (the transfer gave it up, or
+ * started it again from a lower offset than what was sent). */
+static int relayLanded(RelayStream *s)
 {
     ObjEntry *e;
     uint64_t landed, sum;
 
-    if (fetchPartial(id, idLen, &e, &landed, &sum) == -1) {
-        engineSendError(c, reqId, WIRE_ERR_NOTSEALED, "the object is no longer received here");
-        return 1;
+    if (s->e->state == OBJ_SEALED && !s->e->deleting) {
+        s->landed = s->dataSize + s->metaSize;
+        return s->e->checksum == s->checksum ? 0 : -1;
     }
-    uint64_t total = e->dataSize + e->metaSize;
-    if (offset >= total) {
-        engineSendError(c, reqId, WIRE_ERR_PROTO, "offset past the end of the object");
-        return 1;
-    }
-    if (landed <= offset)
-        return 0;
-    uint64_t len = landed - offset > SERVE_PART_MAX ? SERVE_PART_MAX : landed - offset;
-    Upload *u = relayTouch(c, e, 0);
-    EngineStats *es = engineStatsBegin();
-    es->relayed++;
-    es->uploadedBytes += len;
-    engineTpStats(engineTpIndex(c->ops))->servedBytes += len;
-    engineStatsEnd();
-    WireMsg r = {.h = {.type = WIRE_PART, .reqId = reqId}};
-    r.u.data.size = e->dataSize;
-    r.u.data.metaSize = e->metaSize;
-    r.u.data.checksum = sum;
-    r.u.data.offset = offset;
-    r.u.data.len = len;
-    const uint8_t *bytes = engineConfig()->arenaBase + e->offset + offset;
-    if (offset + len == total && u)
-        uploadDrop(c, e, 1); /* the last bytes: the session is over */
-    engineSend(c, &r, bytes, len, NULL);
-    return 1;
-}
-
-/* A FETCHR with PARTIAL_OK for an object being created here: answer from
- * what has landed, or wait for it (serveTick). Returns 0, or -1 (close c). */
-static int serveRelay(Conn *c, const WireMsg *m)
-{
-    if (!c->ops->recvPayload) { /* a stream transport's requester only */
-        engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
-        return 0;
-    }
-    /* The session takes its upload slot from the first request on, also
-     * while it waits for bytes: others asking meanwhile are sent on. */
-    ObjEntry *e;
-    uint64_t landed, sum;
-    if (fetchPartial(m->u.fetch.id, m->u.fetch.idLen, &e, &landed, &sum) == 0)
-        relayTouch(c, e, 1);
-    if (relayAnswer(c, m->h.reqId, m->u.fetch.id, m->u.fetch.idLen, m->u.fetch.offset))
-        return 0;
-    Pending *p = malloc(sizeof(*p));
-    if (!p) {
-        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
-        return 0;
-    }
-    p->conn = c;
-    p->reqId = m->h.reqId;
-    p->offset = m->u.fetch.offset;
-    memcpy(p->id, m->u.fetch.id, m->u.fetch.idLen);
-    p->idLen = m->u.fetch.idLen;
-    p->sinceUs = utilMonoUs();
-    objListPushFront(&pendings, &p->link);
+    if (fetchPartial(s->id, s->idLen, &e, &landed, &sum) == -1 || e != s->e || sum != s->checksum ||
+        landed < s->next)
+        return -1;
+    s->landed = landed;
     return 0;
 }
 
-/* Answer the relay requests whose bytes have landed; refuse those that
- * waited too long. */
-static void relayPoll(void)
+/* Send s what has landed since its last PART, as far as its queue allows:
+ * PARTs of SERVE_PART_MIN..SERVE_PART_MAX bytes (less only at the end, or
+ * after SERVE_PART_LINGER_US without more). Ends s at the object's end, and
+ * with an ERROR when its bytes can no longer come. */
+static void relayPush(RelayStream *s, int64_t now)
+{
+    uint64_t total = s->dataSize + s->metaSize;
+
+    if (s->ended)
+        return;
+    if (relayLanded(s) == -1) {
+        relayEnd(s, WIRE_ERR_NOTSEALED, "the object is no longer received here");
+        return;
+    }
+    s->pushing = 1;
+    while (s->queued < SERVE_PARTS_QUEUED && s->next < s->landed) {
+        uint64_t len = s->landed - s->next;
+        if (len < SERVE_PART_MIN && s->landed < total && now - s->lastUs < SERVE_PART_LINGER_US)
+            break;
+        if (len > SERVE_PART_MAX)
+            len = SERVE_PART_MAX;
+        WireMsg r = {.h = {.type = WIRE_PART, .reqId = s->reqId}};
+        r.u.data.size = s->dataSize;
+        r.u.data.metaSize = s->metaSize;
+        r.u.data.checksum = s->checksum;
+        r.u.data.offset = s->next;
+        r.u.data.len = len;
+        EngineStats *es = engineStatsBegin();
+        es->uploadedBytes += len;
+        engineTpStats(engineTpIndex(s->conn->ops))->servedBytes += len;
+        engineStatsEnd();
+        const uint8_t *bytes = engineConfig()->arenaBase + s->e->offset + s->next;
+        s->next += len;
+        s->lastUs = now;
+        s->queued++;
+        int rc = engineSend(s->conn, &r, bytes, len, (void *)((uintptr_t)s | SERVE_COOKIE_STREAM));
+        if (s->dead) { /* its connection closed meanwhile */
+            free(s);
+            return;
+        }
+        if (rc == -1)
+            break;
+    }
+    s->pushing = 0;
+    if (s->next == total)
+        relayEnd(s, 0, NULL);
+    else if (now - s->lastUs > SERVE_RELAY_WAIT_US)
+        relayEnd(s, WIRE_ERR_NOTSEALED, "no new byte of the object landed here in time");
+}
+
+/* Push every stream: bytes may have landed. */
+static void relayPushAll(void)
 {
     int64_t now = utilMonoUs();
-    ObjListLink *l = objListFirst(&pendings);
+    ObjListLink *l = objListFirst(&streams);
 
     while (l) {
-        Pending *p = objListEntry(l, Pending, link);
-        l = l->next == &pendings ? NULL : l->next;
-        int done = relayAnswer(p->conn, p->reqId, p->id, p->idLen, p->offset);
-        ObjEntry *e;
-        uint64_t landed, sum;
-        if (!done && fetchPartial(p->id, p->idLen, &e, &landed, &sum) == 0)
-            relayTouch(p->conn, e, 0); /* a session waiting for bytes is not idle */
-        if (!done && now - p->sinceUs > SERVE_RELAY_WAIT_US) {
-            engineSendError(p->conn, p->reqId, WIRE_ERR_NOTSEALED,
-                            "no new byte of the object landed here in time");
-            done = 1;
-        }
-        if (done) {
-            objListUnlink(&p->link);
-            free(p);
-        }
+        RelayStream *s = objListEntry(l, RelayStream, link);
+        l = l->next == &streams ? NULL : l->next; /* s may be freed */
+        uint64_t closed = streamsClosed;
+        relayPush(s, now);
+        if (streamsClosed != closed) /* l may be gone with a closed connection */
+            l = objListFirst(&streams);
     }
 }
 
-/* Forget relay sessions nobody has asked anything of for a while. */
-static void relayExpire(void)
+/* A FETCHR with PARTIAL_OK for e, an object being received here (the table
+ * is locked by the caller, who made sure e is created, not sealed): hold
+ * e and open a relay stream. Returns the stream, or NULL with *why set. */
+static RelayStream *relayOpen(Conn *c, const WireMsg *m, ObjEntry *e, const char **why)
 {
-    int64_t now = utilMonoUs();
-    ObjListLink *l = objListFirst(&uploads);
+    RelayStream *s = calloc(1, sizeof(*s));
 
-    while (l) {
-        Upload *u = objListEntry(l, Upload, link);
-        l = l->next == &uploads ? NULL : l->next;
-        if (u->relay && now - u->lastUs > SERVE_RELAY_IDLE_US) {
-            u->conn->uploads--;
-            uploadsNow--;
-            objListUnlink(&u->link);
-            free(u);
-        }
+    if (!s) {
+        *why = "out of memory";
+        return NULL;
     }
+    if (objTablePinCreated(engineConfig()->table, e, ENGINE_HOLDER_CONN(c->id)) != OBJ_ST_OK) {
+        free(s);
+        *why = "the object is not being received here";
+        return NULL;
+    }
+    s->conn = c;
+    s->reqId = m->h.reqId;
+    s->e = e;
+    memcpy(s->id, m->u.fetch.id, m->u.fetch.idLen);
+    s->idLen = m->u.fetch.idLen;
+    s->dataSize = e->dataSize;
+    s->metaSize = e->metaSize;
+    s->next = m->u.fetch.offset;
+    s->lastUs = utilMonoUs();
+    c->pins++;
+    return s;
+}
+
+/* Start a relay stream for c's FETCHR (the table was locked and e held by
+ * relayOpen, s its result): check it against the transfer running here
+ * and send what has landed. Returns 0 (errors are answered on the wire). */
+static int serveRelay(Conn *c, const WireMsg *m, RelayStream *s, const char *why)
+{
+    ObjEntry *e;
+    uint64_t landed, sum;
+
+    if (!s) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, why);
+        return 0;
+    }
+    objListPushFront(&streams, &s->link);
+    if (fetchPartial(s->id, s->idLen, &e, &landed, &sum) == -1 || e != s->e) {
+        relayEnd(s, WIRE_ERR_NOTSEALED, "the object is not being received here");
+        return 0;
+    }
+    s->checksum = sum;
+    if (s->next >= s->dataSize + s->metaSize) {
+        relayEnd(s, WIRE_ERR_PROTO, "offset past the end of the object");
+        return 0;
+    }
+    s->slot = uploadAdd(c, s->e); /* the stream takes its slot while it waits, too */
+    if (s->slot)
+        s->slot->relay = 1;
+    engineStatsBegin()->relayed++;
+    engineStatsEnd();
+    relayPush(s, utilMonoUs());
+    return 0;
 }
 
 /* ---- relays for RDMA requesters ---------------------------------------------------- */
@@ -443,12 +510,31 @@ static void rrelayCount(Conn *c, uint64_t len, int rndv)
     engineStatsEnd();
 }
 
-/* Open [offset, offset + len) of e, all of it landed here, to c's peer and
- * send RPART. The key opens those bytes only; no pin is taken (a created
- * object has none): the requester's DONE revokes it. Returns 0 (an
- * answer, maybe an ERROR, went out) or -1 (c is closing). */
-static int rrelaySendRpart(Conn *c, uint64_t reqId, const ObjEntry *e, uint64_t sum,
-                           uint64_t offset, uint64_t len)
+/* Hold e, an object being received here, for c while an answer from it is
+ * out (objTablePinCreated: its memory outlives an abort until unpin), and
+ * count it as an upload when large. Returns 0, or -1 when it is no longer
+ * a created object. */
+static int rrelayHold(Conn *c, ObjEntry *e)
+{
+    ObjTable *t = engineConfig()->table;
+
+    objTableLock(t);
+    ObjStatus st = objTablePinCreated(t, e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK)
+        return -1;
+    c->pins++;
+    if (serveIsLarge(e))
+        uploadAdd(c, e); /* unpin drops it */
+    return 0;
+}
+
+/* Open [offset, offset + len) of e (held, all of it landed here) to c's
+ * peer and send RPART. The key opens those bytes only; the requester's DONE
+ * revokes it, and the hold goes once it no longer opens anything. Returns
+ * 0 (an answer, maybe an ERROR, went out) or -1 (c is closing). */
+static int rrelaySendRpart(Conn *c, uint64_t reqId, ObjEntry *e, uint64_t sum, uint64_t offset,
+                           uint64_t len)
 {
     const uint8_t *bytes = engineConfig()->arenaBase + e->offset + offset;
     Rndv *rv = malloc(sizeof(*rv));
@@ -457,12 +543,13 @@ static int rrelaySendRpart(Conn *c, uint64_t reqId, const ObjEntry *e, uint64_t 
 
     if (!grant) { /* logged by the transport, or out of memory */
         free(rv);
+        unpin(c, e);
         engineSendError(c, reqId, WIRE_ERR_INTERNAL,
                         "cannot open the landed bytes to RDMA reads (see the relay's log)");
         return 0;
     }
-    /* e NULL: the DONE's revocation releases nothing (serveOnSendDone). */
-    *rv = (Rndv){.conn = c, .reqId = reqId, .grant = grant, .sinceUs = utilMonoUs(), .next = rndvs};
+    *rv = (Rndv){
+        .conn = c, .reqId = reqId, .e = e, .grant = grant, .sinceUs = utilMonoUs(), .next = rndvs};
     rndvs = rv;
     rrelayCount(c, len, 1);
     WireMsg r = {.h = {.type = WIRE_RPART, .reqId = reqId}};
@@ -476,12 +563,37 @@ static int rrelaySendRpart(Conn *c, uint64_t reqId, const ObjEntry *e, uint64_t 
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
+static int serveOnFetch(Conn *c, const WireMsg *m);
+
+/* The object of a waiting relay request is no longer being received here:
+ * sealed here meanwhile, it is served whole as any holder serves it (from
+ * the offset, without a redirect); else the request is refused. */
+static void rrelayGone(Conn *c, uint64_t reqId, const char *id, size_t idLen, uint64_t offset)
+{
+    ObjTable *t = engineConfig()->table;
+
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, id, idLen);
+    int sealed = e && e->state == OBJ_SEALED;
+    objTableUnlock(t);
+    if (!sealed) {
+        engineSendError(c, reqId, WIRE_ERR_NOTSEALED, "the object is no longer received here");
+        return;
+    }
+    WireMsg m = {.h = {.type = WIRE_FETCHR, .reqId = reqId}};
+    m.u.fetch.id = id;
+    m.u.fetch.idLen = (uint16_t)idLen;
+    m.u.fetch.offset = offset;
+    if (serveOnFetch(c, &m) == -1)
+        c->ops->close(c, "cannot answer a relay request");
+}
+
 /* Answer an RDMA requester's relay request from what has landed here past
- * offset: RPART over all of it when that is at least rdma-read-min (or it
- * is the object's rest), PART inline when less. waitedUs: how long the
- * request has waited. Returns 1 when answered (maybe with an ERROR), 0
- * when it should wait: nothing past offset has landed, or less than
- * rdma-read-min of a rest still coming, for under SERVE_RRELAY_GATHER_US. */
+ * offset: RPART over all of it when that is at least rdma-read-min, PART
+ * inline when less. waitedUs: how long the request has waited. Returns 1
+ * when answered (maybe with an ERROR), 0 when it should wait: nothing past
+ * offset has landed, or less than rdma-read-min of a rest still coming, for
+ * under SERVE_RRELAY_GATHER_US. */
 static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, uint64_t offset,
                         int64_t waitedUs)
 {
@@ -489,7 +601,7 @@ static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, u
     uint64_t landed, sum;
 
     if (fetchPartial(id, idLen, &e, &landed, &sum) == -1) {
-        engineSendError(c, reqId, WIRE_ERR_NOTSEALED, "the object is no longer received here");
+        rrelayGone(c, reqId, id, idLen, offset);
         return 1;
     }
     uint64_t total = e->dataSize + e->metaSize, min = engineConfig()->rdmaReadMin;
@@ -502,10 +614,11 @@ static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, u
     uint64_t len = landed - offset;
     if (len < min && landed < total && waitedUs < SERVE_RRELAY_GATHER_US)
         return 0;
-    Upload *u = relayTouch(c, e, 0);
-    if (landed == total && u)
-        uploadDrop(c, e, 1); /* the last bytes: the session is over */
-    if (len >= min && len > 0) {
+    if (rrelayHold(c, e) == -1) {
+        rrelayGone(c, reqId, id, idLen, offset);
+        return 1;
+    }
+    if (len >= min) {
         rrelaySendRpart(c, reqId, e, sum, offset, len);
         return 1;
     }
@@ -516,22 +629,16 @@ static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, u
     r.u.data.checksum = sum;
     r.u.data.offset = offset;
     r.u.data.len = len;
-    engineSend(c, &r, engineConfig()->arenaBase + e->offset + offset, len, NULL);
+    /* The hold goes once the bytes are sent (serveOnSendDone). */
+    engineSend(c, &r, engineConfig()->arenaBase + e->offset + offset, len, e);
     return 1;
 }
 
 /* A FETCHR with PARTIAL_OK from an RDMA requester for an object being
- * created here: answer from what has landed, or wait for it (rrelayPoll).
- * Returns 0. */
+ * received here: answer from what has landed, or wait for it (rrelayPoll,
+ * on every landed event and tick). Returns 0. */
 static int serveRelayRdma(Conn *c, const WireMsg *m)
 {
-    ObjEntry *e;
-    uint64_t landed, sum;
-
-    /* The session takes its upload slot from the first request on, also
-     * while it waits for bytes: others asking meanwhile are sent on. */
-    if (fetchPartial(m->u.fetch.id, m->u.fetch.idLen, &e, &landed, &sum) == 0)
-        relayTouch(c, e, 1);
     if (rrelayAnswer(c, m->h.reqId, m->u.fetch.id, m->u.fetch.idLen, m->u.fetch.offset, 0))
         return 0;
     RrWait *w = malloc(sizeof(*w));
@@ -555,14 +662,9 @@ static int serveRelayRdma(Conn *c, const WireMsg *m)
  * when it is over (or its connection closed meanwhile). */
 static int rrelayStep(RrWait *w, int64_t now)
 {
-    ObjEntry *e;
-    uint64_t landed, sum;
-
     if (rrelayAnswer(w->conn, w->reqId, w->id, w->idLen, w->offset, now - w->sinceUs) ||
         rrAskingGone)
         return 1;
-    if (fetchPartial(w->id, w->idLen, &e, &landed, &sum) == 0)
-        relayTouch(w->conn, e, 0); /* a session waiting for bytes is not idle */
     if (now - w->sinceUs <= SERVE_RELAY_WAIT_US)
         return 0;
     engineSendError(w->conn, w->reqId, WIRE_ERR_NOTSEALED,
@@ -641,6 +743,8 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     ObjStatus st = !e                ? OBJ_ST_NOTFOUND
                    : busy || partial ? OBJ_ST_OK
                                      : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
+    const char *relayWhy = NULL;
+    RelayStream *rs = partial && !c->ops->grantRead ? relayOpen(c, m, e, &relayWhy) : NULL;
     int tierFd = st == OBJ_ST_SPILLED ? objTableTierOpen(t, e) : -1; /* opened before any unlink */
     if (st == OBJ_ST_SPILLED) {
         r.u.data.size = e->dataSize;
@@ -653,7 +757,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
         return 0;
     }
     if (partial)
-        return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m);
+        return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m, rs, relayWhy);
     if (st == OBJ_ST_SPILLED)
         return serveFromTier(c, &r, tierFd, r.u.data.size + r.u.data.metaSize,
                              m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0);
@@ -745,15 +849,35 @@ static int serveOnDone(Conn *c, const WireMsg *m)
             return 0;
         }
     }
+    ObjListLink *l;
+    objListForEach(&streams, l) { /* the requester stops a relay stream */
+        RelayStream *s = objListEntry(l, RelayStream, link);
+        if (s->conn == c && s->reqId == m->h.reqId) {
+            relayEnd(s, 0, NULL);
+            break;
+        }
+    }
     return 0; /* a DONE for something already released: harmless */
 }
 
 static void serveOnSendDone(Conn *c, void *cookie)
 {
-    if ((uintptr_t)cookie & 1) {
-        TierBuf *b = (TierBuf *)((uintptr_t)cookie & ~(uintptr_t)1);
+    uintptr_t tag = (uintptr_t)cookie & (SERVE_COOKIE_TIER | SERVE_COOKIE_STREAM);
+    void *p = (void *)((uintptr_t)cookie & ~(uintptr_t)(SERVE_COOKIE_TIER | SERVE_COOKIE_STREAM));
+
+    if (tag == SERVE_COOKIE_TIER) {
+        TierBuf *b = p;
         objListUnlink(&b->link);
         free(b);
+    } else if (tag == SERVE_COOKIE_STREAM) {
+        RelayStream *s = p;
+        s->queued--;
+        if (s->pushing) /* inside relayPush: it goes on */
+            return;
+        if (s->ended)
+            relayFree(s);
+        else
+            relayPush(s, utilMonoUs());
     } else if (cookie) {
         unpin(c, cookie);
     }
@@ -773,6 +897,17 @@ static void serveOnConnClosed(Conn *c)
         }
     }
     ObjListLink *it, *next;
+    objListForEachSafe(&streams, it, next) { /* their holds go with c's pins below */
+        RelayStream *s = objListEntry(it, RelayStream, link);
+        if (s->conn == c) {
+            objListUnlink(&s->link);
+            streamsClosed++;
+            if (s->pushing)
+                s->dead = 1; /* relayPush or relayEnd frees it */
+            else
+                free(s);
+        }
+    }
     objListForEachSafe(&tierBufs, it, next) { /* sends that never completed */
         TierBuf *b = objListEntry(it, TierBuf, link);
         if (b->conn == c) {
@@ -784,25 +919,36 @@ static void serveOnConnClosed(Conn *c)
     objTableHolderGone(engineConfig()->table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
     c->pins = 0;
-    uploadDrop(c, NULL, 0);
-    for (ObjListLink *l = objListFirst(&pendings); l;) {
-        Pending *p = objListEntry(l, Pending, link);
-        l = l->next == &pendings ? NULL : l->next;
-        if (p->conn == c) {
-            objListUnlink(&p->link);
-            free(p);
-        }
-    }
+    uploadDrop(c, NULL, 0); /* the streams' slots too */
     rrelayConnClosed(c);
+}
+
+/* Bytes landed here (some payload moved, or one is complete): relay
+ * streams and waiting RDMA relay requests may have more to send. */
+static void serveOnLanded(Conn *c)
+{
+    (void)c;
+    if (objListFirst(&streams))
+        relayPushAll();
+    if (objListFirst(&rrWaits))
+        rrelayPoll();
+}
+
+/* RDMA reads finished here: what they brought may be relayed. */
+static void serveOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
+{
+    (void)cookie;
+    (void)ok;
+    (void)sum;
+    serveOnLanded(c);
 }
 
 static void serveTick(void)
 {
     int64_t now = utilMonoUs();
 
-    relayPoll();
+    relayPushAll();
     rrelayPoll();
-    relayExpire();
     for (Rndv *rv = rndvs; rv; rv = rv->next) {
         if (now - rv->sinceUs > SERVE_RNDV_TIMEOUT_US) {
             Conn *c = rv->conn;
@@ -820,6 +966,9 @@ const EngineSide serveSide = {
     .name = "serve",
     .onFrame =
         {[WIRE_FETCH] = serveOnFetch, [WIRE_FETCHR] = serveOnFetch, [WIRE_DONE] = serveOnDone},
+    .payloadMoved = serveOnLanded,
+    .payloadDone = serveOnLanded,
+    .readDone = serveOnReadDone,
     .sendDone = serveOnSendDone,
     .connClosed = serveOnConnClosed,
     .tick = serveTick,

@@ -38,6 +38,8 @@ int streamRxDeliver(const TransportHost *host, Conn *c, Framer *f, int (*hold)(C
             return 0;
         switch (framerNext(f, &m, &why)) {
             case FRAMER_MORE:
+                if (framerInPayload(f) && host->onPayloadMoved)
+                    host->onPayloadMoved(c);
                 return 0;
             case FRAMER_ERROR:
                 goto out_bad_frame;

@@ -64,6 +64,10 @@ typedef struct TcpConn {
     int fd;
     int connecting;
     int inHandler; /* close() during a callback defers the free to the handler's end */
+    /* Inside tcpFlush: a send from one of its onSendDone callbacks only
+     * queues (the running flush writes it), as a nested flush would move
+     * the queue under the running one's accounting. */
+    int flushing;
     int closed;
     int rxPaused; /* requests are not read while the send side is over its caps */
     TxItem *txHead, *txTail;
@@ -163,6 +167,7 @@ static void tcpUpdateEvents(TcpConn *c)
  * engineOnSendDone in order. */
 static int tcpFlush(TcpConn *c)
 {
+    c->flushing = 1;
     while (c->txHead) {
         struct iovec iov[TCP_MAX_IOV];
         int n = 0;
@@ -179,6 +184,7 @@ static int tcpFlush(TcpConn *c)
                 break;
             char why[96];
             snprintf(why, sizeof(why), "write: %s", strerror(errno));
+            c->flushing = 0;
             tcpCloseConn(&c->sc.base, why);
             return -1;
         }
@@ -205,12 +211,15 @@ static int tcpFlush(TcpConn *c)
             free(it);
             if (cookie)
                 host->onSendDone(&c->sc.base, cookie);
-            if (c->closed)
+            if (c->closed) {
+                c->flushing = 0;
                 return -1;
+            }
         }
         if (n == 0)
             break;
     }
+    c->flushing = 0;
     if (!c->txHead)
         c->sc.base.txStallSinceUs = 0;
     tcpUpdateEvents(c);
@@ -251,7 +260,7 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
     else
         c->txHead = it;
     c->txTail = it;
-    if (c->connecting)
+    if (c->connecting || c->flushing)
         return 0;
     return tcpFlush(c);
 }

@@ -152,6 +152,9 @@ typedef struct TransportHost {
      * with the logged reason). */
     int (*onFrame)(Conn *c, const WireMsg *m);
     void (*onPayloadDone)(Conn *c);
+    /* Payload bytes landed in their destination, not yet all of them
+     * (called at least once per read that moved some). */
+    void (*onPayloadMoved)(Conn *c);
     void (*onSendDone)(Conn *c, void *cookie);
     /* sum: the XXH3-64 of the bytes read (store/checksum.h), taken as they
      * landed, or NULL when the reads failed or the transport took none. */

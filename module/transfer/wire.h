@@ -79,7 +79,9 @@ typedef enum WireType {
     /* A relay's answer to a FETCHR with PARTIAL_OK for an object it is still
      * receiving: size, metaSize, checksum (the owner's), offset, len; len
      * bytes of the object from offset follow, all of them landed at the
-     * relay. The requester asks again for the rest. */
+     * relay. A stream of them answers one request: each starts where the
+     * one before ended, up to the object's end, unless an ERROR ends it
+     * (the requester's DONE stops it). */
     WIRE_PART = 13,
     /* A range rendezvous, the RDMA answer to a FETCHR with an offset or with
      * PARTIAL_OK: size, metaSize, checksum (the owner's), offset, len, addr,

@@ -158,12 +158,20 @@ class BcastLab:
                 "--appendonly", "no", "--protected-mode", "no", "--dir", os.path.join(self.workdir, name),
                 "--unixsocket", self.sock(name), "--unixsocketperm", "700"]
 
+    def _secret_file(self):
+        path = os.path.join(self.workdir, "secret")
+        if not os.path.exists(path):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(self.secret)
+        return path
+
     def _node_argv(self, i):
         name, addr = self.name(i), f"{SUBNET}.{10 + i}"
         return self._redis_argv(OBJSTORE_SERVER, name, addr) + [
             "--loadmodule", MODULE, "memory", self.memory, "arena-dir", self.arena_dir,
             "node-name", name, "directory", f"{HUB_ADDR}:{REDIS_PORT}",
-            "cluster-secret", self.secret, "transfer-bind", addr,
+            "cluster-secret-file", self._secret_file(), "transfer-bind", addr,
             "transfer-port", str(TRANSFER_PORT), "heartbeat", "200", "node-ttl", "2000",
             *self.node_args, *self.per_node_args.get(i, ())]
 

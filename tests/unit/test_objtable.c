@@ -379,6 +379,41 @@ static void testAbortFreesMemoryAndTheId(void **state)
     testDestroy(t);
 }
 
+static void testHeldCreatedObjectOutlivesItsAbortUntilUnpinned(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePinCreated(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTablePin(t, e, BOB), OBJ_ST_WRONGSTATE); /* still not a copy */
+    assert_int_equal(objTableAbort(t, e, ALICE), OBJ_ST_OK);
+    assert_null(testFind(t, "obj"));                  /* the id is gone at once */
+    assert_int_equal(testUsed(t), testRoundUp(1000)); /* the bytes are not */
+    assert_int_equal(objTablePinCreated(t, e, BOB), OBJ_ST_WRONGSTATE);
+    testCreate(t, "obj", 10, ALICE); /* a new one of that id meanwhile */
+    assert_int_equal(objTableUnpin(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(testUsed(t), testRoundUp(10));
+    assert_int_equal(testStats(t).pinnedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
+static void testHeldCreatedObjectStaysPinnedOnceSealed(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "obj", 1000, ALICE);
+    assert_int_equal(objTablePinCreated(t, e, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableSeal(t, e, ALICE, 7), OBJ_ST_OK);
+    objTableMarkReplica(t, e);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_DEFERRED); /* pinned: kept */
+    assert_int_equal(testUsed(t), testRoundUp(1000));
+    assert_int_equal(objTableHolderGone(t, BOB), 0);
+    assert_int_equal(testUsed(t), 0);
+    assert_int_equal(objTableCheck(t), 0);
+    testDestroy(t);
+}
+
 /* ---- delete ------------------------------------------------------------------------- */
 
 static void testDeleteOfCreatedIsWrongState(void **state)
@@ -1898,6 +1933,8 @@ int main(void)
         TEST(testSealTwiceIsWrongState),
         TEST(testAbortOfSealedIsWrongState),
         TEST(testAbortFreesMemoryAndTheId),
+        TEST(testHeldCreatedObjectOutlivesItsAbortUntilUnpinned),
+        TEST(testHeldCreatedObjectStaysPinnedOnceSealed),
         TEST(testDeleteOfCreatedIsWrongState),
         TEST(testDeleteOfUnpinnedFreesMemory),
         TEST(testPinOfCreatedIsWrongState),
