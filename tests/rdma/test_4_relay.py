@@ -7,7 +7,9 @@ mode slow-owner): it feeds B one range at a time and answers anyone else BUSY
 speed. C then fetches through B over RDMA, inline (ranges under B's
 rdma-read-min) and by range rendezvous (RPART), and both copies are byte-exact.
 With the owner stalled half-way, a READ through a relay's key past the bytes
-landed there fails with a remote access error.
+landed there fails with a remote access error, and a fetch whose source gives
+up goes on from its offset at another holder, which answers with a range
+rendezvous.
 
 Runs before test_5_kill (which leaves nodes dead).
 """
@@ -20,7 +22,7 @@ import redis
 
 from objhelpers import MIB, KIB, payload, stats, xxh3_64
 from objnodes import free_port, registry_key, rxe_addr
-from rdmahelpers import DEFAULT_READ_MIN, assert_same_object, fetch, set_read_min
+from rdmahelpers import DEFAULT_READ_MIN, assert_same_object, fetch, put, set_read_min
 from test_4_hostile import SECRET, read_statuses, read_until, start_hostile
 
 
@@ -47,14 +49,14 @@ def unlure(dirc, name, oid):
     dirc.execute_command("SREM", registry_key(name), name)
 
 
-def slow_owner(tmp_path, name, data, piece, pace_ms, stall_after=0):
+def slow_owner(tmp_path, name, data, piece, pace_ms, stall_after=0, *extra):
     path = tmp_path / "object.bin"
     path.write_bytes(data)
     port = free_port(rxe_addr())
     proc = start_hostile(rxe_addr(), port, "--mode", "slow-owner", "--secret", SECRET, "--name",
                          name.decode(), "--feed", "B", "--file", path, "--size", len(data),
                          "--piece", piece, "--pace-ms", pace_ms, "--stall-after", stall_after,
-                         "--seconds", 240)
+                         "--seconds", 240, *extra)
     read_until(proc, "ready", 30)
     return proc, port
 
@@ -156,3 +158,32 @@ def test_read_past_the_landed_bytes_fails_with_a_remote_access_error(cluster, tm
     finally:
         stop(owner)
         unlure(dirc, b"M9", oid)
+
+
+def test_rdma_fetch_resumes_at_its_offset_by_range_rendezvous(cluster, tmp_path):
+    a, b = cluster["A"], cluster["B"]
+    ac, bc = a.client(), b.client()
+    oid = b"relay-resume-%d" % os.getpid()
+    data = payload(4 * MIB, 29)
+    # The owner sends B the first 2 MiB, then answers BUSY: B looks again.
+    owner, port = slow_owner(tmp_path, b"M11", data, 1 * MIB, 0, 2 * MIB, "--stall-busy")
+    dirc = directory(cluster)
+    try:
+        lure(dirc, b"M11", port, oid, data)
+        a0, b0 = stats(ac), stats(bc)
+        t, got_b = fetch_in_background(b.client(), oid, 120000)
+        read_until(owner, "stalled", 30)
+        put(a, ac, oid, data)  # a complete holder appears (and publishes itself)
+        t.join(130)
+        assert got_b == [["OK"]], got_b
+        assert_same_object(b, bc, oid, data, b"")
+        a1, b1 = stats(ac), stats(bc)
+        # B went on from 2 MiB: A sent the rest only, by RPART, and B fetched no
+        # byte twice.
+        assert b1["transfer_range_resumes"] - b0["transfer_range_resumes"] >= 1
+        assert b1["transfer_downloaded_bytes"] - b0["transfer_downloaded_bytes"] == 4 * MIB
+        assert a1["rdma_served_rndv"] - a0["rdma_served_rndv"] == 1
+        assert a1["rdma_served_bytes"] - a0["rdma_served_bytes"] == 2 * MIB
+    finally:
+        stop(owner)
+        unlure(dirc, b"M11", oid)

@@ -35,7 +35,9 @@
  *   slow-owner    listen on ADDR:PORT as node N holding the bytes of --file:
  *                 answer the FETCHRs of node --feed with RPARTs of --piece
  *                 bytes from the offset asked, one every --pace-ms, and
- *                 never past --stall-after bytes (0: no stall); answer
+ *                 never past --stall-after bytes (0: no stall; with
+ *                 --stall-busy the request there is answered BUSY, without
+ *                 a relay, instead of never); answer
  *                 anyone else BUSY "relay <feed>" (a paced owner, so that
  *                 the feed is a relay for as long as a test needs)
  *   rpart         connect as N to a relay (dialling --dial), ask FETCHR with
@@ -100,7 +102,7 @@ typedef struct HConn {
 static struct {
     const char *mode, *secret, *name, *dial, *id, *file, *feed;
     uint64_t size, piece, stallAfter;
-    int paceMs;
+    int paceMs, stallBusy;
     int count, seconds;
     double end;
     struct rdma_event_channel *ec;
@@ -297,6 +299,15 @@ static void slowServe(HConn *c)
             printf("hostile: stalled offset=%llu\n", (unsigned long long)c->pendOff);
         fflush(stdout);
         c->stalled = 1;
+        if (h.stallBusy) { /* the feed goes elsewhere for the rest */
+            WireMsg e = {.h = {.type = WIRE_ERROR, .reqId = c->pendReq}};
+            e.u.error.code = WIRE_ERR_BUSY;
+            e.u.error.text = "stalled";
+            e.u.error.textLen = (uint16_t)strlen(e.u.error.text);
+            if (sendMsg(c, &e) != 0)
+                die("send BUSY");
+            c->pending = 0;
+        }
         return;
     }
     uint64_t len = h.size - c->pendOff < h.piece ? h.size - c->pendOff : h.piece;
@@ -730,13 +741,12 @@ static void listenOn(const char *addr, int port)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"mode", 1, 0, 'm'},        {"secret", 1, 0, 's'},
-                                         {"name", 1, 0, 'n'},        {"dial", 1, 0, 'd'},
-                                         {"id", 1, 0, 'i'},          {"size", 1, 0, 'z'},
-                                         {"count", 1, 0, 'c'},       {"seconds", 1, 0, 't'},
-                                         {"file", 1, 0, 'f'},        {"feed", 1, 0, 'F'},
-                                         {"piece", 1, 0, 'p'},       {"pace-ms", 1, 0, 'P'},
-                                         {"stall-after", 1, 0, 'S'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"mode", 1, 0, 'm'},        {"secret", 1, 0, 's'},     {"name", 1, 0, 'n'},
+        {"dial", 1, 0, 'd'},        {"id", 1, 0, 'i'},         {"size", 1, 0, 'z'},
+        {"count", 1, 0, 'c'},       {"seconds", 1, 0, 't'},    {"file", 1, 0, 'f'},
+        {"feed", 1, 0, 'F'},        {"piece", 1, 0, 'p'},      {"pace-ms", 1, 0, 'P'},
+        {"stall-after", 1, 0, 'S'}, {"stall-busy", 0, 0, 'B'}, {0, 0, 0, 0}};
     int o;
 
     h.mode = "silent";
@@ -788,6 +798,9 @@ int main(int argc, char **argv)
                 break;
             case 'S':
                 h.stallAfter = strtoull(optarg, NULL, 10);
+                break;
+            case 'B':
+                h.stallBusy = 1;
                 break;
             default:
                 return 2;
