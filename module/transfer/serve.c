@@ -107,11 +107,11 @@ static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total, uint64_t f
     b->conn = c;
     objListPushBack(&tierBufs, &b->link);
     int tp = engineTpIndex(c->ops);
-    engineStatsBegin();
+    EngineStats *es = engineStatsBegin();
     engineTpStats(tp)->served++;
     engineTpStats(tp)->servedBytes += total - from;
     engineTpStats(tp)->servedInline++;
-    engineStatsBegin()->uploadedBytes += total - from;
+    es->uploadedBytes += total - from;
     engineStatsEnd();
     r->h.type = WIRE_DATA;
     return engineSend(c, r, b->bytes + from, total - from, (void *)((uintptr_t)b | 1));

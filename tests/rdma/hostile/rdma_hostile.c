@@ -383,7 +383,7 @@ static void onFrame(HConn *c, WireMsg *m)
         sendMsg(c, &p);
         return;
     }
-    if (m->h.type == WIRE_FETCH) {
+    if (m->h.type == WIRE_FETCH || m->h.type == WIRE_FETCHR) { /* rndv-error */
         WireMsg r = {.h = {.type = WIRE_RNDV, .reqId = m->h.reqId}};
         r.u.data.size = h.size;
         /* The checksum of the bytes it points at, as the directory says: the
