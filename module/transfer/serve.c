@@ -697,6 +697,8 @@ static void rrelayPoll(void)
     int64_t now = utilMonoUs();
     uint64_t round = ++rrRound;
 
+    if (rrAsking) /* an answer being sent got here again: the running pass goes on */
+        return;
     for (;;) {
         RrWait *w = NULL;
         ObjListLink *l;
