@@ -64,10 +64,11 @@ def fetch_all(lab, oid, targets):
     return max(t for t, _ in done.values()) - t0
 
 
-def run(n, size, rate):
+def run(n, size, rate, node_args):
     # tbf burst 512 KiB, latency 100 ms: the links of every earlier run in bench/results.
-    lab = NetnsCluster(n, rate=rate, memory=f"{max(256, 3 * size >> 20)}mb", burst="512kb",
-                       latency="100ms", names=[f"n{i}" for i in range(n)])
+    lab = NetnsCluster(n, rate=rate, memory=f"{max(256, (2 * size >> 20) + 64)}mb",
+                       burst="512kb", latency="100ms", names=[f"n{i}" for i in range(n)],
+                       extra_args=node_args)
     lab.start()
     try:
         return measure(lab, n, size, rate)
@@ -115,10 +116,12 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="")
     ap.add_argument("--label", default="", help="what was measured (a build, a setting)")
+    ap.add_argument("--node-args", default="",
+                    help="module arguments for every node, e.g. 'upload-slots 0' (a star)")
     a = ap.parse_args()
     rows = []
     for n in [int(x) for x in a.nodes.split(",")]:
-        row = {"label": a.label, **run(n, a.size_mib << 20, a.rate)}
+        row = {"label": a.label, **run(n, a.size_mib << 20, a.rate, a.node_args.split())}
         print(row, flush=True)
         rows.append(row)
     cols = list(rows[0])

@@ -799,6 +799,7 @@ int engineOnFrame(Conn *c, const WireMsg *m)
             case WIRE_DATA:
             case WIRE_RNDV:
             case WIRE_PART:
+            case WIRE_RPART:
                 rc = engineDispatchFrame(c, m);
                 break;
             case WIRE_PING: {

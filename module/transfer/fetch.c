@@ -102,6 +102,8 @@ typedef struct Transfer {
     int64_t retryAtUs;     /* XFER_WAITING: when to ask the directory again */
     uint64_t expect;       /* payload bytes the current answer carries */
     int partial;           /* the attempt is a relay stream: its answers are PARTs */
+    int ranged;            /* the reads in flight are an RPART's range (XFER_READING) */
+    int again;             /* the request being sent asks the same peer for the rest */
     int64_t progressUs;    /* relay stream: when a byte last landed */
     uint64_t progressMark; /* relay stream: how far it had got then */
     int relayed;           /* bytes from a relay are in the object */
@@ -277,14 +279,14 @@ static void hintFallback(Transfer *x, const char *why, int forget)
 }
 
 /* x's payload was being received on c when its attempt ended: remember how
- * far it got (TCP: a later attempt asks for the rest), and count it. */
+ * far it got (a later attempt asks for the rest), and count it. */
 static void xferNoteLanded(Transfer *x, Conn *c)
 {
     uint64_t got = c->ops->payloadLanded ? c->ops->payloadLanded(c, x->expect) : 0;
 
     engineStatsBegin()->downloadedBytes += got;
     engineStatsEnd();
-    x->landed = x->tp == TP_TCP ? x->reqFrom + got : 0;
+    x->landed = x->reqFrom + got;
 }
 
 static void sendDone(Conn *c, uint64_t reqId);
@@ -307,6 +309,7 @@ static void attemptFailed(Transfer *x, const char *why)
         xferNoteLanded(x, x->conn);
     x->conn = NULL;
     x->partial = 0;
+    x->again = 0;
     x->state = XFER_LOOKUP;
     xferTryNext(x);
 }
@@ -335,19 +338,21 @@ static void sendFetch(Transfer *x)
     }
     m.u.fetch.id = x->id;
     m.u.fetch.idLen = (uint16_t)x->idLen;
-    /* Only a stream answer can start mid-object: a rendezvous reads it whole. */
-    x->reqFrom = x->tp == TP_TCP && x->entry ? x->landed : 0;
+    /* A resume: the answer is a stream's DATA or PART, or an RPART on RDMA. */
+    x->reqFrom = x->entry ? x->landed : 0;
     if (x->reqFrom > 0 || (!x->insist && x->dir)) {
         m.h.type = WIRE_FETCHR;
         m.u.fetch.offset = x->reqFrom;
-        m.u.fetch.flags = x->insist ? 0 : WIRE_FETCHR_BUSY_OK;
-        if (!x->insist && !x->noRelay && x->tp == TP_TCP && x->entry)
+        /* Asking the peer that is serving it for the rest: no redirect. */
+        m.u.fetch.flags = x->insist || x->again ? 0 : WIRE_FETCHR_BUSY_OK;
+        if (!x->insist && !x->noRelay && x->entry)
             m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
     }
-    if (x->reqFrom > 0) { /* a new attempt that goes on from where the last one got */
+    if (x->reqFrom > 0 && !x->again) { /* a new attempt that goes on from where the last got */
         engineStatsBegin()->rangeResumes++;
         engineStatsEnd();
     }
+    x->again = 0;
     x->state = XFER_REQUESTED;
     if (engineSend(x->conn, &m, NULL, 0, NULL) == -1)
         attemptFailed(x, "UNAVAILABLE cannot send FETCH");
@@ -924,6 +929,14 @@ static int fetchOnPart(Conn *c, const WireMsg *m)
     return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + at, x->expect);
 }
 
+/* Does a relay answer one request on c with one PART (RDMA, where a
+ * round trip is cheap and a large range goes by RPART), rather than with a
+ * stream of them? serve.c decides the same way. */
+static int relayAnswersOnce(const Conn *c)
+{
+    return c->ops->readRemote != NULL;
+}
+
 static void fetchOnPayloadDone(Conn *c)
 {
     for (Transfer *x = xferFirst(); x; x = xferNext(x)) {
@@ -944,7 +957,11 @@ static void fetchOnPayloadDone(Conn *c)
                 engineStatsBegin()->downloadedBytes += x->expect;
                 engineStatsEnd();
                 x->landed = x->reqFrom + x->expect;
-                if (x->partial && x->landed < total) { /* the relay's next PART follows */
+                if (x->partial && x->landed < total && relayAnswersOnce(c)) {
+                    x->partial = 0; /* ask the relay for more */
+                    x->again = 1;
+                    sendFetch(x);
+                } else if (x->partial && x->landed < total) { /* the relay's next PART follows */
                     x->state = XFER_REQUESTED;
                     x->progressUs = utilMonoUs();
                 } else {
@@ -1013,6 +1030,47 @@ static int fetchOnRndv(Conn *c, const WireMsg *m)
     return 0;
 }
 
+/* RPART: a range of the object to read by rendezvous (a relay's landed
+ * bytes, or an owner's rest of a resumed object): READ it into the object
+ * at its offset; readsFinished then says DONE and asks for the rest. */
+static int fetchOnRpart(Conn *c, const WireMsg *m)
+{
+    Transfer *x = xferByXid(m->h.reqId);
+
+    if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
+        sendDone(c, m->h.reqId); /* nothing follows an RPART: forget the transfer */
+        xferDrop(x);
+        return 0;
+    }
+    if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry || !c->ops->readRemote) {
+        sendDone(c, m->h.reqId); /* not ours (any more): release the peer's key */
+        return 0;
+    }
+    ObjEntry *e = x->entry;
+    if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
+        m->u.data.offset != x->reqFrom || (x->dir && m->u.data.checksum != x->dir->checksum)) {
+        sendDone(c, m->h.reqId);
+        attemptFailed(x, "PROTOCOL the peer offered another object or range than asked for");
+        return 0;
+    }
+    x->remoteChecksum = m->u.data.checksum;
+    x->state = XFER_READING;
+    x->readToken = ++fs.nextReadToken;
+    x->failAfterReads[0] = '\0';
+    x->ranged = 1;
+    x->relayed = 1; /* the peer may be a relay: a bad chain means complete holders only */
+    x->expect = m->u.data.len;
+    uint8_t *dst = engineConfig()->arenaBase + e->offset + m->u.data.offset;
+    if (c->ops->readRemote(c, dst, m->u.data.len, m->u.data.addr, m->u.data.rkey,
+                           (void *)(uintptr_t)x->readToken) == -1) {
+        x->readToken = 0;
+        x->ranged = 0;
+        sendDone(c, m->h.reqId);
+        attemptFailed(x, "UNAVAILABLE cannot post RDMA reads");
+    }
+    return 0;
+}
+
 /* The transfer whose reads on c carry token, or NULL (a stale completion:
  * its attempt is over). */
 static Transfer *xferByReadToken(const Conn *c, uint64_t token)
@@ -1021,6 +1079,38 @@ static Transfer *xferByReadToken(const Conn *c, uint64_t token)
         if (x->readToken == token && x->conn == c && x->state == XFER_READING)
             return x;
     return NULL;
+}
+
+/* The reads of x's attempt on c (cookie) ended short: keep the prefix that
+ * landed, in order from where they started (a later attempt asks for the
+ * rest), and count it. */
+static void readsNoteLanded(Transfer *x, Conn *c, void *cookie)
+{
+    uint64_t got = c->ops->readLanded ? c->ops->readLanded(c, cookie) : 0;
+
+    engineStatsBegin()->downloadedBytes += got;
+    engineStatsEnd();
+    x->landed = x->reqFrom + got;
+    x->ranged = 0;
+}
+
+/* An RPART's range is in the object (its DONE is sent): ask the same peer
+ * for the rest, or, at the end, take the whole object's checksum in one
+ * pass (the reads' own covers their range only) and seal it. */
+static void rangeRead(Transfer *x)
+{
+    uint64_t total = x->entry->dataSize + x->entry->metaSize;
+
+    engineStatsBegin()->downloadedBytes += x->expect;
+    engineStatsEnd();
+    x->ranged = 0;
+    x->landed = x->reqFrom + x->expect;
+    if (x->landed < total) {
+        x->again = 1; /* the same attempt goes on */
+        sendFetch(x);
+        return;
+    }
+    xferReceived(x, NULL);
 }
 
 /* Every READ of the attempt has completed or been flushed: only now may the
@@ -1040,14 +1130,16 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
         xferFree(x);
         return;
     }
-    if (x->failAfterReads[0]) {
+    if (x->failAfterReads[0] || !ok) {
         char why[160];
-        snprintf(why, sizeof(why), "%s", x->failAfterReads);
+        snprintf(why, sizeof(why), "%s",
+                 x->failAfterReads[0] ? x->failAfterReads : "UNAVAILABLE RDMA read failed");
+        readsNoteLanded(x, c, cookie);
         attemptFailed(x, why);
         return;
     }
-    if (!ok) {
-        attemptFailed(x, "UNAVAILABLE RDMA read failed");
+    if (x->ranged) {
+        rangeRead(x);
         return;
     }
     engineStatsBegin()->downloadedBytes += x->entry->dataSize + x->entry->metaSize;
@@ -1055,18 +1147,20 @@ static void readsFinished(Conn *c, void *cookie, int ok, const uint64_t *sum)
     xferReceived(x, sum);
 }
 
-/* Ask relay node n for the rest of x (over TCP). Returns 0, or -1 (then x
- * is left as it was, without a connection). */
+/* Ask relay node n for the rest of x, over the transport x would use for
+ * any holder (RDMA first, unless the fetch says otherwise). Returns 0, or
+ * -1 (then x is left as it was, without a connection). */
 static int relayConnect(Transfer *x, const DirNode *n)
 {
     char err[160];
-    Conn *c = n->tcpPort > 0 ? engineConnFor(n, TP_TCP, err, sizeof(err)) : NULL;
+    int tp = pickTransport(x, n, err, sizeof(err));
+    Conn *c = tp < 0 ? NULL : engineConnFor(n, tp, err, sizeof(err));
 
     if (!c)
         return -1;
     engineStatsBegin()->relayFollows++;
     engineStatsEnd();
-    xferUseConn(x, c, TP_TCP);
+    xferUseConn(x, c, tp);
     return 0;
 }
 
@@ -1079,9 +1173,8 @@ static int relayFollow(Transfer *x, const WireMsg *m)
     static const char tag[] = "relay ";
     size_t n = m->u.error.textLen, tl = sizeof(tag) - 1;
 
-    if (x->noRelay || !x->entry || x->via == FETCH_VIA_RDMA || !engineTransport(TP_TCP) ||
-        x->relayHops >= FETCH_RELAY_HOPS || n <= tl || n - tl > OBJ_WIRE_NAME_MAX ||
-        memcmp(m->u.error.text, tag, tl))
+    if (x->noRelay || !x->entry || x->relayHops >= FETCH_RELAY_HOPS || n <= tl ||
+        n - tl > OBJ_WIRE_NAME_MAX || memcmp(m->u.error.text, tag, tl))
         return 0;
     char name[OBJ_WIRE_NAME_MAX + 1];
     memcpy(name, m->u.error.text + tl, n - tl);
@@ -1151,6 +1244,8 @@ static int fetchOnAnswer(Conn *c, const WireMsg *m)
         rc = fetchOnPart(c, m);
     else if (m->h.type == WIRE_RNDV)
         rc = fetchOnRndv(c, m);
+    else if (m->h.type == WIRE_RPART)
+        rc = fetchOnRpart(c, m);
     else
         rc = fetchOnError(c, m);
     if (rc == 0)
@@ -1250,18 +1345,37 @@ static void fetchShutdown(void)
     }
 }
 
+/* How many bytes of x's object have landed, in order from its start: what
+ * earlier answers brought, and what has landed of the current one (a
+ * stream's payload, or the READ chunks of a rendezvous or an RPART). */
+static uint64_t xferLandedNow(const Transfer *x)
+{
+    Conn *c = x->conn;
+
+    if (x->state == XFER_RECEIVING && c && c->ops->payloadLanded && !x->drainWhy[0])
+        return x->reqFrom + c->ops->payloadLanded(c, x->expect);
+    if (x->state == XFER_READING && c && c->ops->readLanded && !x->failAfterReads[0])
+        return x->reqFrom + c->ops->readLanded(c, (void *)(uintptr_t)x->readToken);
+    return x->landed;
+}
+
 int fetchPartial(const char *id, size_t idLen, ObjEntry **e, uint64_t *landed, uint64_t *checksum)
 {
     Transfer *x = xferById(id, idLen);
 
-    if (!x || !x->entry || x->tp != TP_TCP || x->hint[0])
+    if (!x || !x->entry || x->hint[0])
         return -1;
     *e = x->entry;
-    *landed = x->landed;
-    if (x->state == XFER_RECEIVING && x->conn && x->conn->ops->payloadLanded)
-        *landed = x->reqFrom + x->conn->ops->payloadLanded(x->conn, x->expect);
+    *landed = xferLandedNow(x);
     *checksum = x->dir ? x->dir->checksum : x->remoteChecksum;
     return x->dir ? 0 : -1; /* without the directory's checksum there is nothing to vouch */
+}
+
+const char *fetchSource(const char *id, size_t idLen)
+{
+    Transfer *x = xferById(id, idLen);
+
+    return x && x->conn && x->conn->peerName[0] ? x->conn->peerName : NULL;
 }
 
 /* Has x's relay stream gone FETCH_RELAY_STALL_US without a byte? (The relay
@@ -1319,7 +1433,8 @@ const EngineSide fetchSide = {
     .onFrame = {[WIRE_DATA] = fetchOnAnswer,
                 [WIRE_RNDV] = fetchOnAnswer,
                 [WIRE_ERROR] = fetchOnAnswer,
-                [WIRE_PART] = fetchOnAnswer},
+                [WIRE_PART] = fetchOnAnswer,
+                [WIRE_RPART] = fetchOnAnswer},
     .connReady = fetchOnConnReady,
     .connClosed = fetchOnConnClosed,
     .payloadDone = fetchOnPayloadDone,

@@ -116,7 +116,8 @@ typedef struct RdmaConn {
     int fd; /* the stream's descriptor in the engine's epoll, -1 when none */
     TxItem *txHead, *txTail;
     size_t txBytes;
-    ObjList reads; /* ReadOp.link, in order; the head is the one being posted */
+    ObjList reads;     /* ReadOp.link, in order; the head is the one being posted */
+    ReadOp *reporting; /* the read whose onReadDone runs (readLanded asks it) */
     int readsInflight;
     int userPosted; /* our WRs on the QP not yet completed */
     Window *windows;
@@ -597,6 +598,34 @@ static int rdmaPumpReads(RdmaConn *c)
     return 0;
 }
 
+/* Hand op's outcome to the engine and free it: while the engine hears of
+ * it, readLanded still tells how far it got. */
+static void rdmaReadReport(RdmaConn *c, ReadOp *op, int ok, const uint64_t *sum)
+{
+    c->reporting = op;
+    host->onReadDone(&c->sc.base, op->cookie, ok, sum);
+    c->reporting = NULL;
+    XXH3_freeState(op->hash);
+    free(op);
+}
+
+/* TransportOps.readLanded: the landed prefix of the reads posted with
+ * cookie (in flight, or being reported); 0 when none has that cookie. */
+static uint64_t rdmaReadLanded(Conn *base, void *cookie)
+{
+    RdmaConn *c = (RdmaConn *)base;
+    ObjListLink *l;
+
+    if (c->reporting && c->reporting->cookie == cookie)
+        return c->reporting->landed;
+    objListForEach(&c->reads, l) {
+        ReadOp *op = objListEntry(l, ReadOp, link);
+        if (op->cookie == cookie)
+            return op->landed;
+    }
+    return 0;
+}
+
 /* Report and drop finished read ops (all chunks back, or failed with none
  * in flight) at the head of the list, in order. */
 static void rdmaReapReads(RdmaConn *c)
@@ -604,15 +633,12 @@ static void rdmaReapReads(RdmaConn *c)
     for (ReadOp *op;
          (op = rdmaReadFirst(c)) && op->inflight == 0 && (op->posted == op->len || op->failed);) {
         objListUnlink(&op->link);
-        void *cookie = op->cookie;
         int ok = !op->failed;
         uint64_t sum = 0;
         int hashed = ok && op->hash && op->landed == op->len;
         if (hashed)
             sum = XXH3_64bits_digest(op->hash);
-        XXH3_freeState(op->hash);
-        free(op);
-        host->onReadDone(&c->sc.base, cookie, ok, hashed ? &sum : NULL);
+        rdmaReadReport(c, op, ok, hashed ? &sum : NULL);
         if (c->closing)
             return;
     }
@@ -792,10 +818,7 @@ static void rdmaCloseConn(Conn *base, const char *why)
     rdmaWindowsFree(c);
     for (ReadOp *op; (op = rdmaReadFirst(c));) {
         objListUnlink(&op->link);
-        void *cookie = op->cookie;
-        XXH3_freeState(op->hash);
-        free(op);
-        host->onReadDone(base, cookie, 0, NULL);
+        rdmaReadReport(c, op, 0, NULL);
     }
     while (c->txHead) {
         TxItem *n = c->txHead->next;
@@ -1223,7 +1246,9 @@ static const TransportOps rdmaTransport = {
     .recvPayload = streamRecvPayload,
     .discardPayload = streamDiscardPayload,
     .payloadHash = streamPayloadHash,
+    .payloadLanded = streamPayloadLanded,
     .readRemote = rdmaReadRemote,
+    .readLanded = rdmaReadLanded,
     .grantRead = rdmaGrantRead,
     .revokeRead = rdmaRevokeRead,
     .authenticated = rdmaAuthenticated,

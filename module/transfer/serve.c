@@ -32,6 +32,13 @@
  * stay put even if this node's own transfer gives the object up, and a
  * sealed copy is not evicted while it is served. Every copy is checked
  * against the owner's checksum at its end (docs/cluster.md, "Broadcast").
+ *
+ * An RDMA requester gets one answer per request instead: PART for a range
+ * under rdma-read-min, else RPART, a rendezvous whose key opens exactly the
+ * bytes that have landed here, the object held until the requester's DONE
+ * revokes the key; it then asks again from its new offset (serveRelayRdma).
+ * An owner resuming an RDMA requester at an offset answers RPART over the
+ * rest too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,11 +107,11 @@ static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total, uint64_t f
     b->conn = c;
     objListPushBack(&tierBufs, &b->link);
     int tp = engineTpIndex(c->ops);
-    engineStatsBegin();
+    EngineStats *es = engineStatsBegin();
     engineTpStats(tp)->served++;
     engineTpStats(tp)->servedBytes += total - from;
     engineTpStats(tp)->servedInline++;
-    engineStatsBegin()->uploadedBytes += total - from;
+    es->uploadedBytes += total - from;
     engineStatsEnd();
     r->h.type = WIRE_DATA;
     return engineSend(c, r, b->bytes + from, total - from, (void *)((uintptr_t)b | 1));
@@ -326,9 +333,13 @@ static int relayLanded(RelayStream *s)
     ObjEntry *e;
     uint64_t landed, sum;
 
-    if (s->e->state == OBJ_SEALED && !s->e->deleting) {
+    objTableLock(engineConfig()->table); /* OBJ.DEL may be deleting it */
+    int sealed = s->e->state == OBJ_SEALED && !s->e->deleting;
+    int same = sealed && s->e->checksum == s->checksum;
+    objTableUnlock(engineConfig()->table);
+    if (sealed) {
         s->landed = s->dataSize + s->metaSize;
-        return s->e->checksum == s->checksum ? 0 : -1;
+        return same ? 0 : -1;
     }
     if (fetchPartial(s->id, s->idLen, &e, &landed, &sum) == -1 || e != s->e || sum != s->checksum ||
         landed < s->next)
@@ -450,6 +461,11 @@ static int serveRelay(Conn *c, const WireMsg *m, RelayStream *s, const char *why
         return 0;
     }
     s->checksum = sum;
+    const char *source = fetchSource(s->id, s->idLen);
+    if (source && !strcmp(source, c->peerName)) { /* it would feed on its own bytes */
+        relayEnd(s, WIRE_ERR_BUSY, "the requester is this relay's source: ask another");
+        return 0;
+    }
     if (s->next >= s->dataSize + s->metaSize) {
         relayEnd(s, WIRE_ERR_PROTO, "offset past the end of the object");
         return 0;
@@ -461,6 +477,258 @@ static int serveRelay(Conn *c, const WireMsg *m, RelayStream *s, const char *why
     engineStatsEnd();
     relayPush(s, utilMonoUs());
     return 0;
+}
+
+/* ---- relays for RDMA requesters ---------------------------------------------------- */
+
+/* An RDMA requester's relay request waiting for bytes to land here. */
+typedef struct RrWait {
+    Conn *conn;
+    uint64_t reqId, offset;
+    char id[OBJ_WIRE_ID_MAX];
+    size_t idLen;
+    int64_t sinceUs;
+    uint64_t round;   /* the last rrelayPoll that looked at it */
+    ObjListLink link; /* in rrWaits */
+} RrWait;
+
+static ObjList rrWaits = {&rrWaits, &rrWaits}; /* RrWait.link */
+static uint64_t rrRound;                       /* rrelayPoll's passes */
+/* The request rrelayPoll is answering (off the list meanwhile), and whether
+ * its connection closed under the answer. */
+static RrWait *rrAsking;
+static int rrAskingGone;
+
+/* A range under rdma-read-min that is not the object's rest waits this long
+ * for more bytes before it is sent inline as it is. */
+#define SERVE_RRELAY_GATHER_US (200LL * 1000)
+
+/* Count a relayed answer of len bytes on c (rndv: by rendezvous). */
+static void rrelayCount(Conn *c, uint64_t len, int rndv)
+{
+    int tp = engineTpIndex(c->ops);
+    EngineStats *es = engineStatsBegin();
+
+    es->relayed++;
+    es->uploadedBytes += len;
+    engineTpStats(tp)->servedBytes += len;
+    if (rndv)
+        engineTpStats(tp)->servedRndv++;
+    else
+        engineTpStats(tp)->servedInline++;
+    engineStatsEnd();
+}
+
+/* Hold e, an object being received here, for c while an answer from it is
+ * out (objTablePinCreated: its memory outlives an abort until unpin), and
+ * count it as an upload when large. Returns 0, or -1 when it is no longer
+ * a created object. */
+static int rrelayHold(Conn *c, ObjEntry *e)
+{
+    ObjTable *t = engineConfig()->table;
+
+    objTableLock(t);
+    ObjStatus st = objTablePinCreated(t, e, ENGINE_HOLDER_CONN(c->id));
+    objTableUnlock(t);
+    if (st != OBJ_ST_OK)
+        return -1;
+    c->pins++;
+    if (serveIsLarge(e))
+        uploadAdd(c, e); /* unpin drops it */
+    return 0;
+}
+
+/* Open [offset, offset + len) of e (held, all of it landed here) to c's
+ * peer and send RPART. The key opens those bytes only; the requester's DONE
+ * revokes it, and the hold goes once it no longer opens anything. Returns
+ * 0 (an answer, maybe an ERROR, went out) or -1 (c is closing). */
+static int rrelaySendRpart(Conn *c, uint64_t reqId, ObjEntry *e, uint64_t sum, uint64_t offset,
+                           uint64_t len)
+{
+    const uint8_t *bytes = engineConfig()->arenaBase + e->offset + offset;
+    Rndv *rv = malloc(sizeof(*rv));
+    uint32_t rkey = 0;
+    void *grant = rv ? c->ops->grantRead(c, bytes, len, &rkey) : NULL;
+
+    if (!grant) { /* logged by the transport, or out of memory */
+        free(rv);
+        unpin(c, e);
+        engineSendError(c, reqId, WIRE_ERR_INTERNAL,
+                        "cannot open the landed bytes to RDMA reads (see the relay's log)");
+        return 0;
+    }
+    *rv = (Rndv){
+        .conn = c, .reqId = reqId, .e = e, .grant = grant, .sinceUs = utilMonoUs(), .next = rndvs};
+    rndvs = rv;
+    rrelayCount(c, len, 1);
+    WireMsg r = {.h = {.type = WIRE_RPART, .reqId = reqId}};
+    r.u.data.size = e->dataSize;
+    r.u.data.metaSize = e->metaSize;
+    r.u.data.checksum = sum;
+    r.u.data.offset = offset;
+    r.u.data.len = len;
+    r.u.data.addr = (uint64_t)(uintptr_t)bytes;
+    r.u.data.rkey = rkey;
+    return engineSend(c, &r, NULL, 0, NULL);
+}
+
+static int serveOnFetch(Conn *c, const WireMsg *m);
+
+/* The object of a waiting relay request is no longer being received here:
+ * sealed here meanwhile, it is served whole as any holder serves it (from
+ * the offset, without a redirect); else the request is refused. */
+static void rrelayGone(Conn *c, uint64_t reqId, const char *id, size_t idLen, uint64_t offset)
+{
+    ObjTable *t = engineConfig()->table;
+
+    objTableLock(t);
+    ObjEntry *e = objTableFind(t, id, idLen);
+    int sealed = e && e->state == OBJ_SEALED;
+    objTableUnlock(t);
+    if (!sealed) {
+        engineSendError(c, reqId, WIRE_ERR_NOTSEALED, "the object is no longer received here");
+        return;
+    }
+    WireMsg m = {.h = {.type = WIRE_FETCHR, .reqId = reqId}};
+    m.u.fetch.id = id;
+    m.u.fetch.idLen = (uint16_t)idLen;
+    m.u.fetch.offset = offset;
+    if (serveOnFetch(c, &m) == -1)
+        c->ops->close(c, "cannot answer a relay request");
+}
+
+/* Answer an RDMA requester's relay request from what has landed here past
+ * offset: RPART over all of it when that is at least rdma-read-min, PART
+ * inline when less. waitedUs: how long the request has waited. Returns 1
+ * when answered (maybe with an ERROR), 0 when it should wait: nothing past
+ * offset has landed, or less than rdma-read-min of a rest still coming, for
+ * under SERVE_RRELAY_GATHER_US. */
+static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, uint64_t offset,
+                        int64_t waitedUs)
+{
+    ObjEntry *e;
+    uint64_t landed, sum;
+
+    if (fetchPartial(id, idLen, &e, &landed, &sum) == -1) {
+        rrelayGone(c, reqId, id, idLen, offset);
+        return 1;
+    }
+    uint64_t total = e->dataSize + e->metaSize, min = engineConfig()->rdmaReadMin;
+    if (offset >= total) {
+        engineSendError(c, reqId, WIRE_ERR_PROTO, "offset past the end of the object");
+        return 1;
+    }
+    if (landed <= offset)
+        return 0;
+    uint64_t len = landed - offset;
+    if (len < min && landed < total && waitedUs < SERVE_RRELAY_GATHER_US)
+        return 0;
+    if (rrelayHold(c, e) == -1) {
+        rrelayGone(c, reqId, id, idLen, offset);
+        return 1;
+    }
+    if (len >= min) {
+        rrelaySendRpart(c, reqId, e, sum, offset, len);
+        return 1;
+    }
+    rrelayCount(c, len, 0);
+    WireMsg r = {.h = {.type = WIRE_PART, .reqId = reqId}};
+    r.u.data.size = e->dataSize;
+    r.u.data.metaSize = e->metaSize;
+    r.u.data.checksum = sum;
+    r.u.data.offset = offset;
+    r.u.data.len = len;
+    /* The hold goes once the bytes are sent (serveOnSendDone). */
+    engineSend(c, &r, engineConfig()->arenaBase + e->offset + offset, len, e);
+    return 1;
+}
+
+/* A FETCHR with PARTIAL_OK from an RDMA requester for an object being
+ * received here: answer from what has landed, or wait for it (rrelayPoll,
+ * on every landed event and tick). Returns 0. */
+static int serveRelayRdma(Conn *c, const WireMsg *m)
+{
+    if (rrelayAnswer(c, m->h.reqId, m->u.fetch.id, m->u.fetch.idLen, m->u.fetch.offset, 0))
+        return 0;
+    RrWait *w = malloc(sizeof(*w));
+    if (!w) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
+        return 0;
+    }
+    w->conn = c;
+    w->reqId = m->h.reqId;
+    w->offset = m->u.fetch.offset;
+    memcpy(w->id, m->u.fetch.id, m->u.fetch.idLen);
+    w->idLen = m->u.fetch.idLen;
+    w->sinceUs = utilMonoUs();
+    w->round = 0;
+    objListPushBack(&rrWaits, &w->link);
+    return 0;
+}
+
+/* One look at waiting request w (off the list): answered, refused after
+ * SERVE_RELAY_WAIT_US without a first byte, or still waiting. Returns 1
+ * when it is over (or its connection closed meanwhile). */
+static int rrelayStep(RrWait *w, int64_t now)
+{
+    if (rrelayAnswer(w->conn, w->reqId, w->id, w->idLen, w->offset, now - w->sinceUs) ||
+        rrAskingGone)
+        return 1;
+    if (now - w->sinceUs <= SERVE_RELAY_WAIT_US)
+        return 0;
+    engineSendError(w->conn, w->reqId, WIRE_ERR_NOTSEALED,
+                    "no new byte of the object landed here in time");
+    return 1;
+}
+
+/* Answer the waiting RDMA relay requests whose bytes have landed; refuse
+ * those that waited too long. An answer may close its connection, which
+ * drops that connection's requests: each is taken off the list while it is
+ * looked at, and the walk starts again after each. */
+static void rrelayPoll(void)
+{
+    int64_t now = utilMonoUs();
+    uint64_t round = ++rrRound;
+
+    for (;;) {
+        RrWait *w = NULL;
+        ObjListLink *l;
+        objListForEach(&rrWaits, l) {
+            RrWait *o = objListEntry(l, RrWait, link);
+            if (o->round != round) {
+                w = o;
+                break;
+            }
+        }
+        if (!w)
+            return;
+        objListUnlink(&w->link);
+        w->round = round;
+        rrAsking = w;
+        rrAskingGone = 0;
+        int over = rrelayStep(w, now);
+        rrAsking = NULL;
+        if (over)
+            free(w);
+        else
+            objListPushBack(&rrWaits, &w->link);
+    }
+}
+
+/* c is gone: forget its waiting relay requests. */
+static void rrelayConnClosed(Conn *c)
+{
+    ObjListLink *l, *next;
+
+    if (rrAsking && rrAsking->conn == c)
+        rrAskingGone = 1;
+    objListForEachSafe(&rrWaits, l, next) {
+        RrWait *w = objListEntry(l, RrWait, link);
+        if (w->conn == c) {
+            objListUnlink(&w->link);
+            free(w);
+        }
+    }
 }
 
 static int serveOnFetch(Conn *c, const WireMsg *m)
@@ -485,7 +753,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
                    : busy || partial ? OBJ_ST_OK
                                      : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
     const char *relayWhy = NULL;
-    RelayStream *rs = partial ? relayOpen(c, m, e, &relayWhy) : NULL;
+    RelayStream *rs = partial && !c->ops->grantRead ? relayOpen(c, m, e, &relayWhy) : NULL;
     int tierFd = st == OBJ_ST_SPILLED ? objTableTierOpen(t, e) : -1; /* opened before any unlink */
     if (st == OBJ_ST_SPILLED) {
         r.u.data.size = e->dataSize;
@@ -498,7 +766,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
         return 0;
     }
     if (partial)
-        return serveRelay(c, m, rs, relayWhy);
+        return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m, rs, relayWhy);
     if (st == OBJ_ST_SPILLED)
         return serveFromTier(c, &r, tierFd, r.u.data.size + r.u.data.metaSize,
                              m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0);
@@ -531,8 +799,10 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     r.u.data.metaSize = e->metaSize;
     r.u.data.checksum = e->checksum;
 
-    /* A range always rides the stream: a rendezvous opens whole objects. */
-    int inlineOk = !c->ops->grantRead || total < engineConfig()->rdmaReadMin || from > 0;
+    /* A rest under rdma-read-min rides the stream; a larger one is read:
+     * RNDV for the whole object, RPART for the bytes from an offset. */
+    int inlineOk =
+        !c->ops->grantRead || total - from < engineConfig()->rdmaReadMin || (from && from == total);
     engineStatsBegin();
     if (inlineOk)
         engineTpStats(tp)->servedInline++;
@@ -552,7 +822,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
         return 0;
     }
     uint32_t rkey = 0;
-    void *grant = c->ops->grantRead(c, bytes, total, &rkey);
+    void *grant = c->ops->grantRead(c, bytes + from, total - from, &rkey);
     if (!grant) { /* the device failed (logged): the pin cap above keeps keys from running out */
         free(rv);
         unpin(c, e);
@@ -567,9 +837,11 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
                  .sinceUs = utilMonoUs(),
                  .next = rndvs};
     rndvs = rv;
-    r.h.type = WIRE_RNDV;
-    r.u.data.addr = (uint64_t)(uintptr_t)bytes;
+    r.h.type = from ? WIRE_RPART : WIRE_RNDV;
+    r.u.data.addr = (uint64_t)(uintptr_t)(bytes + from);
     r.u.data.rkey = rkey;
+    r.u.data.offset = from;
+    r.u.data.len = from ? total - from : 0;
     return engineSend(c, &r, NULL, 0, NULL);
 }
 
@@ -657,15 +929,27 @@ static void serveOnConnClosed(Conn *c)
     objTableUnlock(engineConfig()->table);
     c->pins = 0;
     uploadDrop(c, NULL, 0); /* the streams' slots too */
+    rrelayConnClosed(c);
 }
 
 /* Bytes landed here (some payload moved, or one is complete): relay
- * streams may have more to send. */
+ * streams and waiting RDMA relay requests may have more to send. */
 static void serveOnLanded(Conn *c)
 {
     (void)c;
     if (objListFirst(&streams))
         relayPushAll();
+    if (objListFirst(&rrWaits))
+        rrelayPoll();
+}
+
+/* RDMA reads finished here: what they brought may be relayed. */
+static void serveOnReadDone(Conn *c, void *cookie, int ok, const uint64_t *sum)
+{
+    (void)cookie;
+    (void)ok;
+    (void)sum;
+    serveOnLanded(c);
 }
 
 static void serveTick(void)
@@ -673,6 +957,7 @@ static void serveTick(void)
     int64_t now = utilMonoUs();
 
     relayPushAll();
+    rrelayPoll();
     for (Rndv *rv = rndvs; rv; rv = rv->next) {
         if (now - rv->sinceUs > SERVE_RNDV_TIMEOUT_US) {
             Conn *c = rv->conn;
@@ -692,6 +977,7 @@ const EngineSide serveSide = {
         {[WIRE_FETCH] = serveOnFetch, [WIRE_FETCHR] = serveOnFetch, [WIRE_DONE] = serveOnDone},
     .payloadMoved = serveOnLanded,
     .payloadDone = serveOnLanded,
+    .readDone = serveOnReadDone,
     .sendDone = serveOnSendDone,
     .connClosed = serveOnConnClosed,
     .tick = serveTick,

@@ -60,6 +60,13 @@ typedef struct TransportOps {
      * when done. NULL on transports without one-sided reads. */
     int (*readRemote)(Conn *c, void *dst, uint64_t len, uint64_t raddr, uint32_t rkey,
                       void *cookie);
+    /* RDMA only (NULL elsewhere): how many bytes of the reads posted with
+     * cookie have landed at dst, in order from its start (the READ chunks
+     * completed; a queue pair completes them in order). Valid while they are
+     * in flight and inside host->onReadDone for them (a failed read keeps
+     * its prefix: a fetch resumes from there, a relay serves it); 0 for a
+     * cookie it does not know. */
+    uint64_t (*readLanded)(Conn *c, void *cookie);
     /* RDMA only (NULL elsewhere): let c's peer read len bytes at addr (in
      * the arena), on c only, until revokeRead. Returns a grant and *rkey,
      * the key for RNDV: any frame sent on c afterwards reaches the peer

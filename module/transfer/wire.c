@@ -27,6 +27,7 @@
 #define WIRE_DATA_LEN     24
 #define WIRE_RNDV_LEN     36
 #define WIRE_PART_LEN     40
+#define WIRE_RPART_LEN    52 /* PART's fields, then addr u64, rkey u32 */
 #define WIRE_ERROR_FIXED  4
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
@@ -66,6 +67,7 @@ static const struct {
     [WIRE_PONG] = {"PONG", 0, 0},
     [WIRE_FETCHR] = {"FETCHR", WIRE_FETCHR_FIXED + 1, WIRE_FETCHR_FIXED + OBJ_WIRE_ID_MAX},
     [WIRE_PART] = {"PART", WIRE_PART_LEN, WIRE_PART_LEN},
+    [WIRE_RPART] = {"RPART", WIRE_RPART_LEN, WIRE_RPART_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
@@ -120,7 +122,7 @@ static uint64_t wireGet64(const uint8_t *p)
 static int wireNeedsReqId(int type)
 {
     return type == WIRE_FETCH || type == WIRE_DATA || type == WIRE_RNDV || type == WIRE_DONE ||
-           type == WIRE_FETCHR || type == WIRE_PART;
+           type == WIRE_FETCHR || type == WIRE_PART || type == WIRE_RPART;
 }
 
 /* ---- decoding ---------------------------------------------------------------------- */
@@ -249,11 +251,12 @@ static int wirePartOk(uint64_t size, uint64_t metaSize, uint64_t offset, uint64_
     return len >= 1 && offset < size + metaSize && len <= size + metaSize - offset;
 }
 
-/* Decode a PART body. Returns 0, or -1 with *why set. */
-static int wireDecodePart(const uint8_t *b, uint32_t len, WireMsg *m, const char **why)
+/* Decode a PART (rpart == 0) or RPART (rpart == 1) body. Returns 0, or -1
+ * with *why set. */
+static int wireDecodePart(const uint8_t *b, uint32_t len, int rpart, WireMsg *m, const char **why)
 {
-    if (len != WIRE_PART_LEN) {
-        *why = "PART body length is not 40";
+    if (len != (rpart ? WIRE_RPART_LEN : WIRE_PART_LEN)) {
+        *why = rpart ? "RPART body length is not 52" : "PART body length is not 40";
         return -1;
     }
     m->u.data.size = wireGet64(b);
@@ -261,9 +264,13 @@ static int wireDecodePart(const uint8_t *b, uint32_t len, WireMsg *m, const char
     m->u.data.checksum = wireGet64(b + 16);
     m->u.data.offset = wireGet64(b + 24);
     m->u.data.len = wireGet64(b + 32);
+    if (rpart) {
+        m->u.data.addr = wireGet64(b + 40);
+        m->u.data.rkey = wireGet32(b + 48);
+    }
     if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
         !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len)) {
-        *why = "PART sizes or range out of range";
+        *why = rpart ? "RPART sizes or range out of range" : "PART sizes or range out of range";
         return -1;
     }
     return 0;
@@ -364,7 +371,9 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
         case WIRE_FETCHR:
             return wireDecodeFetchR(body, len, m, why);
         case WIRE_PART:
-            return wireDecodePart(body, len, m, why);
+            return wireDecodePart(body, len, 0, m, why);
+        case WIRE_RPART:
+            return wireDecodePart(body, len, 1, m, why);
         case WIRE_DATA:
             return wireDecodeData(body, len, 0, m, why);
         case WIRE_RNDV:
@@ -422,10 +431,11 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
             *bodyLen = WIRE_FETCHR_FIXED + m->u.fetch.idLen;
             return 0;
         case WIRE_PART:
+        case WIRE_RPART:
             if (m->u.data.size > OBJ_WIRE_SIZE_MAX || m->u.data.metaSize > OBJ_WIRE_SIZE_MAX ||
                 !wirePartOk(m->u.data.size, m->u.data.metaSize, m->u.data.offset, m->u.data.len))
                 return -1;
-            *bodyLen = WIRE_PART_LEN;
+            *bodyLen = m->h.type == WIRE_PART ? WIRE_PART_LEN : WIRE_RPART_LEN;
             return 0;
         case WIRE_DATA:
         case WIRE_RNDV:
@@ -489,11 +499,16 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
             wirePut16(b + 12, m->u.fetch.idLen);
             break;
         case WIRE_PART:
+        case WIRE_RPART:
             wirePut64(b, m->u.data.size);
             wirePut64(b + 8, m->u.data.metaSize);
             wirePut64(b + 16, m->u.data.checksum);
             wirePut64(b + 24, m->u.data.offset);
             wirePut64(b + 32, m->u.data.len);
+            if (m->h.type == WIRE_RPART) {
+                wirePut64(b + 40, m->u.data.addr);
+                wirePut32(b + 48, m->u.data.rkey);
+            }
             break;
         case WIRE_DATA:
         case WIRE_RNDV:

@@ -83,7 +83,13 @@ typedef enum WireType {
      * one before ended, up to the object's end, unless an ERROR ends it
      * (the requester's DONE stops it). */
     WIRE_PART = 13,
-    WIRE_TYPE_MAX = 13
+    /* A range rendezvous, the RDMA answer to a FETCHR with an offset or with
+     * PARTIAL_OK: size, metaSize, checksum (the owner's), offset, len, addr,
+     * rkey. Read len bytes of the object from offset at (addr, rkey), then
+     * send DONE; nothing follows in the stream. A relay's key opens only
+     * bytes that have landed there. The requester asks again for the rest. */
+    WIRE_RPART = 14,
+    WIRE_TYPE_MAX = 14
 } WireType;
 
 /* FETCHR flags. */
@@ -137,9 +143,10 @@ typedef struct WireMsg {
         } fetch;
         struct {
             uint64_t size, metaSize, checksum;
-            uint64_t addr;        /* RNDV only */
-            uint32_t rkey;        /* RNDV only */
-            uint64_t offset, len; /* PART only: len >= 1, offset + len <= size + metaSize */
+            uint64_t addr; /* RNDV and RPART only */
+            uint32_t rkey; /* RNDV and RPART only */
+            uint64_t offset,
+                len; /* PART and RPART only: len >= 1, offset + len <= size + metaSize */
         } data;
         struct {
             uint16_t code; /* WireErr */
@@ -151,8 +158,8 @@ typedef struct WireMsg {
 
 /* Decode a header from exactly OBJ_WIRE_HDR_LEN bytes. Returns 0, or -1 with
  * a static reason in *why (unknown type, non-zero flags, body too long, a
- * body length no message of that type can have, reqId 0 on FETCH, DATA,
- * RNDV or DONE). Checking the length per type here means a reader never
+ * body length no message of that type can have, reqId 0 on FETCH, FETCHR,
+ * DATA, RNDV, PART, RPART or DONE). Checking the length per type here means a reader never
  * waits for a body that cannot be valid. why may be NULL. */
 int wireDecodeHdr(const uint8_t *buf, WireHdr *h, const char **why);
 /* Decode the body of a message whose header is m->h (already decoded) from

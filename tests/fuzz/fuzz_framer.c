@@ -283,9 +283,12 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
             m.u.hello.name = (const char *)fuzzText;
             break;
         case WIRE_PART:
+        case WIRE_RPART: /* an RPART carries no payload: only its frame goes through */
             m.u.data.size = 1 + fuzzBelow(3000);
             m.u.data.offset = fuzzBelow((uint32_t)m.u.data.size);
             m.u.data.len = 1 + fuzzBelow((uint32_t)(m.u.data.size - m.u.data.offset));
+            m.u.data.addr = fuzzRand();
+            m.u.data.rkey = (uint32_t)fuzzRand();
             break;
         case WIRE_FETCH:
         case WIRE_FETCHR:

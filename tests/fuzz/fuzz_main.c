@@ -128,11 +128,16 @@ static size_t fuzzValidFrame(uint8_t *buf, size_t cap)
             m.u.fetch.id = text;
             break;
         case WIRE_PART:
+        case WIRE_RPART:
             m.u.data.size = 1 + fuzzRand() % OBJ_WIRE_SIZE_MAX;
             m.u.data.metaSize = fuzzBelow(2) ? 0 : OBJ_WIRE_SIZE_MAX;
             m.u.data.checksum = fuzzRand();
             m.u.data.offset = fuzzRand() % m.u.data.size;
             m.u.data.len = 1 + fuzzRand() % (m.u.data.size + m.u.data.metaSize - m.u.data.offset);
+            if (m.h.type == WIRE_RPART) {
+                m.u.data.addr = fuzzRand();
+                m.u.data.rkey = (uint32_t)fuzzRand();
+            }
             break;
         case WIRE_FETCHR:
             m.u.fetch.idLen = fuzzLen(OBJ_WIRE_ID_MAX);

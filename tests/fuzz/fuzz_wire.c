@@ -84,10 +84,13 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
                 FUZZ_CHECK(a->u.data.addr == b->u.data.addr && a->u.data.rkey == b->u.data.rkey);
             break;
         case WIRE_PART:
+        case WIRE_RPART:
             FUZZ_CHECK(a->u.data.size == b->u.data.size);
             FUZZ_CHECK(a->u.data.metaSize == b->u.data.metaSize);
             FUZZ_CHECK(a->u.data.checksum == b->u.data.checksum);
             FUZZ_CHECK(a->u.data.offset == b->u.data.offset && a->u.data.len == b->u.data.len);
+            if (a->h.type == WIRE_RPART)
+                FUZZ_CHECK(a->u.data.addr == b->u.data.addr && a->u.data.rkey == b->u.data.rkey);
             break;
         case WIRE_ERROR:
             FUZZ_CHECK(a->u.error.code == b->u.error.code);
@@ -132,6 +135,7 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
             FUZZ_CHECK(m->h.reqId != 0);
             break;
         case WIRE_PART:
+        case WIRE_RPART:
             FUZZ_CHECK(m->h.reqId != 0);
             FUZZ_CHECK(m->u.data.size <= OBJ_WIRE_SIZE_MAX);
             FUZZ_CHECK(m->u.data.metaSize <= OBJ_WIRE_SIZE_MAX);
@@ -320,11 +324,16 @@ static void fuzzEncode(const uint8_t *data, size_t size)
             m.u.fetch.id = fuzzTakeBytes(&r, m.u.fetch.idLen);
             break;
         case WIRE_PART:
+        case WIRE_RPART:
             m.u.data.size = fuzzTake(&r, 8);
             m.u.data.metaSize = fuzzTake(&r, 8);
             m.u.data.checksum = fuzzTake(&r, 8);
             m.u.data.offset = fuzzTake(&r, 8);
             m.u.data.len = fuzzTake(&r, 8);
+            if (m.h.type == WIRE_RPART) {
+                m.u.data.addr = fuzzTake(&r, 8);
+                m.u.data.rkey = (uint32_t)fuzzTake(&r, 4);
+            }
             break;
         case WIRE_FETCHR:
             m.u.fetch.offset = fuzzTake(&r, 8);

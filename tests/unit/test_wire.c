@@ -138,12 +138,17 @@ static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
             assert_int_equal(a->u.fetch.idLen, b->u.fetch.idLen);
             assert_memory_equal(a->u.fetch.id, b->u.fetch.id, a->u.fetch.idLen);
             break;
+        case WIRE_PART:
+        case WIRE_RPART:
+            assert_true(a->u.data.offset == b->u.data.offset);
+            assert_true(a->u.data.len == b->u.data.len);
+            /* fall through: the fields PART and RPART share with DATA and RNDV */
         case WIRE_DATA:
         case WIRE_RNDV:
             assert_true(a->u.data.size == b->u.data.size);
             assert_true(a->u.data.metaSize == b->u.data.metaSize);
             assert_true(a->u.data.checksum == b->u.data.checksum);
-            if (a->h.type == WIRE_RNDV) {
+            if (a->h.type == WIRE_RNDV || a->h.type == WIRE_RPART) {
                 assert_true(a->u.data.addr == b->u.data.addr);
                 assert_int_equal(a->u.data.rkey, b->u.data.rkey);
             }
@@ -403,6 +408,36 @@ static void test_roundtrip_part_and_its_range_rules(void **state)
     }
 }
 
+static void test_roundtrip_rpart_and_its_range_rules(void **state)
+{
+    (void)state;
+    uint8_t buf[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY];
+    WireMsg m = testMsg(WIRE_RPART, 3);
+    m.u.data.size = 100;
+    m.u.data.metaSize = 10;
+    m.u.data.checksum = UINT64_MAX;
+    m.u.data.addr = 0x7f0000001000ull;
+    m.u.data.rkey = UINT32_MAX;
+    m.u.data.offset = 0;
+    m.u.data.len = 110;
+    testRoundTrip(&m);
+    m.u.data.offset = 109;
+    m.u.data.len = 1;
+    testRoundTrip(&m);
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 52);
+    /* Empty, past the end, or longer than what is left: refused. */
+    const uint64_t bad[][2] = {{0, 0}, {110, 1}, {100, 11}, {UINT64_MAX, 2}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        m.u.data.offset = bad[i][0];
+        m.u.data.len = bad[i][1];
+        assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+    }
+    m = testMsg(WIRE_RPART, 0); /* names a request */
+    m.u.data.size = 1;
+    m.u.data.len = 1;
+    assert_int_equal(wireEncode(&m, buf, sizeof(buf)), -1);
+}
+
 static void test_roundtrip_data_and_rndv(void **state)
 {
     (void)state;
@@ -566,6 +601,7 @@ enum {
     BASE_FETCH_MAX,
     BASE_DATA,
     BASE_RNDV,
+    BASE_RPART,
     BASE_DONE,
     BASE_ERROR,
     BASE_ERROR_MAX,
@@ -602,6 +638,16 @@ static WireMsg testBase(int which)
             m.u.data.size = 1000;
             m.u.data.metaSize = 10;
             m.u.data.checksum = 0x1234;
+            m.u.data.addr = 0x7f0000001000ULL;
+            m.u.data.rkey = 42;
+            return m;
+        case BASE_RPART:
+            m = testMsg(WIRE_RPART, 4);
+            m.u.data.size = 1000;
+            m.u.data.metaSize = 10;
+            m.u.data.checksum = 0x1234;
+            m.u.data.offset = 500;
+            m.u.data.len = 200;
             m.u.data.addr = 0x7f0000001000ULL;
             m.u.data.rkey = 42;
             return m;
@@ -707,6 +753,17 @@ static const TestBad testBadFrames[] = {
     {"RNDV 35 bytes", BASE_RNDV, {{OP_SHRINK, 0, 1}}, 0},
     {"RNDV 37 bytes", BASE_RNDV, {{OP_GROW, 0, 1}}, 0},
     {"RNDV with DATA's body", BASE_DATA, {{OP_SET8, 0, WIRE_RNDV}}, 0},
+    /* RPART: PART's range rules, and exactly 52 bytes */
+    {"RPART reqId 0", BASE_RPART, {{OP_SET64, 8, 0}}, 0},
+    {"RPART size 2^48+1", BASE_RPART, {{OP_SET64, H + 0, OBJ_WIRE_SIZE_MAX + 1}}, 0},
+    {"RPART len 0", BASE_RPART, {{OP_SET64, H + 32, 0}}, 0},
+    {"RPART offset at the end", BASE_RPART, {{OP_SET64, H + 24, 1010}}, 0},
+    {"RPART len past the end", BASE_RPART, {{OP_SET64, H + 32, 511}}, 0},
+    {"RPART offset 2^64-1", BASE_RPART, {{OP_SET64, H + 24, UINT64_MAX}}, 0},
+    {"RPART 51 bytes", BASE_RPART, {{OP_SHRINK, 0, 1}}, 0},
+    {"RPART 53 bytes", BASE_RPART, {{OP_GROW, 0, 1}}, 0},
+    {"RPART with RNDV's body", BASE_RNDV, {{OP_SET8, 0, WIRE_RPART}}, 0},
+    {"RNDV with RPART's body", BASE_RPART, {{OP_SET8, 0, WIRE_RNDV}}, 0},
     /* DONE, PING, PONG */
     {"DONE reqId 0", BASE_DONE, {{OP_SET64, 8, 0}}, 0},
     {"DONE with a body", BASE_DONE, {{OP_GROW, 0, 1}}, 0},
@@ -822,6 +879,9 @@ static void test_header_rejects_impossible_frames(void **state)
         {"DATA reqId 0", WIRE_DATA, 0, 24, 0},
         {"RNDV 24", WIRE_RNDV, 0, 24, 1},
         {"RNDV reqId 0", WIRE_RNDV, 0, 36, 0},
+        {"RPART 40", WIRE_RPART, 0, 40, 1},
+        {"RPART 53", WIRE_RPART, 0, 53, 1},
+        {"RPART reqId 0", WIRE_RPART, 0, 52, 0},
         {"DONE 1", WIRE_DONE, 0, 1, 1},
         {"DONE reqId 0", WIRE_DONE, 0, 0, 0},
         {"ERROR 3", WIRE_ERROR, 0, 3, 0},
@@ -1160,8 +1220,8 @@ static void test_proof_equal_compares_every_byte(void **state)
 static void test_type_and_error_names(void **state)
 {
     (void)state;
-    const char *types[] = {"UNKNOWN", "HELLO",   "AUTH", "FETCH", "DATA",    "RNDV",   "DONE",
-                           "ERROR",   "UNKNOWN", "PING", "PONG",  "UNKNOWN", "FETCHR", "PART"};
+    const char *types[] = {"UNKNOWN", "HELLO", "AUTH", "FETCH",   "DATA",   "RNDV", "DONE", "ERROR",
+                           "UNKNOWN", "PING",  "PONG", "UNKNOWN", "FETCHR", "PART", "RPART"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
@@ -1363,6 +1423,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_fetch),
         cmocka_unit_test(test_roundtrip_fetchr),
         cmocka_unit_test(test_roundtrip_part_and_its_range_rules),
+        cmocka_unit_test(test_roundtrip_rpart_and_its_range_rules),
         cmocka_unit_test(test_fetchr_refuses_unknown_flags_and_offsets),
         cmocka_unit_test(test_roundtrip_data_and_rndv),
         cmocka_unit_test(test_data_decodes_zero_rndv_fields),

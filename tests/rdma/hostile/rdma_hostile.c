@@ -32,6 +32,18 @@
  *                 on a second one READ past the object's end; on a third,
  *                 which never does the handshake, READ with the second
  *                 one's live key. Reports each READ's completion status.
+ *   slow-owner    listen on ADDR:PORT as node N holding the bytes of --file:
+ *                 answer the FETCHRs of node --feed with RPARTs of --piece
+ *                 bytes from the offset asked, one every --pace-ms, and
+ *                 never past --stall-after bytes (0: no stall; with
+ *                 --stall-busy the request there is answered BUSY, without
+ *                 a relay, instead of never); answer
+ *                 anyone else BUSY "relay <feed>" (a paced owner, so that
+ *                 the feed is a relay for as long as a test needs)
+ *   rpart         connect as N to a relay (dialling --dial), ask FETCHR with
+ *                 PARTIAL_OK for --id from offset 0, and with the RPART's
+ *                 key READ inside its range (must work), then across its
+ *                 end (past the bytes landed at the relay: must fail).
  *
  * Output: lines "hostile: key=value ..." on stdout, the last one a summary
  * the test parses. Bounded by --seconds (default 60). A test tool: one
@@ -73,10 +85,14 @@ typedef struct HConn {
     char peerName[OBJ_WIRE_NAME_MAX + 1];
     uint16_t peerFeatures;
     WireMac *tx, *rx; /* the session MAC, once the handshake is done */
-    /* the last RNDV received */
+    /* the last RNDV (or, rpart mode, RPART) received */
     int haveRndv;
     uint64_t rndvReq, rndvAddr, rndvLen;
     uint32_t rndvKey;
+    /* slow-owner: the feed's request waiting for its next piece */
+    int pending, stalled;
+    uint64_t pendReq, pendOff;
+    double nextAt;
     /* scoped: one READ at a time */
     uint8_t *buf;
     struct ibv_mr *bufMr;
@@ -84,8 +100,9 @@ typedef struct HConn {
 } HConn;
 
 static struct {
-    const char *mode, *secret, *name, *dial, *id;
-    uint64_t size;
+    const char *mode, *secret, *name, *dial, *id, *file, *feed;
+    uint64_t size, piece, stallAfter;
+    int paceMs, stallBusy;
     int count, seconds;
     double end;
     struct rdma_event_channel *ec;
@@ -246,10 +263,75 @@ static void sendHello(HConn *c, int acceptor)
         die("send HELLO");
 }
 
+/* slow-owner: a FETCHR. The feed's waits for its piece (slowServe); anyone
+ * else is sent to the feed as a relay. */
+static void onSlowFetch(HConn *c, const WireMsg *m)
+{
+    if (strcmp(c->peerName, h.feed)) {
+        char text[OBJ_WIRE_TEXT_MAX + 1];
+        snprintf(text, sizeof(text), "relay %s", h.feed);
+        WireMsg e = {.h = {.type = WIRE_ERROR, .reqId = m->h.reqId}};
+        e.u.error.code = WIRE_ERR_BUSY;
+        e.u.error.text = text;
+        e.u.error.textLen = (uint16_t)strlen(text);
+        if (sendMsg(c, &e) != 0)
+            die("send BUSY");
+        h.busy++;
+        printf("hostile: busy-to=%s\n", c->peerName);
+        fflush(stdout);
+        return;
+    }
+    if (m->u.fetch.offset >= h.size)
+        die("FETCHR past the end");
+    c->pending = 1;
+    c->pendReq = m->h.reqId;
+    c->pendOff = m->u.fetch.offset;
+}
+
+/* slow-owner: send the feed its next piece when it is due (never past
+ * --stall-after). */
+static void slowServe(HConn *c)
+{
+    if (!c->pending || nowSec() < c->nextAt)
+        return;
+    if (h.stallAfter && c->pendOff >= h.stallAfter) {
+        if (!c->stalled)
+            printf("hostile: stalled offset=%llu\n", (unsigned long long)c->pendOff);
+        fflush(stdout);
+        c->stalled = 1;
+        if (h.stallBusy) { /* the feed goes elsewhere for the rest */
+            WireMsg e = {.h = {.type = WIRE_ERROR, .reqId = c->pendReq}};
+            e.u.error.code = WIRE_ERR_BUSY;
+            e.u.error.text = "stalled";
+            e.u.error.textLen = (uint16_t)strlen(e.u.error.text);
+            if (sendMsg(c, &e) != 0)
+                die("send BUSY");
+            c->pending = 0;
+        }
+        return;
+    }
+    uint64_t len = h.size - c->pendOff < h.piece ? h.size - c->pendOff : h.piece;
+    WireMsg r = {.h = {.type = WIRE_RPART, .reqId = c->pendReq}};
+    r.u.data.size = h.size;
+    r.u.data.checksum = XXH3_64bits(h.obj, h.size);
+    r.u.data.offset = c->pendOff;
+    r.u.data.len = len;
+    r.u.data.addr = (uint64_t)(uintptr_t)(h.obj + c->pendOff);
+    r.u.data.rkey = h.objMr->rkey;
+    if (sendMsg(c, &r) != 0)
+        die("send RPART");
+    h.rndvs++;
+    c->pending = 0;
+    c->nextAt = nowSec() + h.paceMs / 1000.0;
+    printf("hostile: piece offset=%llu len=%llu\n", (unsigned long long)r.u.data.offset,
+           (unsigned long long)len);
+    fflush(stdout);
+}
+
 /* A frame from the node. */
 static void onFrame(HConn *c, WireMsg *m)
 {
-    if (m->h.type == WIRE_HELLO && !strcmp(h.mode, "rndv-error")) {
+    if (m->h.type == WIRE_HELLO && h.objMr) { /* we listen: answer as the acceptor */
         snprintf(c->peerName, sizeof(c->peerName), "%.*s", (int)m->u.hello.nameLen,
                  m->u.hello.name);
         memcpy(c->peerNonce, m->u.hello.nonce, OBJ_WIRE_NONCE);
@@ -292,7 +374,16 @@ static void onFrame(HConn *c, WireMsg *m)
         fflush(stdout);
         return;
     }
-    if (m->h.type == WIRE_FETCH) {
+    if (m->h.type == WIRE_FETCHR && !strcmp(h.mode, "slow-owner")) {
+        onSlowFetch(c, m);
+        return;
+    }
+    if (m->h.type == WIRE_PING) {
+        WireMsg p = {.h = {.type = WIRE_PONG, .reqId = m->h.reqId}};
+        sendMsg(c, &p);
+        return;
+    }
+    if (m->h.type == WIRE_FETCH || m->h.type == WIRE_FETCHR) { /* rndv-error */
         WireMsg r = {.h = {.type = WIRE_RNDV, .reqId = m->h.reqId}};
         r.u.data.size = h.size;
         /* The checksum of the bytes it points at, as the directory says: the
@@ -311,13 +402,24 @@ static void onFrame(HConn *c, WireMsg *m)
         fflush(stdout);
         return;
     }
-    if (m->h.type == WIRE_RNDV) {
+    if (m->h.type == WIRE_RNDV || m->h.type == WIRE_RPART) {
         h.rndvs++;
         c->haveRndv = 1;
         c->rndvReq = m->h.reqId;
         c->rndvAddr = m->u.data.addr;
-        c->rndvLen = m->u.data.size + m->u.data.metaSize;
+        c->rndvLen = m->h.type == WIRE_RPART ? m->u.data.len : m->u.data.size + m->u.data.metaSize;
         c->rndvKey = m->u.data.rkey;
+        if (m->h.type == WIRE_RPART) {
+            printf("hostile: rpart offset=%llu len=%llu size=%llu\n",
+                   (unsigned long long)m->u.data.offset, (unsigned long long)m->u.data.len,
+                   (unsigned long long)m->u.data.size);
+            fflush(stdout);
+        }
+    } else if (m->h.type == WIRE_PART) {
+        printf("hostile: part offset=%llu len=%llu\n", (unsigned long long)m->u.data.offset,
+               (unsigned long long)m->u.data.len);
+        fflush(stdout);
+        framerExpectPayload(&c->f, NULL, m->u.data.len);
     } else if (m->h.type == WIRE_ERROR && m->u.error.code == WIRE_ERR_BUSY) {
         h.busy++;
     } else if (m->h.type == WIRE_ERROR) {
@@ -551,6 +653,28 @@ static void runScoped(const char *addr, int port)
     fflush(stdout);
 }
 
+/* rpart: a relay's range key opens the landed bytes and nothing past them. */
+static void runRpart(const char *addr, int port)
+{
+    HConn *c = dialAuthed(addr, port);
+    WireMsg f = {.h = {.type = WIRE_FETCHR, .reqId = 1}};
+    f.u.fetch.id = h.id;
+    f.u.fetch.idLen = (uint16_t)strlen(h.id);
+    f.u.fetch.flags = WIRE_FETCHR_BUSY_OK | WIRE_FETCHR_PARTIAL_OK;
+    if (sendMsg(c, &f) != 0)
+        die("send FETCHR");
+    if (!waitFor(c, hasRndv, 15))
+        die("no RPART from the relay");
+    uint32_t len = c->rndvLen < H_READ_LEN ? (uint32_t)c->rndvLen : H_READ_LEN;
+    int inside = readWith(c, c->rndvAddr, len, c->rndvKey);
+    printf("hostile: read what=inside status=%s first=0x%02x\n", statusWord(inside), c->buf[0]);
+    /* The last landed bytes and as many after them. */
+    uint64_t from = c->rndvAddr + c->rndvLen - len / 2;
+    int past = readWith(c, from, len, c->rndvKey);
+    printf("hostile: read what=past-landed status=%s\n", statusWord(past));
+    fflush(stdout);
+}
+
 static HConn *connOfStream(const RdmaStream *s)
 {
     for (int i = 0; i < h.nConns; i++)
@@ -601,6 +725,12 @@ static void listenOn(const char *addr, int port)
     if (!h.pd || posix_memalign((void **)&h.obj, 4096, h.size ? h.size : 4096))
         die("pd/object");
     memset(h.obj, 0xEE, h.size);
+    if (h.file) { /* slow-owner: the object's bytes */
+        FILE *f = fopen(h.file, "rb");
+        if (!f || fread(h.obj, 1, h.size, f) != h.size)
+            die("--file");
+        fclose(f);
+    }
     h.objMr = ibv_reg_mr(h.pd, h.obj, h.size ? h.size : 4096,
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!h.objMr)
@@ -612,9 +742,11 @@ static void listenOn(const char *addr, int port)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"mode", 1, 0, 'm'},  {"secret", 1, 0, 's'},  {"name", 1, 0, 'n'},
-        {"dial", 1, 0, 'd'},  {"id", 1, 0, 'i'},      {"size", 1, 0, 'z'},
-        {"count", 1, 0, 'c'}, {"seconds", 1, 0, 't'}, {0, 0, 0, 0}};
+        {"mode", 1, 0, 'm'},        {"secret", 1, 0, 's'},     {"name", 1, 0, 'n'},
+        {"dial", 1, 0, 'd'},        {"id", 1, 0, 'i'},         {"size", 1, 0, 'z'},
+        {"count", 1, 0, 'c'},       {"seconds", 1, 0, 't'},    {"file", 1, 0, 'f'},
+        {"feed", 1, 0, 'F'},        {"piece", 1, 0, 'p'},      {"pace-ms", 1, 0, 'P'},
+        {"stall-after", 1, 0, 'S'}, {"stall-busy", 0, 0, 'B'}, {0, 0, 0, 0}};
     int o;
 
     h.mode = "silent";
@@ -624,6 +756,8 @@ int main(int argc, char **argv)
     h.id = "x";
     h.count = 1;
     h.seconds = 60;
+    h.feed = "B";
+    h.piece = 256 * 1024;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
             case 'm':
@@ -650,6 +784,24 @@ int main(int argc, char **argv)
             case 't':
                 h.seconds = atoi(optarg);
                 break;
+            case 'f':
+                h.file = optarg;
+                break;
+            case 'F':
+                h.feed = optarg;
+                break;
+            case 'p':
+                h.piece = strtoull(optarg, NULL, 10);
+                break;
+            case 'P':
+                h.paceMs = atoi(optarg);
+                break;
+            case 'S':
+                h.stallAfter = strtoull(optarg, NULL, 10);
+                break;
+            case 'B':
+                h.stallBusy = 1;
+                break;
             default:
                 return 2;
         }
@@ -665,14 +817,21 @@ int main(int argc, char **argv)
 
     if (!strcmp(h.mode, "scoped")) {
         runScoped(addr, port);
-    } else if (!strcmp(h.mode, "rndv-error")) {
+    } else if (!strcmp(h.mode, "rpart")) {
+        runRpart(addr, port);
+    } else if (!strcmp(h.mode, "rndv-error") || !strcmp(h.mode, "slow-owner")) {
+        if (!strcmp(h.mode, "slow-owner") && (!h.file || !h.size || !h.piece))
+            die("slow-owner needs --file, --size and --piece");
         listenOn(addr, port);
         while (nowSec() < h.end) {
             struct pollfd pfd = {.fd = h.ec->fd, .events = POLLIN};
             poll(&pfd, 1, 1);
             onCm();
-            for (int i = 0; i < h.nConns; i++)
+            for (int i = 0; i < h.nConns; i++) {
                 pollConn(&h.conns[i]);
+                if (h.conns[i].used && !h.conns[i].closed && h.conns[i].authed)
+                    slowServe(&h.conns[i]);
+            }
         }
     } else if (!strcmp(h.mode, "silent")) {
         char err[192];
