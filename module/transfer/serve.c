@@ -680,6 +680,13 @@ static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, u
  * on every landed event and tick). Returns 0. */
 static int serveRelayRdma(Conn *c, const WireMsg *m)
 {
+    const char *source = fetchSource(m->u.fetch.id, m->u.fetch.idLen);
+
+    if (source && !strcmp(source, c->peerName)) { /* it would feed on its own bytes */
+        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY,
+                        "the requester is this relay's source: ask another");
+        return 0;
+    }
     if (rrelayAnswer(c, m->h.reqId, m->u.fetch.id, m->u.fetch.idLen, m->u.fetch.offset, 0))
         return 0;
     RrWait *w = malloc(sizeof(*w));

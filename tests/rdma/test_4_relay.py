@@ -1,10 +1,12 @@
 """Relays over RDMA: a node still receiving an object serves the bytes that have
 landed to another node (docs/cluster.md, "Broadcast").
 
-The owner is the hostile tool's paced owner (tests/rdma/hostile/rdma_hostile.c,
-mode slow-owner): it feeds B one range at a time and answers anyone else BUSY
-"relay B", so B is a relay for as long as the test needs, whatever the guest's
-speed. C then fetches through B over RDMA, inline (ranges under B's
+Three real nodes first: A (the owner, one upload slot) sends B a large object by
+READ rendezvous while C asks A, is sent on to B, and reads from B what has landed
+there. Then the owner is the hostile tool's paced owner
+(tests/rdma/hostile/rdma_hostile.c, mode slow-owner): it feeds B one range at a
+time and answers anyone else BUSY "relay B", so B is a relay for as long as the
+test needs, whatever the guest's speed. C then fetches through B over RDMA, inline (ranges under B's
 rdma-read-min) and by range rendezvous (RPART), and both copies are byte-exact.
 With the owner stalled half-way, a READ through a relay's key past the bytes
 landed there fails with a remote access error, and a fetch whose source gives
@@ -18,12 +20,16 @@ import os
 import threading
 import time
 
+import pytest
 import redis
 
-from objhelpers import MIB, KIB, payload, stats, xxh3_64
+from objhelpers import MIB, KIB, payload, stats, wait_until, xxh3_64
 from objnodes import free_port, registry_key, rxe_addr
-from rdmahelpers import DEFAULT_READ_MIN, assert_same_object, fetch, put, set_read_min
+from rdmahelpers import (DEFAULT_READ_MIN, assert_same_object, fetch, put, put_published,
+                         set_read_min)
 from test_4_hostile import SECRET, read_statuses, read_until, start_hostile
+
+IN_GUEST = os.environ.get("OBJ_SOFTROCE_GUEST") == "1"
 
 
 def directory(cluster):
@@ -102,6 +108,40 @@ def relay_through_b(cluster, tmp_path, oid, name, size, piece, b_read_min):
         set_read_min(bc, DEFAULT_READ_MIN)
         stop(owner)
         unlure(dirc, name, oid)
+
+
+def test_three_nodes_relay_while_receiving(cluster, uid):
+    na, nb, nc = cluster["A"], cluster["B"], cluster["C"]
+    a, b, c = na.client(), nb.client(), nc.client()
+    # Sessions B-A, C-A and C-B up beforehand: C must reach B while it receives.
+    warm = ((na, a, uid(b"warm-a"), (b, c)), (nb, b, uid(b"warm-b"), (c,)))
+    for owner, oc, oid, fetchers in warm:
+        put_published(owner, oc, oid, b"warm" * 256, b"", watcher=fetchers[0])
+        for f in fetchers:
+            assert fetch(f, oid, timeout=60000, via="rdma") == ["OK"]
+    data = payload(64 * MIB, seed=41)
+    put_published(na, a, uid, data, b"", watcher=b)
+    a0, b0, c0 = stats(a), stats(b), stats(c)
+    t, got_b = fetch_in_background(nb.client(), uid, 120000)
+    # A's one upload slot is B's READ rendezvous from now on.
+    wait_until(lambda: stats(a)["rdma_served_rndv"] > a0["rdma_served_rndv"], 60.0, 0.002,
+               what="A to start serving B")
+    assert fetch(c, uid, timeout=120000, via="rdma") == ["OK"]
+    t.join(130)
+    assert got_b == [["OK"]], got_b
+    a1, b1, c1 = stats(a), stats(b), stats(c)
+    if b1["transfer_relayed"] == b0["transfer_relayed"]:
+        msg = "B held all 64 MiB before C's request reached it: the relay was not exercised"
+        if IN_GUEST:
+            pytest.fail(msg)
+        pytest.skip(msg + " (this host's RDMA is too fast for this test)")
+    assert_same_object(nb, b, uid, data, b"")
+    assert_same_object(nc, c, uid, data, b"")
+    assert a1["transfer_redirects"] > a0["transfer_redirects"], "A sent C on"
+    assert c1["transfer_relay_follows"] > c0["transfer_relay_follows"], "C followed A's BUSY to B"
+    # Every byte once: C took nothing twice, and A sent the object once (to B).
+    assert c1["transfer_downloaded_bytes"] - c0["transfer_downloaded_bytes"] == 64 * MIB
+    assert a1["rdma_served_bytes"] - a0["rdma_served_bytes"] == 64 * MIB
 
 
 def test_relay_over_rdma_inline_ranges(cluster, tmp_path):
