@@ -22,8 +22,10 @@
  * (docs/cluster.md, "Broadcast"). A FETCHR may also ask for the bytes from
  * an offset on: a fetch resuming after its source failed.
  *
- * Relays: a BUSY names the node this one has been sending the object to
- * longest ("relay <name>"). Asked with PARTIAL_OK for an object it is still
+ * Relays: a BUSY names a node that is receiving the object ("relay
+ * <name>"): the requester this node sent on most recently (the likely end
+ * of the chain a broadcast grows), else the node it has been sending the
+ * object to longest. Asked with PARTIAL_OK for an object it is still
  * receiving, a node answers with a relay stream: PARTs of the bytes from
  * the offset asked on, each sent as soon as it has landed here and never
  * before, until the object's end (or an ERROR that ends the stream early:
@@ -270,17 +272,47 @@ static int serveRedirect(const Conn *c, const WireMsg *m, const ObjEntry *e)
            serveIsLarge(e) && uploadsNow >= (uint32_t)slots && uploadOf(e);
 }
 
-/* Answer BUSY for e, naming the node it has been sent to longest when the
- * requester takes relays. */
+/* The requesters this node sent on most recently, per object (a ring): the
+ * newest is about to receive the object from someone, the end of the chain
+ * of relays a broadcast grows, so the next requester is sent there in one
+ * step instead of walking the chain. Entries are hints: a stale one costs
+ * the requester one refusal. */
+#define SERVE_RECENT 16
+static struct {
+    const ObjEntry *e;
+    char peer[OBJ_WIRE_NAME_MAX + 1];
+} recent[SERVE_RECENT];
+static unsigned recentNext;
+
+/* The node to name in a BUSY for e to c: the requester sent on last, else
+ * the node e has been sent to longest; never c itself; NULL when none. */
+static const char *busyRelay(const Conn *c, const ObjEntry *e)
+{
+    for (unsigned i = 1; i <= SERVE_RECENT; i++) {
+        unsigned k = (recentNext + SERVE_RECENT - i) % SERVE_RECENT;
+        if (recent[k].e == e && strcmp(recent[k].peer, c->peerName) != 0)
+            return recent[k].peer;
+    }
+    const char *oldest = uploadOldestPeer(e);
+    return oldest && strcmp(oldest, c->peerName) != 0 ? oldest : NULL;
+}
+
+/* Answer BUSY for e, naming a relay (busyRelay) when the requester takes
+ * relays, and remember the requester as the newest one sent on. */
 static void serveBusy(Conn *c, const WireMsg *m, const ObjEntry *e)
 {
-    const char *peer = (m->u.fetch.flags & WIRE_FETCHR_PARTIAL_OK) ? uploadOldestPeer(e) : NULL;
+    const char *peer = (m->u.fetch.flags & WIRE_FETCHR_PARTIAL_OK) ? busyRelay(c, e) : NULL;
     char text[OBJ_WIRE_TEXT_MAX + 1];
 
     if (peer && strlen(peer) + 6 <= OBJ_WIRE_TEXT_MAX)
         snprintf(text, sizeof(text), "relay %s", peer);
     else
         snprintf(text, sizeof(text), "every upload slot is taken: ask another");
+    if (peer && c->peerName[0]) {
+        recent[recentNext].e = e;
+        snprintf(recent[recentNext].peer, sizeof(recent[recentNext].peer), "%s", c->peerName);
+        recentNext = (recentNext + 1) % SERVE_RECENT;
+    }
     engineStatsBegin()->redirects++;
     engineStatsEnd();
     engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, text);
