@@ -48,7 +48,10 @@ def fetch_all(lab, oid, targets):
     def one(i):
         c = client(lab, i, timeout=600)
         start.wait()
-        r = c.execute_command("OBJ.FETCH", oid)
+        try:  # TIMEOUT 10 min: a star of large objects outlasts the 30 s default
+            r = c.execute_command("OBJ.FETCH", oid, "TIMEOUT", 600000)
+        except Exception as e:  # reported below, with the node
+            r = e
         done[i] = (time.monotonic(), r)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in targets]
@@ -59,7 +62,7 @@ def fetch_all(lab, oid, targets):
     for t in threads:
         t.join()
     bad = {i: r for i, (_, r) in done.items() if r != [b"OK"]}
-    if bad:
+    if bad or len(done) != len(targets):
         raise RuntimeError(f"fetches failed: {bad}")
     return max(t for t, _ in done.values()) - t0
 
