@@ -196,14 +196,20 @@ def test_nodes_below_a_killed_relay_finish_at_their_offsets():
         threads = [fetch_async(lab.client(i), oid, out, i) for i in range(1, 5)]
         relay = {}
 
+        # Killed once it has streamed some MiB of what it is still receiving, so that the
+        # node below it has bytes to go on from (a relay counts its stream as it starts,
+        # before a byte has landed below; PARTs are at most 512 KiB, four queued).
         def relaying():
             for i in range(1, 5):
-                if lab.stats(i)["transfer_relayed"] > before[i]["transfer_relayed"]:
+                s = lab.stats(i)
+                if (s["transfer_relayed"] > before[i]["transfer_relayed"]
+                        and s["transfer_uploaded_bytes"] - before[i]["transfer_uploaded_bytes"]
+                        >= 8 * MIB):
                     relay["n"] = i
                     return True
             return False
 
-        wait_until(relaying, timeout=30, interval=0.02, what="a node relaying")
+        wait_until(relaying, timeout=30, interval=0.02, what="a node relaying 8 MiB")
         lab.kill9(relay["n"])
         for t in threads:
             t.join(120)
