@@ -1384,32 +1384,77 @@ static void broadcastNote(ObjBroadcastDest *d)
              c ? c->errstr : "BADARG no client for the node");
 }
 
-int objClientBroadcast(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
-                       long long timeoutMs)
+/* A node that answers NOTFOUND is asked again every BROADCAST_RETRY_MS for
+ * up to BROADCAST_NOTFOUND_MS (never past the call's timeout): a put is in
+ * the directory a moment after OBJ.PUT returns, and a broadcast right after
+ * a put must not fail on that moment. */
+#define BROADCAST_NOTFOUND_MS 1000
+#define BROADCAST_RETRY_MS    20
+
+/* One round of objClientBroadcast over the dests whose `pending` is set on
+ * entry: every one is asked before any answer is awaited, so the nodes
+ * fetch at once; then each dest's outcome is noted. */
+static void broadcastRound(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
+                           long long timeoutMs)
 {
-    size_t failed = 0;
     redisReply *r;
 
-    if (dests == NULL && n > 0)
-        return -1;
-    /* Every node is asked before any answer is awaited: they fetch at once. */
     for (size_t i = 0; i < n; i++) {
         ObjBroadcastDest *d = &dests[i];
-        d->pending = d->client != NULL && broadcastSend(d, id, idLen, timeoutMs);
+        if (d->pending)
+            d->pending = d->client != NULL ? 1 + broadcastSend(d, id, idLen, timeoutMs) : 1;
     }
     for (size_t i = 0; i < n; i++) {
         ObjBroadcastDest *d = &dests[i];
-        if (d->pending) {
+        if (!d->pending)
+            continue;
+        if (d->pending == 2) { /* sent: its answer is due */
             if (redisGetReply(d->client->rc, (void **)&r) != REDIS_OK || r == NULL)
                 clientFailIo(d->client);
             else
                 clientFetchVerdict(d->client, r);
-            d->pending = 0;
         }
+        d->pending = 0;
         broadcastNote(d);
-        if (d->err != OBJ_OK)
-            failed++;
     }
+}
+
+int objClientBroadcast(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
+                       long long timeoutMs)
+{
+    long long window =
+        timeoutMs > 0 && timeoutMs < BROADCAST_NOTFOUND_MS ? timeoutMs : BROADCAST_NOTFOUND_MS;
+    long long start = utilMonoUs() / 1000, total = timeoutMs;
+    size_t failed;
+
+    if (dests == NULL && n > 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        dests[i].pending = 1;
+    for (;;) {
+        broadcastRound(dests, n, id, idLen, timeoutMs);
+        size_t again = 0;
+        failed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (dests[i].err == OBJ_OK)
+                continue;
+            failed++;
+            if (dests[i].err == OBJ_ERR_NOTFOUND && dests[i].client != NULL) {
+                dests[i].pending = 1;
+                again++;
+            }
+        }
+        long long elapsed = utilMonoUs() / 1000 - start;
+        if (!again || elapsed + BROADCAST_RETRY_MS > window)
+            break;
+        usleep(BROADCAST_RETRY_MS * 1000);
+        if (total > 0) { /* what is left of the call's timeout */
+            long long left = total - (utilMonoUs() / 1000 - start);
+            timeoutMs = left > 1 ? left : 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        dests[i].pending = 0;
     return failed ? -1 : 0;
 }
 

@@ -190,8 +190,10 @@ typedef struct ObjBroadcastDest {
  * before any answer is awaited, so the nodes fetch at once (and relay and
  * spread among themselves); a context over another transport than TCP or
  * a unix socket is asked in turn. timeoutMs <= 0: each node's default.
- * Returns 0 when every node holds the object, -1 when any does not: each
- * dest's err and errMsg say which and why (as its client's
+ * A node that answers NOTFOUND is asked again for up to a second (never
+ * past timeoutMs): a put reaches the directory a moment after OBJ.PUT
+ * returns. Returns 0 when every node holds the object, -1 when any does
+ * not: each dest's err and errMsg say which and why (as its client's
  * objClientErrCode/Msg). Since 0.3. */
 int objClientBroadcast(ObjBroadcastDest *dests, size_t n, const void *id, size_t idLen,
                        long long timeoutMs);

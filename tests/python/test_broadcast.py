@@ -9,6 +9,8 @@ some of them away (BUSY), which fetches asked one after the other never cause.
 """
 
 import hashlib
+import threading
+import time
 
 import pytest
 
@@ -70,6 +72,27 @@ def test_broadcast_returns_once_every_node_holds_the_object(cl, clients, uid):
     overlap = sum(after[n][k] - before[n][k] for n in after
                   for k in ("transfer_redirects", "transfer_relayed"))
     assert overlap > 0, "the nodes fetched one after the other, not at once"
+
+
+def test_a_broadcast_started_before_the_put_is_published_waits_for_it(cl, clients, uid):
+    """A trainer puts and broadcasts at once: the receivers' first lookups find nothing
+    (NOTFOUND), and they are asked again until the directory lists the object."""
+    data = payload(2 * MIB, seed=6)
+    result = {}
+
+    def run():
+        try:
+            result["r"] = objstore.broadcast(uid, clients, timeout=30)
+        except Exception as e:  # the assertion below shows it
+            result["r"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)  # every receiver has answered NOTFOUND at least once by now
+    assert cl["A"].client().execute_command("OBJ.PUT", uid, data) == b"OK"
+    t.join(60)
+    assert result.get("r", "still running") is None, result
+    assert held_by(cl, uid, RECEIVERS) == {n: digest(data) for n in RECEIVERS}
 
 
 def test_a_list_of_clients_is_named_by_url(cl, clients, uid):
