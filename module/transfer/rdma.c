@@ -117,6 +117,7 @@ typedef struct RdmaConn {
     TxItem *txHead, *txTail;
     size_t txBytes;
     ObjList reads;     /* ReadOp.link, in order; the head is the one being posted */
+    int readMoved;     /* a READ chunk landed since the engine last heard of it */
     ReadOp *reporting; /* the read whose onReadDone runs (readLanded asks it) */
     int readsInflight;
     int userPosted; /* our WRs on the QP not yet completed */
@@ -210,6 +211,7 @@ static void rdmaOnWc(void *ctx, const struct ibv_wc *wc)
                 op->hash = NULL;
             }
             op->landed += n;
+            c->readMoved = 1;
         }
         if (!ok) {
             op->failed = 1;
@@ -753,6 +755,12 @@ static void rdmaAfterProcess(RdmaConn *c)
     rdmaReapReads(c);
     if (c->closing)
         return;
+    if (c->readMoved && host->onPayloadMoved) { /* a relay here may forward those bytes */
+        c->readMoved = 0;
+        host->onPayloadMoved(&c->sc.base);
+        if (c->closing)
+            return;
+    }
     if (rdmaPumpReads(c) == -1) {
         rdmaCloseConn(&c->sc.base, "cannot post RDMA reads");
         return;

@@ -153,7 +153,8 @@ typedef struct TransportHost {
     int (*onFrame)(Conn *c, const WireMsg *m);
     void (*onPayloadDone)(Conn *c);
     /* Payload bytes landed in their destination, not yet all of them
-     * (called at least once per read that moved some). */
+     * (called at least once per read that moved some, and after RDMA READ
+     * chunks completed). */
     void (*onPayloadMoved)(Conn *c);
     void (*onSendDone)(Conn *c, void *cookie);
     /* sum: the XXH3-64 of the bytes read (store/checksum.h), taken as they
