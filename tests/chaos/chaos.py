@@ -202,6 +202,7 @@ class Chaos:
         self.faults = {}  # kind -> count
         self.violations = []
         self.violation_count = 0
+        self.relays = []  # per epoch: the transfer counters of note_relays
         self.pauses = {}  # node -> [[start, end or None]]
         self.kills = {}  # node -> [time of each inflicted kill]
         self.dead = set()  # (node, incarnation) killed or crashed
@@ -323,9 +324,22 @@ class Chaos:
         self.check_crashes()
         self.check_fetchable(healed)
         self.check_quiescent()
+        self.note_relays()
         self.say(f"epoch {self.epoch} done: faults {self.epoch_faults}, "
                  f"live objects {len(self.model.snapshot())}, violations "
                  f"{self.violation_count}")
+
+    def note_relays(self):
+        """The broadcast machinery the epoch used, summed over the live nodes (since each
+        one's last start): the report shows that relays ran under the faults."""
+        keys = ("transfer_redirects", "transfer_relay_follows", "transfer_relayed",
+                "transfer_range_resumes")
+        try:
+            per_node = self.cluster.all_stats().values()
+        except Exception as e:  # a node that went away meanwhile: noted, not fatal
+            self.say(f"transfer counters not read: {e}")
+            return
+        self.relays.append({k: sum(int(st.get(k, 0)) for st in per_node) for k in keys})
 
     # ---- faults --------------------------------------------------------------------------
     def inject_faults(self, until):
@@ -678,6 +692,7 @@ class Chaos:
             "operations_by_kind": self.ops,
             "faults": sum(self.faults.values()),
             "faults_by_kind": self.faults,
+            "relays_by_epoch": self.relays,
             "violation_count": self.violation_count,
             "violations": self.violations,
             "build": os.environ.get("OBJSTORE_BUILD", ""),
@@ -761,7 +776,7 @@ class ChaosClient:
     # ---- the loop ------------------------------------------------------------------------
     def run_epoch(self, stop, epoch):
         self.rng = random.Random(self.chaos.cfg.seed * 7919 + epoch * 131 + self.k)
-        ops = [(self.op_put, 25), (self.op_create, 10), (self.op_fetch, 30),
+        ops = [(self.op_put, 25), (self.op_create, 10), (self.op_fetch, 30), (self.op_broadcast, 4),
                (self.op_get, 6), (self.op_pin, 10), (self.op_delete, 12),
                (self.op_wait_missing, 3), (self.op_pin_two_generations, 1)]
         fns, weights = [f for f, _ in ops], [w for _, w in ops]
@@ -937,29 +952,66 @@ class ChaosClient:
         elif how < 0.5:
             args += ["FROM", self.rng.choice(self.chaos.cluster.names)]
         op = "fetch FROM" if "FROM" in args else "fetch"
+        self.run_op(name, op, lambda c, inc: self.fetch_and_verify(c, name, o, op, args, timeout))
 
-        def go(c, inc):
+    def fetch_and_verify(self, c, name, o, op, args, timeout):
+        """Run OBJ.FETCH args on node name through client c (answering within TIMEOUT
+        plus slack), then read the copy and check it against the model."""
+        try:
+            r = self.timed(name, op, timeout, lambda: c.execute_command(*args))[0]
+        except ResponseError as e:
+            r = e  # TIMEOUT (and argument errors) answer for the whole command
+        if isinstance(r, Exception):
+            code = code_of(r)
+            self.chaos.count(op, code)
+            # WRONGSTATE: its owner deleted it and is creating the id again right
+            # here (documented: a fetch does not wait for a local creation)
+            creating = code == "WRONGSTATE" and "being created on this node" in str(r)
+            if code not in FETCH_ERRORS and not creating:
+                self.chaos.violate("unexpected reply", f"{op} {o.oid!r} on {name}: {r}")
+            return
+        self.chaos.count(op, "OK")
+        try:
+            data, meta = c.execute_command("OBJ.GET", o.oid, "WITHMETA")
+        except ResponseError as e:
+            self.chaos.count(op, f"then GET {code_of(e)}")  # evicted meanwhile
+            return
+        self.chaos.verify(o.oid, data, meta, f"{op} on {name}")
+
+    def op_broadcast(self):
+        """Several nodes fetch one large object at the same moment (1 MiB and up: upload
+        slots, BUSY redirects and relay streams), under whatever fault is running."""
+        objs = [o for o in self.chaos.model.snapshot() if o.size >= 1 << 20]
+        nodes = self.live_nodes()
+        if not objs or len(nodes) < 3:
+            return self.op_fetch()
+        o = self.rng.choice(objs)
+        targets = self.rng.sample([n for n in nodes if n != o.node] or nodes,
+                                  min(3, len(nodes) - 1))
+        timeout = self.rng.choice([1000, 2000, 4000])
+        args = ["OBJ.FETCH", o.oid, "TIMEOUT", timeout]
+        got, lost = {}, []
+        for name in targets:  # connections made here: self.conns is this thread's
+            inc = self.chaos.node(name).incarnation
             try:
-                r = self.timed(name, op, timeout, lambda: c.execute_command(*args))[0]
-            except ResponseError as e:
-                r = e  # TIMEOUT (and argument errors) answer for the whole command
-            if isinstance(r, Exception):
-                code = code_of(r)
-                self.chaos.count(op, code)
-                # WRONGSTATE: its owner deleted it and is creating the id again right
-                # here (documented: a fetch does not wait for a local creation)
-                creating = code == "WRONGSTATE" and "being created on this node" in str(r)
-                if code not in FETCH_ERRORS and not creating:
-                    self.chaos.violate("unexpected reply", f"{op} {o.oid!r} on {name}: {r}")
-                return
-            self.chaos.count(op, "OK")
+                got[name] = self.conn(name)
+            except NET_ERRORS as e:
+                lost.append((name, inc, e))
+
+        def one(name, c, inc):
             try:
-                data, meta = c.execute_command("OBJ.GET", o.oid, "WITHMETA")
-            except ResponseError as e:
-                self.chaos.count(op, f"then GET {code_of(e)}")  # evicted meanwhile
-                return
-            self.chaos.verify(o.oid, data, meta, f"{op} on {name}")
-        self.run_op(name, op, go)
+                self.fetch_and_verify(c, name, o, "broadcast", args, timeout)
+            except NET_ERRORS as e:
+                lost.append((name, inc, e))
+
+        threads = [threading.Thread(target=one, args=(name, c, inc))
+                   for name, (c, inc) in got.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for name, inc, e in lost:
+            self.lost_conn(name, inc, "broadcast", e)
 
     def op_get(self):
         objs = self.chaos.model.snapshot()
