@@ -22,16 +22,21 @@
  * many nodes fetching one object do not all ask the first. A fetch with a
  * directory answer says it may go elsewhere or come back (FETCHR with
  * BUSY_OK), and a holder whose upload slots are taken, one of them by this
- * very object, answers BUSY. Once every holder has answered BUSY, the
- * transfer waits a tick and asks the directory again: the nodes those
- * holders were sending to hold the object by then, so a broadcast grows as
- * a doubling wave. Past FETCH_WAIT_MAX_US of that, or close to a
- * requester's deadline, the holders are asked without the flag.
+ * very object, answers BUSY. A BUSY that names a relay ("relay <name>", a
+ * node still receiving the object) is followed: the transfer asks that
+ * node with PARTIAL_OK and takes its relay stream (PARTs as the relay's
+ * bytes land; over RDMA one PART or RPART per request, then it asks
+ * again). A stream that brings nothing for FETCH_RELAY_STALL_US loses its
+ * connection. Once every holder has answered BUSY without a relay, the
+ * transfer waits a tick and asks the directory again. Past
+ * FETCH_WAIT_MAX_US of that, or close to a requester's deadline, the
+ * holders are asked without the flag.
  *
- * Resuming: a TCP attempt that fails mid-payload leaves the bytes that
- * landed in place; the next attempt asks for the rest only (FETCHR with an
- * offset), and the whole object's checksum is then taken in one pass at the
- * end (docs/cluster.md, "Broadcast").
+ * Resuming: an attempt that fails mid-object leaves the bytes that landed
+ * in place (a stream's payload, or READ chunks completed in order); the
+ * next attempt asks for the rest only (FETCHR with an offset), and the
+ * whole object's checksum is then taken in one pass at the end
+ * (docs/cluster.md, "Broadcast").
  */
 #include <stdio.h>
 #include <stdlib.h>
