@@ -1387,12 +1387,9 @@ const char *fetchSource(const char *id, size_t idLen)
  * is stopped, or so is everything above it.) */
 static int relayStalled(Transfer *x, int64_t now)
 {
-    uint64_t mark = x->landed;
-
     if (!x->partial || !x->conn || (x->state != XFER_REQUESTED && x->state != XFER_RECEIVING))
         return 0;
-    if (x->state == XFER_RECEIVING && x->conn->ops->payloadLanded)
-        mark = x->reqFrom + x->conn->ops->payloadLanded(x->conn, x->expect);
+    uint64_t mark = xferLandedNow(x);
     if (mark != x->progressMark) {
         x->progressMark = mark;
         x->progressUs = now;

@@ -318,6 +318,22 @@ static void serveBusy(Conn *c, const WireMsg *m, const ObjEntry *e)
     engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, text);
 }
 
+/* A PART or RPART header (type) for reqId: len bytes from offset of an
+ * object of these sizes and (the owner's) checksum. addr and rkey are left
+ * for an RPART's caller. */
+static WireMsg partMsg(WireType type, uint64_t reqId, uint64_t dataSize, uint64_t metaSize,
+                       uint64_t checksum, uint64_t offset, uint64_t len)
+{
+    WireMsg r = {.h = {.type = (uint8_t)type, .reqId = reqId}};
+
+    r.u.data.size = dataSize;
+    r.u.data.metaSize = metaSize;
+    r.u.data.checksum = checksum;
+    r.u.data.offset = offset;
+    r.u.data.len = len;
+    return r;
+}
+
 /* Free s once nothing of it is left in the transport: its hold on the
  * object goes (which frees an object given up here meanwhile). */
 static void relayFree(RelayStream *s)
@@ -401,12 +417,8 @@ static void relayPush(RelayStream *s, int64_t now)
             break;
         if (len > SERVE_PART_MAX)
             len = SERVE_PART_MAX;
-        WireMsg r = {.h = {.type = WIRE_PART, .reqId = s->reqId}};
-        r.u.data.size = s->dataSize;
-        r.u.data.metaSize = s->metaSize;
-        r.u.data.checksum = s->checksum;
-        r.u.data.offset = s->next;
-        r.u.data.len = len;
+        WireMsg r =
+            partMsg(WIRE_PART, s->reqId, s->dataSize, s->metaSize, s->checksum, s->next, len);
         EngineStats *es = engineStatsBegin();
         es->uploadedBytes += len;
         engineTpStats(engineTpIndex(s->conn->ops))->servedBytes += len;
@@ -593,12 +605,7 @@ static int rrelaySendRpart(Conn *c, uint64_t reqId, ObjEntry *e, uint64_t sum, u
         .conn = c, .reqId = reqId, .e = e, .grant = grant, .sinceUs = utilMonoUs(), .next = rndvs};
     rndvs = rv;
     rrelayCount(c, len, 1);
-    WireMsg r = {.h = {.type = WIRE_RPART, .reqId = reqId}};
-    r.u.data.size = e->dataSize;
-    r.u.data.metaSize = e->metaSize;
-    r.u.data.checksum = sum;
-    r.u.data.offset = offset;
-    r.u.data.len = len;
+    WireMsg r = partMsg(WIRE_RPART, reqId, e->dataSize, e->metaSize, sum, offset, len);
     r.u.data.addr = (uint64_t)(uintptr_t)bytes;
     r.u.data.rkey = rkey;
     return engineSend(c, &r, NULL, 0, NULL);
@@ -664,12 +671,7 @@ static int rrelayAnswer(Conn *c, uint64_t reqId, const char *id, size_t idLen, u
         return 1;
     }
     rrelayCount(c, len, 0);
-    WireMsg r = {.h = {.type = WIRE_PART, .reqId = reqId}};
-    r.u.data.size = e->dataSize;
-    r.u.data.metaSize = e->metaSize;
-    r.u.data.checksum = sum;
-    r.u.data.offset = offset;
-    r.u.data.len = len;
+    WireMsg r = partMsg(WIRE_PART, reqId, e->dataSize, e->metaSize, sum, offset, len);
     /* The hold goes once the bytes are sent (serveOnSendDone). */
     engineSend(c, &r, engineConfig()->arenaBase + e->offset + offset, len, e);
     return 1;
