@@ -106,13 +106,16 @@ def test_two_gets_share_the_same_memory_and_pins_drop_with_the_last_tensor(oc, r
 
 def test_tied_tensors_stay_one_and_other_views_are_stored_apart(oc, uid):
     w = torch.randn(8, 8)
-    state = {"embed": w, "head": w, "row": w[2], "again": w.view(8, 8)}
+    state = {"embed": w, "head": w, "row": w[2], "again": w.view(8, 8),
+             "e1": torch.empty(0), "e2": torch.empty(0)}
     oc.put_object(uid, state)
     head = json.loads(oc.pin(uid).meta)
-    assert len(head["bufs"]) == 2, "one buffer for w (its three same views), one for w[2]"
+    assert [n for _, n in head["bufs"] if n] == [256, 32], \
+        "one buffer for w (its three same views), one for w[2]"
     got = oc.get_object(uid)
     assert got["embed"] is got["head"] is got["again"]
     assert got["row"].data_ptr() != got["embed"][2].data_ptr()
+    assert got["e1"] is not got["e2"], "empty tensors have no memory to share"
     assert torch.equal(got["row"], w[2])
 
 

@@ -114,7 +114,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter:
             return NotImplemented  # subclasses of Tensor pickle as they choose
-        if obj.layout == torch.strided and obj.device.type == "cpu":
+        if obj.layout == torch.strided and obj.device.type == "cpu" and obj.numel():
             key = (obj.data_ptr(), obj.dtype, tuple(obj.shape), obj.stride(), type(obj),
                    obj.requires_grad, obj.is_conj(), obj.is_neg())
             first = self._seen.setdefault(key, obj)
