@@ -18,7 +18,7 @@ from pyhelpers import arena_path, in_arena, pins, status_kb, wait_for  # noqa: E
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.complex64,
           torch.complex128, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
-          torch.bool]
+          torch.bool, torch.complex32]
 
 
 def random_bits(dtype, shape, seed):
