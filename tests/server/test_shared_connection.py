@@ -1,0 +1,243 @@
+"""One transfer connection carries many requests at once, both ways: what one request
+does to it must never cost the others.
+
+A resumed fetch that ends early: a holder answering a FETCHR at offset o sends
+size + metaSize - o bytes, and whatever becomes of the fetch (cancelled before the
+answer, cancelled in the middle of its payload, answered with another generation of the
+object than the directory named, or taken), the fetcher reads exactly those bytes, so
+the next answer on the connection parses. A table over offsets x answers x cancel
+points.
+
+Two relay streams on one connection: one stream's end (its last PART completing inside
+a send made for the other) must not free it under the walk that is pushing both. Run
+with the ASan module (tests/run-all.sh) to see a use-after-free; a plain build only
+shows what follows from one.
+
+The fake nodes are Python listeners registered in the directory, authenticated with the
+cluster secret as the accepting side and speaking the session MAC
+(objhelpers.WireAcceptor), as in test_broadcast_hostile.py.
+"""
+
+import itertools
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from objhelpers import (
+    WIRE_ERROR,
+    WIRE_DATA,
+    WireAcceptor,
+    fetch,
+    payload,
+    raw_send,
+    sha256,
+    stats,
+    wait_until,
+    wire_frame,
+    xxh3_64,
+)
+from objnodes import registry_key
+
+SECRET = b"s3cret"
+WAIT = 30  # a bound that stops a hang, never the verdict
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cl(make_cluster_module):
+    return make_cluster_module(names=("A", "B"), layout="own", memory="64mb", secret="s3cret")
+
+
+def list_object(d, oid, data, *names):
+    """Write oid's directory entry by hand: data's size and checksum, held by names."""
+    meta, loc = b"objstore:{" + oid + b"}:meta", b"objstore:{" + oid + b"}:loc"
+    d.execute_command("HSET", meta, "size", len(data), "meta_size", 0,
+                      "checksum", "%016x" % xxh3_64(data))
+    d.execute_command("DEL", loc)
+    d.execute_command("SADD", loc, *names)
+    return [meta, loc]
+
+
+class FakeNode:
+    """A node that is a Python listener: registered in the directory under a fresh name,
+    each accepted session handed to serve(node, peer) on its own thread (after the
+    handshake). Exceptions other than the node closing are kept in errors."""
+
+    def __init__(self, directory, serve):
+        self.dir = directory
+        self.serve = serve
+        self.name = b"fk%d" % next(_names)
+        self.errors = []
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.listener.settimeout(0.2)
+        self.key = b"objstore:node:" + self.name
+        self.dir.execute_command(
+            "HSET", self.key, "addr", "127.0.0.1", "tcp_port",
+            self.listener.getsockname()[1], "rdma_addr", "", "rdma_port", 0, "features", 1,
+            "heartbeat_ms", int(time.time() * 1000))
+        self.dir.execute_command("PEXPIRE", self.key, 120000)
+        self.dir.execute_command("SADD", registry_key(self.name), self.name)
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                sock, _ = self.listener.accept()
+            except (socket.timeout, OSError):
+                continue
+            threading.Thread(target=self.session, args=(sock,), daemon=True).start()
+
+    def session(self, sock):
+        peer = WireAcceptor(sock, timeout=WAIT, name=self.name)
+        try:
+            peer.handshake(SECRET)
+            self.serve(self, peer)
+        except (EOFError, ConnectionError):
+            pass  # the node closed the session
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.errors.append(repr(e))
+        finally:
+            peer.close()
+
+    def close(self):
+        self.stop = True
+        self.thread.join(5)
+        self.listener.close()
+        self.dir.execute_command("SREM", registry_key(self.name), self.name)
+        self.dir.execute_command("DEL", self.key)
+
+
+def data_head(peer, req, size, checksum, body):
+    """The bytes of a DATA answer (frame, tags) and of its payload body, apart."""
+    frame = wire_frame(WIRE_DATA, struct.pack("<QQQ", size, 0, checksum), req_id=req)
+    sealed = peer.seal(frame, body)
+    return sealed[:len(sealed) - len(body)], body
+
+
+def send_error(peer, req, code, text):
+    peer.send_frame(wire_frame(WIRE_ERROR, struct.pack("<HH", code, len(text)) + text,
+                               req_id=req))
+
+
+# ---- a resumed fetch that ends early -----------------------------------------------------
+
+X_SIZE = 256 * 1024
+# Longer than any offset: a drain that reads o bytes too many eats the head of Y's
+# answer (a bad frame at once), not the whole of it (a hang).
+Y_SIZE = 768 * 1024
+OFFSETS = [1, 100_003, X_SIZE - 1]
+ANSWERS = ["same", "other"]  # the directory's generation, or another size
+CANCELS = ["none", "before-answer", "mid-payload"]
+WIRE_ERR_NOTFOUND = 1
+
+
+class ResumeScript:
+    """Two fake holders of x. The first request for x (whichever holder gets it) is
+    answered with the DATA head and its first `offset` bytes, then the session is cut: the
+    fetch resumes at the other holder with a FETCHR at that offset. The resume is answered
+    with x's bytes from the offset ("same") or those of a 4 KiB longer generation
+    ("other"), whole, or held before the answer or after half of its payload until `go` is
+    set (`held` tells the test it may cancel). Later requests for x: NOTFOUND. y is
+    answered whole."""
+
+    def __init__(self, directory, x, xdata, y, ydata, offset, answer, cancel):
+        self.x, self.xdata, self.y, self.ydata = x, xdata, y, ydata
+        self.offset, self.answer, self.cancel = offset, answer, cancel
+        self.lock = threading.Lock()
+        self.x_asks = []  # (holder name, offset asked)
+        self.held, self.go = threading.Event(), threading.Event()
+        self.nodes = [FakeNode(directory, self.serve) for _ in range(2)]
+
+    def serve(self, node, peer):
+        while True:
+            _, req, oid, offset, _ = peer.recv_request()
+            if oid == self.y:
+                head, body = data_head(peer, req, len(self.ydata), xxh3_64(self.ydata),
+                                       self.ydata[offset:])
+                peer.send(head + body)
+                continue
+            with self.lock:
+                n = len(self.x_asks)
+                self.x_asks.append((node.name, offset))
+            if n == 0:
+                head, body = data_head(peer, req, len(self.xdata), xxh3_64(self.xdata),
+                                       self.xdata)
+                peer.send(head + body[:self.offset])
+                peer.sock.shutdown(socket.SHUT_RDWR)
+                return
+            if n > 1:
+                send_error(peer, req, WIRE_ERR_NOTFOUND, b"no such object on this node")
+                continue
+            whole = self.xdata if self.answer == "same" else payload(X_SIZE + 4096, seed=77)
+            head, body = data_head(peer, req, len(whole), xxh3_64(whole), whole[offset:])
+            cut = {"none": len(body), "before-answer": None, "mid-payload": len(body) // 2}
+            at = cut[self.cancel]
+            if at is not None:
+                peer.send(head + body[:at])
+            if self.cancel != "none":
+                self.held.set()
+                assert self.go.wait(WAIT), "the test never let the held answer go"
+                peer.send((head if at is None else b"") + body[at or 0:])
+
+    def resumed_at(self):
+        """The holder asked for the resume and the offset it was asked from."""
+        assert len(self.x_asks) >= 2, f"the fetch never resumed: asks {self.x_asks}"
+        return self.x_asks[1]
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+        return [e for n in self.nodes for e in n.errors]
+
+
+@pytest.mark.parametrize("cancel", CANCELS)
+@pytest.mark.parametrize("answer", ANSWERS)
+@pytest.mark.parametrize("offset", OFFSETS)
+def test_a_resumed_answer_is_read_to_its_end_whatever_becomes_of_the_fetch(
+        cl, uid, offset, answer, cancel):
+    a, b = cl["A"].client(), cl["B"].client()
+    x, y = uid(b"x"), uid(b"y")
+    xdata, ydata = payload(X_SIZE, seed=offset % 97), payload(Y_SIZE, seed=5)
+    script = ResumeScript(a, x, xdata, y, ydata, offset, answer, cancel)
+    keys = list_object(a, x, xdata, *[n.name for n in script.nodes])
+    before = stats(b)
+    try:
+        if cancel == "none":
+            got = fetch(b, x, timeout=WAIT * 1000)
+            if answer == "same":
+                assert got == ["OK"], got
+                assert sha256(b.execute_command("OBJ.GET", x)) == sha256(xdata)
+            else:
+                assert got[0].startswith("PROTOCOL") or got[0].startswith("NOTFOUND"), got
+        else:
+            client = raw_send(cl["B"].port, "OBJ.FETCH", x)
+            assert script.held.wait(WAIT), f"the resume never came: asks {script.x_asks}"
+            client.close()  # the requester leaves: the fetch is cancelled
+            wait_until(lambda: stats(b)["fetch_cancelled"] > before["fetch_cancelled"],
+                       timeout=WAIT, what="B cancelling the fetch")
+            script.go.set()
+        holder, asked = script.resumed_at()
+        assert asked == offset, f"the fetch resumed at {asked}, not {offset}"
+
+        # The next answer on the same connection (y, held by the resuming holder only).
+        keys += list_object(a, y, ydata, holder)
+        assert fetch(b, y, timeout=WAIT * 1000) == ["OK"], "the connection lost step"
+        assert sha256(b.execute_command("OBJ.GET", y)) == sha256(ydata)
+        after = stats(b)
+        assert after["transfer_bad_frames"] == before["transfer_bad_frames"]
+        if cancel != "none" or answer == "other":
+            assert not b.execute_command("OBJ.EXISTS", x), "nothing partial stays behind"
+    finally:
+        script.go.set()
+        errors = script.close()
+        a.execute_command("DEL", *keys)
+        for oid in (x, y):
+            b.execute_command("OBJ.DEL", oid) if b.execute_command("OBJ.EXISTS", oid) else None
+    assert not errors, f"the fake holders' sessions went wrong: {errors}"
