@@ -30,10 +30,13 @@ from objhelpers import (
     WIRE_ERROR,
     WIRE_DATA,
     WireAcceptor,
+    WirePeer,
+    WireSession,
     fetch,
     payload,
     raw_send,
     sha256,
+    start_call,
     stats,
     wait_until,
     wire_frame,
@@ -241,3 +244,139 @@ def test_a_resumed_answer_is_read_to_its_end_whatever_becomes_of_the_fetch(
         for oid in (x, y):
             b.execute_command("OBJ.DEL", oid) if b.execute_command("OBJ.EXISTS", oid) else None
     assert not errors, f"the fake holders' sessions went wrong: {errors}"
+
+
+# ---- two relay streams on one connection ----------------------------------------------------
+
+WIRE_FETCHR, WIRE_DONE, WIRE_FETCHR_PARTIAL_OK = 12, 6, 2
+STEP = 64 * 1024  # what the feeding holder sends at a time: PARTs of about this size
+STEP_GAP = 0.03   # past the relay's linger (20 ms), so each step goes out as its own PART
+
+
+def socket_capacity():
+    """An upper bound of what the kernel holds between a node and a peer that does not read
+    (the most a send buffer grows to, and a margin for the peer's tiny receive buffer)."""
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        return int(f.read().split()[2]) + 1024 * 1024
+
+
+class FeedingHolder:
+    """The only holder of x: answers B's request with the DATA head, then sends x's bytes
+    only as the test says (feed)."""
+
+    def __init__(self, directory, x, xdata):
+        self.x, self.xdata, self.sent = x, xdata, 0
+        self.cmds = []
+        self.cv = threading.Condition()
+        self.node = FakeNode(directory, self.serve)
+
+    def serve(self, node, peer):
+        _, req, oid, offset, _ = peer.recv_request()
+        assert oid == self.x and offset == 0, f"asked {oid!r} from {offset}"
+        head, body = data_head(peer, req, len(self.xdata), xxh3_64(self.xdata), self.xdata)
+        peer.send(head)
+        while self.sent < len(body):
+            with self.cv:
+                self.cv.wait_for(lambda: self.cmds, WAIT)
+                n = self.cmds.pop(0) if self.cmds else len(body)
+            peer.send(body[self.sent:self.sent + n])
+            with self.cv:
+                self.sent += n
+                self.cv.notify_all()
+
+    def feed(self, n):
+        """Send the next n bytes of x; returns once they are written."""
+        with self.cv:
+            want = self.sent + n
+            self.cmds.append(n)
+            self.cv.notify_all()
+            assert self.cv.wait_for(lambda: self.sent >= want, WAIT), "the holder is stuck"
+
+
+def slow_reader(port, name):
+    """A peer on B's transfer port whose receive buffer is tiny and that reads nothing
+    until told: B's sends to it queue at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    peer = WirePeer.__new__(WirePeer)
+    WireSession.__init__(peer, sock, WAIT, name, 1)
+    peer.handshake(SECRET)
+    return peer
+
+
+def fetchr(peer, req, oid, offset):
+    peer.send_frame(wire_frame(
+        WIRE_FETCHR, struct.pack("<QIH", offset, WIRE_FETCHR_PARTIAL_OK, len(oid)) + oid,
+        req_id=req))
+
+
+def drain_now(peer, quiet=0.3):
+    """Read whatever the socket has until nothing comes for `quiet` seconds."""
+    peer.sock.settimeout(quiet)
+    try:
+        while peer.sock.recv(1 << 20):
+            pass
+    except socket.timeout:
+        pass
+    peer.sock.settimeout(WAIT)
+
+
+def test_a_relay_stream_ending_inside_another_streams_send_is_not_freed_under_the_walk(cl, uid):
+    """B relays x, which it is receiving, to a peer P as two streams on one connection that
+    P does not read: the older stream (from 0) fills the socket and has PARTs queued, the
+    newer one (near the landed end) one PART behind them. P ends the older one with DONE,
+    its PARTs still queued. With B stopped, the holder sends more of x and P reads all the
+    socket holds: B, woken, reads the holder first, and pushing the newer stream flushes
+    the connection, which completes the older stream's last PART inside that push; the
+    walk over the streams must not step onto it freed (ASan: heap-use-after-free in
+    relayPushAll). Then the relay and the fetch finish, byte-exact."""
+    a, b = cl["A"].client(), cl["B"].client()
+    node_b = cl["B"]
+    fill = socket_capacity()
+    x = uid(b"x")
+    xdata = payload(fill + 4 * 1024 * 1024, seed=9)
+    holder = FeedingHolder(a, x, xdata)
+    keys = list_object(a, x, xdata, holder.node.name)
+    peer = None
+    stopped = False
+    try:
+        call = start_call(b, "OBJ.FETCH", x, "TIMEOUT", WAIT * 1000)
+        holder.feed(STEP)
+        peer = slow_reader(node_b.transfer_port, b"fkp%d" % next(_names))
+        fetchr(peer, 1, x, 0)  # the older stream: every byte from 0
+        while holder.sent < fill:
+            holder.feed(STEP)
+            time.sleep(STEP_GAP)
+        time.sleep(0.2)  # B has landed what was sent
+        fetchr(peer, 2, x, holder.sent - STEP)  # the newer: one PART, behind the older's
+        time.sleep(0.2)
+        peer.send_frame(wire_frame(WIRE_DONE, req_id=1))  # the older ends, PARTs queued
+        time.sleep(0.2)
+
+        node_b.sigstop()
+        stopped = True
+        holder.feed(STEP)  # waits in B's socket, readable before P's is writable
+        drain_now(peer)    # everything B's kernel held: room again, B not told yet
+        node_b.sigcont()
+        stopped = False
+
+        reader = threading.Thread(target=drain_now, args=(peer, 3.0), daemon=True)
+        reader.start()
+        while holder.sent < len(xdata):
+            holder.feed(min(1024 * 1024, len(xdata) - holder.sent))
+        assert call.result(WAIT) == [b"OK"], "B's own fetch of x failed"
+        assert sha256(b.execute_command("OBJ.GET", x)) == sha256(xdata)
+        assert b.execute_command("PING") == b"PONG"
+        reader.join(WAIT)
+    finally:
+        if stopped:
+            node_b.sigcont()
+        if peer:
+            peer.close()
+        errors = holder.node.errors
+        holder.node.close()
+        a.execute_command("DEL", *keys)
+        if b.execute_command("OBJ.EXISTS", x):
+            b.execute_command("OBJ.DEL", x)
+    assert not errors, f"the holder's session went wrong: {errors}"
