@@ -9,9 +9,11 @@ the next answer on the connection parses. A table over offsets x answers x cance
 points.
 
 Two relay streams on one connection: one stream's end (its last PART completing inside
-a send made for the other) must not free it under the walk that is pushing both. Run
-with the ASan module (tests/run-all.sh) to see a use-after-free; a plain build only
-shows what follows from one.
+a send made for the other) must not free it under the walk that is pushing both. And a
+FETCH sent on a connection its peer has reset closes that connection inside the send,
+which fails the transfer over (or frees it) before the send returns: the sender must not
+touch it after. Run with the ASan module (tests/run-all.sh) to see a use-after-free; a
+plain build only shows what follows from one.
 
 The fake nodes are Python listeners registered in the directory, authenticated with the
 cluster secret as the accepting side and speaking the session MAC
@@ -19,6 +21,7 @@ cluster secret as the accepting side and speaking the session MAC
 """
 
 import itertools
+import select
 import socket
 import struct
 import threading
@@ -380,3 +383,97 @@ def test_a_relay_stream_ending_inside_another_streams_send_is_not_freed_under_th
         if b.execute_command("OBJ.EXISTS", x):
             b.execute_command("OBJ.DEL", x)
     assert not errors, f"the holder's session went wrong: {errors}"
+
+
+# ---- a send that closes its connection ------------------------------------------------------
+
+class ResettingHolders:
+    """Two fake holders, each with a session B opened (for a warm-up object each). The first
+    asked for x says so (`asked`) and answers NOTFOUND once `answer` is set; the other
+    resets its session (RST) once `reset` is set, without reading what came meanwhile."""
+
+    def __init__(self, directory):
+        self.asked_by = None
+        self.asked, self.answer, self.answered = (threading.Event() for _ in range(3))
+        self.reset, self.was_reset = threading.Event(), threading.Event()
+        self.objects = {}  # id -> bytes, per node name: the warm-up objects
+        self.x = None
+        self.nodes = [FakeNode(directory, self.serve) for _ in range(2)]
+
+    def serve(self, node, peer):
+        while True:
+            if self.reset.is_set() and self.asked_by not in (None, node.name):
+                peer.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                peer.sock.close()
+                self.was_reset.set()
+                return
+            if not select.select([peer.sock], [], [], 0.02)[0]:
+                continue
+            _, req, oid, offset, _ = peer.recv_request()
+            if oid != self.x:
+                data = self.objects[oid]
+                head, body = data_head(peer, req, len(data), xxh3_64(data), data[offset:])
+                peer.send(head + body)
+                continue
+            self.asked_by = node.name
+            self.asked.set()
+            assert self.answer.wait(WAIT), "the test never let the answer go"
+            send_error(peer, req, WIRE_ERR_NOTFOUND, b"no such object on this node")
+            self.answered.set()
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+        return [e for n in self.nodes for e in n.errors]
+
+
+def test_a_fetch_sent_on_a_reset_connection_is_not_touched_after_the_close_it_causes(cl, uid):
+    """x is listed at two holders B has sessions with. B asks one; with B stopped, that one
+    answers NOTFOUND and the other resets its session. B, woken, reads the NOTFOUND first
+    and fails over to the other holder on the session it believes up: the FETCH's write
+    fails, the session closes inside the send, and its close fails the transfer for good
+    (no holder left) and frees it before the send returns (ASan: heap-use-after-free in
+    sendFetch). The fetch must answer an error, and B go on serving."""
+    a, b = cl["A"].client(), cl["B"].client()
+    node_b = cl["B"]
+    holders = ResettingHolders(a)
+    keys = []
+    stopped = False
+    try:
+        for i, n in enumerate(holders.nodes):  # B's sessions with both holders are up
+            w = uid(b"w%d" % i)
+            holders.objects[w] = payload(4096, seed=i)
+            keys += list_object(a, w, holders.objects[w], n.name)
+            assert fetch(b, w, timeout=WAIT * 1000) == ["OK"]
+        x = holders.x = uid(b"x")
+        keys += list_object(a, x, payload(4096, seed=3), *[n.name for n in holders.nodes])
+        call = start_call(b, "OBJ.FETCH", x, "TIMEOUT", WAIT * 1000)
+        assert holders.asked.wait(WAIT), "B never asked for x"
+
+        node_b.sigstop()
+        stopped = True
+        holders.answer.set()  # the NOTFOUND waits in B's socket first ...
+        assert holders.answered.wait(WAIT)
+        holders.reset.set()   # ... then the other session's RST
+        assert holders.was_reset.wait(WAIT)
+        time.sleep(0.1)
+        node_b.sigcont()
+        stopped = False
+
+        got = call.result(WAIT)
+        assert len(got) == 1 and isinstance(got[0], Exception), f"x fetched from nowhere: {got}"
+        # The order the test set up: the FETCH met the reset, not a session closed before.
+        assert "cannot send FETCH" in str(got[0]), got
+        assert b.execute_command("PING") == b"PONG"
+        w = uid(b"after")
+        holders.objects[w] = payload(4096, seed=4)
+        keys += list_object(a, w, holders.objects[w], holders.asked_by)
+        assert fetch(b, w, timeout=WAIT * 1000) == ["OK"], "B no longer fetches"
+    finally:
+        if stopped:
+            node_b.sigcont()
+        holders.answer.set()
+        errors = holders.close()
+        if keys:
+            a.execute_command("DEL", *keys)
+    assert not errors, f"the fake holders' sessions went wrong: {errors}"
