@@ -21,6 +21,7 @@ cluster secret as the accepting side and speaking the session MAC
 """
 
 import itertools
+import os
 import select
 import socket
 import struct
@@ -55,6 +56,21 @@ _names = itertools.count()
 @pytest.fixture(scope="module")
 def cl(make_cluster_module):
     return make_cluster_module(names=("A", "B"), layout="own", memory="64mb", secret="s3cret")
+
+
+def stop_node(node):
+    """SIGSTOP node and wait until every thread of it has stopped: a signal takes effect
+    some time after kill() returns, and until then the node still reads its sockets."""
+    node.sigstop()
+    tasks = f"/proc/{node.proc.pid}/task"
+
+    def stopped():
+        states = []
+        for t in os.listdir(tasks):
+            with open(f"{tasks}/{t}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        return all(st in "tT" for st in states)
+    wait_until(stopped, timeout=WAIT, what="the node stopping")
 
 
 def list_object(d, oid, data, *names):
@@ -357,8 +373,8 @@ def test_a_relay_stream_ending_inside_another_streams_send_is_not_freed_under_th
         peer.send_frame(wire_frame(WIRE_DONE, req_id=1))  # the older ends, PARTs queued
         time.sleep(0.2)
 
-        node_b.sigstop()
         stopped = True
+        stop_node(node_b)
         holder.feed(STEP)  # waits in B's socket, readable before P's is writable
         drain_now(peer)    # everything B's kernel held: room again, B not told yet
         node_b.sigcont()
@@ -450,8 +466,8 @@ def test_a_fetch_sent_on_a_reset_connection_is_not_touched_after_the_close_it_ca
         call = start_call(b, "OBJ.FETCH", x, "TIMEOUT", WAIT * 1000)
         assert holders.asked.wait(WAIT), "B never asked for x"
 
-        node_b.sigstop()
         stopped = True
+        stop_node(node_b)
         holders.answer.set()  # the NOTFOUND waits in B's socket first ...
         assert holders.answered.wait(WAIT)
         holders.reset.set()   # ... then the other session's RST
