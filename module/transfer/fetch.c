@@ -839,22 +839,49 @@ static void fetchOnConnClosed(Conn *c)
     }
 }
 
+/* The payload bytes answer m on c carries: a PART its len (checked against
+ * its object by the decoder); a DATA to a request from offset `from` the
+ * bytes of an object of m's sizes from there on (a holder answers a FETCHR
+ * at o with size + metaSize - o bytes, a FETCH or o = 0 with all). Every
+ * read of an answer's payload, kept or drained, takes its length from here,
+ * so the stream the connection's fetches share stays in step. Returns 0
+ * with *len set, or -1 when a DATA announces less than that offset (no
+ * holder answers so: the stream cannot be kept in step). */
+static int answerCarries(const Conn *c, const WireMsg *m, uint64_t from, uint64_t *len)
+{
+    uint64_t total = m->u.data.size + m->u.data.metaSize;
+
+    if (m->h.type == WIRE_PART) {
+        *len = m->u.data.len;
+        return 0;
+    }
+    if (total < from) {
+        engineLog("warning", "%s: DATA of %llu bytes for a request from offset %llu", c->desc,
+                  (unsigned long long)total, (unsigned long long)from);
+        return -1;
+    }
+    *len = total - from;
+    return 0;
+}
+
 /* DATA: the payload follows the frame in the connection's stream (both
  * transports are streams; the frame itself never carries it). */
 static int fetchOnData(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
+    uint64_t carried;
 
     if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
         /* The answer to a cancelled fetch: read its payload into nowhere, so
          * the stream the other fetches share stays in step. */
-        uint64_t total = m->u.data.size + m->u.data.metaSize;
-        if (total == 0) {
+        if (answerCarries(c, m, x->reqFrom, &carried) == -1)
+            return -1;
+        if (carried == 0) {
             xferDrop(x);
             return 0;
         }
         x->state = XFER_RECEIVING;
-        return c->ops->recvPayload(c, NULL, total);
+        return c->ops->recvPayload(c, NULL, carried);
     }
     if (!x || x->conn != c || x->state != XFER_REQUESTED || (!x->entry && !x->hint[0])) {
         /* its payload follows in the stream: we cannot skip it safely */
@@ -862,11 +889,12 @@ static int fetchOnData(Conn *c, const WireMsg *m)
                   (unsigned long long)m->h.reqId);
         return -1;
     }
+    if (answerCarries(c, m, x->reqFrom, &carried) == -1)
+        return -1;
     if (!x->entry && hintCreate(x, m->u.data.size, m->u.data.metaSize) == -1) {
-        uint64_t total = m->u.data.size + m->u.data.metaSize;
-        if (total > 0) { /* drain it; fetchOnPayloadDone falls back */
+        if (carried > 0) { /* drain it; fetchOnPayloadDone falls back */
             x->state = XFER_RECEIVING;
-            return c->ops->recvPayload(c, NULL, total);
+            return c->ops->recvPayload(c, NULL, carried);
         }
         attemptFailed(x, "OOM cannot create the object the hinted node announced");
         return 0;
@@ -882,24 +910,22 @@ static int fetchOnData(Conn *c, const WireMsg *m)
                  c->peerName,
                  m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ? "size"
                                                                                     : "checksum");
-        uint64_t total = m->u.data.size + m->u.data.metaSize;
-        if (total == 0) {
+        if (carried == 0) {
             attemptFailed(x, why);
             return 0;
         }
         memcpy(x->drainWhy, why, sizeof(why));
         x->state = XFER_RECEIVING;
-        return c->ops->recvPayload(c, NULL, total);
+        return c->ops->recvPayload(c, NULL, carried);
     }
     x->remoteChecksum = m->u.data.checksum;
-    uint64_t total = e->dataSize + e->metaSize;
     uint8_t *dst = engineConfig()->arenaBase + e->offset;
-    if (total == x->reqFrom) {
+    if (carried == 0) {
         xferReceived(x, NULL);
         return 0;
     }
     x->state = XFER_RECEIVING;
-    x->expect = total - x->reqFrom;
+    x->expect = carried;
     return c->ops->recvPayload(c, dst + x->reqFrom, x->expect);
 }
 
@@ -909,13 +935,15 @@ static int fetchOnData(Conn *c, const WireMsg *m)
 static int fetchOnPart(Conn *c, const WireMsg *m)
 {
     Transfer *x = xferByXid(m->h.reqId);
+    uint64_t carried;
 
+    answerCarries(c, m, 0, &carried); /* a PART: can't fail */
     if (x && x->cancelled && x->conn == c && x->state == XFER_REQUESTED) {
         x->state = XFER_RECEIVING; /* drained, then dropped */
-        return c->ops->recvPayload(c, NULL, m->u.data.len);
+        return c->ops->recvPayload(c, NULL, carried);
     }
     if (!x || x->conn != c || x->state != XFER_REQUESTED || !x->entry)
-        return c->ops->recvPayload(c, NULL, m->u.data.len);
+        return c->ops->recvPayload(c, NULL, carried);
     ObjEntry *e = x->entry;
     uint64_t at = x->partial ? x->landed : x->reqFrom;
     if (m->u.data.size != e->dataSize || m->u.data.metaSize != e->metaSize ||
@@ -930,7 +958,7 @@ static int fetchOnPart(Conn *c, const WireMsg *m)
     x->partial = 1;
     x->relayed = 1;
     x->reqFrom = at;
-    x->expect = m->u.data.len;
+    x->expect = carried;
     return c->ops->recvPayload(c, engineConfig()->arenaBase + e->offset + at, x->expect);
 }
 

@@ -153,11 +153,11 @@ typedef struct RelayStream {
     uint64_t landed;                       /* the most the transfer here said had landed */
     int queued;                            /* PARTs in the transport (cookie: the stream | 2) */
     Upload *slot;                          /* its upload slot while it runs, or NULL */
-    int ended;                             /* nothing more goes: freed once queued is 0 */
-    /* A send on its connection can close it or complete a PART at once
-     * (re-entering serve.c): while pushing is set, the stream is freed by
-     * whoever set it, dead telling it that its connection closed. */
-    int pushing, dead;
+    int ended;                             /* nothing more goes: over once queued is 0 */
+    int pushing; /* inside relayPush: a PART it completes does not push again */
+    /* Over (its hold released, or its connection closed): every walk skips
+     * it, and it is unlinked and freed once no walk is under way. */
+    int gone;
     int64_t lastUs;   /* when a PART last went (or the stream began) */
     ObjListLink link; /* in streams */
 } RelayStream;
@@ -166,7 +166,13 @@ typedef struct RelayStream {
 #define SERVE_COOKIE_STREAM 2u
 
 static ObjList streams = {&streams, &streams}; /* RelayStream.link */
-static uint64_t streamsClosed;                 /* streams freed with their connection, ever */
+/* Walks of streams under way. A send can complete PARTs of any stream on
+ * its connection, or close it, at once (tcp flushes inside the send, and
+ * the completions re-enter serve.c): so while a walk, a push or an end
+ * holds a stream, no stream leaves the list or memory; relayDrop only
+ * marks it gone and the outermost relayWalkEnd sweeps (docs/architecture.md,
+ * "Lists walked while calling out"). */
+static int streamsWalking;
 
 static Rndv *rndvs;
 static uint32_t uploadsNow;                    /* large objects being sent, every connection */
@@ -334,43 +340,72 @@ static WireMsg partMsg(WireType type, uint64_t reqId, uint64_t dataSize, uint64_
     return r;
 }
 
-/* Free s once nothing of it is left in the transport: its hold on the
+/* A walk of streams begins: no stream is unlinked or freed until it ends. */
+static void relayWalkBegin(void)
+{
+    streamsWalking++;
+}
+
+/* A walk ends; the outermost frees the streams that went meanwhile. Only
+ * unlinks and frees (never calls out), so it cannot re-enter a walk. */
+static void relayWalkEnd(void)
+{
+    ObjListLink *l, *next;
+
+    if (--streamsWalking > 0)
+        return;
+    objListForEachSafe(&streams, l, next) {
+        RelayStream *s = objListEntry(l, RelayStream, link);
+        if (s->gone) {
+            objListUnlink(&s->link);
+            free(s);
+        }
+    }
+}
+
+/* s is over: nothing touches it again (its connection may be freed). It
+ * is freed now, or by the sweep at the end of the walks under way. */
+static void relayDrop(RelayStream *s)
+{
+    s->gone = 1;
+    if (streamsWalking > 0)
+        return;
+    objListUnlink(&s->link);
+    free(s);
+}
+
+/* Drop s once nothing of it is left in the transport: its hold on the
  * object goes (which frees an object given up here meanwhile). */
 static void relayFree(RelayStream *s)
 {
     Conn *c = s->conn;
 
-    if (!s->ended || s->queued > 0 || s->pushing)
+    if (s->gone || !s->ended || s->queued > 0 || s->pushing)
         return;
-    objListUnlink(&s->link);
     objTableLock(engineConfig()->table);
     objTableUnpin(engineConfig()->table, s->e, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
     if (c->pins > 0)
         c->pins--;
-    free(s);
+    relayDrop(s);
 }
 
 /* End s: nothing more is sent (an ERROR first when why is not NULL), its
- * upload slot is free at once, its hold once its PARTs are out. */
+ * upload slot is free at once, its hold once its PARTs are out. The ERROR's
+ * send may complete or close streams, s among them: a walk holds them. */
 static void relayEnd(RelayStream *s, uint16_t code, const char *why)
 {
-    if (s->ended)
+    if (s->ended || s->gone)
         return;
+    relayWalkBegin();
     s->ended = 1;
     if (s->slot)
         uploadRemove(s->slot);
     s->slot = NULL;
-    if (why) {
-        s->pushing = 1;
+    if (why)
         engineSendError(s->conn, s->reqId, code, why);
-        s->pushing = 0;
-        if (s->dead) {
-            free(s);
-            return;
-        }
-    }
-    relayFree(s);
+    relayFree(s); /* nothing when its connection closed meanwhile */
+    relayWalkEnd();
 }
 
 /* How far s's object has landed here: all of it once sealed here, what the
@@ -404,11 +439,12 @@ static void relayPush(RelayStream *s, int64_t now)
 {
     uint64_t total = s->dataSize + s->metaSize;
 
-    if (s->ended)
+    if (s->ended || s->gone)
         return;
+    relayWalkBegin(); /* a send below may complete or close any stream of its connection */
     if (relayLanded(s) == -1) {
         relayEnd(s, WIRE_ERR_NOTSEALED, "the object is no longer received here");
-        return;
+        goto walkEnd;
     }
     s->pushing = 1;
     while (s->queued < SERVE_PARTS_QUEUED && s->next < s->landed) {
@@ -428,10 +464,8 @@ static void relayPush(RelayStream *s, int64_t now)
         s->lastUs = now;
         s->queued++;
         int rc = engineSend(s->conn, &r, bytes, len, (void *)((uintptr_t)s | SERVE_COOKIE_STREAM));
-        if (s->dead) { /* its connection closed meanwhile */
-            free(s);
-            return;
-        }
+        if (s->gone) /* its connection closed meanwhile */
+            goto walkEnd;
         if (rc == -1)
             break;
     }
@@ -440,22 +474,24 @@ static void relayPush(RelayStream *s, int64_t now)
         relayEnd(s, 0, NULL);
     else if (now - s->lastUs > SERVE_RELAY_WAIT_US)
         relayEnd(s, WIRE_ERR_NOTSEALED, "no new byte of the object landed here in time");
+walkEnd:
+    relayWalkEnd();
 }
 
-/* Push every stream: bytes may have landed. */
+/* Push every stream: bytes may have landed. A push may end or close other
+ * streams (relayPush): under the walk they stay linked, marked gone. */
 static void relayPushAll(void)
 {
     int64_t now = utilMonoUs();
-    ObjListLink *l = objListFirst(&streams);
+    ObjListLink *l;
 
-    while (l) {
+    relayWalkBegin();
+    objListForEach(&streams, l) {
         RelayStream *s = objListEntry(l, RelayStream, link);
-        l = l->next == &streams ? NULL : l->next; /* s may be freed */
-        uint64_t closed = streamsClosed;
-        relayPush(s, now);
-        if (streamsClosed != closed) /* l may be gone with a closed connection */
-            l = objListFirst(&streams);
+        if (!s->gone)
+            relayPush(s, now);
     }
+    relayWalkEnd();
 }
 
 /* A FETCHR with PARTIAL_OK for e, an object being received here (the table
@@ -904,7 +940,7 @@ static int serveOnDone(Conn *c, const WireMsg *m)
     ObjListLink *l;
     objListForEach(&streams, l) { /* the requester stops a relay stream */
         RelayStream *s = objListEntry(l, RelayStream, link);
-        if (s->conn == c && s->reqId == m->h.reqId) {
+        if (!s->gone && s->conn == c && s->reqId == m->h.reqId) {
             relayEnd(s, 0, NULL);
             break;
         }
@@ -924,7 +960,7 @@ static void serveOnSendDone(Conn *c, void *cookie)
     } else if (tag == SERVE_COOKIE_STREAM) {
         RelayStream *s = p;
         s->queued--;
-        if (s->pushing) /* inside relayPush: it goes on */
+        if (s->gone || s->pushing) /* over, or inside relayPush: it goes on */
             return;
         if (s->ended)
             relayFree(s);
@@ -951,14 +987,8 @@ static void serveOnConnClosed(Conn *c)
     ObjListLink *it, *next;
     objListForEachSafe(&streams, it, next) { /* their holds go with c's pins below */
         RelayStream *s = objListEntry(it, RelayStream, link);
-        if (s->conn == c) {
-            objListUnlink(&s->link);
-            streamsClosed++;
-            if (s->pushing)
-                s->dead = 1; /* relayPush or relayEnd frees it */
-            else
-                free(s);
-        }
+        if (s->conn == c && !s->gone)
+            relayDrop(s); /* freed now, or once the walks under way end */
     }
     objListForEachSafe(&tierBufs, it, next) { /* sends that never completed */
         TierBuf *b = objListEntry(it, TierBuf, link);

@@ -69,6 +69,11 @@ typedef struct TcpConn {
      * the queue under the running one's accounting. */
     int flushing;
     int closed;
+    /* A send failed (why in failWhy): nothing more is written, and the
+     * connection is closed from its own event, never inside the send, whose
+     * caller may hold records the close frees (docs/architecture.md). */
+    int failed;
+    char failWhy[96];
     int rxPaused; /* requests are not read while the send side is over its caps */
     TxItem *txHead, *txTail;
     size_t txBytes;  /* memory of the queued TxItems */
@@ -151,8 +156,8 @@ static int tcpBusy(const TcpConn *c)
  * comes at once and tcpOnEvent resumes it). */
 static void tcpUpdateEvents(TcpConn *c)
 {
-    uint32_t ev =
-        (c->rxPaused ? 0 : EPOLLIN) | (c->txHead || (c->rxPaused && !tcpBusy(c)) ? EPOLLOUT : 0);
+    uint32_t ev = (c->rxPaused ? 0 : EPOLLIN) |
+                  (c->txHead || c->failed || (c->rxPaused && !tcpBusy(c)) ? EPOLLOUT : 0);
 
     if (c->closed || c->connecting || ev == c->events)
         return;
@@ -162,11 +167,24 @@ static void tcpUpdateEvents(TcpConn *c)
 
 /* ---- sending ----------------------------------------------------------------------- */
 
+/* c cannot send any more (why): mark it failed and make sure its next
+ * event comes (EPOLLOUT is reported at once), which closes it. Returns -1. */
+static int tcpFail(TcpConn *c, const char *why)
+{
+    if (!c->failed)
+        snprintf(c->failWhy, sizeof(c->failWhy), "%s", why);
+    c->failed = 1;
+    tcpUpdateEvents(c);
+    return -1;
+}
+
 /* Write as much of the queue as the socket takes. Returns 0, or -1 when the
- * connection failed (and was closed). Completed items with a cookie report
- * engineOnSendDone in order. */
+ * connection failed (tcpFail: closed later, from its own event). Completed
+ * items with a cookie report engineOnSendDone in order. */
 static int tcpFlush(TcpConn *c)
 {
+    if (c->failed)
+        return -1;
     c->flushing = 1;
     while (c->txHead) {
         struct iovec iov[TCP_MAX_IOV];
@@ -185,8 +203,7 @@ static int tcpFlush(TcpConn *c)
             char why[96];
             snprintf(why, sizeof(why), "write: %s", strerror(errno));
             c->flushing = 0;
-            tcpCloseConn(&c->sc.base, why);
-            return -1;
+            return tcpFail(c, why);
         }
         size_t left = (size_t)w;
         if (w > 0)
@@ -233,7 +250,7 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
 
     uint8_t frame[TCP_FRAME_MAX];
 
-    if (c->closed)
+    if (c->closed || c->failed)
         return -1;
     int len = wireEncode(m, frame, sizeof(frame));
     if (len >= 0) /* the session's tags (a pass over a DATA payload) */
@@ -243,10 +260,8 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
         return -1;
     }
     it = calloc(1, sizeof(*it) + (size_t)len);
-    if (!it) {
-        tcpCloseConn(base, "out of memory for the send queue");
-        return -1;
-    }
+    if (!it)
+        return tcpFail(c, "out of memory for the send queue");
     memcpy(it->frame, frame, (size_t)len);
     it->frameLen = (size_t)len;
     c->txBytes += sizeof(*it) + (size_t)len;
@@ -359,6 +374,8 @@ static void tcpOnEvent(void *arg, uint32_t events)
         if (!c->closed)
             tcpUpdateEvents(c);
     }
+    if (!c->closed && c->failed) /* a send failed: whoever sent is done with it now */
+        tcpCloseConn(&c->sc.base, c->failWhy);
     c->inHandler = 0;
     if (c->closed)
         tcpFree(c);
