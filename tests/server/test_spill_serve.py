@@ -22,6 +22,8 @@ import pytest
 from objhelpers import (
     MIB,
     WIRE_DATA,
+    WIRE_ERR_NAMES,
+    WIRE_ERROR,
     WIRE_FETCH,
     WirePeer,
     codes,
@@ -189,6 +191,48 @@ def test_a_flood_over_many_spilled_objects_stays_within_the_budget(make_cluster,
     assert st["tier_serve_waits"] > 0
     wait_until(lambda: stats(a)["tier_serve_bytes"] == 0 and
                stats(a)["tier_serve_waiting"] == 0, 30, what="every buffer to go")
+
+
+def test_a_damaged_spill_file_answers_every_waiting_request_and_frees_its_buffer(
+        make_cluster, spill_dir):
+    """Every request sharing a read of a damaged file gets an ERROR (not DATA, not a
+    hang); the buffer goes; the other node's fetch fails over to nothing and says so."""
+    cl = make_cluster(names=("B",), layout="separate", memory="64mb")
+    a_node, spilled = spilling_node(cl, "A", spill_dir, 24)
+    a = a_node.client()
+    oid = spilled[0]
+    path = to_str(stats(a)["tier_path"])
+    for name in os.listdir(path):  # one byte flipped in every spill file
+        if name.endswith(".spill"):
+            with open(os.path.join(path, name), "r+b") as f:
+                f.seek(4096)
+                b = f.read(1)
+                f.seek(4096)
+                f.write(bytes([b[0] ^ 0xFF]))
+    peers = []
+    try:
+        for _ in range(2):
+            p = WirePeer(a_node.transfer_port, timeout=60.0)
+            p.handshake(SECRET)
+            peers.append(p)
+        for p in peers:
+            p.send(b"".join(p.seal(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid,
+                                              req_id=i)) for i in range(1, 21)))
+        for p in peers:
+            seen = set()
+            for _ in range(20):
+                t, fl, cr, rid, body = p.recv_frame()
+                assert t == WIRE_ERROR, f"request {rid}: frame type {t}, not ERROR"
+                assert WIRE_ERR_NAMES.get(struct.unpack_from("<H", body)[0]) == "INTERNAL"
+                seen.add(rid)
+            assert seen == set(range(1, 21))
+    finally:
+        for p in peers:
+            p.close()
+    assert codes(fetch(cl["B"].client(), oid, timeout=5000)) != ["OK"]
+    wait_until(lambda: stats(a)["tier_serve_bytes"] == 0, 30, what="the buffer to go")
+    assert "serving a spilled object" in a_node.log()
+    assert a.execute_command("PING") in (b"PONG", True)
 
 
 @pytest.mark.parametrize("slots", [0, 1])
