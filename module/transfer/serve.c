@@ -56,7 +56,6 @@
 #include "tierserve.h"
 #include "common/list.h"
 #include "common/util.h"
-#include "store/tier.h"
 
 /* A requester that neither reads nor says DONE within this long is gone or
  * stuck: its connection is closed, which both stops any late read by its NIC
@@ -89,7 +88,10 @@ typedef struct Rndv {
 #define SERVE_PARTS_QUEUED   4
 
 /* A large object being sent on a connection (serve.c's upload slots): a
- * pinned sealed object until its bytes are sent, or a relay stream. */
+ * pinned sealed object until its bytes are sent (relay 0), a relay stream
+ * (1), or a spilled object (2, SERVE_UPLOAD_SPILLED), which its serving
+ * gives back itself (serveSpilledOver), never uploadDrop for a pin. */
+#define SERVE_UPLOAD_SPILLED 2
 typedef struct Upload {
     Conn *conn;
     const ObjEntry *e;
@@ -765,9 +767,12 @@ static int serveSpilled(Conn *c, const WireMsg *m, const ObjEntry *e, const Wire
         return 0;
     }
     c->pins++; /* capped in serveOnFetch, as for an object in memory */
+    Upload *slot = total >= SERVE_LARGE ? uploadAdd(c, e) : NULL;
+    if (slot)
+        slot->relay = SERVE_UPLOAD_SPILLED;
     TierServeReq q = {.conn = c,
                       .reqId = m->h.reqId,
-                      .slot = total >= SERVE_LARGE ? uploadAdd(c, e) : NULL,
+                      .slot = slot,
                       .fileNo = fileNo,
                       .fd = fd,
                       .dataSize = r->u.data.size,
