@@ -299,3 +299,34 @@ def test_a_node_shuts_down_cleanly_while_spilled_objects_are_served(make_cluster
         for p in peers:
             p.close()
     assert not problems, problems
+
+
+def test_spilled_requests_count_against_the_connections_pin_cap(make_cluster, spill_dir):
+    """A peer that sends 300 FETCHes of a spilled object and reads nothing is served
+    256 of them (the per-connection cap; a few more as its socket buffers take some
+    answers whole), the rest are left unread, as for an object in memory."""
+    cl = make_cluster(names=("B",), layout="separate", memory="64mb")
+    a_node, spilled = spilling_node(cl, "A", spill_dir, 24)
+    a = a_node.client()
+    oid = spilled[0]
+    small = b"A:small"
+    assert a.obj("OBJ.PUT", small, b"s" * 100) == b"OK"
+    served0 = stats(a)["tcp_served"]
+    peer = WirePeer(a_node.transfer_port, timeout=60.0)
+    other = WirePeer(a_node.transfer_port, timeout=60.0)
+    try:
+        peer.handshake(SECRET)
+        other.handshake(SECRET)
+        peer.send(b"".join(peer.seal(wire_frame(WIRE_FETCH, struct.pack("<H", len(oid)) + oid,
+                                                req_id=i)) for i in range(1, 301)))
+        wait_until(lambda: stats(a)["tcp_served"] - served0 >= 256, 60,
+                   what="the owner to serve up to the cap")
+        # A barrier: the owner answered a request sent after all 300 were on their way,
+        # so without the cap it would have taken in every one of them by now.
+        answer = other.fetch(small, 1)
+        assert answer[0] == "DATA" and answer[4] == b"s" * 100, answer[:3]
+        taken = stats(a)["tcp_served"] - served0 - 1
+        assert taken < 300, f"the owner took in all {taken} FETCHes of a peer that reads nothing"
+    finally:
+        peer.close()
+        other.close()
