@@ -234,7 +234,7 @@ def test_a_damaged_spill_file_answers_every_waiting_request_and_frees_its_buffer
     assert a.execute_command("PING") in (b"PONG", True)
 
 
-@pytest.mark.parametrize("slots", [0])
+@pytest.mark.parametrize("slots", [0, 1])
 def test_concurrent_fetches_of_spilled_objects_by_several_nodes_are_byte_exact(
         make_cluster, spill_dir, slots):
     """Three nodes fetch the same spilled objects at once: with upload-slots 0 every
