@@ -107,6 +107,7 @@ static ConfigDef configDefs[] = {
     STR("spill-dir", spillDir, IMM, ""),
     NUM("spill-max", spillMax, IMM | MEM, 0, 0, 1LL << 50, NULL),
     STR("spill-policy", spillPolicy, IMM, "hot"),
+    NUM("spill-serve-budget", spillServe, IMM | MEM, 64LL << 20, 1LL << 20, 1LL << 42, NULL),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

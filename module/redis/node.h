@@ -47,6 +47,7 @@ typedef struct ObjConfig {
     long long maxObjects;     /* -1 = memory / OBJ_LIMITS_BYTES_PER_OBJECT, 0 = no limit */
     char spillDir[256];       /* the spill tier's file system; "" = no tier (docs/tiers.md) */
     long long spillMax;       /* bytes the tier may hold; 0 = what the file system takes */
+    long long spillServe;     /* spill-serve-budget: buffers serving spilled objects */
     char spillPolicy[16];     /* hot (recency and frequency) or lru (recency alone) */
 } ObjConfig;
 

@@ -238,6 +238,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
     ec.rdmaReadMin = (uint64_t)cfg->rdmaReadMin;
     ec.uploadSlots = (int)cfg->uploadSlots;
+    ec.tierServeBudget = (uint64_t)cfg->spillServe;
     ec.onFetchDone = remoteFetchDone;
     ec.onChanged = remoteChanged;
     ec.log = remoteLog;
@@ -788,6 +789,12 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("transfer_range_resumes", es.rangeResumes);
     STAT("transfer_relayed", es.relayed);
     STAT("transfer_relay_follows", es.relayFollows);
+    STAT("tier_serve_budget", objNode.cfg.spillServe);
+    STAT("tier_serve_bytes", es.tierServeBytes);
+    STAT("tier_serve_waiting", es.tierServeWaiting);
+    STAT("tier_serve_reads", es.tierServeReads);
+    STAT("tier_serve_shared", es.tierServeShared);
+    STAT("tier_serve_waits", es.tierServeWaits);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

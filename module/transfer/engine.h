@@ -63,6 +63,9 @@ typedef struct EngineConfig {
     /* Uploads of large objects this node serves at once before it answers
      * a requester that has other holders BUSY (0: no limit). */
     int uploadSlots;
+    /* Bytes of buffers that serving spilled objects may hold at once, all
+     * connections together (tierserve.c; one read alone may exceed it). */
+    uint64_t tierServeBudget;
     /* Callbacks, run on the engine thread. */
     void (*onFetchDone)(FetchReq *req);
     /* A fetched object was sealed, or a failed one aborted: local waiters
@@ -109,6 +112,10 @@ typedef struct EngineStats {
     /* Relays: PART answers sent from objects still being received here, and
      * fetches that followed a BUSY to the relay it named. */
     uint64_t relayed, relayFollows;
+    /* Spilled objects served (tierserve.c): tier files read, servings that
+     * shared a read already made or under way, servings that waited for the
+     * budget; and now: bytes of read buffers held, servings waiting. */
+    uint64_t tierServeReads, tierServeShared, tierServeWaits, tierServeBytes, tierServeWaiting;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

@@ -11,8 +11,11 @@
  * NIC or a send.
  *
  * An object on the spill tier is served from its file without taking arena
- * room: read into a heap buffer of the connection's, checked against the
- * object's checksum, and sent inline on either transport (docs/tiers.md).
+ * room, sent inline on either transport from a buffer that tierserve.c
+ * reads off this thread and shares between the concurrent requesters of
+ * that object, within the node's spill-serve-budget. Such a request counts
+ * as a pin of its connection's cap and takes an upload slot like one in
+ * memory (serveSpilled; docs/tiers.md).
  *
  * Upload slots: while upload-slots large objects are being sent and one of
  * them is the object asked for, a FETCHR whose requester may go elsewhere
@@ -50,9 +53,9 @@
 
 #include "fetch.h"
 #include "serve.h"
+#include "tierserve.h"
 #include "common/list.h"
 #include "common/util.h"
-#include "store/tier.h"
 
 /* A requester that neither reads nor says DONE within this long is gone or
  * stuck: its connection is closed, which both stops any late read by its NIC
@@ -73,52 +76,6 @@ typedef struct Rndv {
  * are sent in less time than a redirect costs. */
 #define SERVE_LARGE (1u << 20)
 
-/* The bytes of a spilled object on their way out (engine thread only). Its
- * send cookie is the pointer with the low bit set, which no ObjEntry has. */
-typedef struct TierBuf {
-    Conn *conn;
-    ObjListLink link;
-    uint8_t bytes[];
-} TierBuf;
-
-static ObjList tierBufs = {&tierBufs, &tierBufs};
-
-/* Serve a spilled object of total bytes from its tier file (fd, closed
- * here), its bytes from offset from on. Returns 0, or -1 when the
- * connection is closing. */
-static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total, uint64_t from)
-{
-    TierBuf *b = fd < 0 ? NULL : malloc(sizeof(*b) + total);
-    int err = !b ? -1 : tierReadAll(fd, b->bytes, total, r->u.data.checksum);
-
-    if (fd >= 0)
-        close(fd);
-    if (err) {
-        free(b);
-        engineLog("warning", "%s: serving a spilled object: %s", c->desc,
-                  err == -1 ? "cannot open or buffer its tier file" : tierStrError(err));
-        engineSendError(c, r->h.reqId, WIRE_ERR_INTERNAL,
-                        "the object's spill tier file cannot be read (see the owner's log)");
-        return 0;
-    }
-    if (from > total) {
-        free(b);
-        engineSendError(c, r->h.reqId, WIRE_ERR_PROTO, "offset past the end of the object");
-        return 0;
-    }
-    b->conn = c;
-    objListPushBack(&tierBufs, &b->link);
-    int tp = engineTpIndex(c->ops);
-    EngineStats *es = engineStatsBegin();
-    engineTpStats(tp)->served++;
-    engineTpStats(tp)->servedBytes += total - from;
-    engineTpStats(tp)->servedInline++;
-    es->uploadedBytes += total - from;
-    engineStatsEnd();
-    r->h.type = WIRE_DATA;
-    return engineSend(c, r, b->bytes + from, total - from, (void *)((uintptr_t)b | 1));
-}
-
 /* A relay stream with no byte to send for this long is ended with an
  * ERROR (its requester goes on elsewhere). A PART carries at least
  * SERVE_PART_MIN bytes (fewer only at the object's end, or once the stream
@@ -131,7 +88,10 @@ static int serveFromTier(Conn *c, WireMsg *r, int fd, uint64_t total, uint64_t f
 #define SERVE_PARTS_QUEUED   4
 
 /* A large object being sent on a connection (serve.c's upload slots): a
- * pinned sealed object until its bytes are sent, or a relay stream. */
+ * pinned sealed object until its bytes are sent (relay 0), a relay stream
+ * (1), or a spilled object (2, SERVE_UPLOAD_SPILLED), which its serving
+ * gives back itself (serveSpilledOver), never uploadDrop for a pin. */
+#define SERVE_UPLOAD_SPILLED 2
 typedef struct Upload {
     Conn *conn;
     const ObjEntry *e;
@@ -162,7 +122,7 @@ typedef struct RelayStream {
     ObjListLink link; /* in streams */
 } RelayStream;
 
-#define SERVE_COOKIE_TIER   1u
+#define SERVE_COOKIE_TIER   TIER_SERVE_COOKIE_TAG
 #define SERVE_COOKIE_STREAM 2u
 
 static ObjList streams = {&streams, &streams}; /* RelayStream.link */
@@ -810,6 +770,55 @@ static void rrelayConnClosed(Conn *c)
     }
 }
 
+/* A spilled object's serving is over (tierserve.c): its pin of c's cap
+ * and its upload slot go. */
+static void serveSpilledOver(Conn *c, void *slot)
+{
+    if (c->pins > 0)
+        c->pins--;
+    if (slot)
+        uploadRemove(slot);
+}
+
+/* Serve the spilled object e (sizes and checksum in r, read under the
+ * table lock; its file open on fd, taken over here, or -1) as one in
+ * memory is served as far as c's cap and the upload slots go, its bytes
+ * from tierserve.c's shared read. e is only an upload slot's identity here:
+ * no pin holds it. Returns 0, or -1 when c is closing. */
+static int serveSpilled(Conn *c, const WireMsg *m, const ObjEntry *e, const WireMsg *r, int fd,
+                        uint64_t fileNo)
+{
+    uint64_t total = r->u.data.size + r->u.data.metaSize;
+    uint64_t from = m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0;
+
+    if (fd < 0) {
+        engineLog("warning", "%s: serving a spilled object: cannot open its tier file", c->desc);
+        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL,
+                        "the object's spill tier file cannot be read (see the owner's log)");
+        return 0;
+    }
+    if (from > total) {
+        close(fd);
+        engineSendError(c, m->h.reqId, WIRE_ERR_PROTO, "offset past the end of the object");
+        return 0;
+    }
+    c->pins++; /* capped in serveOnFetch, as for an object in memory */
+    Upload *slot = total >= SERVE_LARGE ? uploadAdd(c, e) : NULL;
+    if (slot)
+        slot->relay = SERVE_UPLOAD_SPILLED;
+    TierServeReq q = {.conn = c,
+                      .reqId = m->h.reqId,
+                      .slot = slot,
+                      .fileNo = fileNo,
+                      .fd = fd,
+                      .dataSize = r->u.data.size,
+                      .metaSize = r->u.data.metaSize,
+                      .checksum = r->u.data.checksum,
+                      .from = from,
+                      .over = serveSpilledOver};
+    return tierServeFetch(&q);
+}
+
 static int serveOnFetch(Conn *c, const WireMsg *m)
 {
     ObjTable *t = engineConfig()->table;
@@ -834,10 +843,12 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     const char *relayWhy = NULL;
     RelayStream *rs = partial && !c->ops->grantRead ? relayOpen(c, m, e, &relayWhy) : NULL;
     int tierFd = st == OBJ_ST_SPILLED ? objTableTierOpen(t, e) : -1; /* opened before any unlink */
+    uint64_t tierFileNo = 0;
     if (st == OBJ_ST_SPILLED) {
         r.u.data.size = e->dataSize;
         r.u.data.metaSize = e->metaSize;
         r.u.data.checksum = e->checksum;
+        tierFileNo = e->fileNo;
     }
     objTableUnlock(t);
     if (busy) {
@@ -847,8 +858,7 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     if (partial)
         return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m, rs, relayWhy);
     if (st == OBJ_ST_SPILLED)
-        return serveFromTier(c, &r, tierFd, r.u.data.size + r.u.data.metaSize,
-                             m->h.type == WIRE_FETCHR ? m->u.fetch.offset : 0);
+        return serveSpilled(c, m, e, &r, tierFd, tierFileNo);
     if (st == OBJ_ST_NOTFOUND) {
         engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
         return 0;
@@ -954,9 +964,7 @@ static void serveOnSendDone(Conn *c, void *cookie)
     void *p = (void *)((uintptr_t)cookie & ~(uintptr_t)(SERVE_COOKIE_TIER | SERVE_COOKIE_STREAM));
 
     if (tag == SERVE_COOKIE_TIER) {
-        TierBuf *b = p;
-        objListUnlink(&b->link);
-        free(b);
+        tierServeSent(c, cookie);
     } else if (tag == SERVE_COOKIE_STREAM) {
         RelayStream *s = p;
         s->queued--;
@@ -990,13 +998,7 @@ static void serveOnConnClosed(Conn *c)
         if (s->conn == c && !s->gone)
             relayDrop(s); /* freed now, or once the walks under way end */
     }
-    objListForEachSafe(&tierBufs, it, next) { /* sends that never completed */
-        TierBuf *b = objListEntry(it, TierBuf, link);
-        if (b->conn == c) {
-            objListUnlink(&b->link);
-            free(b);
-        }
-    }
+    tierServeConnClosed(c); /* sends that never completed, reads still awaited */
     objTableLock(engineConfig()->table);
     objTableHolderGone(engineConfig()->table, ENGINE_HOLDER_CONN(c->id));
     objTableUnlock(engineConfig()->table);
@@ -1054,4 +1056,5 @@ const EngineSide serveSide = {
     .sendDone = serveOnSendDone,
     .connClosed = serveOnConnClosed,
     .tick = serveTick,
+    .shutdown = tierServeShutdown,
 };
