@@ -250,9 +250,6 @@ int dirBucketOf(const char *name, size_t nameLen);
 
 #define OBJ_DIR_GEN_MAX 64 /* "size:meta_size:checksum" and its NUL */
 size_t dirGenFormat(char *out, uint64_t size, uint64_t metaSize, uint64_t checksum);
-/* Whether a tombstone names the generation of a publish: its GET reply and
- * the meta's checksum as read just before (see dirAddWrite). */
-int dirTombNames(const redisReply *tomb, const redisReply *meta, const DirOp *op);
 void dirApplyPurge(const char *id, size_t idLen, const char *gen, size_t genLen);
 
 /* ---- conn.c ------------------------------------------------------------------------- */
