@@ -20,6 +20,7 @@ from redis.exceptions import ResponseError
 
 from objhelpers import err_code, wait_until
 from objversions import (HANG, killed_writer_leaves_no_version, manifest_id, publish,
+                         put_version,
                          purge_removes_every_copy, put, readers_follow_every_whole_version,
                          retention_deletes_old_versions_everywhere)
 
@@ -162,3 +163,14 @@ def test_acl_key_permissions_apply_to_names_and_ids(cl, uid):
                 "NOPERM")
     expect_code(rw, ("OBJ.VPUBLISH", other, 1, mid), "NOPERM")
     assert a.execute_command("OBJ.VLIST", name) == [[1, mid]]
+
+
+def test_objects_just_put_through_the_same_node_publish_at_once(cl, uid):
+    """A node sends its queued publishes to the directory before a version that
+    names them, so a writer needs no wait between its puts and OBJ.VPUBLISH."""
+    a = cl["A"].client()
+    name = uid(b"at-once")
+    for v in range(1, 51):
+        mid, parts = put_version(a, name, v, nparts=2)
+        assert a.execute_command("OBJ.VPUBLISH", name, v, mid, "PARTS", *parts) == b"OK"
+    assert a.execute_command("OBJ.VLATEST", name) == [50, manifest_id(name, 50)]
