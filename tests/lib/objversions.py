@@ -190,11 +190,13 @@ def killed_writer_leaves_no_version(nodes, writer, reader, name, spawn_writer):
             raise AssertionError(f"{args} answered {got!r}")
 
 
-def purge_removes_every_copy(nodes, owner, holders, away, name):
+def purge_removes_every_copy(nodes, owner, holders, away, name, lose_log=None):
     """OBJ.PURGE from a holder deletes the object on its owner and every replica,
     the directory forgets it, and a node that was stopped (SIGSTOP) the whole
     time, long enough to drop out of the directory, deletes its replica when it
-    comes back instead of publishing it again."""
+    comes back instead of publishing it again. lose_log: called while that node
+    is stopped to empty the purge log, so that only the tombstone its re-publish
+    meets can tell it."""
     oid = name + b":obj"
     o = nodes[owner].client()
     put(o, oid, b"to be purged " + oid)
@@ -213,6 +215,8 @@ def purge_removes_every_copy(nodes, owner, holders, away, name):
             wait_until(lambda: c.execute_command("OBJ.EXISTS", oid) == 0, HANG,
                        what=f"{oid!r} gone from {n}")
         assert locations(h, oid) == []
+        if lose_log is not None:
+            lose_log()
     finally:
         a.sigcont()
     c = a.client()

@@ -71,6 +71,14 @@ def test_purge_deletes_every_copy_and_a_stopped_node_does_not_bring_it_back(cl, 
     purge_removes_every_copy(cl, "A", ["B"], "C", uid(b"purge"))
 
 
+def test_a_stopped_node_that_missed_the_purge_log_meets_the_tombstone(cl, uid):
+    def lose_log():
+        d = cl.dir.client()
+        assert d.execute_command("XTRIM", "objstore:purgelog", "MAXLEN", 0) >= 1
+
+    purge_removes_every_copy(cl, "A", ["B"], "C", uid(b"tomb"), lose_log=lose_log)
+
+
 def test_vdrop_purges_what_no_other_version_names(cl, uid):
     a, b = cl["A"].client(), cl["B"].client()
     name = uid(b"drop")
