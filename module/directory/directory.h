@@ -63,9 +63,10 @@ typedef struct DirConfig {
     int tcpPort;
     char rdmaAddr[OBJ_DIR_ADDR_MAX]; /* "" when no RDMA */
     int rdmaPort;
-    uint32_t features; /* OBJ_FEAT_* (wire.h) */
-    int heartbeatMs;   /* renew interval, e.g. 1000 */
-    int ttlMs;         /* node key lifetime, e.g. 5000 */
+    uint32_t features;   /* OBJ_FEAT_* (wire.h) */
+    int heartbeatMs;     /* renew interval, e.g. 1000 */
+    long long tombTtlMs; /* how long a purge's tombstone lives; <= 0: OBJ_DIR_TOMB_TTL_MS */
+    int ttlMs;           /* node key lifetime, e.g. 5000 */
     /* Where notices and warnings go ("notice", "warning"), from the directory
      * thread; NULL: nowhere. */
     void (*log)(const char *level, const char *msg);

@@ -296,7 +296,7 @@ void dirRunNode(DirOp *op);
 /* Purge log tunables: how often it is read, how long a tombstone lives, and
  * how many entries the log keeps (docs/cluster.md). */
 #define OBJ_DIR_PURGE_POLL_MS 100
-#define OBJ_DIR_TOMB_TTL_MS   (7LL * 24 * 3600 * 1000)
+#define OBJ_DIR_TOMB_TTL_MS   (24LL * 3600 * 1000) /* unless DirConfig.tombTtlMs says */
 #define OBJ_DIR_PURGE_LOG_MAX 100000
 #define OBJ_DIR_PURGE_LOG     "objstore:purgelog"
 

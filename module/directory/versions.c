@@ -164,7 +164,8 @@ static int dirPurgeIds(char *const *ids, const size_t *idLens, size_t n, DirResu
 {
     DirBatch b = {0}, log = {0};
     char ttl[24];
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)OBJ_DIR_TOMB_TTL_MS);
+    snprintf(ttl, sizeof(ttl), "%lld",
+             dir.cfg.tombTtlMs > 0 ? dir.cfg.tombTtlMs : (long long)OBJ_DIR_TOMB_TTL_MS);
     for (size_t i = 0; i < n; i++) {
         size_t ml, ll;
         char *meta = dirObjKey(ids[i], idLens[i], ":meta", &ml);

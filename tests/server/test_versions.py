@@ -20,7 +20,7 @@ from redis.exceptions import ResponseError
 
 from objhelpers import err_code, wait_until
 from objversions import (HANG, killed_writer_leaves_no_version, manifest_id, publish,
-                         put_version,
+                         put_version, wait_published,
                          purge_removes_every_copy, put, readers_follow_every_whole_version,
                          retention_deletes_old_versions_everywhere)
 
@@ -77,6 +77,18 @@ def test_a_stopped_node_that_missed_the_purge_log_meets_the_tombstone(cl, uid):
         assert d.execute_command("XTRIM", "objstore:purgelog", "MAXLEN", 0) >= 1
 
     purge_removes_every_copy(cl, "A", ["B"], "C", uid(b"tomb"), lose_log=lose_log)
+
+
+def test_a_tombstone_expires_after_purge_tombstone_ttl(cl, uid):
+    a = cl["A"].client()
+    oid = uid(b"ttl")
+    put(a, oid, b"x")
+    wait_published(a, [oid])
+    assert a.execute_command("OBJ.PURGE", oid) == 1
+    d = cl.dir.client()
+    key = b"objstore:{" + oid + b"}:meta"
+    assert d.execute_command("HGET", key, "tomb") is not None
+    assert 0 < d.execute_command("PTTL", key) <= 86400 * 1000, "default: one day"
 
 
 def test_vdrop_purges_what_no_other_version_names(cl, uid):
