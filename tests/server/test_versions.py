@@ -18,8 +18,8 @@ import sys
 import pytest
 from redis.exceptions import ResponseError
 
-from objhelpers import err_code, wait_until
-from objversions import (HANG, killed_writer_leaves_no_version, manifest_id, publish,
+from objhelpers import err_code, redis_blocked_clients, start_call, wait_until
+from objversions import (HANG, HANG_MS, killed_writer_leaves_no_version, manifest_id, publish,
                          put_version, wait_published,
                          purge_removes_every_copy, put, readers_follow_every_whole_version,
                          retention_deletes_old_versions_everywhere)
@@ -194,3 +194,35 @@ def test_objects_just_put_through_the_same_node_publish_at_once(cl, uid):
         mid, parts = put_version(a, name, v, nparts=2)
         assert a.execute_command("OBJ.VPUBLISH", name, v, mid, "PARTS", *parts) == b"OK"
     assert a.execute_command("OBJ.VLATEST", name) == [50, manifest_id(name, 50)]
+
+
+def test_version_commands_inside_multi_are_refused(cl, uid):
+    a = cl["A"].client()
+    name = uid(b"multi")
+    mid, parts = publish(a, name, 1)
+    a.execute_command("MULTI")
+    a.execute_command("OBJ.VLATEST", name, "NEWER", 1)
+    a.execute_command("OBJ.VPUBLISH", name, 2, mid)
+    a.execute_command("OBJ.PURGE", mid)
+    reply = a.execute_command("EXEC")
+    assert [err_code(r) for r in reply] == ["WRONGSTATE"] * 3, reply
+    assert a.execute_command("OBJ.VLIST", name) == [[1, mid]]
+    assert a.execute_command("OBJ.EXISTS", mid) == 1
+
+
+def test_a_waiter_that_disconnects_leaves_the_others_and_the_node_well(cl, uid):
+    name = uid(b"gone")
+    a = cl["A"].client()
+    mid, _ = publish(a, name, 1)
+    leaver, stayer = cl["B"].client(), cl["B"].client()
+    probe = cl["B"].client()
+    leaver_id = leaver.execute_command("CLIENT", "ID")
+    left = start_call(leaver, "OBJ.VLATEST", name, "NEWER", 1)
+    stays = start_call(stayer, "OBJ.VLATEST", name, "NEWER", 1, "TIMEOUT", HANG_MS)
+    wait_until(lambda: redis_blocked_clients(probe) >= 2, HANG, what="two waiters")
+    assert probe.execute_command("CLIENT", "KILL", "ID", leaver_id) == 1
+    wait_until(lambda: redis_blocked_clients(probe) == 1, HANG, what="the leaver gone")
+    m2, _ = publish(a, name, 2)
+    assert stays.result(HANG) == [2, m2]
+    left.join(HANG)
+    assert probe.execute_command("PING") == b"PONG"
