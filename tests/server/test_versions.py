@@ -79,6 +79,14 @@ def test_a_stopped_node_that_missed_the_purge_log_meets_the_tombstone(cl, uid):
     purge_removes_every_copy(cl, "A", ["B"], "C", uid(b"tomb"), lose_log=lose_log)
 
 
+def test_a_stopped_owner_that_missed_the_purge_log_meets_the_tombstone(cl, uid):
+    def lose_log():
+        d = cl.dir.client()
+        assert d.execute_command("XTRIM", "objstore:purgelog", "MAXLEN", 0) >= 1
+
+    purge_removes_every_copy(cl, "C", ["A", "B"], "C", uid(b"tomb-owner"), lose_log=lose_log)
+
+
 def test_a_tombstone_expires_after_purge_tombstone_ttl(cl, uid):
     a = cl["A"].client()
     oid = uid(b"ttl")
