@@ -13,6 +13,7 @@
  *               acl.c (ACL key permissions on object ids)
  *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
+ *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE: named versions, purge)
  *               limits.c (max-objects, heap counters)
  *               module.c calls the others; nothing calls module.c.
  *   door/       not part of objstore.so: the module objstore-rdma.so (Redis
@@ -32,6 +33,7 @@
 #include "config.h"
 #include "remote.h"
 #include "commands.h"
+#include "versions.h"
 #include "waiters.h"
 #include "settings.h"
 #include "spill.h"
@@ -120,6 +122,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
+        objVersionsRegisterCommands(ctx) == REDISMODULE_ERR ||
         RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, onClientChange) ==
             REDISMODULE_ERR ||
