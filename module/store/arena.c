@@ -41,7 +41,7 @@ static void arenaRemoveStale(const char *dir)
     closedir(d);
 }
 
-int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen)
+int arenaOpen(Arena *a, const char *dir, uint64_t size, mode_t mode, char *err, size_t errLen)
 {
     int rc;
 
@@ -53,7 +53,7 @@ int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen
         snprintf(err, errLen, "arena-dir '%s' is too long", dir);
         return -1;
     }
-    a->fd = open(a->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    a->fd = open(a->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (a->fd == -1) {
         snprintf(err, errLen, "cannot create arena file %s: %s", a->path, strerror(errno));
         return -1;
