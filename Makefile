@@ -36,6 +36,9 @@ DOOR_MODULE := $(BUILD)/objstore-rdma.so
 
 CFLAGS  := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -fPIC -pthread \
            -D_GNU_SOURCE -Ibuild/include -Imodule -Iclient
+# EXTRA_CFLAGS: the packager's flags (debian/rules passes dpkg-buildflags' CFLAGS and
+# CPPFLAGS: hardening, file-prefix-map), added after ours.
+EXTRA_CFLAGS ?=
 ifeq ($(DEBUG),1)
 CFLAGS  += -O0 -g3 -DOBJ_DEBUG
 else
@@ -46,6 +49,7 @@ CFLAGS  += -fsanitize=$(SAN),undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDSAN   := -fsanitize=$(SAN),undefined
 endif
 LDFLAGS += $(LDSAN) -pthread
+CFLAGS  += $(EXTRA_CFLAGS)
 
 # ---- the module: one static library per component, lowest layer first ---------------
 COMPONENTS := common store directory rdma transfer door redis
@@ -96,7 +100,7 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
-        servers test-redis-suite test-rdma-valkey
+        servers test-redis-suite test-rdma-valkey deb test-packaging
 all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -122,7 +126,7 @@ build/include/redismodule.h:
 $(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path build/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # The RDMA connection type (module/door/conntype.c) is compiled against the
 # server.h of the source the installed redis-server was built from (the
@@ -185,11 +189,14 @@ $(BENCHMARK): bench/obj-benchmark.c client/objstore.h $(CLIENT_A)
 # $(PREFIX)/lib/redis/modules, the client library (.a, the versioned .so and
 # its links) into $(PREFIX)/lib, its headers into $(PREFIX)/include/objstore
 # and an objstore.pc that names $(PREFIX) into $(PREFIX)/lib/pkgconfig.
-# DESTDIR is prepended to every path but never written into a file.
+# DESTDIR is prepended to every path but never written into a file. LIBDIR moves
+# the client library and objstore.pc (debian/rules: the multiarch directory); the
+# modules stay in $(PREFIX)/lib/redis/modules, where Redis packages look.
 PREFIX     ?= /usr/local
-INST_LIB   := $(DESTDIR)$(PREFIX)/lib
+LIBDIR     ?= $(PREFIX)/lib
+INST_LIB   := $(DESTDIR)$(LIBDIR)
 INST_INC   := $(DESTDIR)$(PREFIX)/include/objstore
-INST_MOD   := $(INST_LIB)/redis/modules
+INST_MOD   := $(DESTDIR)$(PREFIX)/lib/redis/modules
 INST_PC    := $(INST_LIB)/pkgconfig
 CLIENT_HEADERS := client/objstore.h client/rdmaconn.h
 install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
@@ -201,7 +208,18 @@ install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
 	ln -sf $(notdir $(CLIENT_SO_REAL)) $(INST_LIB)/$(CLIENT_SONAME)
 	ln -sf $(CLIENT_SONAME) $(INST_LIB)/libobjstore.so
 	install -m 644 $(CLIENT_HEADERS) $(INST_INC)/
-	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$${prefix}/lib,) > $(INST_PC)/objstore.pc
+	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$(LIBDIR),) > $(INST_PC)/objstore.pc
+
+# ---- Debian packages ----------------------------------------------------------------
+# `make deb`: the packages of debian/ (redis-objstore, redis-objstore-rdma, libobjstore0,
+# libobjstore-dev, python3-objstore, objstore-tools) built by dpkg-buildpackage from a
+# copy of the tree in build/deb/, where the .deb files land (debian/make-deb.sh).
+# `make test-packaging` installs them on this machine and checks them as an operator
+# would, then purges them (tests/packaging/run.sh; docs/install.md).
+deb:
+	DEB_JOBS=2 debian/make-deb.sh
+test-packaging:
+	tests/packaging/run.sh
 
 # ---- run ------------------------------------------------------------------------
 run: ensure-deps all

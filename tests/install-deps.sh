@@ -14,6 +14,7 @@ PKGS="build-essential pkg-config dpkg-dev clang-format
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
       iperf3 gnuplot-nox tcl
       libsystemd-dev libjemalloc-dev
+      debhelper dh-python lintian fakeroot
       python3-dev python3-setuptools python3-wheel python3-pip python3-venv python3-numpy python3-torch"
 
 # --check: exit 0 when every package is installed (make uses it to decide).
