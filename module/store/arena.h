@@ -22,7 +22,8 @@ typedef struct Arena {
  * mode (0600: the server's user only; the group bits let a group, or a
  * directory's default ACL, open it; the umask applies). Stale arena files of
  * dead processes in dir are removed first. Returns 0, or -1 with a user-facing
- * reason in err. */
+ * reason in err. A file whose group may write (0660) must carry an ACL inherited
+ * from dir's default ACL, or it is refused (readers apart from writers). */
 int arenaOpen(Arena *a, const char *dir, uint64_t size, mode_t mode, char *err, size_t errLen);
 /* Fill this process's page tables for the whole arena now (the memory itself
  * is already allocated by arenaOpen), so that no object's first write or
