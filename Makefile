@@ -5,7 +5,8 @@
 #                   build/examples/hello, build/bin/obj-benchmark
 #   make install    module, client library, headers and objstore.pc under PREFIX (/usr/local);
 #                   DESTDIR=/staging prepends a staging root
-#   make run        one node on 127.0.0.1:6379 (installs what it needs first)
+#   make run        one node on 127.0.0.1:6379, or the next free port (installs what it needs)
+#   make deb        the Debian packages (debian/), into build/deb/; make test-packaging
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
 #   make lint       clang-format check, the layering check, the link check (tests/lint/)
@@ -114,7 +115,14 @@ ensure-deps: ;
 else
 ensure-deps: deps
 endif
-.PHONY: ensure-deps
+RUN_DEPS_OK := $(if $(filter yes,$(DEPS_OK)),yes,$(shell tests/install-deps.sh --run --check && echo yes))
+ifeq ($(RUN_DEPS_OK),yes)
+ensure-run-deps: ;
+else
+ensure-run-deps:
+	tests/install-deps.sh --run
+endif
+.PHONY: ensure-deps ensure-run-deps
 
 # ---- redismodule.h from the Redis source package ------------------------------
 build/include/redismodule.h:
@@ -222,8 +230,12 @@ test-packaging:
 	tests/packaging/run.sh
 
 # ---- run ------------------------------------------------------------------------
-run: ensure-deps all
-	redis-server conf/single-node.conf --port $(PORT) --loadmodule $(CURDIR)/build/objstore.so
+# One node for a user: what it needs installed first (install-deps.sh --run: the
+# server, hiredis, rdma-core, the build tools; nothing stopped or disabled), then
+# 127.0.0.1:6379, or the next free port if 6379 is taken (it says which).
+# `make run PORT=n` insists on n; RUN_ARGS=--once starts, checks and stops it.
+run: ensure-run-deps all
+	tests/run-node.sh build/objstore.so $(if $(filter command line,$(origin PORT)),--port $(PORT)) $(RUN_ARGS)
 
 # ---- test programs ----------------------------------------------------------------
 # Pure unit tests (tests/unit/): each links the component libraries it tests
