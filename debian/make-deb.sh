@@ -10,7 +10,9 @@ set -eu
 cd "$(dirname "$0")/.."
 version=$(dpkg-parsechangelog -S Version)
 new=${1:-}
-out=build/deb
+# A rebuild under another version goes apart (build/deb/v<version>/), so that
+# build/deb/*.deb stays one version.
+out=build/deb${new:+/v$new}
 src=$out/objstore-${new:-$version}
 rm -rf "$src" && mkdir -p "$src"
 if git rev-parse --git-dir >/dev/null 2>&1; then

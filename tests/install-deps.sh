@@ -6,6 +6,8 @@
 #                `make deps`, `make test`
 #   --run        only what one node needs to be built and run (`make run`): the server,
 #                hiredis, rdma-core, the build tools
+#   --deb        what `make deb` needs: --run's set and the packaging tools (debian/control's
+#                Build-Depends)
 #   --check      exit 0 when the chosen set is installed, install nothing
 # It never stops, disables or reconfigures a service of the machine: a Redis the
 # machine already runs keeps running (`make run` then picks another port, and the
@@ -31,8 +33,9 @@ check=0
 for arg in "$@"; do
     case $arg in
     --run) PKGS=$RUN_PKGS ;;
+    --deb) PKGS="$RUN_PKGS debhelper dh-python python3-dev python3-setuptools fakeroot patch lintian" ;;
     --check) check=1 ;;
-    *) echo "install-deps: unknown option $arg (--run, --check)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown option $arg (--run, --deb, --check)" >&2; exit 2 ;;
     esac
 done
 
