@@ -51,8 +51,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-debs() { # debs VERSION: the package files of that version
-    for p in $PKGS; do echo "$OUT/${p}_$1_$(dpkg --print-architecture).deb"; done
+debs() { # debs VERSION: the package files of that version (debian/make-deb.sh)
+    local dir=$OUT
+    [ "$1" = "$VERSION" ] || dir=$OUT/v$1
+    for p in $PKGS; do echo "$dir/${p}_$1_$(dpkg --print-architecture).deb"; done
 }
 
 # Whether something accepts connections on 127.0.0.1:$1.
@@ -67,7 +69,10 @@ free_port() { # a free port p with p + 10000 free too
 }
 
 echo "===== packaging: build"
-GIT_STATUS_BEFORE=$(git status --porcelain 2>/dev/null)
+# What a build in the tree would leave (debian/files, debian/.debhelper, objects,
+# client/python/build): new files outside build/, untracked or ignored.
+new_files() { git status --porcelain --ignored 2>/dev/null | grep '^[?!]' | grep -v ' build/$'; }
+GIT_STATUS_BEFORE=$(new_files)
 if [ -z "${OBJSTORE_DEBS_BUILT:-}" ]; then
     make --no-print-directory deb >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; exit 1; }
     DEB_JOBS=2 debian/make-deb.sh "$BUMP" >"$TMP/build-bump.log" 2>&1 || { cat "$TMP/build-bump.log"; exit 1; }
@@ -76,8 +81,8 @@ for f in $(debs "$VERSION") $(debs "$BUMP"); do
     [ -f "$f" ] || { echo "packaging: $f was not built" >&2; exit 1; }
 done
 ok "packages built: $(debs "$VERSION" | xargs -n1 basename | tr '\n' ' ')"
-check "the build left the checkout as it was (git status)" \
-    test "$(git status --porcelain 2>/dev/null)" = "$GIT_STATUS_BEFORE"
+check "the build left no file in the checkout outside build/ (git status)" \
+    test "$(new_files)" = "$GIT_STATUS_BEFORE"
 
 echo "===== packaging: lintian"
 # shellcheck disable=SC2046
@@ -149,10 +154,20 @@ include /etc/redis/objstore.conf
 objstore.memory 64mb
 CONF
 }
-# start_node NAME PORT DROPIN(yes|no) [redis-server args...]: the node, backgrounded;
-# waits until it answers or exits. Its log: $TMP/NAME.log
+# start_node NAME DROPIN(yes|no) [redis-server args...]: the node on a free port (set in
+# PORT), backgrounded; waits until it answers or exits, and tries another port when one
+# of its two was taken meanwhile (other suites start servers too). Log: $TMP/NAME.log
 start_node() {
-    local name=$1 port=$2 dropin=$3; shift 3
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        PORT=$(free_port) || return 1
+        start_node_on "$PORT" "$@" && return 0
+        grep -q "Address already in use" "$TMP/$1.log" || return 1
+    done
+    return 1
+}
+start_node_on() { # start_node_on PORT NAME DROPIN [args...]: one attempt of start_node
+    local port=$1 name=$2 dropin=$3; shift 3
     node_conf "$port" >"$TMP/$name.conf"
     chmod 644 "$TMP/$name.conf"
     # PrivateDevices: a private /dev/shm. ProtectSystem=strict: /run read-only, with
@@ -184,8 +199,8 @@ role() { # role NAME GROUP PORT ID: tests/lib/arena_role.py as nobody in GROUP o
 }
 
 # Without the drop-in, (a) the default arena-dir /dev/shm is the unit's private one.
-P1=$(free_port)
-if start_node nodropin-shm "$P1" no --objstore.arena-dir /dev/shm --objstore.arena-mode 0640; then
+if start_node nodropin-shm no --objstore.arena-dir /dev/shm --objstore.arena-mode 0640; then
+    P1=$PORT
     redis-cli -p "$P1" OBJ.PUT k1 objstore-reader-check >/dev/null
     if role reader objstore-readers "$P1" k1 >"$TMP/out" 2>&1; then
         bad "without the drop-in a client mapped the arena in the unit's private /dev/shm"
@@ -199,8 +214,8 @@ else
     bad "the node without the drop-in (arena in /dev/shm) did not start"; tail -20 "$TMP/nodropin-shm.log"
 fi
 # (b) /run/objstore stays read-only: the module cannot make its arena there.
-P2=$(free_port)
-if start_node nodropin-run "$P2" no; then
+if start_node nodropin-run no; then
+    P2=$PORT
     bad "without the drop-in the node made its arena in a read-only /run/objstore"
     redis-cli -p "$P2" SHUTDOWN NOSAVE >/dev/null 2>&1
 elif grep -q "cannot create arena file /run/objstore" "$TMP/nodropin-run.log"; then
@@ -210,8 +225,8 @@ else
 fi
 
 # With the drop-in: the packaged configuration as it is.
-P3=$(free_port)
-if start_node node "$P3" yes; then
+if start_node node yes; then
+    P3=$PORT
     pid=$(redis-cli -p "$P3" INFO server | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
     check "the node runs as redis" test "$(ps -o user= -p "$pid")" = redis
     check "its memlock limit is the drop-in's (unlimited, or the machine's hard limit: $MEMLOCK)" \
@@ -228,8 +243,26 @@ if start_node node "$P3" yes; then
     check "a client in neither works remotely (copying get/put)" role remote nogroup "$P3" k1
     check "the object the reader tried to write is unchanged" \
         test "$(redis-cli -p "$P3" OBJ.GET k1)" = objstore-reader-check
-    check "the installed Python package imports" setpriv --reuid=nobody --regid=nogroup \
-        --clear-groups /usr/bin/python3 -c "import objstore, sys; print(objstore.__file__)"
+    check "the installed Python package, as a reader: zero-copy get, put refused (READONLY)" \
+        setpriv --reuid=nobody --regid=objstore-readers --clear-groups /usr/bin/python3 -c "
+import objstore
+c = objstore.connect('127.0.0.1', $P3)
+assert c.zero_copy and objstore.__file__.startswith('/usr/lib/python3/dist-packages/')
+assert bytes(c.get('k1', kind='memoryview')) == b'objstore-reader-check'
+try:
+    c.put('py-reader', b'x')
+    raise SystemExit('a reader put in place')
+except objstore.ZeroCopyUnavailable as e:
+    assert 'READONLY' in str(e), e
+"
+    check "the installed Python package, in neither group: remote mode" \
+        setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c "
+import objstore
+c = objstore.connect('127.0.0.1', $P3)
+assert not c.zero_copy
+assert bytes(c.get('k1', kind='bytes')) == b'objstore-reader-check'
+c.put('py-remote', b'x')
+"
     redis-cli -p "$P3" SHUTDOWN NOSAVE >/dev/null 2>&1
 else
     bad "the node with the drop-in did not start"; tail -30 "$TMP/node.log"
