@@ -216,7 +216,7 @@ install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
 	ln -sf $(notdir $(CLIENT_SO_REAL)) $(INST_LIB)/$(CLIENT_SONAME)
 	ln -sf $(CLIENT_SONAME) $(INST_LIB)/libobjstore.so
 	install -m 644 $(CLIENT_HEADERS) $(INST_INC)/
-	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$(LIBDIR),) > $(INST_PC)/objstore.pc
+	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),) > $(INST_PC)/objstore.pc
 
 # ---- Debian packages ----------------------------------------------------------------
 # `make deb`: the packages of debian/ (redis-objstore, redis-objstore-rdma, libobjstore0,
