@@ -5,7 +5,8 @@
 #                   build/examples/hello, build/bin/obj-benchmark
 #   make install    module, client library, headers and objstore.pc under PREFIX (/usr/local);
 #                   DESTDIR=/staging prepends a staging root
-#   make run        one node on 127.0.0.1:6379 (installs what it needs first)
+#   make run        one node on 127.0.0.1:6379, or the next free port (installs what it needs)
+#   make deb        the Debian packages (debian/), into build/deb/; make test-packaging
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
 #   make lint       clang-format check, the layering check, the link check (tests/lint/)
@@ -36,6 +37,9 @@ DOOR_MODULE := $(BUILD)/objstore-rdma.so
 
 CFLAGS  := -std=gnu11 -Wall -Wextra -Wshadow -Wno-unused-parameter -fPIC -pthread \
            -D_GNU_SOURCE -Ibuild/include -Imodule -Iclient
+# EXTRA_CFLAGS: the packager's flags (debian/rules passes dpkg-buildflags' CFLAGS and
+# CPPFLAGS: hardening, file-prefix-map), added after ours.
+EXTRA_CFLAGS ?=
 ifeq ($(DEBUG),1)
 CFLAGS  += -O0 -g3 -DOBJ_DEBUG
 else
@@ -46,6 +50,7 @@ CFLAGS  += -fsanitize=$(SAN),undefined -fno-omit-frame-pointer -fno-sanitize-rec
 LDSAN   := -fsanitize=$(SAN),undefined
 endif
 LDFLAGS += $(LDSAN) -pthread
+CFLAGS  += $(EXTRA_CFLAGS)
 
 # ---- the module: one static library per component, lowest layer first ---------------
 COMPONENTS := common store directory rdma transfer door redis
@@ -96,7 +101,7 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
-        servers test-redis-suite test-rdma-valkey
+        servers test-redis-suite test-rdma-valkey deb test-packaging
 all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -110,7 +115,14 @@ ensure-deps: ;
 else
 ensure-deps: deps
 endif
-.PHONY: ensure-deps
+RUN_DEPS_OK := $(if $(filter yes,$(DEPS_OK)),yes,$(shell tests/install-deps.sh --run --check && echo yes))
+ifeq ($(RUN_DEPS_OK),yes)
+ensure-run-deps: ;
+else
+ensure-run-deps:
+	tests/install-deps.sh --run
+endif
+.PHONY: ensure-deps ensure-run-deps
 
 # ---- redismodule.h from the Redis source package ------------------------------
 build/include/redismodule.h:
@@ -122,7 +134,7 @@ build/include/redismodule.h:
 $(BUILD)/%.o: %.c | build/include/redismodule.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path build/deb -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # The RDMA connection type (module/door/conntype.c) is compiled against the
 # server.h of the source the installed redis-server was built from (the
@@ -185,11 +197,14 @@ $(BENCHMARK): bench/obj-benchmark.c client/objstore.h $(CLIENT_A)
 # $(PREFIX)/lib/redis/modules, the client library (.a, the versioned .so and
 # its links) into $(PREFIX)/lib, its headers into $(PREFIX)/include/objstore
 # and an objstore.pc that names $(PREFIX) into $(PREFIX)/lib/pkgconfig.
-# DESTDIR is prepended to every path but never written into a file.
+# DESTDIR is prepended to every path but never written into a file. LIBDIR moves
+# the client library and objstore.pc (debian/rules: the multiarch directory); the
+# modules stay in $(PREFIX)/lib/redis/modules, where Redis packages look.
 PREFIX     ?= /usr/local
-INST_LIB   := $(DESTDIR)$(PREFIX)/lib
+LIBDIR     ?= $(PREFIX)/lib
+INST_LIB   := $(DESTDIR)$(LIBDIR)
 INST_INC   := $(DESTDIR)$(PREFIX)/include/objstore
-INST_MOD   := $(INST_LIB)/redis/modules
+INST_MOD   := $(DESTDIR)$(PREFIX)/lib/redis/modules
 INST_PC    := $(INST_LIB)/pkgconfig
 CLIENT_HEADERS := client/objstore.h client/rdmaconn.h
 install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
@@ -201,11 +216,26 @@ install: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) client/objstore.pc.in
 	ln -sf $(notdir $(CLIENT_SO_REAL)) $(INST_LIB)/$(CLIENT_SONAME)
 	ln -sf $(CLIENT_SONAME) $(INST_LIB)/libobjstore.so
 	install -m 644 $(CLIENT_HEADERS) $(INST_INC)/
-	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$${prefix}/lib,) > $(INST_PC)/objstore.pc
+	$(call pc_subst,$(PREFIX),$${prefix}/include/objstore,$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR)),) > $(INST_PC)/objstore.pc
+
+# ---- Debian packages ----------------------------------------------------------------
+# `make deb`: the packages of debian/ (redis-objstore, redis-objstore-rdma, libobjstore0,
+# libobjstore-dev, python3-objstore, objstore-tools) built by dpkg-buildpackage from a
+# copy of the tree in build/deb/, where the .deb files land (debian/make-deb.sh).
+# `make test-packaging` installs them on this machine and checks them as an operator
+# would, then purges them (tests/packaging/run.sh; docs/install.md).
+deb:
+	DEB_JOBS=2 debian/make-deb.sh
+test-packaging:
+	tests/packaging/run.sh
 
 # ---- run ------------------------------------------------------------------------
-run: ensure-deps all
-	redis-server conf/single-node.conf --port $(PORT) --loadmodule $(CURDIR)/build/objstore.so
+# One node for a user: what it needs installed first (install-deps.sh --run: the
+# server, hiredis, rdma-core, the build tools; nothing stopped or disabled), then
+# 127.0.0.1:6379, or the next free port if 6379 is taken (it says which).
+# `make run PORT=n` insists on n; RUN_ARGS=--once starts, checks and stops it.
+run: ensure-run-deps all
+	tests/run-node.sh build/objstore.so $(if $(filter command line,$(origin PORT)),--port $(PORT)) $(RUN_ARGS)
 
 # ---- test programs ----------------------------------------------------------------
 # Pure unit tests (tests/unit/): each links the component libraries it tests

@@ -90,6 +90,7 @@ struct ObjClient {
     unsigned char *arenaBase; /* NULL until mapped */
     size_t arenaSize;         /* bytes mapped (the whole arena file) */
     char *arenaPath;
+    int arenaReadOnly; /* 1: only O_RDONLY was allowed, mapped PROT_READ (clientOpenArena) */
 
     PinCache pins;      /* off (maxIdle 0) until objClientSetPinCache */
     size_t prefaultMin; /* objClientSetPinPrefault; 0: off */
@@ -448,11 +449,37 @@ static int clientSameHost(const ObjClient *c)
 }
 
 /*
+ * Open the arena file for mapping: read-write if this user may write it, else
+ * read-only (a reader: the file's group, or the directory's ACL, grants read
+ * only; docs/security.md). Sets *prot to the matching mmap protection and
+ * c->arenaReadOnly. Returns the descriptor, or -1 with errno of the read-write
+ * attempt when neither is allowed.
+ */
+static int clientOpenArena(ObjClient *c, const char *path, int *prot)
+{
+    int fd = open(path, O_RDWR | O_CLOEXEC), rwErrno;
+
+    *prot = PROT_READ | PROT_WRITE;
+    c->arenaReadOnly = 0;
+    if (fd >= 0 || (errno != EACCES && errno != EROFS && errno != EPERM))
+        return fd;
+    rwErrno = errno;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = rwErrno;
+        return -1;
+    }
+    *prot = PROT_READ;
+    c->arenaReadOnly = 1;
+    return fd;
+}
+
+/*
  * Map the node's arena if it is not mapped yet: OBJ.STATS names the file and
- * its size; the whole file is mapped read-write and shared, because creators
- * write object bytes in place. Returns 0, or -1 with OBJ_ERR_MAP (or the
- * error of OBJ.STATS) recorded. Why lazily: copying-only clients (possibly
- * on another machine) must never need the file.
+ * its size; the whole file is mapped shared, read-write because creators
+ * write object bytes in place, or read-only for a user who may only read it. Returns 0, or -1 with
+ * OBJ_ERR_MAP (or the error of OBJ.STATS) recorded. Why lazily: copying-only clients (possibly on
+ * another machine) must never need the file.
  */
 static int clientMapArena(ObjClient *c)
 {
@@ -466,7 +493,7 @@ static int clientMapArena(ObjClient *c)
     struct stat st;
     void *base;
     char *path;
-    int fd;
+    int fd, prot;
 
     if (c->arenaBase != NULL)
         return 0;
@@ -496,7 +523,7 @@ static int clientMapArena(ObjClient *c)
     if (path == NULL)
         return clientFail(c, OBJ_ERR_OTHER, "out of memory");
 
-    fd = open(path, O_RDWR | O_CLOEXEC);
+    fd = clientOpenArena(c, path, &prot);
     if (fd < 0) {
         clientFail(c, OBJ_ERR_MAP, "cannot open the arena %s: %s; %s", path, strerror(errno), hint);
         goto out_free_path;
@@ -512,7 +539,7 @@ static int clientMapArena(ObjClient *c)
                    path, (long long)st.st_size, (unsigned long long)arenaSize, hint);
         goto out_close;
     }
-    base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         clientFail(c, OBJ_ERR_MAP, "cannot map the arena %s: %s; %s", path, strerror(errno), hint);
         goto out_close;
@@ -906,6 +933,11 @@ int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, con
                           "BADARG objClientCreate: data is NULL, or meta is NULL with metaLen > 0");
     if (clientMapArena(c) < 0)
         return -1;
+    if (c->arenaReadOnly)
+        return clientFail(c, OBJ_ERR_MAP,
+                          "READONLY the arena %s is mapped read-only: this user may read "
+                          "objects in place but not create them (objClientPut copies)",
+                          c->arenaPath);
     snprintf(sizeBuf, sizeof(sizeBuf), "%zu", size);
     argsAddStr(&a, sizeBuf);
     if (metaLen > 0) {

@@ -8,6 +8,7 @@
 #   5. the chaos test (nodes in network namespaces under random faults), plain
 #      and with the ASan/UBSan module, then the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
 #      stream's control messages and offsets)
+#      and the Debian packages (tests/packaging/run.sh)
 #   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
 #      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
 #      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device),
@@ -56,6 +57,11 @@ step "chaos (ASan/UBSan)" env CHAOS_SEED=${CHAOS_SEED:-909} OBJSTORE_PRELOAD="$S
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-chaos CHAOS_SECONDS=180
 step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
+# The Debian packages as an operator meets them: built, lintian, installed with dpkg,
+# the node run from them as the redis user in the unit's sandbox with and without the
+# drop-in, readers/writers/remote clients, upgrade, purge, make run beside a Redis on
+# 6379 (tests/packaging/run.sh; purges what it installed, also on failure).
+step "packaging (make deb, dpkg -i, the service, readers and writers, purge)" make test-packaging
 # The other servers users run (the README's Supported servers): Redis 8.0.2 and
 # Valkey 8.1.1 from Debian 13's source packages, built once into a cache outside
 # the checkout; the whole server suite with the module loaded into each; Redis's

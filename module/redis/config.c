@@ -83,6 +83,7 @@ static void applyMaxObjects(void)
 static ConfigDef configDefs[] = {
     NUM("memory", memory, IMM | MEM, 1LL << 30, 1LL << 20, 1LL << 42, NULL),
     STR("arena-dir", arenaDir, IMM, "/dev/shm"),
+    STR("arena-mode", arenaMode, IMM, "0600"),
     BOOL("prefault", prefault, IMM, 0),
     STR("node-name", nodeName, IMM, ""),
     STR("directory", directory, IMM, ""),
@@ -196,8 +197,28 @@ static RedisModuleString *configGetString(const char *name, void *privdata)
     return cached[i];
 }
 
-/* Store a string setting; arena-dir must be absolute. Returns 0 or -1 with
- * a message in *why. */
+/*
+ * Whether s (len bytes) is an arena-mode: octal, the owner's read-write bits set,
+ * nothing for others and nothing executable (0600, 0640 or 0660). Why so few: the
+ * arena is every object of every client; the group bits are the ACL mask of a
+ * directory with a default ACL (docs/security.md).
+ */
+static int configArenaModeValid(const char *s, size_t len)
+{
+    unsigned mode = 0;
+
+    if (len < 3 || len > 4)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '7')
+            return 0;
+        mode = mode * 8 + (unsigned)(s[i] - '0');
+    }
+    return (mode & 0700) == 0600 && (mode & ~0660u) == 0 && (mode & 0060) != 0020;
+}
+
+/* Store a string setting; arena-dir must be absolute, arena-mode one of the
+ * modes configArenaModeValid allows. Returns 0 or -1 with a message in *why. */
 static int configStoreString(ConfigDef *d, const char *s, size_t len, const char **why)
 {
     if (len >= d->len) {
@@ -206,6 +227,10 @@ static int configStoreString(ConfigDef *d, const char *s, size_t len, const char
     }
     if (d->dst == objNode.cfg.arenaDir && (len == 0 || s[0] != '/')) {
         *why = "arena-dir must be an absolute path";
+        return -1;
+    }
+    if (d->dst == objNode.cfg.arenaMode && !configArenaModeValid(s, len)) {
+        *why = "arena-mode must be 0600, 0640 or 0660";
         return -1;
     }
     memcpy(d->dst, s, len);

@@ -26,6 +26,7 @@
  *   common/     util.c: parsing, glob, clocks
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "door/door.h"
@@ -101,8 +102,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     if (objConfigInit(ctx, argv, argc) == REDISMODULE_ERR)
         return REDISMODULE_ERR;
     objSettingsResolve(ctx); /* before anything starts: they all read the result */
-    if (arenaOpen(&objNode.arena, objNode.cfg.arenaDir, (uint64_t)objNode.cfg.memory, err,
-                  sizeof(err)) == -1) {
+    if (arenaOpen(&objNode.arena, objNode.cfg.arenaDir, (uint64_t)objNode.cfg.memory,
+                  (mode_t)strtoul(objNode.cfg.arenaMode, NULL, 8), err, sizeof(err)) == -1) {
         RedisModule_Log(ctx, "warning", "%s", err);
         return REDISMODULE_ERR;
     }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* Remove dir/objstore-<pid>.arena files whose process no longer exists:
@@ -41,7 +42,31 @@ static void arenaRemoveStale(const char *dir)
     closedir(d);
 }
 
-int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen)
+/*
+ * Whether the new arena file's group may write it only through an ACL: a file
+ * whose group bits grant write (arena-mode 0660) must have inherited an access
+ * ACL from its directory's default ACL, where those bits are the mask and the
+ * named groups say who writes (docs/security.md). Without one, the file's whole
+ * group (the readers) could write every object. Returns 0, or -1 with err set.
+ */
+static int arenaCheckGroupWrite(const Arena *a, const char *dir, char *err, size_t errLen)
+{
+    struct stat st;
+
+    if (fstat(a->fd, &st) == -1) {
+        snprintf(err, errLen, "cannot stat arena file %s: %s", a->path, strerror(errno));
+        return -1;
+    }
+    if (!(st.st_mode & S_IWGRP) || fgetxattr(a->fd, "system.posix_acl_access", NULL, 0) > 0)
+        return 0;
+    snprintf(err, errLen,
+             "arena-mode lets the group of %s write it, but %s has no default ACL to say "
+             "which group writes (set one, or use arena-mode 0640; docs/security.md)",
+             a->path, dir);
+    return -1;
+}
+
+int arenaOpen(Arena *a, const char *dir, uint64_t size, mode_t mode, char *err, size_t errLen)
 {
     int rc;
 
@@ -53,11 +78,13 @@ int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen
         snprintf(err, errLen, "arena-dir '%s' is too long", dir);
         return -1;
     }
-    a->fd = open(a->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    a->fd = open(a->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (a->fd == -1) {
         snprintf(err, errLen, "cannot create arena file %s: %s", a->path, strerror(errno));
         return -1;
     }
+    if (arenaCheckGroupWrite(a, dir, err, errLen) == -1)
+        goto out_unlink;
     rc = posix_fallocate(a->fd, 0, (off_t)size);
     if (rc != 0) {
         snprintf(err, errLen, "cannot size arena file %s to %llu bytes: %s (is %s large enough?)",

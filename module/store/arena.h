@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct Arena {
     char path[512]; /* the file clients open */
@@ -17,10 +18,13 @@ typedef struct Arena {
     int fd;
 } Arena;
 
-/* Create, size and map the arena file dir/objstore-<pid>.arena. Stale
- * arena files of dead processes in dir are removed first. Returns 0, or -1
- * with a user-facing reason in err. */
-int arenaOpen(Arena *a, const char *dir, uint64_t size, char *err, size_t errLen);
+/* Create, size and map the arena file dir/objstore-<pid>.arena, created with
+ * mode (0600: the server's user only; the group bits let a group, or a
+ * directory's default ACL, open it; the umask applies). Stale arena files of
+ * dead processes in dir are removed first. Returns 0, or -1 with a user-facing
+ * reason in err. A file whose group may write (0660) must carry an ACL inherited
+ * from dir's default ACL, or it is refused (readers apart from writers). */
+int arenaOpen(Arena *a, const char *dir, uint64_t size, mode_t mode, char *err, size_t errLen);
 /* Fill this process's page tables for the whole arena now (the memory itself
  * is already allocated by arenaOpen), so that no object's first write or
  * read takes a page fault per 4 KiB. Costs the page tables (about 2 MiB per
