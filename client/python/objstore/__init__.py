@@ -22,7 +22,7 @@ __all__ = [
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
-    "ClientForked",
+    "ClientForked", "models",
 ]
 
 FOREVER = math.inf  # timeout: wait as long as it takes
@@ -785,3 +785,6 @@ def connect(host="127.0.0.1", port=6379, *, password=None, username=None, transp
         client.close()
         raise
     return client
+
+
+from . import models  # noqa: E402  (named versions of state dicts: docs/models.md)
