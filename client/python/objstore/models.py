@@ -16,6 +16,7 @@ import json
 import secrets
 import threading
 import time
+import warnings
 
 from . import (ID_MAX, BroadcastError, Client, ObjectNotFound, ObjstoreError, _id,
                _timeout_ms)
@@ -241,7 +242,8 @@ def _same_as_local(client, pid, t, nbytes):
             return False
         if nbytes == 0:
             return True
-        with memoryview(buf) as mv:
+        with memoryview(buf) as mv, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # read-only: only read here
             old = torch.frombuffer(mv, dtype=torch.uint8)
             new = _bytes_of(t)
             n = min(PREFIX_BYTES, nbytes)
@@ -389,7 +391,6 @@ def _tensor(client, key, version, entry):
     if nbytes == 0:
         buf.release()
         return torch.empty(shape, dtype=tdtype)
-    import warnings
     mv = memoryview(buf)  # the tensor's base keeps the export and the pin alive
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch has no read-only tensors
