@@ -283,14 +283,30 @@ void dirLookupNode(const char *name, size_t nameLen, DirResultFn *cb, void *arg)
     dirEnqueueRead(op);
 }
 
-/* Frees a result and everything it holds; accepts NULL. */
-void dirResultFree(DirResult *res)
+/* Copies a version request into an op and queues it as a read (answered
+ * at once, or DIR_UNAVAILABLE while the directory is down). */
+void dirVersionRequest(DirVerKind kind, const char *name, size_t nameLen, uint64_t version,
+                       uint64_t retain, size_t nIds, const char *const *ids, const size_t *idLens,
+                       DirResultFn *cb, void *arg)
 {
-    if (res == NULL)
-        return;
-    free(res->nodes);
-    free(res->id);
-    free(res);
+    DirOp *op = dirOpNew(DIR_OP_VERSION, name, nameLen);
+    DirVerReq *v = dirCalloc(1, sizeof(*v));
+    v->kind = kind;
+    v->version = version;
+    v->retain = retain;
+    v->nIds = nIds;
+    v->ids = dirCalloc(nIds ? nIds : 1, sizeof(*v->ids));
+    v->idLens = dirCalloc(nIds ? nIds : 1, sizeof(*v->idLens));
+    for (size_t i = 0; i < nIds; i++) {
+        v->ids[i] = dirMalloc(idLens[i] + 1);
+        memcpy(v->ids[i], ids[i], idLens[i]);
+        v->ids[i][idLens[i]] = '\0';
+        v->idLens[i] = idLens[i];
+    }
+    op->ver = v;
+    op->cb = cb;
+    op->arg = arg;
+    dirEnqueueRead(op);
 }
 
 /* A consistent copy of the counters; safe from any thread. */

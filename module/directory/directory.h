@@ -78,6 +78,13 @@ typedef struct DirConfig {
      * the id's live object elsewhere, and the unpublish queued behind it
      * would then leave the id unlocated. NULL: every publish is sent. */
     int (*holds)(const char *id, size_t idLen, uint64_t checksum, DirCopy copy);
+    /* Called on the directory thread when id was purged cluster-wide
+     * (OBJ.PURGE, a dropped version): a purge log entry still backed by its
+     * tombstone, or a re-publish or replica publish of this node that a
+     * tombstone names. The node deletes its copy of id when it is of that
+     * generation (deferred while pinned). NULL: nothing is called. */
+    void (*purged)(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
+                   uint64_t checksum);
 } DirConfig;
 
 /* A live node as the directory sees it. */
@@ -93,9 +100,17 @@ typedef struct DirNode {
 
 typedef enum DirStatus {
     DIR_FOUND = 0,
-    DIR_NOTFOUND = 1,   /* no meta, or no live location */
-    DIR_UNAVAILABLE = 2 /* the directory Redis (or the shard of the key) cannot be reached */
+    DIR_NOTFOUND = 1,    /* no meta, or no live location */
+    DIR_UNAVAILABLE = 2, /* the directory Redis (or the shard of the key) cannot be reached */
+    DIR_REFUSED = 3      /* bad input the directory refused; err is the whole reply, code first */
 } DirStatus;
+
+/* One version of a name: its number and its manifest's id. */
+typedef struct DirVersion {
+    uint64_t version;
+    char *id;
+    size_t idLen;
+} DirVersion;
 
 /* Result of a lookup or listing, heap-allocated; whoever receives it frees
  * it (struct, nodes and id) with dirResultFree. */
@@ -110,6 +125,9 @@ typedef struct DirResult {
     /* The lookup's key, copied, so callbacks need no state of their own. */
     char *id;
     size_t idLen;
+    DirVersion *versions; /* version requests: the versions answered, oldest first */
+    size_t nVersions;
+    uint64_t known; /* DIR_V_PURGE: how many of the ids the directory knew */
 } DirResult;
 
 typedef void DirResultFn(DirResult *res, void *arg);
@@ -158,10 +176,30 @@ void dirLookupNode(const char *name, size_t nameLen, DirResultFn *cb, void *arg)
 void dirListNodes(DirResultFn *cb, void *arg);
 void dirResultFree(DirResult *res);
 
+/* Named versions and the cluster-wide delete (versions.c, docs/cluster.md). */
+typedef enum DirVerKind {
+    DIR_V_PUBLISH, /* ids[0] the manifest, ids[1..] the parts; version, retain */
+    DIR_V_LATEST,  /* the newest version (nVersions 1), DIR_NOTFOUND when none */
+    DIR_V_GET,     /* version's manifest (nVersions 1), DIR_NOTFOUND when none */
+    DIR_V_LIST,    /* every version, oldest first */
+    DIR_V_DROP,    /* version: gone at once; its ids no other version names purged */
+    DIR_V_PURGE    /* ids: purged cluster-wide; res->known counts those known */
+} DirVerKind;
+/* Largest version number (versions are exact in the directory's Lua). */
+#define OBJ_DIR_VERSION_MAX 9007199254740991ULL
+/* Run one version request for name (ignored by DIR_V_PURGE); the ids are
+ * copied. cb runs exactly once, as for dirLookup: DIR_FOUND on success,
+ * DIR_NOTFOUND or DIR_REFUSED with err the whole error reply (code word
+ * first), DIR_UNAVAILABLE when the directory cannot be reached. */
+void dirVersionRequest(DirVerKind kind, const char *name, size_t nameLen, uint64_t version,
+                       uint64_t retain, size_t nIds, const char *const *ids, const size_t *idLens,
+                       DirResultFn *cb, void *arg);
+
 typedef struct DirStats {
     int connected;
     uint64_t publishes, unpublishes, lookups, reconnects, errors, queued;
     uint64_t staleReplicas; /* replica publishes refused: the id names another object now */
+    uint64_t purgesApplied; /* local copies handed to DirConfig.purged (log or tombstone) */
     char lastError[128];    /* text of the latest error counted in errors, or "" */
 } DirStats;
 void dirGetStats(DirStats *st);

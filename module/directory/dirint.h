@@ -8,10 +8,12 @@
  *   state.c    control block, allocation, clocks, error counters, ops, results
  *   queue.c    the FIFO of requests (under dir.lock)
  *   keys.c     the key schema: object keys, node keys, registry buckets
+ *   tomb.c     generations as tombstones carry them; a purge handed to the node
  *   conn.c     the slot map and one connection per master
  *   batch.c    commands routed per slot, pipelined, redirections followed
  *   publish.c  writes: publish/unpublish, heartbeat, re-publish, unregister
  *   lookup.c   reads: object lookups, node lookups, listings, the node cache
+ *   versions.c named versions, purges and the purge log
  *   thread.c   the directory thread: connect, run the queue, sleep
  *   directory.c  start, stop and the public API
  * Everything here runs on the directory thread unless it says otherwise.
@@ -83,8 +85,18 @@ typedef enum DirOpKind {
     DIR_OP_UNPUBLISH,
     DIR_OP_LOOKUP,
     DIR_OP_LIST,
-    DIR_OP_NODE /* one node's entry, by name (in id) */
+    DIR_OP_NODE,   /* one node's entry, by name (in id) */
+    DIR_OP_VERSION /* a version request or a purge (DirVerReq, versions.c) */
 } DirOpKind;
+
+/* The arguments of a DIR_OP_VERSION, copied (the name is the op's id). */
+typedef struct DirVerReq {
+    DirVerKind kind;
+    uint64_t version, retain;
+    size_t nIds;
+    char **ids;
+    size_t *idLens;
+} DirVerReq;
 
 /* One master of the slot map and the thread's connection to it. */
 typedef struct DirConn {
@@ -138,6 +150,9 @@ typedef struct DirOp {
     DirOpKind kind;
     uint64_t size, metaSize, checksum; /* publish */
     DirCopy copy;                      /* publish */
+    int resync;                        /* publish: from a re-publish, not a fresh seal */
+    size_t cmdIndex;                   /* publish, unpublish: its script's place in the batch */
+    DirVerReq *ver;                    /* DIR_OP_VERSION */
     DirResultFn *cb;                   /* lookup, list */
     void *arg;
     size_t idLen;
@@ -179,6 +194,8 @@ typedef struct DirState {
     int everConnected;
     int backoffMs;
     int64_t nextConnectMs, nextHeartbeatMs; /* monotonic */
+    int64_t nextPurgeMs;                    /* monotonic: next read of the purge log */
+    char purgeLastId[48];                   /* the last purge log entry seen ("": none read) */
     char *nodeKey;                          /* objstore:node:<name> */
     char *bucketKey;                        /* objstore:nodes:{b<k>}, this node's bucket */
     size_t nodeKeyLen, bucketKeyLen, nameLen;
@@ -229,6 +246,15 @@ char *dirBucketKey(int k, size_t *lenOut);
 char *dirMarkKey(unsigned tag, size_t *lenOut);
 int dirBucketOf(const char *name, size_t nameLen);
 
+/* ---- tomb.c ------------------------------------------------------------------------- */
+
+#define OBJ_DIR_GEN_MAX 64 /* "size:meta_size:checksum" and its NUL */
+size_t dirGenFormat(char *out, uint64_t size, uint64_t metaSize, uint64_t checksum);
+/* Whether a tombstone names the generation of a publish: its GET reply and
+ * the meta's checksum as read just before (see dirAddWrite). */
+int dirTombNames(const redisReply *tomb, const redisReply *meta, const DirOp *op);
+void dirApplyPurge(const char *id, size_t idLen, const char *gen, size_t genLen);
+
 /* ---- conn.c ------------------------------------------------------------------------- */
 
 void dirConnFail(int m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -253,7 +279,7 @@ void dirAck(const redisReply *r);
 
 int dirHeartbeat(void);
 void dirUnregister(void);
-void dirAddWrite(DirBatch *b, const DirOp *op);
+void dirAddWrite(DirBatch *b, DirOp *op);
 /* Drops the publishes of writes whose copy this node no longer holds. */
 void dirDropGonePublishes(ObjList *writes);
 void dirTakeWriteReplies(const DirBatch *b, ObjList *writes);
@@ -267,6 +293,18 @@ void dirCheckMarks(const DirBatch *b);
 void dirDoLookups(ObjList *writes, DirOp **ops, size_t n);
 void dirRunList(DirOp *op);
 void dirRunNode(DirOp *op);
+
+/* ---- versions.c --------------------------------------------------------------------- */
+
+/* Purge log tunables: how often it is read, how long a tombstone lives, and
+ * how many entries the log keeps (docs/cluster.md). */
+#define OBJ_DIR_PURGE_POLL_MS 100
+#define OBJ_DIR_TOMB_TTL_MS   (7LL * 24 * 3600 * 1000)
+#define OBJ_DIR_PURGE_LOG_MAX 100000
+#define OBJ_DIR_PURGE_LOG     "objstore:purgelog"
+
+void dirRunVersion(DirOp *op);
+void dirFollowPurges(void);
 
 /* ---- thread.c ----------------------------------------------------------------------- */
 

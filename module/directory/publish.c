@@ -332,14 +332,36 @@ static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
     free(locKey);
 }
 
+/* Whether a publish first reads the id's tombstone: a replica's, and a
+ * primary's re-publish (a fresh seal is a new object even with the same
+ * bytes). */
+static int dirChecksTomb(const DirOp *op)
+{
+    return op->kind == DIR_OP_PUBLISH && (op->copy == DIR_COPY_REPLICA || op->resync);
+}
+
 /* Adds the command of one publish or unpublish to a batch: one script on
- * the id's slot (both keys carry its tag), so a shard applies it whole. */
-void dirAddWrite(DirBatch *b, const DirOp *op)
+ * the id's slot (both keys carry its tag), so a shard applies it whole.
+ * A publish that checks tombstones (dirChecksTomb) is preceded by a GET of
+ * the tombstone and an HGET of the meta's checksum (see
+ * dirTakeWriteReplies). op->cmdIndex is where the script went. */
+void dirAddWrite(DirBatch *b, DirOp *op)
 {
     size_t metaLen, locLen;
     char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
     char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
 
+    if (dirChecksTomb(op)) {
+        size_t tombLen;
+        char *tombKey = dirObjKey(op->id, op->idLen, ":tomb", &tombLen);
+        const char *get[] = {"GET", tombKey};
+        size_t getLen[] = {3, tombLen};
+        const char *hget[] = {"HGET", metaKey, "checksum"};
+        size_t hgetLen[] = {4, metaLen, 8};
+        dirBatchAdd(b, tombKey, tombLen, 2, get, getLen);
+        dirBatchAdd(b, metaKey, metaLen, 3, hget, hgetLen);
+        free(tombKey);
+    }
     if (op->kind == DIR_OP_PUBLISH) {
         DirPublishArgs a;
         dirPublishArgs(op, &a);
@@ -356,6 +378,7 @@ void dirAddWrite(DirBatch *b, const DirOp *op)
         size_t evalLen[] = {4, sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, dir.nameLen};
         dirBatchAdd(b, locKey, locLen, 6, eval, evalLen);
     }
+    op->cmdIndex = b->n - 1;
     free(metaKey);
     free(locKey);
 }
@@ -388,17 +411,25 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
 {
     uint64_t publishes = 0, unpublishes = 0;
     ObjListLink *l, *tmp;
-    size_t i = 0;
     objListForEachSafe(writes, l, tmp) {
         DirOp *op = dirOpOf(l);
-        const redisReply *r = b->cmds[i++].reply;
+        const redisReply *r = b->cmds[op->cmdIndex].reply;
         if (r == NULL)
             continue;
         dirAck(r);
         if (op->kind == DIR_OP_PUBLISH) {
             publishes++;
-            if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
+            if (dirChecksTomb(op) && dirTombNames(b->cmds[op->cmdIndex - 2].reply,
+                                                  b->cmds[op->cmdIndex - 1].reply, op)) {
+                /* Purged while this node was away: its copy goes (and its
+                 * unpublish follows), it does not bring the object back. */
+                char gen[80];
+                int n = snprintf(gen, sizeof(gen), "%" PRIu64 ":%" PRIu64 ":%016" PRIx64, op->size,
+                                 op->metaSize, op->checksum);
+                dirApplyPurge(op->id, op->idLen, gen, (size_t)n);
+            } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
                 dirNoteStaleReplica(op);
+            }
         } else {
             unpublishes++;
         }
@@ -485,6 +516,7 @@ static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t
     op->metaSize = metaSize;
     op->checksum = checksum;
     op->copy = copy;
+    op->resync = 1;
     objListPushBack(col, &op->link);
 }
 

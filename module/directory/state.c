@@ -149,6 +149,13 @@ DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
 /* Frees an op from dirOpNew (in no list). Accepts NULL. */
 void dirOpFree(DirOp *op)
 {
+    if (op != NULL && op->ver != NULL) {
+        for (size_t i = 0; i < op->ver->nIds; i++)
+            free(op->ver->ids[i]);
+        free(op->ver->ids);
+        free(op->ver->idLens);
+        free(op->ver);
+    }
     objHeapFree(OBJ_HEAP_DIRECTORY, op);
 }
 
@@ -172,6 +179,19 @@ DirResult *dirResultNew(const char *id, size_t idLen)
         res->idLen = idLen;
     }
     return res;
+}
+
+/* Frees a result and everything it holds; accepts NULL. */
+void dirResultFree(DirResult *res)
+{
+    if (res == NULL)
+        return;
+    free(res->nodes);
+    free(res->id);
+    for (size_t i = 0; i < res->nVersions; i++)
+        free(res->versions[i].id);
+    free(res->versions);
+    free(res);
 }
 
 /* Sets a result's status and its error text (printf-style). */

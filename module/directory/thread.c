@@ -130,6 +130,8 @@ static void dirRunBatch(ObjList *work)
             objListUnlink(&op->link);
             if (op->kind == DIR_OP_NODE)
                 dirRunNode(op);
+            else if (op->kind == DIR_OP_VERSION)
+                dirRunVersion(op);
             else
                 dirRunList(op);
         }
@@ -196,6 +198,8 @@ static DirNext dirNextLocked(int up, ObjList *work)
                 return DIR_NEXT_SNAPSHOT;
             }
             deadline = dir.nextHeartbeatMs;
+            if (dir.nextPurgeMs < deadline)
+                deadline = dir.nextPurgeMs;
             if (queued && writesDue < deadline)
                 deadline = writesDue; /* only writes, waiting for company */
         }
@@ -220,6 +224,8 @@ void *dirThreadMain(void *unused)
         if (dir.haveMap && dirNowMs() >= dir.nextHeartbeatMs)
             dirHeartbeat();
         int up = dirAllUp();
+        if (up && dirNowMs() >= dir.nextPurgeMs)
+            dirFollowPurges();
 
         ObjList work;
         objListInit(&work);

@@ -32,6 +32,7 @@
 #include "config.h"
 #include "remote.h"
 #include "commands.h"
+#include "versions.h"
 #include "waiters.h"
 #include "settings.h"
 #include "spill.h"
@@ -120,6 +121,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
+        objVersionsRegisterCommands(ctx) == REDISMODULE_ERR ||
         RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||
         RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ClientChange, onClientChange) ==
             REDISMODULE_ERR ||

@@ -85,6 +85,23 @@ static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
     objTableUnlock(objNode.table);
 }
 
+/* Directory thread: id was purged cluster-wide (OBJ.PURGE, a dropped
+ * version). Delete this node's copy when it is of that generation, primary
+ * or replica, deferred while pinned (as OBJ.DEL), and unpublish it. */
+static void remotePurged(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
+                         uint64_t checksum)
+{
+    objTableLock(objNode.table);
+    ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    ObjStatus st = OBJ_ST_NOTFOUND;
+    if (e != NULL && e->state == OBJ_SEALED && e->dataSize == size && e->metaSize == metaSize &&
+        e->checksum == checksum)
+        st = objTableDelete(objNode.table, e);
+    objTableUnlock(objNode.table);
+    if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
+        dirUnpublish(id, idLen);
+}
+
 /* Directory thread, just before a publish is sent: whether this node still
  * holds that copy of id, sealed, with that checksum, as a primary or a
  * replica as published. A copy deleted (or evicted, or replaced by another
@@ -275,6 +292,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.log = remoteLog;
     dc.staleReplica = remoteStaleReplica;
     dc.holds = remoteHolds;
+    dc.purged = remotePurged;
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");
@@ -330,6 +348,11 @@ void objRemotePublish(const ObjEntry *e)
     if (dirRunning)
         dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
                    e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY);
+}
+
+int objRemoteDirRunning(void)
+{
+    return dirRunning;
 }
 
 void objRemoteUnpublish(const char *id, size_t idLen)
@@ -797,6 +820,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("directory_errors", ds.errors);
     STAT("directory_queued", ds.queued);
     STAT("directory_stale_replicas", ds.staleReplicas);
+    STAT("directory_purges_applied", ds.purgesApplied);
 #undef TPSTATS
 #undef STAT
 }

@@ -25,6 +25,8 @@ void objRemoteConfigChanged(void);
 /* Tell the directory that this node holds / no longer holds an object. */
 void objRemotePublish(const ObjEntry *e);
 void objRemoteUnpublish(const char *id, size_t idLen);
+/* Whether the directory client runs (requests to it get answered). */
+int objRemoteDirRunning(void);
 /* The transfer and directory fields of OBJ.STATS / INFO (an ObjStatsFn). */
 void objRemoteStats(ObjStatSink *sink);
 
