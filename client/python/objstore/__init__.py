@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import pickle
+import sys
 import urllib.parse
 import warnings
 
@@ -22,7 +23,7 @@ __all__ = [
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
-    "ClientForked", "models",
+    "ClientForked", "BadObject", "models",
 ]
 
 FOREVER = math.inf  # timeout: wait as long as it takes
@@ -108,6 +109,12 @@ class ClientClosed(ObjstoreError, ValueError):
 
 class ClientForked(ObjstoreError, RuntimeError):
     """The client was connected by the parent process: connect again in the child."""
+
+
+class BadObject(ObjstoreError, ValueError):
+    """BADOBJECT: a stored object's metadata does not describe its bytes (a buffer
+    table or a tensor's dtype, shape or strides out of range): corrupted or hostile.
+    Nothing is made of it."""
 
 
 class BroadcastError(ObjstoreError):
@@ -425,12 +432,16 @@ class Client:
 
     # -- Python objects
     def put_object(self, id, obj, meta=None):
-        """Pickle obj (protocol 5): its out-of-band buffers (numpy arrays, ...) are copied
-        once, straight into the arena, each aligned to 64 bytes."""
+        """Pickle obj (protocol 5): its out-of-band buffers (numpy arrays, torch tensors,
+        ...) are copied once, straight into the arena, each aligned to 64 bytes."""
         key = _id(id)
         user = _meta_arg(meta)
         buffers = []
-        data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+        if "torch" in sys.modules:  # without torch loaded obj holds no tensor
+            from . import torch as tensors
+            data = tensors.dumps(obj, buffers.append)
+        else:
+            data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
         parts, offsets, table = [data], [0], []
         pos = len(data)
         for pb in buffers:
@@ -443,13 +454,16 @@ class Client:
         header = _encode_header({"kind": "pickle5", "plen": len(data), "bufs": table}, user)
         self._c.put(key, parts, offsets, pos, header)
 
-    def get_object(self, id, timeout=None):
-        """The object put by put_object; its arrays are zero-copy read-only views."""
+    def get_object(self, id, timeout=None, copy=False):
+        """The object put by put_object; its arrays and torch tensors are zero-copy views
+        of the arena (numpy arrays read-only; a write into a tensor changes the stored
+        object), which keep it pinned while they live. copy=True: private, writable
+        copies instead (one copy of each buffer), and the pin is released on return."""
         buf = self.pin(id, timeout)
         head, _ = _decode_header(buf.meta)
         if head is None or head.get("kind") != "pickle5":
             raise ValueError(f"{id!r} was not stored by put_object")
-        return _unpickle(buf, head)
+        return _unpickle(buf, head, copy)
 
     # -- the other commands
     def delete(self, id):
@@ -657,10 +671,30 @@ def _as_memoryview(buf, head):
     return mv
 
 
-def _unpickle(buf, head):
+def _buffer_table(head, size):
+    """(pickle length, [(offset, length)]) of a pickle5 header, each range checked to
+    lie inside the object's size bytes (BadObject otherwise)."""
+    plen, table = head.get("plen"), head.get("bufs")
+    if type(plen) is not int or not 0 <= plen <= size or not isinstance(table, list):
+        raise BadObject(f"BADOBJECT the pickle length {plen!r:.40} or the buffer table is "
+                        f"wrong for an object of {size} bytes")
+    ranges = []
+    for entry in table:
+        if not (isinstance(entry, list) and len(entry) == 2 and all(
+                type(v) is int and v >= 0 for v in entry) and entry[0] + entry[1] <= size):
+            raise BadObject(f"BADOBJECT a buffer {entry!r:.60} lies outside the object's "
+                            f"{size} bytes")
+        ranges.append(entry)
+    return plen, ranges
+
+
+def _unpickle(buf, head, copy=False):
     mv = memoryview(buf)
-    plen = head["plen"]
-    oob = [mv[off:off + n] for off, n in head["bufs"]]
+    plen, table = _buffer_table(head, mv.nbytes)
+    if copy:
+        oob = [bytearray(mv[off:off + n]) for off, n in table]
+    else:
+        oob = [mv[off:off + n] for off, n in table]
     try:
         return pickle.loads(mv[:plen], buffers=oob)
     finally:

@@ -424,26 +424,19 @@ def get_state_dict(client, name, version=None, names=None, timeout=None):
 
 
 def load(client, name, module, version=None, names=None, strict=True, timeout=None):
-    """Load version (None: the latest) into module in place (one copy, from this node's
-    arena into the parameters and buffers) and return the version loaded. names: only
-    those tensors (a shard; strict then applies to them only)."""
-    torch = _torch()
+    """Load version (None: the latest) into module in place and return the version
+    loaded: one copy, from this node's arena into the parameters and buffers (torch's
+    load_state_dict, as objstore.torch.load_state_dict, over the parts' zero-copy
+    views, dropped when this returns). names: only those tensors (a shard); strict then
+    refuses only tensors the module lacks. torch raises RuntimeError on a mismatch."""
     v, sd = _read(client, name, version, names, timeout)
-    own = module.state_dict(keep_vars=True)
-    missing = [k for k in own if k not in sd] if names is None else []
-    unexpected = [k for k in sd if k not in own]
-    if strict and (missing or unexpected):
-        raise KeyError(f"model {_show(_name(name))!r} version {v} does not match the module: "
-                       f"missing {missing}, unexpected {unexpected}")
-    with torch.no_grad():
-        for k, t in sd.items():
-            if k in own:
-                dst = own[k]
-                if dst.shape != t.shape:
-                    raise ValueError(f"{k!r}: the module's shape {tuple(dst.shape)} is not "
-                                     f"the version's {tuple(t.shape)}")
-                dst.copy_(t)
-    del sd
+    try:
+        result = module.load_state_dict(sd, strict=strict and names is None)
+    finally:
+        sd.clear()  # unpin now, not whenever the caller's frame lets go
+    if strict and names is not None and result.unexpected_keys:
+        raise RuntimeError(f"model {_show(_name(name))!r} version {v}: the module has no "
+                           f"{', '.join(map(repr, result.unexpected_keys))}")
     return v
 
 
