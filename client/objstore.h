@@ -23,9 +23,9 @@ extern "C" {
  * against, encoded like OBJSTORE_VERSION, so that a program built against a
  * newer header can refuse an older library. */
 #define OBJSTORE_VERSION_MAJOR  0
-#define OBJSTORE_VERSION_MINOR  3
+#define OBJSTORE_VERSION_MINOR  4
 #define OBJSTORE_VERSION_PATCH  0
-#define OBJSTORE_VERSION_STRING "0.3.0"
+#define OBJSTORE_VERSION_STRING "0.4.0"
 #define OBJSTORE_VERSION                                                                           \
     ((OBJSTORE_VERSION_MAJOR << 16) | (OBJSTORE_VERSION_MINOR << 8) | OBJSTORE_VERSION_PATCH)
 unsigned objVersion(void);
@@ -208,6 +208,43 @@ typedef struct ObjInfo {
     int sealed;
 } ObjInfo;
 int objClientInfo(ObjClient *c, const void *id, size_t idLen, ObjInfo *info);
+
+/*
+ * Named versions (since 0.4; docs/client.md, docs/commands.md). A version
+ * of a name is a manifest object and the part objects it references, made
+ * current at once for every node by OBJ.VPUBLISH; readers ask for the
+ * latest, or wait for one newer than theirs. Names are 1 to 512 bytes,
+ * versions 1 to 2^53 - 1.
+ */
+/* Make version (strictly above every version of name published before,
+ * else OBJ_ERR_EXISTS) of name current, naming manifest and nParts parts
+ * (each sealed and published somewhere, else OBJ_ERR_NOTFOUND and nothing
+ * changes). retain > 0: afterwards only the retain newest versions are
+ * kept; the objects of the others that no kept version names are purged
+ * (objClientPurge). */
+int objClientVersionPublish(ObjClient *c, const void *name, size_t nameLen, uint64_t version,
+                            const void *manifest, size_t manifestLen, const void *const *parts,
+                            const size_t *partLens, size_t nParts, uint64_t retain);
+/* The latest version of name and its manifest id (*manifest malloc'ed: free
+ * it with objClientFreeData). newer < 0: answer at once (OBJ_ERR_NOTFOUND
+ * when name has no version). newer >= 0: wait until a version above newer
+ * exists; timeoutMs as objClientPin (0 or -1: no deadline), then
+ * OBJ_ERR_TIMEOUT. */
+int objClientVersionLatest(ObjClient *c, const void *name, size_t nameLen, long long newer,
+                           long long timeoutMs, uint64_t *version, void **manifest,
+                           size_t *manifestLen);
+/* The manifest id of one version (free it with objClientFreeData);
+ * OBJ_ERR_NOTFOUND for an unknown or dropped version. */
+int objClientVersionGet(ObjClient *c, const void *name, size_t nameLen, uint64_t version,
+                        void **manifest, size_t *manifestLen);
+/* Drop one version at once; its objects no other version names are purged. */
+int objClientVersionDrop(ObjClient *c, const void *name, size_t nameLen, uint64_t version);
+/* Delete n objects on every node, replicas included (OBJ.PURGE): each
+ * copy is freed at once, or when its last pin goes, and a node that was
+ * away does not bring its copy back. *known (may be NULL): how many of the
+ * ids the directory knew. */
+int objClientPurge(ObjClient *c, const void *const *ids, const size_t *idLens, size_t n,
+                   size_t *known);
 
 #ifdef __cplusplus
 }

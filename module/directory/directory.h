@@ -16,8 +16,11 @@
  *                                 features, heartbeat_ms   (PEXPIRE ttl)
  *   objstore:nodes:{b<k>}   set   names of the registered nodes of bucket k,
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
- *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits)
+ *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits), or
+ *                                 after a purge only tomb (PEXPIRE, versions.c)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
+ *   objstore:{<name>}:versions  hash  a name's versions (versions.c)
+ *   objstore:purgelog       stream  purged ids and generations (versions.c)
  *   objstore:mark:{<tag>}:<name>  string  this node's marker on the master
  *                                 serving slot(<tag>) (PX ttl, docs/cluster.md)
  *   (an id that is empty or starts with '}' cannot be its own hash tag:
@@ -60,9 +63,10 @@ typedef struct DirConfig {
     int tcpPort;
     char rdmaAddr[OBJ_DIR_ADDR_MAX]; /* "" when no RDMA */
     int rdmaPort;
-    uint32_t features; /* OBJ_FEAT_* (wire.h) */
-    int heartbeatMs;   /* renew interval, e.g. 1000 */
-    int ttlMs;         /* node key lifetime, e.g. 5000 */
+    uint32_t features;   /* OBJ_FEAT_* (wire.h) */
+    int heartbeatMs;     /* renew interval, e.g. 1000 */
+    long long tombTtlMs; /* how long a purge's tombstone lives; <= 0: OBJ_DIR_TOMB_TTL_MS */
+    int ttlMs;           /* node key lifetime, e.g. 5000 */
     /* Where notices and warnings go ("notice", "warning"), from the directory
      * thread; NULL: nowhere. */
     void (*log)(const char *level, const char *msg);

@@ -250,9 +250,6 @@ int dirBucketOf(const char *name, size_t nameLen);
 
 #define OBJ_DIR_GEN_MAX 64 /* "size:meta_size:checksum" and its NUL */
 size_t dirGenFormat(char *out, uint64_t size, uint64_t metaSize, uint64_t checksum);
-/* Whether a tombstone names the generation of a publish: its GET reply and
- * the meta's checksum as read just before (see dirAddWrite). */
-int dirTombNames(const redisReply *tomb, const redisReply *meta, const DirOp *op);
 void dirApplyPurge(const char *id, size_t idLen, const char *gen, size_t genLen);
 
 /* ---- conn.c ------------------------------------------------------------------------- */
@@ -299,7 +296,7 @@ void dirRunNode(DirOp *op);
 /* Purge log tunables: how often it is read, how long a tombstone lives, and
  * how many entries the log keeps (docs/cluster.md). */
 #define OBJ_DIR_PURGE_POLL_MS 100
-#define OBJ_DIR_TOMB_TTL_MS   (7LL * 24 * 3600 * 1000)
+#define OBJ_DIR_TOMB_TTL_MS   (24LL * 3600 * 1000) /* unless DirConfig.tombTtlMs says */
 #define OBJ_DIR_PURGE_LOG_MAX 100000
 #define OBJ_DIR_PURGE_LOG     "objstore:purgelog"
 

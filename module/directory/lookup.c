@@ -277,6 +277,8 @@ static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc, const DirCmd *lc
         dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
     else if (meta->elements == 0)
         dirResultSet(r, DIR_NOTFOUND, "object is not in the directory");
+    else if (dirHashGet(meta, "tomb") != NULL)
+        dirResultSet(r, DIR_NOTFOUND, "object was purged (OBJ.PURGE)");
     else if (meta->elements % 2 != 0 || dirParseMeta(meta, r, &why) != 0)
         dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: %s",
                      why != NULL ? why : "odd hash reply");

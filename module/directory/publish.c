@@ -14,19 +14,26 @@
 
 /*
  * Publishes one copy, atomically: KEYS[1] = loc set, KEYS[2] = meta hash,
- * ARGV = node, "p" (primary) or "r" (replica), size, meta_size, checksum.
- * A meta of another generation (any of the three differs, or none at all)
- * is replaced, and the location set reset to this node, only by a primary
- * or where there is no meta; a replica of another generation than the
- * meta's is refused (returns 0), so that whoever publishes last, the meta
- * names the primary's generation and every listed node holds it. Returns 1
- * when this node is listed.
+ * ARGV = node, "p" (a primary's fresh seal), "P" (a primary's re-publish) or
+ * "r" (a replica), size, meta_size, checksum. A meta that is a tombstone of
+ * this very generation (field tomb, see versions.c) refuses all but a fresh
+ * seal (returns 2: the copy was purged while this node was away). A meta of
+ * another generation (any of the three differs, or none at all) is
+ * replaced, and the location set reset to this node, only by a primary or
+ * where there is no meta; a replica of another generation than the meta's
+ * is refused (returns 0), so that whoever publishes last, the meta names
+ * the primary's generation and every listed node holds it. Returns 1 when
+ * this node is listed.
  */
+#define DIR_PUBLISH_META_CHECK                                                                     \
+    "local m = redis.call('HMGET', KEYS[MK], 'size', 'meta_size', 'checksum', 'tomb') "            \
+    "if m[4] and ARGV[2] ~= 'p' and m[4] == ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5] then "     \
+    "return 2 end "
 static const char dirPublishScript[] =
-    "local m = redis.call('HMGET', KEYS[2], 'size', 'meta_size', 'checksum') "
+    "local MK = 2 " DIR_PUBLISH_META_CHECK
     "if m[1] ~= ARGV[3] or m[2] ~= ARGV[4] or m[3] ~= ARGV[5] then "
-    "if ARGV[2] ~= 'p' and m[3] then return 0 end "
-    "redis.call('DEL', KEYS[1]) "
+    "if ARGV[2] == 'r' and m[3] then return 0 end "
+    "redis.call('DEL', KEYS[1], KEYS[2]) "
     "redis.call('HSET', KEYS[2], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
     "end "
     "redis.call('SADD', KEYS[1], ARGV[1]) "
@@ -35,21 +42,25 @@ static const char dirPublishScript[] =
 /*
  * The meta half of dirPublishScript, for a slot being migrated (see
  * dirPublishAsked): KEYS[1] = meta hash, the same ARGV. Returns 0 (a
- * replica refused), 1 (the meta is this copy's: add the location) or 2
- * (the meta was replaced: reset the location set to this node).
+ * replica refused), 1 (the meta is this copy's: add the location), 2 (a
+ * tombstone of this generation) or 3 (the meta was replaced: reset the
+ * location set to this node).
  */
 static const char dirPublishMetaScript[] =
-    "local m = redis.call('HMGET', KEYS[1], 'size', 'meta_size', 'checksum') "
+    "local MK = 1 " DIR_PUBLISH_META_CHECK
     "if m[1] == ARGV[3] and m[2] == ARGV[4] and m[3] == ARGV[5] then return 1 end "
-    "if ARGV[2] ~= 'p' and m[3] then return 0 end "
+    "if ARGV[2] == 'r' and m[3] then return 0 end "
+    "redis.call('DEL', KEYS[1]) "
     "redis.call('HSET', KEYS[1], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
-    "return 2";
+    "return 3";
 
 /* Removes one location and, atomically with it, the object's meta once no
- * location is left. KEYS[1] = loc set, KEYS[2] = meta hash, ARGV[1] = node. */
+ * location is left (a tombstone stays until it expires). KEYS[1] = loc
+ * set, KEYS[2] = meta hash, ARGV[1] = node. */
 static const char dirUnpublishScript[] =
     "redis.call('SREM', KEYS[1], ARGV[1]) "
-    "if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end "
+    "if redis.call('SCARD', KEYS[1]) == 0 and redis.call('HEXISTS', KEYS[2], 'tomb') == 0 then "
+    "redis.call('DEL', KEYS[2]) end "
     "return 1";
 
 /*
@@ -262,8 +273,8 @@ static void dirPublishArgs(const DirOp *op, DirPublishArgs *a)
     snprintf(a->size, sizeof(a->size), "%" PRIu64, op->size);
     snprintf(a->metaSize, sizeof(a->metaSize), "%" PRIu64, op->metaSize);
     snprintf(a->checksum, sizeof(a->checksum), "%016" PRIx64, op->checksum);
-    const char *argv[] = {dir.cfg.nodeName, op->copy == DIR_COPY_PRIMARY ? "p" : "r", a->size,
-                          a->metaSize, a->checksum};
+    const char *kind = op->copy == DIR_COPY_REPLICA ? "r" : op->resync ? "P" : "p";
+    const char *argv[] = {dir.cfg.nodeName, kind, a->size, a->metaSize, a->checksum};
     for (int i = 0; i < DIR_PUBLISH_ARGS; i++) {
         a->argv[i] = argv[i];
         a->lens[i] = i == 0 ? dir.nameLen : strlen(argv[i]);
@@ -314,12 +325,12 @@ static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
     const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
     size_t saddLen[] = {4, locLen, dir.nameLen};
     int lost = 0;
-    if (verdict == 2) {
+    if (verdict == 3) {
         redisReply *r = dirAskAndRun(m, 2, del, delLen);
         lost = r == NULL;
         freeReplyObject(r);
     }
-    if (verdict >= 1 && !lost) {
+    if ((verdict == 1 || verdict == 3) && !lost) {
         redisReply *r = dirAskAndRun(m, 3, sadd, saddLen);
         lost = r == NULL;
         freeReplyObject(r);
@@ -332,36 +343,15 @@ static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
     free(locKey);
 }
 
-/* Whether a publish first reads the id's tombstone: a replica's, and a
- * primary's re-publish (a fresh seal is a new object even with the same
- * bytes). */
-static int dirChecksTomb(const DirOp *op)
-{
-    return op->kind == DIR_OP_PUBLISH && (op->copy == DIR_COPY_REPLICA || op->resync);
-}
-
 /* Adds the command of one publish or unpublish to a batch: one script on
  * the id's slot (both keys carry its tag), so a shard applies it whole.
- * A publish that checks tombstones (dirChecksTomb) is preceded by a GET of
- * the tombstone and an HGET of the meta's checksum (see
- * dirTakeWriteReplies). op->cmdIndex is where the script went. */
+ * op->cmdIndex is where it went. */
 void dirAddWrite(DirBatch *b, DirOp *op)
 {
     size_t metaLen, locLen;
     char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
     char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
 
-    if (dirChecksTomb(op)) {
-        size_t tombLen;
-        char *tombKey = dirObjKey(op->id, op->idLen, ":tomb", &tombLen);
-        const char *get[] = {"GET", tombKey};
-        size_t getLen[] = {3, tombLen};
-        const char *hget[] = {"HGET", metaKey, "checksum"};
-        size_t hgetLen[] = {4, metaLen, 8};
-        dirBatchAdd(b, tombKey, tombLen, 2, get, getLen);
-        dirBatchAdd(b, metaKey, metaLen, 3, hget, hgetLen);
-        free(tombKey);
-    }
     if (op->kind == DIR_OP_PUBLISH) {
         DirPublishArgs a;
         dirPublishArgs(op, &a);
@@ -419,14 +409,12 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
         dirAck(r);
         if (op->kind == DIR_OP_PUBLISH) {
             publishes++;
-            if (dirChecksTomb(op) && dirTombNames(b->cmds[op->cmdIndex - 2].reply,
-                                                  b->cmds[op->cmdIndex - 1].reply, op)) {
+            if (r->type == REDIS_REPLY_INTEGER && r->integer == 2) {
                 /* Purged while this node was away: its copy goes (and its
                  * unpublish follows), it does not bring the object back. */
-                char gen[80];
-                int n = snprintf(gen, sizeof(gen), "%" PRIu64 ":%" PRIu64 ":%016" PRIx64, op->size,
-                                 op->metaSize, op->checksum);
-                dirApplyPurge(op->id, op->idLen, gen, (size_t)n);
+                char gen[OBJ_DIR_GEN_MAX];
+                size_t n = dirGenFormat(gen, op->size, op->metaSize, op->checksum);
+                dirApplyPurge(op->id, op->idLen, gen, n);
             } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
                 dirNoteStaleReplica(op);
             }

@@ -5,10 +5,10 @@
  * docs/cluster.md, "Purge".
  */
 #include "dirint.h"
+#include "common/util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Writes the generation text of (size, metaSize, checksum) into out
@@ -20,24 +20,21 @@ size_t dirGenFormat(char *out, uint64_t size, uint64_t metaSize, uint64_t checks
     return (size_t)n;
 }
 
-/* Parses "size:meta_size:checksum" (checksum in hex). Returns 0 or -1. */
+/* Parses "size:meta_size:checksum" (decimal, decimal, 16 hex digits).
+ * Returns 0 or -1. */
 static int dirParseGen(const char *gen, size_t len, uint64_t *size, uint64_t *metaSize,
                        uint64_t *checksum)
 {
-    char buf[80];
-    if (len >= sizeof(buf))
+    const char *c1 = memchr(gen, ':', len);
+    const char *c2 = c1 != NULL ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - gen)) : NULL;
+    if (c2 == NULL)
         return -1;
-    memcpy(buf, gen, len);
-    buf[len] = '\0';
-    char *end;
-    *size = strtoull(buf, &end, 10);
-    if (*end != ':')
+    const char *end = gen + len;
+    if (utilParseU64(gen, (size_t)(c1 - gen), size) != 0 ||
+        utilParseU64(c1 + 1, (size_t)(c2 - c1 - 1), metaSize) != 0 ||
+        utilParseHex64(c2 + 1, (size_t)(end - c2 - 1), checksum) != 0)
         return -1;
-    *metaSize = strtoull(end + 1, &end, 10);
-    if (*end != ':')
-        return -1;
-    *checksum = strtoull(end + 1, &end, 16);
-    return *end == '\0' ? 0 : -1;
+    return 0;
 }
 
 /* Hands one purged copy to the node (DirConfig.purged) when gen parses;
@@ -52,17 +49,4 @@ void dirApplyPurge(const char *id, size_t idLen, const char *gen, size_t genLen)
     pthread_mutex_unlock(&dir.lock);
     if (dir.cfg.purged != NULL)
         dir.cfg.purged(id, idLen, size, metaSize, checksum);
-}
-
-/* Whether a tombstone names op's generation while no primary re-created
- * it: the tombstone's GET reply equals op's size:meta_size:checksum and the
- * meta's checksum (read in the same round, before the publish) was nil. */
-int dirTombNames(const redisReply *tomb, const redisReply *meta, const DirOp *op)
-{
-    if (tomb == NULL || tomb->type != REDIS_REPLY_STRING || meta == NULL ||
-        meta->type != REDIS_REPLY_NIL)
-        return 0;
-    char gen[OBJ_DIR_GEN_MAX];
-    size_t n = dirGenFormat(gen, op->size, op->metaSize, op->checksum);
-    return tomb->len == n && memcmp(tomb->str, gen, n) == 0;
 }

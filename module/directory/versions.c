@@ -4,7 +4,8 @@
  * (fields top, latest, m<v> = manifest id, p<v> = the ids version v names,
  * msgpack), so every change is one Lua script on one slot and a reader
  * never sees half a version. A purge turns an object's meta into a
- * tombstone (objstore:{<id>}:tomb = size:meta_size:checksum, with a TTL) and
+ * tombstone (objstore:{<id>}:meta holding only tomb = size:meta_size:checksum,
+ * with a TTL) and
  * appends the id to the purge log (the stream objstore:purgelog), which
  * every node's directory thread follows. How and what is promised:
  * docs/cluster.md, "Versions" and "Purge".
@@ -75,15 +76,17 @@ static const char dirVerLatestScript[] = "local l = redis.call('HGET', KEYS[1], 
                                          "if not l then return false end "
                                          "return {l, redis.call('HGET', KEYS[1], 'm' .. l)}";
 
-/* KEYS = meta, loc, tomb; ARGV[1] = the tombstone's TTL. Turns a known
- * object's entry into a tombstone of its generation and returns that
- * generation ("size:meta_size:checksum"), or nil for an unknown id. */
+/* KEYS = meta, loc; ARGV[1] = the tombstone's TTL. Turns a known object's
+ * entry into a tombstone of its generation (the meta hash holding only
+ * tomb = "size:meta_size:checksum", expiring; no location) and returns that
+ * generation, or nil for an id the directory does not know. */
 static const char dirPurgeScript[] =
     "local m = redis.call('HMGET', KEYS[1], 'size', 'meta_size', 'checksum') "
     "if not m[3] then return false end "
     "local g = m[1] .. ':' .. m[2] .. ':' .. m[3] "
-    "redis.call('SET', KEYS[3], g, 'PX', ARGV[1]) "
     "redis.call('DEL', KEYS[1], KEYS[2]) "
+    "redis.call('HSET', KEYS[1], 'tomb', g) "
+    "redis.call('PEXPIRE', KEYS[1], ARGV[1]) "
     "return g";
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -161,18 +164,17 @@ static int dirPurgeIds(char *const *ids, const size_t *idLens, size_t n, DirResu
 {
     DirBatch b = {0}, log = {0};
     char ttl[24];
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)OBJ_DIR_TOMB_TTL_MS);
+    snprintf(ttl, sizeof(ttl), "%lld",
+             dir.cfg.tombTtlMs > 0 ? dir.cfg.tombTtlMs : (long long)OBJ_DIR_TOMB_TTL_MS);
     for (size_t i = 0; i < n; i++) {
-        size_t ml, ll, tl;
+        size_t ml, ll;
         char *meta = dirObjKey(ids[i], idLens[i], ":meta", &ml);
         char *loc = dirObjKey(ids[i], idLens[i], ":loc", &ll);
-        char *tomb = dirObjKey(ids[i], idLens[i], ":tomb", &tl);
-        const char *argv[] = {"EVAL", dirPurgeScript, "3", meta, loc, tomb, ttl};
-        size_t lens[] = {4, sizeof(dirPurgeScript) - 1, 1, ml, ll, tl, strlen(ttl)};
-        dirBatchAdd(&b, meta, ml, 7, argv, lens);
+        const char *argv[] = {"EVAL", dirPurgeScript, "2", meta, loc, ttl};
+        size_t lens[] = {4, sizeof(dirPurgeScript) - 1, 1, ml, ll, strlen(ttl)};
+        dirBatchAdd(&b, meta, ml, 6, argv, lens);
         free(meta);
         free(loc);
-        free(tomb);
     }
     dirBatchRun(&b);
     int rc = 0;
@@ -288,12 +290,12 @@ void dirFollowPurges(void)
         if (f->type != REDIS_REPLY_ARRAY || f->elements != 4 ||
             f->element[1]->type != REDIS_REPLY_STRING || f->element[3]->type != REDIS_REPLY_STRING)
             continue;
-        size_t tl;
-        char *tomb = dirObjKey(f->element[1]->str, f->element[1]->len, ":tomb", &tl);
-        const char *get[] = {"GET", tomb};
-        size_t getLen[] = {3, tl};
-        dirBatchAdd(&b, tomb, tl, 2, get, getLen);
-        free(tomb);
+        size_t ml;
+        char *meta = dirObjKey(f->element[1]->str, f->element[1]->len, ":meta", &ml);
+        const char *hget[] = {"HGET", meta, "tomb"};
+        size_t hgetLen[] = {4, ml, 4};
+        dirBatchAdd(&b, meta, ml, 3, hget, hgetLen);
+        free(meta);
         ent[n++] = f;
     }
     dirBatchRun(&b);
@@ -333,6 +335,10 @@ static void dirTakeVersionList(const redisReply *r, DirResult *res)
 {
     if (r->type == REDIS_REPLY_ERROR) {
         dirSetRefusal(res, r);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        dirResultSet(res, DIR_NOTFOUND, "NOTFOUND no model of that name (it has no versions)");
         return;
     }
     for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {

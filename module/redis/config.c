@@ -96,6 +96,7 @@ static ConfigDef configDefs[] = {
     NUM("fetch-timeout", fetchTimeoutMs, 0, 30000, 1, 3600000, NULL),
     NUM("heartbeat", heartbeatMs, IMM, 1000, 50, 60000, NULL),
     NUM("node-ttl", nodeTtlMs, IMM, 5000, 200, 600000, NULL),
+    NUM("purge-tombstone-ttl", purgeTombstoneTtlS, IMM, 86400, 60, 30 * 86400, NULL),
     STR("rdma-bind", rdmaBind, IMM, ""),
     NUM("rdma-port", rdmaPort, IMM, 0, -1, 65535, NULL),
     STR("rdma-device", rdmaDevice, IMM, ""),

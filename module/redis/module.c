@@ -13,6 +13,7 @@
  *               acl.c (ACL key permissions on object ids)
  *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
  *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
+ *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE: named versions, purge)
  *               limits.c (max-objects, heap counters)
  *               module.c calls the others; nothing calls module.c.
  *   door/       not part of objstore.so: the module objstore-rdma.so (Redis

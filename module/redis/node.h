@@ -37,8 +37,9 @@ typedef struct ObjConfig {
     char clusterSecret[256];
     long long fetchTimeoutMs; /* OBJ.FETCH without TIMEOUT */
     long long heartbeatMs, nodeTtlMs;
-    char rdmaBind[64];  /* "" = announce address */
-    long long rdmaPort; /* -1 = Redis port + 20000, 0 = no RDMA */
+    long long purgeTombstoneTtlS; /* how long a purge keeps a node away from bringing a copy back */
+    char rdmaBind[64];            /* "" = announce address */
+    long long rdmaPort;           /* -1 = Redis port + 20000, 0 = no RDMA */
     char rdmaDevice[64];
     long long rdmaReadMin;    /* RDMA inline/rendezvous threshold */
     long long uploadSlots;    /* large uploads at once before BUSY redirects (0: no cap) */

@@ -289,6 +289,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.features = (dc.tcpPort > 0 ? OBJ_FEAT_TCP : 0) | (engineRdmaEnabled() ? OBJ_FEAT_RDMA : 0);
     dc.heartbeatMs = (int)cfg->heartbeatMs;
     dc.ttlMs = (int)cfg->nodeTtlMs;
+    dc.tombTtlMs = cfg->purgeTombstoneTtlS * 1000;
     dc.log = remoteLog;
     dc.staleReplica = remoteStaleReplica;
     dc.holds = remoteHolds;

@@ -12,6 +12,7 @@
  * Commands and replies: docs/commands.md; the directory keys: docs/cluster.md.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,10 @@ typedef struct VerWaiter {
 } VerWaiter;
 
 static ObjList verWaiters = {&verWaiters, &verWaiters};
-static int pollTimerOn;      /* the poll timer is armed */
-static size_t pollsInFlight; /* latest-version reads not landed yet */
+static int pollTimerOn; /* the poll timer is armed */
+/* Latest-version reads not landed yet; atomic: an answer that cannot reach
+ * the main thread is taken off on the directory thread. */
+static _Atomic size_t pollsInFlight;
 
 /* ---- argument parsing ---------------------------------------------------------------------- */
 
@@ -278,8 +281,10 @@ static void verPollLanded(void *arg)
 /* Directory thread: hand the read to the main thread. */
 static void verPollAnswered(DirResult *res, void *arg)
 {
-    if (RedisModule_EventLoopAddOneShot(verPollLanded, res) == REDISMODULE_ERR)
+    if (RedisModule_EventLoopAddOneShot(verPollLanded, res) == REDISMODULE_ERR) {
         dirResultFree(res); /* cannot happen while the server runs; the next tick re-reads */
+        pollsInFlight--;
+    }
 }
 
 /* Asks for the latest version of one name. */

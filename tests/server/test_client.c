@@ -1144,6 +1144,118 @@ static void testPinCacheReleasesTheObjectOfTheView(void)
     objClientFree(c);
 }
 
+/* Publishes version v of name with manifest mid and one part, retrying
+ * while the directory has not yet learnt of the objects (a put reaches it a
+ * moment after it returns); bounded by POLL_LIMIT_MS. Returns the last rv. */
+static int publishWhenKnown(ObjClient *c, const char *name, uint64_t v, const char *mid,
+                            const char *part, uint64_t retain)
+{
+    const void *parts[] = {part};
+    size_t partLens[] = {strlen(part)};
+    long long deadline = nowMs() + POLL_LIMIT_MS;
+    int rv;
+
+    while ((rv = objClientVersionPublish(c, name, strlen(name), v, mid, strlen(mid), parts,
+                                         partLens, 1, retain)) < 0 &&
+           objClientErrCode(c) == OBJ_ERR_NOTFOUND && nowMs() < deadline)
+        sleepMs(10);
+    return rv;
+}
+
+/* A reader blocked in objClientVersionLatest NEWER, on its own connection. */
+typedef struct VersionWaiter {
+    const char *name;
+    long long newer;
+    uint64_t version;
+    char manifest[128];
+    int rv;
+} VersionWaiter;
+
+static void *versionWaiterRun(void *arg)
+{
+    VersionWaiter *w = arg;
+    ObjClient *c = objClientConnect(testHost, testPort);
+    void *m = NULL;
+    size_t mLen = 0;
+
+    w->rv = objClientVersionLatest(c, w->name, strlen(w->name), w->newer, WAITER_BUDGET_MS,
+                                   &w->version, &m, &mLen);
+    if (w->rv == 0)
+        snprintf(w->manifest, sizeof(w->manifest), "%.*s", (int)mLen, (const char *)m);
+    objClientFreeData(m);
+    objClientFree(c);
+    return NULL;
+}
+
+static void testVersions(ObjClient *c)
+{
+    const char *name = tid("model"), *m1 = tid("model-m1"), *m2 = tid("model-m2");
+    const char *p1 = tid("model-p1"), *p2 = tid("model-p2");
+    VersionWaiter w = {.name = name, .newer = 1};
+    uint64_t version = 0;
+    void *m = NULL;
+    size_t mLen = 0;
+    pthread_t t;
+    int exists = 1;
+
+    expectOk(c, objClientPut(c, m1, strlen(m1), "manifest 1", 10, NULL, 0), "put manifest 1");
+    expectOk(c, objClientPut(c, p1, strlen(p1), "part 1", 6, NULL, 0), "put part 1");
+    expectOk(c, publishWhenKnown(c, name, 1, m1, p1, 0), "publish version 1");
+    expectOk(c, objClientVersionLatest(c, name, strlen(name), -1, 0, &version, &m, &mLen),
+             "latest");
+    check(version == 1 && mLen == strlen(m1) && memcmp(m, m1, mLen) == 0, c,
+          "latest is version 1 with its manifest");
+    objClientFreeData(m);
+    expectErr(c,
+              objClientVersionPublish(c, name, strlen(name), 1, m1, strlen(m1), NULL, NULL, 0, 0),
+              OBJ_ERR_EXISTS, "publish of a version not above the latest");
+    expectErr(c, objClientVersionGet(c, name, strlen(name), 2, &m, &mLen), OBJ_ERR_NOTFOUND,
+              "get of an unknown version");
+
+    check(pthread_create(&t, NULL, versionWaiterRun, &w) == 0, NULL, "start a waiter");
+    sleepMs(WAITER_DELAY_MS);
+    expectOk(c, objClientPut(c, m2, strlen(m2), "manifest 2", 10, NULL, 0), "put manifest 2");
+    expectOk(c, objClientPut(c, p2, strlen(p2), "part 2", 6, NULL, 0), "put part 2");
+    expectOk(c, publishWhenKnown(c, name, 2, m2, p2, 1), "publish version 2, retain 1");
+    pthread_join(t, NULL);
+    check(w.rv == 0 && w.version == 2 && strcmp(w.manifest, m2) == 0, NULL,
+          "a waiter on NEWER 1 wakes with version 2 (rv %d, version %llu)", w.rv,
+          (unsigned long long)w.version);
+    expectOk(c, objClientVersionGet(c, name, strlen(name), 2, &m, &mLen), "get version 2");
+    check(mLen == strlen(m2) && memcmp(m, m2, mLen) == 0, c, "it names manifest 2");
+    objClientFreeData(m);
+    expectErr(c, objClientVersionGet(c, name, strlen(name), 1, &m, &mLen), OBJ_ERR_NOTFOUND,
+              "version 1 is gone (retain 1)");
+    for (long long deadline = nowMs() + POLL_LIMIT_MS; exists && nowMs() < deadline; sleepMs(10))
+        expectOk(c, objClientExists(c, p1, strlen(p1), &exists), "exists");
+    check(!exists, c, "version 1's part is deleted");
+    expectErr(c, objClientVersionLatest(c, name, strlen(name), 2, 100, &version, &m, &mLen),
+              OBJ_ERR_TIMEOUT, "waiting for a version above the latest");
+    expectOk(c, objClientVersionDrop(c, name, strlen(name), 2), "drop version 2");
+    expectErr(c, objClientVersionLatest(c, name, strlen(name), -1, 0, &version, &m, &mLen),
+              OBJ_ERR_NOTFOUND, "latest of a name without versions");
+    expectErr(c, objClientVersionPublish(c, "", 0, 3, m2, strlen(m2), NULL, NULL, 0, 0),
+              OBJ_ERR_BADARG, "publish under an empty name");
+}
+
+static void testPurge(ObjClient *c)
+{
+    const char *id = tid("purge"), *never = tid("purge-never");
+    const void *ids[] = {id, never};
+    size_t lens[] = {strlen(id), strlen(never)}, known = 0;
+    long long deadline = nowMs() + POLL_LIMIT_MS;
+    int exists = 1;
+
+    expectOk(c, objClientPut(c, id, strlen(id), "gone soon", 9, NULL, 0), "put");
+    /* The directory learns of the put a moment later; until then it is unknown. */
+    while (objClientPurge(c, ids, lens, 2, &known) == 0 && known == 0 && nowMs() < deadline)
+        sleepMs(10);
+    check(known == 1, c, "purge knew one of two ids");
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists");
+    check(!exists, c, "the purged object is gone");
+    expectErr(c, objClientPurge(c, ids, lens, 0, &known), OBJ_ERR_BADARG, "purge of no ids");
+}
+
 int main(int argc, char **argv)
 {
     ObjClient *c;
@@ -1193,6 +1305,8 @@ int main(int argc, char **argv)
     testPrefaultedPinSeesTheSameBytes();
     testReleaseBufferDropsThePinOfThatObject(c);
     testPinCacheReleasesTheObjectOfTheView();
+    testVersions(c);
+    testPurge(c);
     objClientFree(c);
 
     printf("1..%d\n", testChecks);
