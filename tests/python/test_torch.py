@@ -18,7 +18,7 @@ from pyhelpers import arena_path, in_arena, pins, status_kb, wait_for  # noqa: E
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.complex64,
           torch.complex128, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
-          torch.bool]
+          torch.bool, torch.complex32]
 
 
 def random_bits(dtype, shape, seed):
@@ -106,13 +106,16 @@ def test_two_gets_share_the_same_memory_and_pins_drop_with_the_last_tensor(oc, r
 
 def test_tied_tensors_stay_one_and_other_views_are_stored_apart(oc, uid):
     w = torch.randn(8, 8)
-    state = {"embed": w, "head": w, "row": w[2], "again": w.view(8, 8)}
+    state = {"embed": w, "head": w, "row": w[2], "again": w.view(8, 8),
+             "e1": torch.empty(0), "e2": torch.empty(0)}
     oc.put_object(uid, state)
     head = json.loads(oc.pin(uid).meta)
-    assert len(head["bufs"]) == 2, "one buffer for w (its three same views), one for w[2]"
+    assert [n for _, n in head["bufs"] if n] == [256, 32], \
+        "one buffer for w (its three same views), one for w[2]"
     got = oc.get_object(uid)
     assert got["embed"] is got["head"] is got["again"]
     assert got["row"].data_ptr() != got["embed"][2].data_ptr()
+    assert got["e1"] is not got["e2"], "empty tensors have no memory to share"
     assert torch.equal(got["row"], w[2])
 
 
@@ -333,3 +336,32 @@ def test_a_forged_object_that_is_right_is_read(oc, uid):
     put_forged(oc, uid, {"w": Forged(F32, "float32", (4, 4), (1, 4), False, False)})
     got = oc.get_object(uid)["w"]
     assert torch.equal(got, torch.arange(16, dtype=torch.float32).reshape(4, 4).t())
+
+
+# ---- what a write into a zero-copy tensor does to other nodes, and remote mode ------------
+
+
+def test_a_written_tensor_is_refused_by_a_fetching_node(make_cluster_module, uid):
+    # The docs' promise: the write lands in the arena without the object's checksum
+    # knowing it, so no node takes a copy of the changed bytes.
+    from objhelpers import wait_locations
+    cl = make_cluster_module(names=("A", "B"), layout="separate", memory="64mb")
+    with objstore.connect("127.0.0.1", cl["A"].port) as a, \
+            objstore.connect("127.0.0.1", cl["B"].port) as b:
+        a.put_object(uid, {"w": torch.zeros(1 << 16)})
+        wait_locations(cl["A"].client(), uid, ["A"])
+        got = a.get_object(uid)
+        got["w"][7] = 1.0
+        out = b.fetch(uid, timeout=30)
+        assert isinstance(out[uid], objstore.ChecksumMismatch), out
+        assert not b.exists(uid)
+
+
+def test_remote_mode_gives_the_same_tensors_as_copies(server, rc, uid):
+    state = {"w": random_bits(torch.bfloat16, (5, 7), 11), "i": torch.arange(9)}
+    with objstore.connect("127.0.0.1", server.port, zero_copy=False) as c:
+        c.put_object(uid, state)
+        got = c.get_object(uid)
+        assert all(same_bits(state[k], got[k]) for k in state)
+        assert not tensor_in_arena(rc, got["w"])
+        assert pins(rc, uid) == 0

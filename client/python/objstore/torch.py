@@ -15,6 +15,7 @@ client/python/README.md ("torch").
 """
 
 import io
+import math
 import pickle
 import warnings
 
@@ -113,7 +114,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if type(obj) is not torch.Tensor and type(obj) is not torch.nn.Parameter:
             return NotImplemented  # subclasses of Tensor pickle as they choose
-        if obj.layout == torch.strided and obj.device.type == "cpu":
+        if obj.layout == torch.strided and obj.device.type == "cpu" and obj.numel():
             key = (obj.data_ptr(), obj.dtype, tuple(obj.shape), obj.stride(), type(obj),
                    obj.requires_grad, obj.is_conj(), obj.is_neg())
             first = self._seen.setdefault(key, obj)
@@ -134,9 +135,13 @@ def dumps(obj, buffer_callback):
 # ---- get: rebuilding tensors ---------------------------------------------------------------
 
 
+_INT = {int}
+
+
 def _dims(value, what):
-    if not isinstance(value, tuple) or len(value) > MAX_DIMS or not all(
-            type(n) is int and n >= 0 for n in value):
+    """value when it is a tuple of at most MAX_DIMS ints >= 0 (BadObject otherwise)."""
+    if type(value) is not tuple or len(value) > MAX_DIMS or (value and (
+            set(map(type, value)) != _INT or min(value) < 0)):
         raise BadObject(f"BADOBJECT a stored tensor's {what} is not a tuple of at most "
                         f"{MAX_DIMS} ints >= 0: {value!r:.80}")
     return value
@@ -145,39 +150,41 @@ def _dims(value, what):
 def _rebuild(data, name, shape, strides, grad, param):
     """The tensor of _reduce_tensor: a view of data (the object's bytes in the arena,
     which it keeps pinned), or of a private copy under get_object(copy=True). Checks
-    every field first (BadObject, NotSupported)."""
-    entry = _DTYPES.get(name) if isinstance(name, str) else None
+    every field first (BadObject, NotSupported), sizes in Python ints (no overflow).
+    Runs once per tensor of a get: kept lean."""
+    entry = _DTYPES.get(name) if type(name) is str else None
     if entry is None:
         if isinstance(name, str) and name.isidentifier() and len(name) <= 64:
             raise NotSupported(f"NOTSUPPORTED a stored tensor has dtype {name!r}, which "
                                f"this torch ({torch.__version__}) does not have")
         raise BadObject(f"BADOBJECT a stored tensor's dtype is {name!r:.80}")
     dtype, size = entry
-    shape = _dims(shape, "shape")
-    strides = _contiguous(shape) if strides is None else _dims(strides, "strides")
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = math.prod(_dims(shape, "shape"))
+    if strides is not None and (len(_dims(strides, "strides")) != len(shape) or (
+            numel and not _dense_strides(shape, strides))):
+        raise BadObject(f"BADOBJECT a stored tensor's strides {strides} do not lay out "
+                        f"its shape {shape} densely")
     try:
-        view = memoryview(data)
+        view = data if type(data) is memoryview else memoryview(data)
     except TypeError:
         raise BadObject(f"BADOBJECT a stored tensor's bytes are a "
                         f"{type(data).__name__}") from None
-    if len(strides) != len(shape) or (numel and not _dense_strides(shape, strides)):
-        raise BadObject(f"BADOBJECT a stored tensor's strides {strides} do not lay out "
-                        f"its shape {shape} densely")
     if view.nbytes != numel * size or not view.c_contiguous:
         raise BadObject(f"BADOBJECT a stored tensor of shape {shape} and dtype {name} "
                         f"needs {numel * size} bytes, its buffer has {view.nbytes}")
-    if type(grad) is not bool or type(param) is not bool or (
-            grad and not (dtype.is_floating_point or dtype.is_complex)):
-        raise BadObject(f"BADOBJECT a stored tensor's flags are wrong: requires_grad "
-                        f"{grad!r:.20}, parameter {param!r:.20}, dtype {name}")
+    if grad is not False or param is not False:
+        if type(grad) is not bool or type(param) is not bool or (
+                grad and not (dtype.is_floating_point or dtype.is_complex)):
+            raise BadObject(f"BADOBJECT a stored tensor's flags are wrong: requires_grad "
+                            f"{grad!r:.20}, parameter {param!r:.20}, dtype {name}")
     if numel == 0:
         t = torch.empty(shape, dtype=dtype)
     else:
         t = torch.frombuffer(view, dtype=dtype)
-        t = t.view(shape) if strides == _contiguous(shape) else t.as_strided(shape, strides)
+        if strides is not None:
+            t = t.as_strided(shape, strides)
+        elif len(shape) != 1:
+            t = t.view(shape)
     if param:
         return torch.nn.Parameter(t, requires_grad=grad)
     return t.requires_grad_() if grad else t
