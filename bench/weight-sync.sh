@@ -19,7 +19,10 @@ export OBJSTORE_BUILD=$ROOT/build
 timeout 3600 nice "$PY" "$ROOT/bench/weight-sync.py" --nodes "$NODES" --tensors "$TENSORS" \
     --elems "$ELEMS" --rate "$RATE" --out "$OUT" --label "$LABEL" \
     --command "bench/weight-sync.sh $NODES $TENSORS $ELEMS $RATE '$LABEL'"
-# The plot: seconds against N, the latest run of each N.
+# The plot: seconds against N, the rows of the latest run only.
+LAST=$(mktemp)
+trap 'rm -f "$LAST"' EXIT
+awk -F, -v when="$(tail -n 1 "$OUT.csv" | cut -d, -f1)" 'NR == 1 || $1 == when' "$OUT.csv" >"$LAST"
 gnuplot <<GP
 set terminal svg size 720,420
 set output "$OUT.svg"
@@ -29,7 +32,7 @@ set xlabel "inference nodes N"
 set ylabel "seconds, publish call to last module loaded"
 set title "Weight sync of a $((TENSORS * ELEMS * 4 >> 20)) MiB model in $TENSORS tensors, $RATE links"
 set logscale y
-plot "$OUT.csv" using "n":"objstore_s" with linespoints title "objstore.models (full)", \
+plot "$LAST" using "n":"objstore_s" with linespoints title "objstore.models (full)", \
      "" using "n":"delta10_s" with linespoints title "objstore.models (10 % changed)", \
      "" using "n":"pair_s" with linespoints title "one pair", \
      "" using "n":"gloo_per_tensor_s" with linespoints title "gloo broadcast per tensor", \
