@@ -11,9 +11,10 @@ waits for a newer version (objstore.models.latest), loads it into its module in 
 - objstore N: model "m" v1 (full), then v2 with 10 % of the tensors changed (delta),
   to the N inference processes; from the publish call to the last module loaded;
 - gloo per tensor / gloo flat: N+1 ranks, rank 0 in n0's namespace and rank i in
-  ni's, on a lab of the same links built once the nodes are stopped (memory): dist.broadcast of each tensor into the module's own
-  parameters, or of one flat bucket copied into the module; from rank 0's first call
-  (after a barrier) to the last rank done;
+  ni's, on a lab of the same links built once the nodes are stopped (memory):
+  dist.broadcast of each tensor into the module's own parameters, or of one flat
+  bucket copied into the module; from rank 0's first call (after a barrier) to the
+  last rank done;
 - publish cost: models.publish of the state dict against put_object of it on n0,
   alternated, the median of each.
 Appends CSV rows to OUT.csv and a section to OUT.md. Called by bench/weight-sync.sh;

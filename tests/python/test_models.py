@@ -134,7 +134,8 @@ def test_unchanged_tensors_are_referenced_not_stored_again(clients, uid):
     parts = []
     for v in (1, 2):
         mid = clients["A"].command("OBJ.VGET", name, v)
-        parts.append([t["part"] for t in json.loads(clients["A"].get(mid, kind="bytes"))["tensors"]])
+        manifest = json.loads(clients["A"].get(mid, kind="bytes"))
+        parts.append([t["part"] for t in manifest["tensors"]])
     changed = [i for i, (a, b) in enumerate(zip(*parts)) if a != b]
     assert changed == [4]
 

@@ -2,9 +2,10 @@
 n0..n7 in namespaces of their own, each behind a 400 Mbit/s link (tc tbf both ways) to
 one bridge, so that a version's broadcast lasts long enough to be interrupted. n0
 publishes a version of 16 parts; one broadcast places it on n1..n7, and the first node
-seen relaying parts to the others (two parts uploaded) is killed with SIGKILL mid-way: every other node ends up
-with the whole version, byte-exact, and the report names the killed node alone. The
-cluster is stopped and checked at the end (no death the test did not inflict)."""
+seen relaying parts to the others (two parts uploaded) is killed with SIGKILL mid-way:
+every other node ends up with the whole version, byte-exact, having followed relays,
+and the report names the killed node alone. The cluster is stopped and checked at the
+end (no death the test did not inflict)."""
 
 import threading
 import time
