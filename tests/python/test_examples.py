@@ -19,6 +19,7 @@ def three_nodes(make_cluster_module):
 @pytest.mark.parametrize("script,expect", [
     ("pipeline.py", "every partial sum matched"),
     ("broadcast.py", "forward pass matches"),
+    ("rl_loop.py", "every worker ran only whole published versions"),
 ])
 def test_example_runs(three_nodes, script, expect):
     env = dict(os.environ)

@@ -23,7 +23,7 @@ __all__ = [
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
-    "ClientForked", "BadObject",
+    "ClientForked", "BadObject", "models",
 ]
 
 FOREVER = math.inf  # timeout: wait as long as it takes
@@ -819,3 +819,6 @@ def connect(host="127.0.0.1", port=6379, *, password=None, username=None, transp
         client.close()
         raise
     return client
+
+
+from . import models  # noqa: E402  (named versions of state dicts: docs/models.md)

@@ -2,6 +2,7 @@
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 from ._objstore import Buffer as Buffer
+from . import models as models
 
 Id = Union[str, bytes]
 Meta = Union[str, bytes, None]
