@@ -84,6 +84,7 @@ static ConfigDef configDefs[] = {
     NUM("memory", memory, IMM | MEM, 1LL << 30, 1LL << 20, 1LL << 42, NULL),
     STR("arena-dir", arenaDir, IMM, "/dev/shm"),
     BOOL("prefault", prefault, IMM, 0),
+    BOOL("scrub", scrub, 0, 1),
     STR("node-name", nodeName, IMM, ""),
     STR("directory", directory, IMM, ""),
     STR("directory-password", directoryPassword, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),

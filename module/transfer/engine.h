@@ -109,6 +109,9 @@ typedef struct EngineStats {
     /* Relays: PART answers sent from objects still being received here, and
      * fetches that followed a BUSY to the relay it named. */
     uint64_t relayed, relayFollows;
+    /* FETCHes that found their object sealed with its checksum still being
+     * taken, and waited for it before any byte was sent. */
+    uint64_t checksumWaits;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 
