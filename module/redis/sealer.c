@@ -53,9 +53,9 @@ typedef struct SumJob {
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* a job was queued, or stop */
-    pthread_cond_t left; /* the worker let go of `current` */
-    ObjList todo, done;  /* SumJob.link: queued; hashed, for the main thread */
+    pthread_cond_t wake;     /* a job was queued, or stop */
+    pthread_cond_t left;     /* the worker let go of `current` */
+    ObjList todo, done;      /* SumJob.link: queued; hashed, for the main thread */
     const ObjEntry *current; /* what the worker hashes now, or NULL */
     int cancel;              /* the worker is to drop `current` */
     int stop;
