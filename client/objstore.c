@@ -1247,6 +1247,12 @@ static void copyParts(unsigned char *dst, const ObjPart *parts, size_t n, size_t
     }
 }
 
+void objClientPutInline(ObjClient *c)
+{
+    if (c != NULL)
+        c->noArena = 1;
+}
+
 int objClientSetPutThreads(ObjClient *c, int threads)
 {
     if (c == NULL)
