@@ -1195,19 +1195,13 @@ typedef struct CopySlice {
     int started;
 } CopySlice;
 
-/* Copy what falls into s's range of every part, after filling the page
- * tables of that range in one call (instead of a fault per 4 KiB page). */
+/* Copy what falls into s's range of every part. (No MADV_POPULATE_WRITE
+ * first: on arena pages this process has mapped before it cost as much as
+ * the copy; a page's first touch faults it in, in each thread's slice.) */
 static void *copySlice(void *arg)
 {
     CopySlice *s = arg;
 
-#ifdef MADV_POPULATE_WRITE
-    long page = sysconf(_SC_PAGESIZE);
-    if (s->to - s->from >= OBJ_PUT_THREAD_MIN && page > 0) {
-        uintptr_t lo = (uintptr_t)(s->dst + s->from) & ~((uintptr_t)page - 1);
-        madvise((void *)lo, (uintptr_t)(s->dst + s->to) - lo, MADV_POPULATE_WRITE);
-    }
-#endif
     for (size_t i = 0; i < s->n; i++) {
         const ObjPart *p = &s->parts[i];
         size_t lo = p->offset > s->from ? p->offset : s->from;

@@ -305,20 +305,7 @@ AllocBlock *allocGet(Allocator *a, uint64_t size)
             return NULL;
     }
 
-    if (b->size > units && b->dirty && b->size - b->dirty >= units) {
-        /* The block's clean tail is big enough: hand that out, so that the
-         * creator has nothing to clear, and leave the dirty head free. */
-        AllocBlock *tail = allocNodeGet(a);
-        if (tail == NULL)
-            return NULL;
-        allocListRemove(a, b);
-        b->size -= units;
-        tail->offset = b->offset + b->size;
-        tail->size = units;
-        objListInsertBetween(&tail->phys, &b->phys, b->phys.next);
-        allocListInsert(a, b);
-        b = tail;
-    } else if (b->size > units) {
+    if (b->size > units) {
         AllocBlock *rest = allocNodeGet(a);
         if (rest == NULL)
             return NULL;

@@ -8,8 +8,8 @@
  * The allocator also knows which ranges were never handed out since the
  * region was zero-filled: each block carries a dirty prefix, so a caller
  * that must give out zeroed memory clears only what an earlier object used,
- * an allocation takes a block's clean tail when it can, and allocScrub
- * clears freed bytes ahead of time (a background worker calls it).
+ * and allocScrub clears freed bytes ahead of time (a background worker
+ * calls it), shrinking those prefixes.
  * Bookkeeping lives in ordinary heap memory, never inside the arena, so a
  * client that scribbles on the mapped arena cannot corrupt the allocator.
  * Pure C: no Redis headers, no locking (the object table's lock covers it).

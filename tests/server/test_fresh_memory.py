@@ -77,19 +77,6 @@ def test_the_scrub_zeroes_a_deleted_object_before_any_create(fresh_server, size)
     assert read_arena(fresh_server.arena_path, offset, size) == bytes(size)
 
 
-def test_a_create_prefers_memory_that_holds_nothing(make_server):
-    """With clean room to spare a create does not land on a deleted object's
-    bytes at all (so it has nothing to clear), even with the scrub off."""
-    s, r = unscrubbed(make_server)
-    r.obj("OBJ.PUT", "old", b"\xee" * 65536)
-    old_offset = pinned_offset(r, "old")
-    r.obj("OBJ.DEL", "old")
-    offset = created_offset(r.obj("OBJ.CREATE", "new", 65536))
-    assert not (old_offset <= offset < old_offset + 65536)
-    assert read_arena(s.arena_path, old_offset, 65536) == b"\xee" * 65536
-    assert read_arena(s.arena_path, offset, 65536) == bytes(65536)
-
-
 @pytest.mark.parametrize("scrub", ["yes", "no"])
 def test_only_the_unwritten_part_reads_as_zeros(make_server, scrub):
     r = make_server(memory="64mb", module_args=("scrub", scrub)).client()

@@ -642,23 +642,6 @@ static void testReusedBlockIsDirtyWhereTheOldOneWas(void **state)
     allocDestroy(a);
 }
 
-static void testAGetTakesTheCleanTailOfADirtyBlock(void **state)
-{
-    Allocator *a = allocCreate(1 * MIB);
-    AllocBlock *b = allocGet(a, 4 * KIB);
-    allocPut(a, b); /* dirty 4 KiB at the start of the one free block */
-    b = allocGet(a, 4 * KIB);
-    assert_int_equal(allocBlockOffset(b), 1 * MIB - 4 * KIB);
-    assert_int_equal(allocBlockDirtyBytes(b), 0);
-    assert_int_equal(allocDirtyFreeBytes(a), 4 * KIB);
-    /* Too big for the clean tail: from the start, dirty where it was used. */
-    AllocBlock *c = allocGet(a, 1 * MIB - 6 * KIB);
-    assert_int_equal(allocBlockOffset(c), 0);
-    assert_int_equal(allocBlockDirtyBytes(c), 4 * KIB);
-    assert_int_equal(allocCheck(a), 0);
-    allocDestroy(a);
-}
-
 static void testScrubClearsFreedBytesFromTheEndOfTheDirtyPrefix(void **state)
 {
     static uint8_t mem[1 * MIB];
@@ -774,7 +757,6 @@ int main(void)
         cmocka_unit_test(testLargestFreeIsTruthfulUnderRandomWorkload),
         cmocka_unit_test(testFreshBlocksAreClean),
         cmocka_unit_test(testReusedBlockIsDirtyWhereTheOldOneWas),
-        cmocka_unit_test(testAGetTakesTheCleanTailOfADirtyBlock),
         cmocka_unit_test(testScrubClearsFreedBytesFromTheEndOfTheDirtyPrefix),
         cmocka_unit_test(testMergedBlockKeepsDirtOfEveryPart),
         cmocka_unit_test(testDirtyPrefixNeverUnderstatesUnderRandomWorkload),

@@ -1717,20 +1717,6 @@ static void testSealPendingThenDeleteCallsTheCancelHook(void **state)
     testDestroy(t);
 }
 
-/* With room to spare, a create over a deleted object's range takes the
- * clean memory after it instead, and has nothing to clear. */
-static void testEntryPrefersMemoryNoObjectUsed(void **state)
-{
-    (void)state;
-    ObjTable *t = testTable(MIB);
-    ObjEntry *old = testPut(t, "old", 5000, ALICE);
-    assert_int_equal(objTableDelete(t, old), OBJ_ST_OK);
-    ObjEntry *e = testCreate(t, "new", 3000, ALICE);
-    assert_int_equal(e->staleBytes, 0);
-    assert_true(e->offset >= 5000);
-    testDestroy(t);
-}
-
 /* objTableScrub zeroes what deleted objects left, and a create after it
  * has nothing stale. */
 static void testScrubLeavesNothingStale(void **state)
@@ -2060,7 +2046,6 @@ int main(void)
         TEST(testDestroyOfAFreshTable),
         TEST(testFreshEntryHasNoStaleBytes),
         TEST(testEntryOverADeletedOneClearsItsBytes),
-        TEST(testEntryPrefersMemoryNoObjectUsed),
         TEST(testScrubLeavesNothingStale),
         TEST(testSealPendingThenDeleteCallsTheCancelHook),
         TEST(testPinCountsAreWideEnoughNotToWrap),
