@@ -14,7 +14,8 @@
  *          library's pin cache, --no-read: pin + release without reading).
  *   cput   objClientPut through the client library, the way a C program puts:
  *          one OBJ.PUT under 1 MiB, else OBJ.CREATE, a copy into the arena on
- *          --put-threads threads, OBJ.SEAL; ids deleted between rounds.
+ *          --put-threads threads, OBJ.SEAL; ids deleted between rounds, after
+ *          which the node's background scrub of them is waited for (untimed).
  *   memcpy the reference for cput: one thread's memcpy of the same bytes into
  *          a warm buffer of the same size (no node involved).
  *   fetch  OBJ.FETCH on the node of a working set that lives on another node
@@ -64,6 +65,7 @@
 #define BENCH_MAX_SIZE        (1ULL << 30)   /* cput and memcpy */
 #define BENCH_MAX_INLINE      (512ULL << 20) /* the others: Redis's default proto-max-bulk-len */
 #define BENCH_MAX_SIZES       32
+#define BENCH_SCRUB_WAIT_MS   60000 /* cput: longest wait for the scrub between rounds */
 #define BENCH_MAX_SECONDS     86400.0
 #define BENCH_PREFIX_MAX      200
 #define BENCH_ID_MAX          (BENCH_PREFIX_MAX + 96)
@@ -1468,6 +1470,24 @@ static void workerCleanup(Worker *w)
     }
 }
 
+/* Untimed, after a cput round's deletes: wait (up to BENCH_SCRUB_WAIT_MS)
+ * until the node has zeroed the freed ranges in the background, so that the
+ * next round's creates find clean memory, as a writer that deletes an old
+ * object a while before its next put does. */
+static void runWaitScrubbed(Run *run)
+{
+    char err[256];
+    uint64_t dirty = 1, pending = 1;
+
+    for (int waited = 0; waited < BENCH_SCRUB_WAIT_MS && (dirty || pending); waited += 2) {
+        if (statsField(run->cpuRc[0], "arena_dirty_free_bytes", &dirty, err, sizeof(err)) == -1 ||
+            statsField(run->cpuRc[0], "checksums_pending", &pending, err, sizeof(err)) == -1)
+            return; /* an older node: nothing to wait for */
+        if (dirty || pending)
+            sleepMs(2);
+    }
+}
+
 static int benchBarrier(Run *run)
 {
     return pthread_barrier_wait(&run->barrier) == PTHREAD_BARRIER_SERIAL_THREAD;
@@ -1523,6 +1543,8 @@ static void *workerMain(void *arg)
         if (run->test == TEST_PUT || run->test == TEST_CPUT || run->test == TEST_FETCH)
             workerCleanup(w);
         if (benchBarrier(run)) {
+            if (run->test == TEST_CPUT)
+                runWaitScrubbed(run);
             runPlanNext(run);
             if (!run->stop)
                 runCpuMark(run);
