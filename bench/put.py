@@ -7,14 +7,16 @@ figure a ratio against a reference measured in the same run, the two alternated:
      Each put is timed to its return; untimed after it, the node's background checksum
      is let finish, the object deleted and the scrub let finish, so every put starts
      on a quiet node (the node's CPU for that work is reported apart).
-  2. Python, small: Client.put of 64 B to 64 KiB (fresh ids) against redis-py SET of
-     the same bytes, alternated call by call: the ratio of median latencies.
+  2. Python, small: Client.put of 64 B to 64 KiB against redis-py SET of the same
+     bytes, alternated call by call, each deleted (untimed) before the next, so puts
+     reuse arena pages that exist: the ratio of median latencies.
   3. C, large: obj-benchmark -t memcpy,cput (objClientPut, --put-threads 1 and 2,
      back to back with no waiting: the background checksums and scrubs overlap the
      next puts, as in a busy writer) against its memcpy test (one thread, warm
      buffer); rounds alternate the three, ratios per round.
-  4. C, small: obj-benchmark -t cput -c 1 against redis-benchmark -t set -c 1 of the
-     same size, alternated per round: the ratio of requests per second.
+  4. C, small: obj-benchmark -t cput -c 1 (rounds of 100 ids, deleted between
+     rounds) against redis-benchmark -t set -c 1 of the same size (one key,
+     overwritten), alternated per round: the ratio of requests per second.
 
 Writes bench/results/put.md (and put.csv). Usage:
     bench/put.sh [ROUNDS]     (default 3)
@@ -114,9 +116,10 @@ def py_small(c, r, rounds):
             t0 = time.perf_counter()
             r.set(f"set:{size}:{i}", data)
             ts.append(time.perf_counter() - t0)
-        for i in range(n):
+            # Untimed: each goes again, so the next put lands on arena pages that exist
+            # (as SET's values land on memory its allocator reuses).
             c.delete(f"s:{size}:{i}")
-        r.delete(*[f"set:{size}:{i}" for i in range(n)])
+            r.delete(f"set:{size}:{i}")
         out[size] = (statistics.median(tp), statistics.median(ts))
     return out
 
@@ -150,7 +153,8 @@ def c_small(port, rounds):
     out, cmds = {}, []
     for _ in range(rounds):
         for size in SMALL:
-            args = ["-p", str(port), "-c", "1", "-n", "4000", "-d", str(size), "-t", "cput"]
+            args = ["-p", str(port), "-c", "1", "-n", "4000", "--keyspace", "100", "-d", str(size),
+                    "-t", "cput"]
             rows = bench_csv(args)
             rb = ["redis-benchmark", "-p", str(port), "-c", "1", "-n", "4000", "-d", str(size),
                   "-t", "set", "--csv"]
