@@ -12,6 +12,12 @@
  *   pin    objClientPin + reading every byte + objClientRelease through the
  *          client library: the zero-copy local path (--pin-cache: with the
  *          library's pin cache, --no-read: pin + release without reading).
+ *   cput   objClientPut through the client library, the way a C program puts:
+ *          one OBJ.PUT under 1 MiB, else OBJ.CREATE, a copy into the arena on
+ *          --put-threads threads, OBJ.SEAL; ids deleted between rounds, after
+ *          which the node's background scrub of them is waited for (untimed).
+ *   memcpy the reference for cput: one thread's memcpy of the same bytes into
+ *          a warm buffer of the same size (no node involved).
  *   fetch  OBJ.FETCH on the node of a working set that lives on another node
  *          (--source-host/--source-port); every object is fetched once per
  *          round and deleted on the destination between rounds (untimed), so
@@ -56,8 +62,10 @@
 #define BENCH_MAX_THREADS     256
 #define BENCH_DEFAULT_THREADS 8 /* one thread per client up to this many */
 #define BENCH_MAX_PIPELINE    1024
-#define BENCH_MAX_SIZE        (512ULL << 20) /* Redis's default proto-max-bulk-len */
+#define BENCH_MAX_SIZE        (1ULL << 30)   /* cput and memcpy */
+#define BENCH_MAX_INLINE      (512ULL << 20) /* the others: Redis's default proto-max-bulk-len */
 #define BENCH_MAX_SIZES       32
+#define BENCH_SCRUB_WAIT_MS   60000 /* cput: longest wait for the scrub between rounds */
 #define BENCH_MAX_SECONDS     86400.0
 #define BENCH_PREFIX_MAX      200
 #define BENCH_ID_MAX          (BENCH_PREFIX_MAX + 96)
@@ -77,9 +85,17 @@
 
 /* ---- options ------------------------------------------------------------------------------- */
 
-typedef enum TestKind { TEST_PUT, TEST_GET, TEST_PIN, TEST_FETCH, TEST_COUNT } TestKind;
+typedef enum TestKind {
+    TEST_PUT,
+    TEST_GET,
+    TEST_PIN,
+    TEST_FETCH,
+    TEST_CPUT,
+    TEST_MEMCPY,
+    TEST_COUNT
+} TestKind;
 
-static const char *testNames[TEST_COUNT] = {"put", "get", "pin", "fetch"};
+static const char *testNames[TEST_COUNT] = {"put", "get", "pin", "fetch", "cput", "memcpy"};
 
 typedef struct Options {
     char host[256];
@@ -102,9 +118,10 @@ typedef struct Options {
     double seconds;
     int quiet;
     int csv;
-    int pinCache;  /* pin: objClientSetPinCache(OBJ_PIN_CACHE_DEFAULT_IDLE) */
-    int pinNoRead; /* pin: do not read the bytes (pin + release only) */
-    int prefault;  /* pin: objClientSetPinPrefault(64 KiB) */
+    int pinCache;   /* pin: objClientSetPinCache(OBJ_PIN_CACHE_DEFAULT_IDLE) */
+    int pinNoRead;  /* pin: do not read the bytes (pin + release only) */
+    int prefault;   /* pin: objClientSetPinPrefault(64 KiB) */
+    int putThreads; /* cput: objClientSetPutThreads (0: the library's default) */
 } Options;
 
 /* ---- latency histogram ----------------------------------------------------------------------
@@ -127,11 +144,12 @@ typedef struct Hist {
 /* One connection with its encoding buffers; the main thread uses the same
  * struct for setup and cleanup connections. */
 typedef struct Client {
-    int idx;           /* 0 .. clients-1 */
-    redisContext *rc;  /* put/get/fetch (and main-thread work) */
-    ObjClient *oc;     /* pin */
-    char *scratch;     /* encoded commands of one batch */
-    size_t scratchLen; /* capacity */
+    int idx;            /* 0 .. clients-1 */
+    redisContext *rc;   /* put/get/fetch (and main-thread work) */
+    ObjClient *oc;      /* pin, cput */
+    unsigned char *dst; /* memcpy: the destination */
+    char *scratch;      /* encoded commands of one batch */
+    size_t scratchLen;  /* capacity */
     struct iovec *iov;
     int iovCap;
     long long count;     /* requests of this client in the current round */
@@ -333,8 +351,8 @@ static void usage(FILE *f)
             "(overrides -d)\n"
             " -P <numreq>        Pipeline <numreq> requests per connection (default 1; the\n"
             "                    pin test makes library calls and ignores it)\n"
-            " -t <tests>         Comma-separated: put,get,pin,fetch (default put,get,pin,\n"
-            "                    plus fetch when --source-port is given)\n"
+            " -t <tests>         Comma-separated: put,get,pin,fetch,cput,memcpy (default\n"
+            "                    put,get,pin, plus fetch when --source-port is given)\n"
             " --threads <num>    Threads the clients are spread over (default: one per\n"
             "                    client, at most %d)\n"
             " --seconds <s>      Time limit of every timed run (default 30)\n"
@@ -360,11 +378,15 @@ static void usage(FILE *f)
             "                    gets -noread)\n"
             " --prefault         pin: objClientSetPinPrefault(64k), page tables of a pinned\n"
             "                    object filled by one madvise (test name gets -prefault)\n"
+            " --put-threads <n>  cput: objClientSetPutThreads(n), the copy threads of a put\n"
+            "                    of 1m or more (default 0: the library's; the test is named\n"
+            "                    cput-<n>t when given)\n"
             " --help             This help\n"
             "\n"
             "Timed: put = OBJ.PUT round trips; get = OBJ.GET round trips including the\n"
             "bytes; pin = objClientPin + reading every byte + objClientRelease; fetch =\n"
-            "OBJ.FETCH round trips on the destination. Creating working sets, deleting\n"
+            "OBJ.FETCH round trips on the destination; cput = objClientPut; memcpy = one\n"
+            "thread's memcpy of the bytes into a warm buffer. Creating working sets, deleting\n"
             "between rounds and cleaning up are not timed. MB = 10^6 bytes. Server CPU\n"
             "per request: INFO cpu of the node (and the source) over the timed phases.\n"
             "Exit status is non-zero when any request fails; the first error is printed.\n",
@@ -473,13 +495,13 @@ static void parseTests(const char *list, Options *o)
             if (!strcasecmp(t, testNames[i]))
                 k = i;
         if (k < 0)
-            die("-t: unknown test '%s' (valid: put, get, pin, fetch)", t);
+            die("-t: unknown test '%s' (valid: put, get, pin, fetch, cput, memcpy)", t);
         if (!seen[k])
             o->tests[o->ntests++] = k;
         seen[k] = 1;
     }
     if (o->ntests == 0)
-        die("-t: empty test list (valid: put, get, pin, fetch)");
+        die("-t: empty test list (valid: put, get, pin, fetch, cput, memcpy)");
 }
 
 static void copyOpt(const char *opt, char *dst, size_t len, const char *s)
@@ -503,6 +525,7 @@ static int optTakesValue(const char *a)
                                             "-P",
                                             "-t",
                                             "--threads",
+                                            "--put-threads",
                                             "--sizes",
                                             "--seconds",
                                             "--source-host",
@@ -590,6 +613,8 @@ static void parseOptions(int argc, char **argv, Options *o)
             sawTests = 1;
         } else if (!strcmp(a, "--threads")) {
             o->threads = (int)parseInt(a, v, 1, BENCH_MAX_THREADS);
+        } else if (!strcmp(a, "--put-threads")) {
+            o->putThreads = (int)parseInt(a, v, 0, 64);
         } else if (!strcmp(a, "--sizes")) {
             parseSizes(a, v, o);
         } else if (!strcmp(a, "--source-host")) {
@@ -632,6 +657,12 @@ static void parseOptions(int argc, char **argv, Options *o)
     for (int i = 0; i < o->ntests; i++) {
         if (o->tests[i] == TEST_FETCH && !o->srcPort)
             die("the fetch test needs --source-port (the node that owns the objects)");
+        for (int k = 0; k < o->nsizes; k++)
+            if (o->tests[i] != TEST_CPUT && o->tests[i] != TEST_MEMCPY &&
+                o->sizes[k] > BENCH_MAX_INLINE)
+                die("%s: sizes above 512m are for cput and memcpy only (a Redis argument is at "
+                    "most 512m)",
+                    testNames[o->tests[i]]);
     }
     if (!o->srcHost[0])
         snprintf(o->srcHost, sizeof(o->srcHost), "%s", o->host);
@@ -695,6 +726,7 @@ static void clientClose(Client *c)
     if (c->rc)
         redisFree(c->rc);
     objClientFree(c->oc);
+    free(c->dst);
     free(c->scratch);
     free(c->iov);
     memset(c, 0, sizeof(*c));
@@ -1278,6 +1310,68 @@ static void workerPinLoop(Worker *w)
     }
 }
 
+/* The requests of the cput test for one worker: objClientPut of a fresh id,
+ * one request per client in turn (the ids go between rounds). */
+static void workerCputLoop(Worker *w)
+{
+    Run *run = w->run;
+    char id[BENCH_ID_MAX];
+
+    for (int i = 0; i < w->n; i++) {
+        w->clients[i]->count = runClientCount(run, w->clients[i]->idx);
+        w->clients[i]->sent = 0;
+    }
+    while (!runShouldStop(run)) {
+        int active = 0;
+        for (int i = 0; i < w->n; i++) {
+            Client *c = w->clients[i];
+            if (c->sent >= c->count)
+                continue;
+            size_t idLen = idFormat(id, run->idBase, runClientObject(run, c, c->sent));
+            c->sent++;
+            active++;
+            uint64_t t0 = nowNs();
+            if (objClientPut(c->oc, id, idLen, benchPayload, run->size, NULL, 0) == -1) {
+                runFail(run, "cput: objClientPut(%s): %s", id, objClientErrMsg(c->oc));
+                return;
+            }
+            histAdd(&w->hist, nowNs() - t0);
+            atomic_fetch_add(&run->completed, 1);
+        }
+        if (!active)
+            return;
+    }
+}
+
+/* The requests of the memcpy test for one worker: memcpy of the payload
+ * into each client's own warm buffer, one request per client in turn. */
+static void workerMemcpyLoop(Worker *w)
+{
+    Run *run = w->run;
+
+    for (int i = 0; i < w->n; i++) {
+        w->clients[i]->count = runClientCount(run, w->clients[i]->idx);
+        w->clients[i]->sent = 0;
+    }
+    while (!runShouldStop(run)) {
+        int active = 0;
+        for (int i = 0; i < w->n; i++) {
+            Client *c = w->clients[i];
+            if (c->sent >= c->count)
+                continue;
+            c->sent++;
+            active++;
+            uint64_t t0 = nowNs();
+            memcpy(c->dst, benchPayload, run->size);
+            __asm__ volatile("" : : "r"(c->dst) : "memory"); /* the copy is not dead */
+            histAdd(&w->hist, nowNs() - t0);
+            atomic_fetch_add(&run->completed, 1);
+        }
+        if (!active)
+            return;
+    }
+}
+
 /*
  * The timed part of the pin test for one worker. With --pin-cache the
  * releases still deferred at the end are flushed inside the timed region,
@@ -1376,6 +1470,24 @@ static void workerCleanup(Worker *w)
     }
 }
 
+/* Untimed, after a cput round's deletes: wait (up to BENCH_SCRUB_WAIT_MS)
+ * until the node has zeroed the freed ranges in the background, so that the
+ * next round's creates find clean memory, as a writer that deletes an old
+ * object a while before its next put does. */
+static void runWaitScrubbed(Run *run)
+{
+    char err[256];
+    uint64_t dirty = 1, pending = 1;
+
+    for (int waited = 0; waited < BENCH_SCRUB_WAIT_MS && (dirty || pending); waited += 2) {
+        if (statsField(run->cpuRc[0], "arena_dirty_free_bytes", &dirty, err, sizeof(err)) == -1 ||
+            statsField(run->cpuRc[0], "checksums_pending", &pending, err, sizeof(err)) == -1)
+            return; /* an older node: nothing to wait for */
+        if (dirty || pending)
+            sleepMs(2);
+    }
+}
+
 static int benchBarrier(Run *run)
 {
     return pthread_barrier_wait(&run->barrier) == PTHREAD_BARRIER_SERIAL_THREAD;
@@ -1387,7 +1499,7 @@ static void runPlanNext(Run *run)
     run->roundStart += run->roundLen;
     long long left = run->total - run->roundStart;
     run->roundLen = left < run->keys ? left : run->keys;
-    if (run->test == TEST_GET || run->test == TEST_PIN)
+    if (run->test == TEST_GET || run->test == TEST_PIN || run->test == TEST_MEMCPY)
         run->roundLen = left;
     if (left <= 0 || runShouldStop(run))
         run->stop = 1;
@@ -1410,6 +1522,10 @@ static void *workerMain(void *arg)
         w->tStart = nowNs();
         if (run->test == TEST_PIN)
             workerPinPhase(w);
+        else if (run->test == TEST_CPUT)
+            workerCputLoop(w);
+        else if (run->test == TEST_MEMCPY)
+            workerMemcpyLoop(w);
         else
             workerNetPhase(w);
         w->tEnd = nowNs();
@@ -1424,9 +1540,11 @@ static void *workerMain(void *arg)
             run->timedNs += e - s;
             runCpuAdd(run);
         }
-        if (run->test == TEST_PUT || run->test == TEST_FETCH)
+        if (run->test == TEST_PUT || run->test == TEST_CPUT || run->test == TEST_FETCH)
             workerCleanup(w);
         if (benchBarrier(run)) {
+            if (run->test == TEST_CPUT)
+                runWaitScrubbed(run);
             runPlanNext(run);
             if (!run->stop)
                 runCpuMark(run);
@@ -1486,11 +1604,14 @@ static void printResult(const Run *run, const Result *res)
             printf(" (stopped by --seconds %.3g before -n %lld)", o->seconds, run->total);
         printf("\n  %d parallel clients on %d threads, pipeline %d, %s %lld objects\n", o->clients,
                run->nworkers, run->test == TEST_PIN ? 1 : o->pipeline,
-               run->test == TEST_PUT ? "rounds of up to" : "working set", run->keys);
+               run->test == TEST_PUT || run->test == TEST_CPUT ? "rounds of up to" : "working set",
+               run->keys);
         printf("  timed: %s\n",
-               run->test == TEST_PUT   ? "OBJ.PUT round trips (ids deleted between rounds, "
-                                         "untimed)"
-               : run->test == TEST_GET ? "OBJ.GET round trips including the bytes"
+               run->test == TEST_PUT      ? "OBJ.PUT round trips (ids deleted between rounds, "
+                                            "untimed)"
+               : run->test == TEST_CPUT   ? "objClientPut (ids deleted between rounds, untimed)"
+               : run->test == TEST_MEMCPY ? "memcpy of the bytes into a warm buffer, one thread"
+               : run->test == TEST_GET    ? "OBJ.GET round trips including the bytes"
                : run->test == TEST_PIN && o->pinNoRead
                    ? "objClientPin + objClientRelease (bytes not read)"
                : run->test == TEST_PIN ? "objClientPin + reading every byte + objClientRelease"
@@ -1567,6 +1688,33 @@ static int runConnect(Run *run, Client *clients, char *err, size_t errLen)
             }
             continue;
         }
+        if (run->test == TEST_MEMCPY) {
+            c->dst = malloc(run->size);
+            if (!c->dst) {
+                snprintf(err, errLen, "out of memory");
+                return -1;
+            }
+            memset(c->dst, 1, run->size); /* warm: its pages exist */
+            continue;
+        }
+        if (run->test == TEST_CPUT) {
+            c->oc = o->socketPath[0] ? objClientConnectUnix(o->socketPath)
+                                     : objClientConnect(o->host, o->port);
+            if (c->oc == NULL || objClientErrCode(c->oc) ||
+                objClientSetPutThreads(c->oc, o->putThreads) == -1) {
+                snprintf(err, errLen, "client %d: %s", i,
+                         c->oc ? objClientErrMsg(c->oc) : "out of memory");
+                return -1;
+            }
+            /* The first large put maps the arena: do it here, untimed. */
+            char id[BENCH_ID_MAX];
+            size_t idLen = idFormat(id, run->idBase, -1 - i);
+            if (objClientPut(c->oc, id, idLen, benchPayload, run->size, NULL, 0) == -1 ||
+                objClientDelete(c->oc, id, idLen) == -1) {
+                snprintf(err, errLen, "client %d: first put: %s", i, objClientErrMsg(c->oc));
+                return -1;
+            }
+        }
         if (!(c->rc = benchConnect(o, 0, err, errLen)))
             return -1;
         if (clientInitBuffers(c, o->pipeline) == -1) {
@@ -1616,6 +1764,10 @@ static int runSetup(Run *run, Client *mainC, Client *srcC, char *err, size_t err
     const Options *o = run->o;
     long long fitDst = 0, fitSrc = LLONG_MAX;
 
+    if (run->test == TEST_MEMCPY) { /* no object at all */
+        run->keys = run->total;
+        return 0;
+    }
     if (nodeFit(mainC->rc, run->size, &fitDst, err, errLen) == -1)
         return -1;
     if (run->test == TEST_FETCH) {
@@ -1689,7 +1841,9 @@ static void runWorkers(Run *run, Client *clients)
     if (pthread_barrier_init(&run->barrier, NULL, (unsigned)run->nworkers) != 0)
         die("pthread_barrier_init failed");
     run->roundStart = 0;
-    run->roundLen = (run->test == TEST_GET || run->test == TEST_PIN) ? run->total : run->keys;
+    run->roundLen = (run->test == TEST_GET || run->test == TEST_PIN || run->test == TEST_MEMCPY)
+                        ? run->total
+                        : run->keys;
 
     runCpuMark(run);
     uint64_t t0 = nowNs();
@@ -1732,6 +1886,8 @@ static int runOne(const Options *o, TestKind test, uint64_t size)
     if (test == TEST_PIN)
         snprintf(run->name, sizeof(run->name), "pin%s%s%s", o->pinCache ? "-cache" : "",
                  o->prefault ? "-prefault" : "", o->pinNoRead ? "-noread" : "");
+    if (test == TEST_CPUT && o->putThreads)
+        snprintf(run->name, sizeof(run->name), "cput-%dt", o->putThreads);
     snprintf(run->idBase, sizeof(run->idBase), "%s%s:%d:%s:%" PRIu64 ":", o->prefix, benchNonce,
              runNo++, testNames[test], size);
 

@@ -32,4 +32,8 @@ typedef struct ObjClientTransport {
 __attribute__((visibility("hidden"))) ObjClient *
 objClientWrapTransport(const ObjClientTransport *tr, void *conn);
 
+/* Puts of c never map the arena: every put travels inline in OBJ.PUT (the
+ * Python package's copying mode). */
+__attribute__((visibility("hidden"))) void objClientPutInline(ObjClient *c);
+
 #endif /* OBJSTORE_OBJCLIENT_INT_H */

@@ -161,9 +161,35 @@ int objClientPinCacheStats(const ObjClient *c, ObjPinCacheStats *st);
  */
 int objClientSetPinPrefault(ObjClient *c, size_t minBytes);
 
-/* Copying variants: bytes travel through the Redis connection. */
+/*
+ * Put size bytes under id, sealed. A small object (under 1 MiB) travels
+ * inline in one OBJ.PUT: one round trip, from anywhere. A larger one, when
+ * this client can map the node's arena (same machine, permission to open
+ * its file), is created, copied straight into the arena by up to
+ * objClientSetPutThreads threads, and sealed; elsewhere it goes inline too.
+ * A put that fails leaves nothing behind (a client that dies mid-copy
+ * leaves a created object, which the node drops with its connection).
+ */
 int objClientPut(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
                  const void *meta, size_t metaLen);
+/* One piece of an object put by objClientPutParts: len bytes from data,
+ * placed at offset in the object. */
+typedef struct ObjPart {
+    const void *data;
+    size_t len;
+    size_t offset;
+} ObjPart;
+/* objClientPut of an object of size bytes made of n parts at their offsets
+ * (pieces may not overlap; bytes no part covers read as zeros). Since 0.4. */
+int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
+                      size_t size, const void *meta, size_t metaLen);
+/* Copy threads of a large put through the arena (the caller's thread is
+ * one of them; each takes at least 4 MiB). 0: OBJ_PUT_THREADS_DEFAULT.
+ * Returns 0, or -1 (BADARG outside 0..64; or a NULL client). Since 0.4. */
+#define OBJ_PUT_THREADS_DEFAULT 2
+int objClientSetPutThreads(ObjClient *c, int threads);
+
+/* Copying variant: bytes travel through the Redis connection. */
 /* *data is malloc'ed (free with objClientFreeData); timeout as objClientPin. */
 int objClientGet(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, void **data,
                  size_t *size);

@@ -20,8 +20,8 @@
 #include "reply.h"
 #include "stats.h"
 #include "spill.h"
+#include "sealer.h"
 #include "common/util.h"
-#include "store/checksum.h"
 
 /* ---- argument parsing --------------------------------------------------------- */
 
@@ -204,11 +204,7 @@ static int putFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t 
 {
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
-    uint64_t sum = objChecksum(objNode.arena.base, e);
-    objTableLock(objNode.table);
-    objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
-    objTableUnlock(objNode.table);
-    objRemotePublish(e);
+    sealerSeal(e, RedisModule_GetClientId(ctx));
     objNode.cnt.puts++;
     waitersRecheck(e->id, e->idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
@@ -320,12 +316,7 @@ static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     objTableUnlock(objNode.table);
     if (!e)
         return REDISMODULE_OK;
-    uint64_t sum =
-        objChecksum(objNode.arena.base, e); /* outside the lock: only this client can touch e */
-    objTableLock(objNode.table);
-    objTableSeal(objNode.table, e, RedisModule_GetClientId(ctx), sum);
-    objTableUnlock(objNode.table);
-    objRemotePublish(e);
+    sealerSeal(e, RedisModule_GetClientId(ctx));
     waitersRecheck(id, idLen);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
@@ -489,7 +480,9 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "created_ms");
     RedisModule_ReplyWithLongLong(ctx, e.createdMs);
     RedisModule_ReplyWithSimpleString(ctx, "checksum");
-    RedisModule_ReplyWithSimpleString(ctx, e.state == OBJ_SEALED ? sum : "");
+    RedisModule_ReplyWithSimpleString(ctx, e.state != OBJ_SEALED ? ""
+                                           : e.sumPending        ? "pending"
+                                                                 : sum);
     RedisModule_ReplyWithSimpleString(ctx, "replica");
     RedisModule_ReplyWithLongLong(ctx, e.replica);
     RedisModule_ReplyWithSimpleString(ctx, "tier");
@@ -698,8 +691,9 @@ static const ObjCommandDef objCommands[] = {
      "Write bytes into a created object", "O(N) in the bytes written", argsWrite, OBJ_ACL_UPDATE,
      NULL},
     {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
-     "Make a created object immutable and visible", "O(N) in the object size (checksum)", argsId,
-     OBJ_ACL_UPDATE, NULL},
+     "Make a created object immutable and visible",
+     "O(1); the checksum of a large object is taken in the background", argsId, OBJ_ACL_UPDATE,
+     NULL},
     {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
      "O(1)", argsId, OBJ_ACL_DELETE, NULL},
     {"obj.get", ObjGet_RedisCommand, "readonly", -2,

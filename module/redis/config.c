@@ -85,6 +85,7 @@ static ConfigDef configDefs[] = {
     STR("arena-dir", arenaDir, IMM, "/dev/shm"),
     STR("arena-mode", arenaMode, IMM, "0600"),
     BOOL("prefault", prefault, IMM, 0),
+    BOOL("scrub", scrub, 0, 1),
     STR("node-name", nodeName, IMM, ""),
     STR("directory", directory, IMM, ""),
     STR("directory-password", directoryPassword, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),

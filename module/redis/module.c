@@ -38,6 +38,7 @@
 #include "waiters.h"
 #include "settings.h"
 #include "spill.h"
+#include "sealer.h"
 #include "stats.h"
 #include "limits.h"
 
@@ -59,6 +60,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
     objRemoteStop();
+    sealerStop();
     spillStop();
     arenaClose(&objNode.arena);
 }
@@ -119,7 +121,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* OBJ.STATS and INFO list the subsystems' fields in this order. */
     if (objStatsAdd(objCommandsStats) == REDISMODULE_ERR ||
         objStatsAdd(objLimitsStats) == REDISMODULE_ERR ||
-        objStatsAdd(spillStats) == REDISMODULE_ERR ||
+        objStatsAdd(spillStats) == REDISMODULE_ERR || objStatsAdd(sealerStats) == REDISMODULE_ERR ||
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
@@ -132,12 +134,16 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         goto out_destroy_table;
     if (spillStart(ctx) == REDISMODULE_ERR)
         goto out_destroy_table;
-    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+    if (sealerStart(ctx) == REDISMODULE_ERR)
         goto out_stop_spill;
+    if (objRemoteStart(ctx) == REDISMODULE_ERR)
+        goto out_stop_sealer;
     moduleDoorNotice(ctx);
     RedisModule_Log(ctx, "notice", "arena %s, %lld bytes", objNode.arena.path, objNode.cfg.memory);
     return REDISMODULE_OK;
 
+out_stop_sealer:
+    sealerStop();
 out_stop_spill:
     spillStop();
 out_destroy_table:

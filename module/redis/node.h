@@ -28,6 +28,7 @@ typedef struct ObjConfig {
     char arenaDir[256];   /* where the arena file lives */
     char arenaMode[8];    /* the arena file's creation mode, octal: 0600, 0640 or 0660 */
     long long prefault;   /* 1: the arena's page tables are filled at start */
+    long long scrub;      /* 1: freed arena ranges are zeroed in the background */
     char nodeName[128];   /* "" = <host>:<port> */
     char directory[1024]; /* host:port of the directory Redis, or a Redis Cluster's seeds
                            * host:port,host:port,...; "" = this server */

@@ -110,7 +110,7 @@ static int remoteHolds(const char *id, size_t idLen, uint64_t checksum, DirCopy 
 {
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
-    int holds = e != NULL && e->state == OBJ_SEALED && e->checksum == checksum &&
+    int holds = e != NULL && e->state == OBJ_SEALED && !e->sumPending && e->checksum == checksum &&
                 (e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY) == copy;
     objTableUnlock(objNode.table);
     return holds;
@@ -819,6 +819,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("tier_serve_reads", es.tierServeReads);
     STAT("tier_serve_shared", es.tierServeShared);
     STAT("tier_serve_waits", es.tierServeWaits);
+    STAT("transfer_checksum_waits", es.checksumWaits);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

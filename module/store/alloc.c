@@ -23,6 +23,8 @@
 #include "common/heap.h"
 #include "common/list.h"
 
+#include <string.h>
+
 /* log2 of the unit: every offset and size is a multiple of 64 bytes. */
 #define ALLOC_UNIT_SHIFT 6
 /* Second level: each power of two is split into 2^5 = 32 classes. */
@@ -43,6 +45,7 @@ struct AllocBlock {
      * object; the rest reads as zeros (the arena file starts zero-filled).
      * An allocated block is dirty all along once it has been handed back. */
     uint64_t dirty;
+    ObjListLink dirtyLink; /* in Allocator.dirtyFree while free with dirty > 0 */
     int isFree;
 };
 
@@ -61,6 +64,7 @@ struct Allocator {
     uint32_t slBitmap[ALLOC_FL_COUNT]; /* bit s set iff heads[f][s] is not empty */
     ObjList heads[ALLOC_FL_COUNT][ALLOC_SL_COUNT]; /* free blocks (AllocBlock.free) */
     ObjList spare;      /* recycled nodes, linked through AllocBlock.free */
+    ObjList dirtyFree;  /* free blocks with a dirty prefix (AllocBlock.dirtyLink) */
     AllocChunk *chunks; /* every chunk ever allocated, for destroy */
 };
 
@@ -168,6 +172,8 @@ static void allocListInsert(Allocator *a, AllocBlock *b)
     objListPushFront(&a->heads[fl][sl], &b->free);
     a->slBitmap[fl] |= 1u << sl;
     a->flBitmap |= 1ULL << fl;
+    if (b->dirty)
+        objListPushBack(&a->dirtyFree, &b->dirtyLink);
 }
 
 /* Unlink free block b from its class list, clearing bits that go empty. Can't fail. */
@@ -176,6 +182,7 @@ static void allocListRemove(Allocator *a, AllocBlock *b)
     unsigned fl, sl;
     allocMapping(b->size, &fl, &sl);
     objListUnlink(&b->free);
+    objListUnlink(&b->dirtyLink);
     if (objListEmpty(&a->heads[fl][sl])) {
         a->slBitmap[fl] &= ~(1u << sl);
         if (a->slBitmap[fl] == 0)
@@ -204,6 +211,7 @@ static AllocBlock *allocNodeGet(Allocator *a)
     *n = (AllocBlock){0};
     objListInit(&n->phys);
     objListInit(&n->free);
+    objListInit(&n->dirtyLink);
     return n;
 }
 
@@ -237,6 +245,7 @@ Allocator *allocCreate(uint64_t capacity)
     a->capacity = units;
     objListInit(&a->phys);
     objListInit(&a->spare);
+    objListInit(&a->dirtyFree);
     for (unsigned fl = 0; fl < ALLOC_FL_COUNT; fl++)
         for (unsigned sl = 0; sl < ALLOC_SL_COUNT; sl++)
             objListInit(&a->heads[fl][sl]);
@@ -368,6 +377,45 @@ void allocPut(Allocator *a, AllocBlock *b)
 uint64_t allocBlockDirtyBytes(const AllocBlock *b)
 {
     return b->dirty << ALLOC_UNIT_SHIFT;
+}
+
+/*
+ * Clear up to maxBytes (rounded down to whole units, at least one) at the
+ * end of the dirty prefix of some free block, so that its prefix shrinks
+ * and a later allocation of it has less to clear. base is the region's
+ * first byte. Returns the bytes cleared, 0 when no free block is dirty.
+ * The caller holds whatever lock covers the allocator: a free block's bytes
+ * belong to nobody, and under that lock nobody can be handed them.
+ */
+uint64_t allocScrub(Allocator *a, uint8_t *base, uint64_t maxBytes)
+{
+    ObjListLink *l = a ? objListFirst(&a->dirtyFree) : NULL;
+    if (l == NULL)
+        return 0;
+    AllocBlock *b = objListEntry(l, AllocBlock, dirtyLink);
+    uint64_t units = maxBytes >> ALLOC_UNIT_SHIFT;
+    if (units == 0)
+        units = 1;
+    if (units > b->dirty)
+        units = b->dirty;
+    b->dirty -= units;
+    memset(base + ((b->offset + b->dirty) << ALLOC_UNIT_SHIFT), 0, units << ALLOC_UNIT_SHIFT);
+    if (b->dirty == 0)
+        objListUnlink(&b->dirtyLink);
+    return units << ALLOC_UNIT_SHIFT;
+}
+
+/* Bytes of free blocks that may still hold an earlier object's data. Can't fail. */
+uint64_t allocDirtyFreeBytes(const Allocator *a)
+{
+    uint64_t n = 0;
+    const ObjListLink *l;
+
+    if (a == NULL)
+        return 0;
+    objListForEach(&a->dirtyFree, l)
+        n += objListEntry(l, AllocBlock, dirtyLink)->dirty;
+    return n << ALLOC_UNIT_SHIFT;
 }
 
 /* Byte offset of b in the arena; a multiple of OBJ_ALLOC_ALIGN. Can't fail. */

@@ -7,7 +7,9 @@
  * coalesce with free neighbours at once, so fragmentation stays bounded.
  * The allocator also knows which ranges were never handed out since the
  * region was zero-filled: each block carries a dirty prefix, so a caller
- * that must give out zeroed memory clears only what an earlier object used.
+ * that must give out zeroed memory clears only what an earlier object used,
+ * and allocScrub clears freed bytes ahead of time (a background worker
+ * calls it), shrinking those prefixes.
  * Bookkeeping lives in ordinary heap memory, never inside the arena, so a
  * client that scribbles on the mapped arena cannot corrupt the allocator.
  * Pure C: no Redis headers, no locking (the object table's lock covers it).
@@ -45,6 +47,11 @@ uint64_t allocBlockSize(const AllocBlock *b);   /* rounded-up usable size */
 /* Bytes at the start of an allocated block that may still hold an earlier
  * object's data; beyond them it reads as zeros (the region starts zeroed). */
 uint64_t allocBlockDirtyBytes(const AllocBlock *b);
+/* Zero up to maxBytes at the end of some free block's dirty prefix (base:
+ * the region's first byte); the bytes cleared, 0 when nothing is dirty. */
+uint64_t allocScrub(Allocator *a, uint8_t *base, uint64_t maxBytes);
+/* Bytes of free blocks that may still hold an earlier object's data. */
+uint64_t allocDirtyFreeBytes(const Allocator *a);
 void allocGetStats(const Allocator *a, AllocStats *st);
 /* Walk every block and list and check every invariant; 0 if consistent, -1
  * otherwise (for tests and DEBUG builds). */

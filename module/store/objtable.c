@@ -60,6 +60,8 @@ struct ObjTable {
     uint64_t protectedBytes;
     int lruOnly; /* every use goes to probation: recency alone */
     ObjTierOps tierOps;
+    void (*sumCancel)(const ObjEntry *e, void *arg); /* objTableSetSumCancel */
+    void *sumCancelArg;
 };
 
 /* The protected list holds at most this share of the arena (in 1/8ths), so
@@ -306,6 +308,8 @@ static void holderCompact(ObjTable *t, uint64_t holder)
 
 static void entryFree(ObjTable *t, ObjEntry *e)
 {
+    if (e->sumPending && t->sumCancel)
+        t->sumCancel(e, t->sumCancelArg);
     lruRemove(t, e);
     residRemove(t, e);
     if (e->block)
@@ -574,6 +578,41 @@ ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t check
     return OBJ_ST_OK;
 }
 
+ObjStatus objTableSealPending(ObjTable *t, ObjEntry *e, uint64_t holder)
+{
+    ObjStatus st = objTableSeal(t, e, holder, 0);
+
+    if (st == OBJ_ST_OK)
+        e->sumPending = 1;
+    return st;
+}
+
+void objTableSumDone(ObjTable *t, ObjEntry *e, uint64_t sum)
+{
+    (void)t;
+    e->checksum = sum;
+    e->sumPending = 0;
+}
+
+void objTableSetSumCancel(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg)
+{
+    t->sumCancel = fn;
+    t->sumCancelArg = arg;
+}
+
+uint64_t objTableScrub(ObjTable *t, uint8_t *arenaBase, uint64_t maxBytes)
+{
+    objTableLock(t);
+    uint64_t n = allocScrub(t->alloc, arenaBase, maxBytes);
+    objTableUnlock(t);
+    return n;
+}
+
+uint64_t objTableDirtyFreeBytes(ObjTable *t)
+{
+    return allocDirtyFreeBytes(t->alloc);
+}
+
 ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder)
 {
     if (creatorLetGo(t, e, holder) != OBJ_ST_OK)
@@ -752,7 +791,7 @@ static size_t spillPickFrom(ObjTable *t, ObjList *l, uint64_t want, uint64_t *go
         if (n == max || *got >= want)
             break;
         ObjEntry *e = objListEntry(it, ObjEntry, resid);
-        if (e->pins || e->tier != OBJ_TIER_MEMORY)
+        if (e->pins || e->tier != OBJ_TIER_MEMORY || e->sumPending)
             continue;
         if (objTablePin(t, e, holder) != OBJ_ST_OK)
             continue;

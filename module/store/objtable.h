@@ -76,6 +76,7 @@ typedef struct ObjEntry {
     int64_t createdMs;     /* wall clock */
     uint64_t lastUse;      /* table tick of the last pin/get, for LRU eviction */
     uint64_t checksum;     /* XXH3-64 of data then metadata, set at seal */
+    int sumPending;        /* sealed, its checksum still being taken (objTableSealPending) */
     uint64_t staleBytes;   /* leading bytes that may still hold a freed object's data */
     struct ObjEntry *next; /* hash chain */
     ObjListLink lru;       /* evictable replicas (unpinned, sealed); self-linked when not */
@@ -130,6 +131,22 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
                               uint64_t metaSize, uint64_t holder, ObjEntry **out);
 /* created -> sealed, by its creator. OBJ_ST_WRONGSTATE otherwise. */
 ObjStatus objTableSeal(ObjTable *t, ObjEntry *e, uint64_t holder, uint64_t checksum);
+/* created -> sealed, by its creator, with the checksum still to come:
+ * sumPending until objTableSumDone. Such an entry is never spilled, and
+ * freeing it (a delete, the last unpin of a deleted one) first calls the
+ * hook of objTableSetSumCancel, so that nothing reads its bytes after.
+ * OBJ_ST_WRONGSTATE (not its creator), changing nothing. */
+ObjStatus objTableSealPending(ObjTable *t, ObjEntry *e, uint64_t holder);
+/* The checksum of entry e, sealed pending and not freed since, is sum. */
+void objTableSumDone(ObjTable *t, ObjEntry *e, uint64_t sum);
+/* fn(e, arg) is called, under the table lock, before an entry whose
+ * checksum is pending is freed; it returns once nobody reads e's bytes. */
+void objTableSetSumCancel(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg), void *arg);
+/* Zero up to maxBytes of arena bytes that freed objects left (see
+ * allocScrub); the bytes cleared, 0 when none are left. Takes the lock. */
+uint64_t objTableScrub(ObjTable *t, uint8_t *arenaBase, uint64_t maxBytes);
+/* Bytes of free ranges not scrubbed yet. Caller holds the lock. */
+uint64_t objTableDirtyFreeBytes(ObjTable *t);
 /* Free a created entry, by its creator. OBJ_ST_WRONGSTATE otherwise. */
 ObjStatus objTableAbort(ObjTable *t, ObjEntry *e, uint64_t holder);
 /* Delete a sealed entry: OBJ_ST_OK (freed) or OBJ_ST_DEFERRED (pinned; the id

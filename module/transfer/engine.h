@@ -116,6 +116,9 @@ typedef struct EngineStats {
      * shared a read already made or under way, servings that waited for the
      * budget; and now: bytes of read buffers held, servings waiting. */
     uint64_t tierServeReads, tierServeShared, tierServeWaits, tierServeBytes, tierServeWaiting;
+    /* FETCHes that found their object sealed with its checksum still being
+     * taken, and waited for it before any byte was sent. */
+    uint64_t checksumWaits;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

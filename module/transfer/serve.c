@@ -819,6 +819,85 @@ static int serveSpilled(Conn *c, const WireMsg *m, const ObjEntry *e, const Wire
     return tierServeFetch(&q);
 }
 
+/* A FETCH that found its object sealed with the checksum still being taken
+ * (sealer.c): it waits here, and serveSumPoll hands it to serveOnFetch
+ * again once the checksum is known, so no copy leaves without it. */
+typedef struct SumWait {
+    Conn *conn;
+    WireMsg m; /* its id points at id below */
+    char id[OBJ_WIRE_ID_MAX];
+    ObjListLink link; /* in sumWaits */
+} SumWait;
+
+static ObjList sumWaits = {&sumWaits, &sumWaits}; /* SumWait.link */
+
+static int serveOnFetch(Conn *c, const WireMsg *m);
+
+/* Park FETCH m of c until its object's checksum is known. Answers INTERNAL
+ * when there is no memory for it. */
+static void sumWaitAdd(Conn *c, const WireMsg *m)
+{
+    SumWait *w = malloc(sizeof(*w));
+
+    if (!w) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    w->conn = c;
+    w->m = *m;
+    memcpy(w->id, m->u.fetch.id, m->u.fetch.idLen);
+    w->m.u.fetch.id = w->id;
+    objListPushBack(&sumWaits, &w->link);
+    engineStatsBegin()->checksumWaits++;
+    engineStatsEnd();
+}
+
+/* Hand the waiting FETCHes whose object is no longer pending (its checksum
+ * known, or it is gone) back to serveOnFetch. An answer may close its
+ * connection, which drops that connection's waits: the walk starts again
+ * after each. */
+static void sumWaitPoll(void)
+{
+    ObjTable *t = engineConfig()->table;
+
+    for (;;) {
+        SumWait *ready = NULL;
+        ObjListLink *l;
+        objTableLock(t);
+        objListForEach(&sumWaits, l) {
+            SumWait *w = objListEntry(l, SumWait, link);
+            ObjEntry *e = objTableFind(t, w->id, w->m.u.fetch.idLen);
+            if (!e || !e->sumPending) {
+                ready = w;
+                break;
+            }
+        }
+        objTableUnlock(t);
+        if (!ready)
+            return;
+        objListUnlink(&ready->link);
+        int rc = serveOnFetch(ready->conn, &ready->m);
+        Conn *c = ready->conn;
+        free(ready);
+        if (rc == -1)
+            c->ops->close(c, "a send failed");
+    }
+}
+
+/* c is gone: forget its waiting FETCHes. */
+static void sumWaitConnClosed(Conn *c)
+{
+    ObjListLink *l, *next;
+
+    objListForEachSafe(&sumWaits, l, next) {
+        SumWait *w = objListEntry(l, SumWait, link);
+        if (w->conn == c) {
+            objListUnlink(&w->link);
+            free(w);
+        }
+    }
+}
+
 static int serveOnFetch(Conn *c, const WireMsg *m)
 {
     ObjTable *t = engineConfig()->table;
@@ -834,6 +913,11 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     }
     objTableLock(t);
     ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
+    if (e && e->sumPending) {
+        objTableUnlock(t);
+        sumWaitAdd(c, m);
+        return 0;
+    }
     int busy = e && serveRedirect(c, m, e);
     int partial = e && e->state != OBJ_SEALED && !busy && m->h.type == WIRE_FETCHR &&
                   (m->u.fetch.flags & WIRE_FETCHR_PARTIAL_OK);
@@ -1005,6 +1089,7 @@ static void serveOnConnClosed(Conn *c)
     c->pins = 0;
     uploadDrop(c, NULL, 0); /* the streams' slots too */
     rrelayConnClosed(c);
+    sumWaitConnClosed(c);
 }
 
 /* Bytes landed here (some payload moved, or one is complete): relay
@@ -1033,6 +1118,7 @@ static void serveTick(void)
 
     relayPushAll();
     rrelayPoll();
+    sumWaitPoll();
     for (Rndv *rv = rndvs; rv; rv = rv->next) {
         if (now - rv->sinceUs > SERVE_RNDV_TIMEOUT_US) {
             Conn *c = rv->conn;

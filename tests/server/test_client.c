@@ -1256,6 +1256,94 @@ static void testPurge(ObjClient *c)
     expectErr(c, objClientPurge(c, ids, lens, 0, &known), OBJ_ERR_BADARG, "purge of no ids");
 }
 
+/* ---- puts: every size, one and several copy threads (the --put run) ------------------ */
+
+/* objClientPut of size bytes of src (and one byte of metadata) with
+ * `threads` copy threads: the pinned bytes are src's, the checksum is the
+ * XXH3-64 of them, and the object goes with its delete. */
+static void checkPut(ObjClient *c, const unsigned char *src, size_t size, int threads)
+{
+    char id[64];
+    ObjBuffer buf;
+    ObjInfo info;
+
+    snprintf(id, sizeof(id), "%s-%zu-%d", tid("put"), size, threads);
+    expectOk(c, objClientSetPutThreads(c, threads), "set the put threads");
+    expectOk(c, objClientPut(c, id, strlen(id), src, size, "m", 1), "put");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin of the put");
+    check(buf.size == size && memcmp(buf.data, src, size) == 0 && buf.metaSize == 1 &&
+              ((const char *)buf.meta)[0] == 'm',
+          c, "put of %zu bytes with %d copy thread(s): the object holds them", size, threads);
+    expectOk(c, objClientInfo(c, id, strlen(id), &info), "info of the put");
+    check(info.sealed && info.checksum == objectChecksum(src, size, "m", 1), c,
+          "put of %zu bytes with %d copy thread(s): its checksum is their XXH3-64", size, threads);
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &buf), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
+/* objClientPutParts: parts land at their offsets, gaps read as zeros, on
+ * both paths (inline under 1 MiB, through the arena above). */
+static void checkPutParts(ObjClient *c, size_t size)
+{
+    const char *id = tid("parts");
+    unsigned char *want = calloc(1, size), *a = malloc(size / 4), *b = malloc(size / 4);
+    ObjBuffer buf;
+
+    check(want && a && b, NULL, "allocate parts");
+    fillPattern(a, size / 4, 7);
+    fillPattern(b, size / 4, 8);
+    memcpy(want + 64, a, size / 4);
+    memcpy(want + size / 2, b, size / 4);
+    ObjPart parts[2] = {{a, size / 4, 64}, {b, size / 4, size / 2}};
+    expectOk(c, objClientPutParts(c, id, strlen(id), parts, 2, size, NULL, 0), "put of parts");
+    expectOk(c, objClientPin(c, id, strlen(id), 0, &buf), "pin of the parts");
+    check(buf.size == size && memcmp(buf.data, want, size) == 0, c,
+          "put of two parts in %zu bytes: parts at their offsets, zeros between", size);
+    expectOk(c, objClientReleaseBuffer(c, id, strlen(id), &buf), "release");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+    ObjPart bad = {a, size, 1};
+    expectErr(c, objClientPutParts(c, id, strlen(id), &bad, 1, size, NULL, 0), OBJ_ERR_BADARG,
+              "a part past the object's end");
+    free(want);
+    free(a);
+    free(b);
+}
+
+/* Every size from 0 to 1 GiB, with one and four copy threads; a put too
+ * large for the arena fails OOM and leaves nothing. Needs a node of more
+ * than 1 GiB. */
+static void testPutsOfEverySize(ObjClient *c)
+{
+    static const size_t sizes[] = {0,       1,        4095,      4096, 64 * 1024 + 1, (1 << 20) - 1,
+                                   1 << 20, 16 << 20, 1ULL << 30};
+    const size_t n = sizeof(sizes) / sizeof(sizes[0]);
+    unsigned char *src = malloc(1ULL << 30);
+
+    check(src != NULL, NULL, "allocate 1 GiB");
+    fillPattern(src, 1ULL << 30, 99);
+    for (int threads = 1; threads <= 4; threads += 3)
+        for (size_t i = 0; i < n; i++)
+            checkPut(c, src, sizes[i], threads);
+    expectErr(c, objClientSetPutThreads(c, -1), OBJ_ERR_BADARG, "put threads -1");
+    expectErr(c, objClientSetPutThreads(c, 65), OBJ_ERR_BADARG, "put threads 65");
+    expectOk(c, objClientSetPutThreads(c, 0), "put threads back to the default");
+    checkPutParts(c, 4096);
+    checkPutParts(c, 16 << 20);
+
+    unsigned long long objects = nodeStat("objects");
+    const char *id = tid("too-big");
+    size_t huge = (size_t)nodeStat("arena_size") + 4096;
+    unsigned char *big = malloc(huge);
+    check(big != NULL, NULL, "allocate more than the arena");
+    memset(big, 1, huge);
+    expectErr(c, objClientPut(c, id, strlen(id), big, huge, NULL, 0), OBJ_ERR_OOM,
+              "put larger than the arena");
+    check(nodeStat("objects") == objects && nodeStat("objects_created") == 0, c,
+          "the failed put left nothing behind");
+    free(big);
+    free(src);
+}
+
 int main(int argc, char **argv)
 {
     ObjClient *c;
@@ -1266,6 +1354,13 @@ int main(int argc, char **argv)
     }
     testHost = argv[1];
     testPort = atoi(argv[2]);
+    if (argc == 4 && strcmp(argv[3], "--put") == 0) {
+        c = connectNode();
+        testPutsOfEverySize(c);
+        objClientFree(c);
+        printf("1..%d\n", testChecks);
+        return 0;
+    }
 
     testVersionMatchesTheHeader();
     testIncompleteAllocatorTableIsRefused();

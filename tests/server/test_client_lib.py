@@ -35,3 +35,18 @@ def test_client_library_test_program_passes(client_test_binary, make_server, tmp
         pytest.fail("test_client did not finish within 60 s", pytrace=False)
     assert run.returncode == 0, f"test_client exited {run.returncode}:\n{run.stdout[-4000:]}"
     assert srv.alive()
+
+
+def test_client_library_puts_of_every_size(client_test_binary, make_server):
+    """objClientPut from 0 B to 1 GiB with one and four copy threads, parts, and
+    a put larger than the arena (test_client --put, testPutsOfEverySize)."""
+    srv = make_server(memory="1100mb")
+    try:
+        run = subprocess.run([client_test_binary, "127.0.0.1", str(srv.port), "--put"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900,
+                             text=True, errors="replace")
+    except subprocess.TimeoutExpired:
+        pytest.fail("test_client --put did not finish within 900 s", pytrace=False)
+    assert run.returncode == 0, f"test_client --put exited {run.returncode}:\n{run.stdout[-4000:]}"
+    assert "with 4 copy thread(s): its checksum" in run.stdout
+    assert srv.alive()

@@ -626,15 +626,45 @@ static void testReusedBlockIsDirtyWhereTheOldOneWas(void **state)
 {
     Allocator *a = allocCreate(1 * MIB);
     AllocBlock *b = allocGet(a, 4 * KIB);
+    AllocBlock *rest = allocGet(a, 1 * MIB - 4 * KIB); /* the old range is all that is free */
     allocPut(a, b);
     b = allocGet(a, 4 * KIB);
     assert_int_equal(allocBlockOffset(b), 0);
     assert_int_equal(allocBlockDirtyBytes(b), 4 * KIB);
     allocPut(a, b);
-    /* A larger block over the same start: only the old object's part is dirty. */
-    b = allocGet(a, 64 * KIB);
+    allocPut(a, rest);
+    /* A larger block over the same start: only the old objects' part is
+     * dirty (the rest's whole range is, as it was handed back). */
+    b = allocGet(a, 1 * MIB);
     assert_int_equal(allocBlockOffset(b), 0);
-    assert_int_equal(allocBlockDirtyBytes(b), 4 * KIB);
+    assert_int_equal(allocBlockDirtyBytes(b), 1 * MIB);
+    assert_int_equal(allocCheck(a), 0);
+    allocDestroy(a);
+}
+
+static void testScrubClearsFreedBytesFromTheEndOfTheDirtyPrefix(void **state)
+{
+    static uint8_t mem[1 * MIB];
+    Allocator *a = allocCreate(sizeof(mem));
+    AllocBlock *b = allocGet(a, 8 * KIB);
+    AllocBlock *keep = allocGet(a, 4 * KIB);
+    memset(mem, 0, sizeof(mem));
+    memset(mem + allocBlockOffset(b), 0xab, 8 * KIB);
+    memset(mem + allocBlockOffset(keep), 0xcd, 4 * KIB);
+    allocPut(a, b);
+    assert_int_equal(allocDirtyFreeBytes(a), 8 * KIB);
+    assert_int_equal(allocScrub(a, mem, 3 * KIB), 3 * KIB);
+    assert_int_equal(allocDirtyFreeBytes(a), 5 * KIB);
+    assert_int_equal(mem[5 * KIB - 1], 0xab);
+    assert_int_equal(mem[5 * KIB], 0);
+    assert_int_equal(allocScrub(a, mem, 1 * MIB), 5 * KIB);
+    assert_int_equal(allocScrub(a, mem, 1 * MIB), 0);
+    assert_int_equal(allocDirtyFreeBytes(a), 0);
+    for (size_t i = 0; i < 8 * KIB; i++)
+        assert_int_equal(mem[i], 0);
+    assert_int_equal(mem[allocBlockOffset(keep)], 0xcd); /* an allocated block is never touched */
+    b = allocGet(a, 8 * KIB);
+    assert_int_equal(allocBlockDirtyBytes(b), 0);
     assert_int_equal(allocCheck(a), 0);
     allocDestroy(a);
 }
@@ -654,21 +684,27 @@ static void testMergedBlockKeepsDirtOfEveryPart(void **state)
     allocDestroy(a);
 }
 
-/* A model of which units ever belonged to an allocated block: the allocator
- * may call more of a block dirty than that (it is conservative), never less,
- * under a random workload. */
+/* Real memory under a random workload of gets, puts and scrubs: every
+ * allocated block is filled with non-zero bytes, and every byte of a new
+ * block past its dirty prefix must read as zero (the allocator may call
+ * more dirty than is, never less); a scrub never touches an allocated block. */
 static void testDirtyPrefixNeverUnderstatesUnderRandomWorkload(void **state)
 {
     enum { SLOTS = 64, UNITS = 4096 };
-    static uint8_t used[UNITS];
+    static uint8_t mem[UNITS * UNIT];
     Allocator *a = allocCreate((uint64_t)UNITS * UNIT);
     AllocBlock *live[SLOTS] = {0};
     uint64_t rng = 42;
 
-    memset(used, 0, sizeof(used));
+    memset(mem, 0, sizeof(mem));
     for (int step = 0; step < 20000; step++) {
         int i = (int)(testRand(&rng) % SLOTS);
+        if (testRand(&rng) % 4 == 0)
+            allocScrub(a, mem, (testRand(&rng) % 64 + 1) * UNIT);
         if (live[i]) {
+            uint64_t off = allocBlockOffset(live[i]), n = allocBlockSize(live[i]);
+            for (uint64_t u = 0; u < n; u += UNIT)
+                assert_int_equal(mem[off + u], 0xee);
             allocPut(a, live[i]);
             live[i] = NULL;
             continue;
@@ -676,17 +712,21 @@ static void testDirtyPrefixNeverUnderstatesUnderRandomWorkload(void **state)
         AllocBlock *b = allocGet(a, testRandSize(&rng, 15));
         if (!b)
             continue;
-        uint64_t first = allocBlockOffset(b) / UNIT, n = allocBlockSize(b) / UNIT;
-        uint64_t dirtyUnits = allocBlockDirtyBytes(b) / UNIT;
-        assert_true(dirtyUnits <= n);
-        for (uint64_t u = dirtyUnits; u < n; u++)
-            assert_int_equal(used[first + u], 0);
-        memset(used + first, 1, n);
+        uint64_t off = allocBlockOffset(b), n = allocBlockSize(b);
+        uint64_t dirty = allocBlockDirtyBytes(b);
+        assert_true(dirty <= n);
+        for (uint64_t u = dirty; u < n; u++)
+            assert_int_equal(mem[off + u], 0);
+        memset(mem + off, 0xee, n);
         live[i] = b;
     }
     assert_int_equal(allocCheck(a), 0);
     for (int i = 0; i < SLOTS; i++)
         allocPut(a, live[i]);
+    while (allocScrub(a, mem, 1 * MIB))
+        ;
+    for (size_t u = 0; u < sizeof(mem); u++)
+        assert_int_equal(mem[u], 0);
     allocDestroy(a);
 }
 
@@ -717,6 +757,7 @@ int main(void)
         cmocka_unit_test(testLargestFreeIsTruthfulUnderRandomWorkload),
         cmocka_unit_test(testFreshBlocksAreClean),
         cmocka_unit_test(testReusedBlockIsDirtyWhereTheOldOneWas),
+        cmocka_unit_test(testScrubClearsFreedBytesFromTheEndOfTheDirtyPrefix),
         cmocka_unit_test(testMergedBlockKeepsDirtOfEveryPart),
         cmocka_unit_test(testDirtyPrefixNeverUnderstatesUnderRandomWorkload),
     };

@@ -1676,15 +1676,85 @@ static void testFreshEntryHasNoStaleBytes(void **state)
     testDestroy(t);
 }
 
+/* ---- the checksum taken after the seal ---------------------------------------------- */
+
+static int sumCancels;
+static const ObjEntry *sumCancelled;
+
+static void testSumCancel(const ObjEntry *e, void *arg)
+{
+    (void)arg;
+    sumCancels++;
+    sumCancelled = e;
+}
+
+/* A seal with the checksum pending: sealed at once, freed at once by a
+ * delete after the hook was told, never a spill victim, and recorded later. */
+static void testSealPendingThenDeleteCallsTheCancelHook(void **state)
+{
+    (void)state;
+    ObjTable *t = testTable(MIB);
+    objTableSetSumCancel(t, testSumCancel, NULL);
+    sumCancels = 0;
+    ObjEntry *e = testCreate(t, "obj", 5000, ALICE);
+    assert_int_equal(objTableSealPending(t, e, BOB), OBJ_ST_WRONGSTATE);
+    assert_int_equal(objTableSealPending(t, e, ALICE), OBJ_ST_OK);
+    assert_int_equal(e->state, OBJ_SEALED);
+    assert_true(e->sumPending);
+    ObjEntry *victims[4];
+    assert_int_equal(objTableSpillPick(t, 4096, OBJ_HOLDER_TIER, victims, 4), 0);
+    assert_int_equal(objTableDelete(t, e), OBJ_ST_OK);
+    assert_int_equal(sumCancels, 1);
+    assert_ptr_equal(sumCancelled, e);
+
+    ObjEntry *f = testCreate(t, "obj2", 5000, ALICE);
+    assert_int_equal(objTableSealPending(t, f, ALICE), OBJ_ST_OK);
+    objTableSumDone(t, f, 0x1234);
+    assert_false(f->sumPending);
+    assert_int_equal(f->checksum, 0x1234);
+    assert_int_equal(objTableDelete(t, f), OBJ_ST_OK);
+    assert_int_equal(sumCancels, 1); /* known by then: nothing to cancel */
+    testDestroy(t);
+}
+
+/* objTableScrub zeroes what deleted objects left, and a create after it
+ * has nothing stale. */
+static void testScrubLeavesNothingStale(void **state)
+{
+    (void)state;
+    static uint8_t arena[MIB];
+    ObjTable *t = testTable(MIB);
+    ObjEntry *old = testPut(t, "old", 5000, ALICE);
+    ObjEntry *rest = testCreate(t, "rest", MIB - 5056, ALICE);
+    assert_non_null(rest);
+    memset(arena + old->offset, 0xee, 5000);
+    assert_int_equal(objTableDelete(t, old), OBJ_ST_OK);
+    objTableLock(t);
+    assert_int_equal(objTableDirtyFreeBytes(t), 5056);
+    objTableUnlock(t);
+    assert_int_equal(objTableScrub(t, arena, MIB), 5056);
+    assert_int_equal(objTableScrub(t, arena, MIB), 0);
+    for (uint64_t i = 0; i < 5000; i++)
+        assert_int_equal(arena[i], 0);
+    ObjEntry *e = testCreate(t, "new", 3000, ALICE);
+    assert_int_equal(e->offset, 0);
+    assert_int_equal(e->staleBytes, 0);
+    testDestroy(t);
+}
+
 static void testEntryOverADeletedOneClearsItsBytes(void **state)
 {
     (void)state;
     ObjTable *t = testTable(MIB);
     static uint8_t arena[MIB];
     ObjEntry *old = testPut(t, "old", 5000, ALICE);
+    /* The rest of the arena taken, so that "new" can only land on "old". */
+    ObjEntry *rest = testCreate(t, "rest", MIB - 5056, ALICE);
+    assert_non_null(rest);
     memset(arena + old->offset, 0xee, 5000);
     assert_int_equal(objTableDelete(t, old), OBJ_ST_OK);
     ObjEntry *e = testCreate(t, "new", 3000, ALICE);
+    assert_int_equal(e->offset, 0);
     assert_int_equal(e->staleBytes, 3000); /* only its own range counts */
     objTableClearStale(e, arena, e->dataSize);
     for (uint64_t i = 0; i < 3000; i++)
@@ -1976,6 +2046,8 @@ int main(void)
         TEST(testDestroyOfAFreshTable),
         TEST(testFreshEntryHasNoStaleBytes),
         TEST(testEntryOverADeletedOneClearsItsBytes),
+        TEST(testScrubLeavesNothingStale),
+        TEST(testSealPendingThenDeleteCallsTheCancelHook),
         TEST(testPinCountsAreWideEnoughNotToWrap),
         TEST(testIndexHashIsSeededPerTable),
         TEST(testReleaseByGenerationDropsThatObjectsPin),

@@ -387,6 +387,11 @@ class Client:
         n = memoryview(buf).nbytes
         self._c.put(key, [buf], [0], n, header)
 
+    def set_put_threads(self, n):
+        """Threads that copy a large put (1 MiB and up) into the arena; 0: the
+        library's default (2). Smaller puts go in one round trip either way."""
+        self._c.set_put_threads(n)
+
     def create(self, id, size, meta=None, *, dtype=None, shape=None):
         """A writable view of a new object's arena bytes: `with client.create(id, n) as v`
         seals on leaving, aborts on an exception. With dtype (and shape) the view is a

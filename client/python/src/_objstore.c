@@ -39,9 +39,8 @@
 #include "client/objstore.h"
 #include "client/rdmaconn.h"
 
-#define PYOBJ_MAX_ARGS     4096
-#define PYOBJ_CONNECT_MS   5000
-#define PYOBJ_POPULATE_MIN (4u << 20) /* puts this large fault the arena pages in first */
+#define PYOBJ_MAX_ARGS   4096
+#define PYOBJ_CONNECT_MS 5000
 
 /* ---- errors --------------------------------------------------------------------------- */
 
@@ -1463,67 +1462,28 @@ out_release:
     return -1;
 }
 
-/* Copy the parts to dst (no GIL needed: the views are held). */
-static void partsCopy(const Parts *p, unsigned char *dst)
+/* The put (mutex held): objClientPutParts, which sends a small object inline in one
+ * OBJ.PUT and copies a large one into the arena with the library's copy threads (a
+ * client in copying mode always goes inline). Returns 0, or -1 with *e set. */
+static int clientPutLocked(ClientObject *c, const char *id, size_t idLen, const Parts *p,
+                           const char *meta, size_t metaLen, SavedErr *e)
 {
-#ifdef MADV_POPULATE_WRITE
-    long page = sysconf(_SC_PAGESIZE);
+    ObjPart one, *parts = p->n <= 1 ? &one : malloc((size_t)p->n * sizeof(*parts));
 
-    /* One call fills the page tables instead of a fault per 4 KiB page during the copy. */
-    if (p->total >= PYOBJ_POPULATE_MIN && page > 0) {
-        uintptr_t lo = (uintptr_t)dst & ~((uintptr_t)page - 1);
-        madvise((void *)lo, (uintptr_t)dst + p->total - lo, MADV_POPULATE_WRITE);
+    if (parts == NULL) {
+        e->code = OBJ_ERR_OTHER;
+        snprintf(e->msg, sizeof(e->msg), "OOM out of memory for %zd parts", p->n);
+        return -1;
     }
-#endif
     for (Py_ssize_t i = 0; i < p->n; i++)
-        memcpy(dst + p->offsets[i], p->views[i].buf, (size_t)p->views[i].len);
-}
-
-/* Zero-copy put (mutex held): create, one copy into the arena, seal; abort on failure.
- * Returns 0, or -1 with *e set. */
-static int clientPutArenaLocked(ClientObject *c, const char *id, size_t idLen, const Parts *p,
-                                const char *meta, size_t metaLen, SavedErr *e)
-{
-    void *data;
-
-    if (objClientCreate(c->oc, id, idLen, p->total, meta, metaLen, &data) < 0) {
+        parts[i] = (ObjPart){p->views[i].buf, (size_t)p->views[i].len, p->offsets[i]};
+    if (!c->zeroCopy)
+        objClientPutInline(c->oc);
+    int rv = objClientPutParts(c->oc, id, idLen, parts, (size_t)p->n, p->total, meta, metaLen);
+    if (rv < 0)
         clientSaveErr(c, e);
-        return -1;
-    }
-    partsCopy(p, data);
-    if (objClientSeal(c->oc, id, idLen) < 0) {
-        clientSaveErr(c, e);
-        objClientAbort(c->oc, id, idLen);
-        return -1;
-    }
-    return 0;
-}
-
-/* Copying put (mutex held): OBJ.PUT with the parts joined. Returns 0, or -1 with *e set. */
-static int clientPutCopyLocked(ClientObject *c, const char *id, size_t idLen, const Parts *p,
-                               const char *meta, size_t metaLen, SavedErr *e)
-{
-    const void *src = p->n == 1 && p->offsets[0] == 0 && (size_t)p->views[0].len == p->total
-                          ? p->views[0].buf
-                          : NULL;
-    unsigned char *joined = NULL;
-    int rv = 0;
-
-    if (src == NULL && p->total > 0) {
-        joined = calloc(1, p->total);
-        if (joined == NULL) {
-            e->code = OBJ_ERR_OTHER;
-            snprintf(e->msg, sizeof(e->msg), "OOM out of memory joining %zu bytes", p->total);
-            return -1;
-        }
-        partsCopy(p, joined);
-        src = joined;
-    }
-    if (objClientPut(c->oc, id, idLen, src ? src : "", p->total, meta, metaLen) < 0) {
-        clientSaveErr(c, e);
-        rv = -1;
-    }
-    free(joined);
+    if (parts != &one)
+        free(parts);
     return rv;
 }
 
@@ -1547,10 +1507,7 @@ static PyObject *clientPutIn(ClientObject *c, PyObject *args)
         return NULL;
     Py_BEGIN_ALLOW_THREADS;
     clientLock(c);
-    if (c->zeroCopy)
-        rv = clientPutArenaLocked(c, id, idLen, &p, meta, (size_t)metaLen, &e);
-    else
-        rv = clientPutCopyLocked(c, id, idLen, &p, meta, (size_t)metaLen, &e);
+    rv = clientPutLocked(c, id, idLen, &p, meta, (size_t)metaLen, &e);
     clientUnlock(c);
     Py_END_ALLOW_THREADS;
     partsFree(&p);
@@ -1686,6 +1643,34 @@ static PyObject *clientSetPrefault(ClientObject *c, PyObject *args)
     return clientCallEnd(owner, clientSetPrefaultIn(c, args));
 }
 
+/* set_put_threads(n): the library's copy threads of a large put (0: its default). */
+static PyObject *clientSetPutThreadsIn(ClientObject *c, PyObject *args)
+{
+    int threads;
+
+    if (!PyArg_ParseTuple(args, "i", &threads))
+        return NULL;
+    if (threads < 0 || threads > 64)
+        return PyErr_Format(PyExc_ValueError, "put threads must be 0 to 64, not %d", threads);
+    if (clientUsable(c) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS;
+    pthread_mutex_lock(&c->lock);
+    objClientSetPutThreads(c->oc, threads);
+    pthread_mutex_unlock(&c->lock);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+/* clientSetPutThreadsIn, counted as a call under way of its client. */
+static PyObject *clientSetPutThreads(ClientObject *c, PyObject *args)
+{
+    ClientObject *owner = c;
+
+    clientCallBegin(owner);
+    return clientCallEnd(owner, clientSetPutThreadsIn(c, args));
+}
+
 PyDoc_STRVAR(clientCloseDoc,
              "close()\n--\n\n"
              "No further calls. The connection closes now, or, while Buffers of this\n"
@@ -1765,7 +1750,10 @@ static PyMethodDef clientMethods[] = {
      "create(id, size, meta=b'')\n--\n\nA writable Buffer of a new object; seal() or abort()."},
     {"put", (PyCFunction)clientPut, METH_VARARGS,
      "put(id, parts, offsets, size, meta=b'')\n--\n\n"
-     "Create, copy each part to its offset, seal (OBJ.PUT in remote mode)."},
+     "One object of the parts at their offsets, sealed: one OBJ.PUT under 1 MiB (and in "
+     "remote mode), else create, copy with the copy threads, seal."},
+    {"set_put_threads", (PyCFunction)clientSetPutThreads, METH_VARARGS,
+     "set_put_threads(n)\n--\n\nCopy threads of a large put (0: the library's default)."},
     {"set_pin_cache", (PyCFunction)clientSetPinCache, METH_VARARGS,
      "set_pin_cache(max_idle)\n--\n\nThe library's pin cache (0: off)."},
     {"flush_releases", (PyCFunction)clientFlushReleases, METH_NOARGS,
