@@ -24,6 +24,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -92,6 +93,22 @@ static PyObject *errRaise(PyObject *fallback, const char *msg)
         Py_DECREF(e);
     }
     return NULL;
+}
+
+/*
+ * Raise the error of a layout that a writer's metadata named and that does
+ * not fit (printf-style message, "BADMETA ..."): the class registered for
+ * BADMETA (objstore.BadMetadata, a ValueError). Returns NULL.
+ */
+static PyObject *layoutFail(const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    PyOS_vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return errRaise(NULL, msg);
 }
 
 /* A library error saved while the client mutex was held. */
@@ -550,6 +567,7 @@ typedef struct BufferObject {
     uint8_t dlCode, dlBits;
     uint16_t dlLanes;
     int ndim;
+    int layoutSet; /* _set_layout was called: else the export is the bytes, 1-D */
     int64_t shape[BUF_MAX_NDIM];
     PyObject *weakrefs;
 } BufferObject;
@@ -577,6 +595,7 @@ static BufferObject *bufferNew(ClientObject *c, const void *id, size_t idLen, in
     b->dlBits = 8;
     b->dlLanes = 1;
     b->ndim = 1;
+    b->layoutSet = 0;
     b->shape[0] = 0;
     b->weakrefs = NULL;
     b->id = PyBytes_FromStringAndSize(id, (Py_ssize_t)idLen);
@@ -839,16 +858,54 @@ static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
 
 PyDoc_STRVAR(bufferLayoutDoc,
              "_set_layout(code, bits, lanes, shape)\n--\n\n"
-             "The DLPack dtype (code, bits, lanes) and shape that __dlpack__ exports.");
+             "The DLPack dtype (code, bits, lanes) and shape that __dlpack__ exports.\n"
+             "Refused (ValueError) unless it describes at most the object's bytes.");
+
+/*
+ * The bytes a compact row-major layout of ndim extents (each read from the
+ * sequence fast) of elemBytes-byte elements covers, computed without
+ * overflow: the extents go to shp. Returns 0 with *total set, or -1 with
+ * ValueError (a negative extent, more than fits in 63 bits) or the
+ * conversion's error set. The one check of every extent a writer's
+ * metadata can name (bufferSetLayout, dlpackExportOf).
+ */
+static int layoutBytes(PyObject *fast, Py_ssize_t ndim, int64_t elemBytes, int64_t *shp,
+                       int64_t *total)
+{
+    int64_t bytes = elemBytes;
+
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (v < 0) {
+            layoutFail("BADMETA extent %lld of dimension %zd is negative", v, i);
+            return -1;
+        }
+        shp[i] = v;
+    }
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (shp[i] == 0)
+            bytes = 0; /* an empty tensor covers no bytes, whatever its other extents */
+    for (Py_ssize_t i = 0; i < ndim && bytes > 0; i++)
+        if (__builtin_mul_overflow(bytes, shp[i], &bytes)) {
+            layoutFail("BADMETA the layout's extents multiply to more than 2**63 bytes");
+            return -1;
+        }
+    *total = bytes;
+    return 0;
+}
 
 /* _set_layout(code, bits, lanes, shape): what __dlpack__ exports. Returns None, or NULL
- * (ValueError) for a layout that does not fit the object. */
+ * (ValueError, BADMETA) for a layout that names more bytes than the object holds, more
+ * than BUF_MAX_NDIM dimensions or a dtype DLPack cannot carry. */
 static PyObject *bufferSetLayout(BufferObject *b, PyObject *args)
 {
     int code, bits, lanes;
     PyObject *shape, *fast;
     Py_ssize_t n;
-    int64_t count = 1, shp[BUF_MAX_NDIM];
+    int64_t bytes, shp[BUF_MAX_NDIM];
 
     if (!PyArg_ParseTuple(args, "iiiO", &code, &bits, &lanes, &shape))
         return NULL;
@@ -859,24 +916,23 @@ static PyObject *bufferSetLayout(BufferObject *b, PyObject *args)
     if (n > BUF_MAX_NDIM || code < 0 || code > 255 || bits <= 0 || bits > 255 || bits % 8 ||
         lanes <= 0 || lanes > 65535) {
         Py_DECREF(fast);
-        return PyErr_Format(PyExc_ValueError, "unsupported DLPack layout");
+        return layoutFail("BADMETA unsupported DLPack layout (%zd dimensions, at most %d; "
+                          "code %d, bits %d, lanes %d)",
+                          n, BUF_MAX_NDIM, code, bits, lanes);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
-        if (v < 0) {
-            Py_DECREF(fast);
-            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "negative extent");
-        }
-        shp[i] = v;
-        count *= v;
+    if (layoutBytes(fast, n, (int64_t)(bits / 8) * lanes, shp, &bytes) < 0) {
+        Py_DECREF(fast);
+        return NULL;
     }
     Py_DECREF(fast);
-    if (count * (bits / 8) * lanes > b->size)
-        return PyErr_Format(PyExc_ValueError, "the layout needs more bytes than the object has");
+    if (bytes > (int64_t)b->size)
+        return layoutFail("BADMETA the layout needs %lld bytes; the object holds %zd",
+                          (long long)bytes, b->size);
     b->dlCode = (uint8_t)code;
     b->dlBits = (uint8_t)bits;
     b->dlLanes = (uint16_t)lanes;
     b->ndim = (int)n;
+    b->layoutSet = 1;
     memcpy(b->shape, shp, sizeof(shp[0]) * (size_t)n);
     Py_RETURN_NONE;
 }
@@ -910,53 +966,102 @@ typedef struct DLManagedTensor {
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
 
-/* A DLManagedTensor with its own copy of the shape. */
+/*
+ * A DLManagedTensor with its own copy of the shape, and the two ends of its
+ * life: the consumer's (it calls the deleter once it is done with the
+ * tensor) and the capsule's (it is destroyed, consumed or not). The memory
+ * goes when both have ended, so that a deleter that a consumer ran before
+ * refusing the capsule (leaving it named "dltensor") is not run again by the
+ * capsule's destructor, and a deleter is never run on freed memory. Both
+ * flags change under the GIL.
+ */
 typedef struct DlExport {
     DLManagedTensor m;
+    PyObject *owner;       /* the reference that keeps the bytes alive */
+    BufferObject *counted; /* the Buffer whose exports count this tensor, or NULL */
+    int consumerDone;      /* the deleter ran: owner and count are dropped */
+    int capsuleGone;       /* the capsule was destroyed */
     int64_t shape[BUF_MAX_NDIM];
-    int64_t strides[BUF_MAX_NDIM]; /* in elements; used by dlpackExport only */
+    int64_t strides[BUF_MAX_NDIM]; /* in elements; used by dlpackExportOf only */
 } DlExport;
+
+/* End the consumer's share (with the GIL held): the first call drops the owner and the
+ * export count, any later one does nothing. Frees x once the capsule is gone too. */
+static void dlConsumerDone(DlExport *x)
+{
+    if (!x->consumerDone) {
+        x->consumerDone = 1;
+        if (x->counted != NULL)
+            x->counted->exports--;
+        Py_DECREF(x->owner);
+    }
+    if (x->capsuleGone)
+        free(x);
+}
 
 /*
  * The consumer is done with the tensor (any thread, with or without the
- * GIL): the export ends and the Buffer's reference goes. At interpreter
- * shutdown the reference is leaked: the process is going away anyway.
+ * GIL). Runs its effect once however often a consumer calls it. At
+ * interpreter shutdown the reference is leaked: the process is going away.
  */
 static void dlDeleter(DLManagedTensor *m)
 {
-    BufferObject *b = m->manager_ctx;
     PyGILState_STATE g;
 
-    if (!Py_IsInitialized()) {
-        free(m);
+    if (!Py_IsInitialized())
         return;
-    }
     g = PyGILState_Ensure();
-    b->exports--;
-    Py_DECREF(b);
+    dlConsumerDone((DlExport *)m);
     PyGILState_Release(g);
-    free(m);
 }
 
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
+/* The capsule goes. Unconsumed (still named "dltensor") it ends the consumer's share too
+ * (dlConsumerDone: nothing twice); consumed, the consumer's deleter ends it later. */
 static void dlCapsuleDestructor(PyObject *cap)
 {
-    DLManagedTensor *m;
+    const char *name = PyCapsule_GetName(cap);
+    DlExport *x = PyCapsule_GetPointer(cap, name);
 
-    if (!PyCapsule_IsValid(cap, "dltensor"))
-        return; /* consumed: "used_dltensor", the consumer owns it now */
-    m = PyCapsule_GetPointer(cap, "dltensor");
-    if (m != NULL && m->deleter != NULL)
-        m->deleter(m);
+    if (x == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    x->capsuleGone = 1;
+    if (name != NULL && strcmp(name, "dltensor") == 0)
+        dlConsumerDone(x); /* nobody consumed it, or a consumer ran the deleter and refused */
+    else if (x->consumerDone)
+        free(x);
 }
 
-/* __dlpack__(stream=None): a "dltensor" capsule of the bytes (CPU, compact row-major);
- * the tensor holds a reference to the Buffer, so the pin lives as long as it does.
- * Returns the capsule, or NULL (BufferError for a released object or a stream). */
+/* Wrap a filled DlExport in a "dltensor" capsule that holds a reference to owner (and,
+ * when counted is set, one export of it). Returns the capsule, or NULL (x is freed). */
+static PyObject *dlCapsule(DlExport *x, PyObject *owner, BufferObject *counted)
+{
+    PyObject *cap;
+
+    x->m.manager_ctx = x;
+    x->m.deleter = dlDeleter;
+    x->owner = owner;
+    x->counted = counted;
+    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
+    if (cap == NULL) {
+        free(x);
+        return NULL;
+    }
+    Py_INCREF(owner);
+    if (counted != NULL)
+        counted->exports++;
+    return cap;
+}
+
+/* __dlpack__(stream=None): a "dltensor" capsule of the bytes (CPU, compact row-major,
+ * the layout _set_layout checked against the object's size); the tensor holds a
+ * reference to the Buffer, so the pin lives as long as it does. Returns the capsule, or
+ * NULL (BufferError for a released object or a stream). */
 static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"stream", NULL};
-    PyObject *stream = Py_None, *cap;
+    PyObject *stream = Py_None;
     DlExport *x;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &stream))
@@ -968,26 +1073,23 @@ static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
     x = calloc(1, sizeof(*x));
     if (x == NULL)
         return PyErr_NoMemory();
-    memcpy(x->shape, b->shape, sizeof(x->shape));
-    if (b->ndim == 1 && b->dlCode == 1 && b->dlBits == 8 && b->shape[0] == 0)
+    if (b->layoutSet) {
+        memcpy(x->shape, b->shape, sizeof(x->shape));
+        x->m.dl_tensor.ndim = b->ndim;
+        x->m.dl_tensor.dtype.code = b->dlCode;
+        x->m.dl_tensor.dtype.bits = b->dlBits;
+        x->m.dl_tensor.dtype.lanes = b->dlLanes;
+    } else {
         x->shape[0] = b->size;
+        x->m.dl_tensor.ndim = 1;
+        x->m.dl_tensor.dtype.code = 1;
+        x->m.dl_tensor.dtype.bits = 8;
+        x->m.dl_tensor.dtype.lanes = 1;
+    }
     x->m.dl_tensor.data = b->data;
     x->m.dl_tensor.device.device_type = 1;
-    x->m.dl_tensor.ndim = b->ndim;
-    x->m.dl_tensor.dtype.code = b->dlCode;
-    x->m.dl_tensor.dtype.bits = b->dlBits;
-    x->m.dl_tensor.dtype.lanes = b->dlLanes;
     x->m.dl_tensor.shape = x->shape;
-    x->m.manager_ctx = b;
-    x->m.deleter = dlDeleter;
-    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
-    if (cap == NULL) {
-        free(x);
-        return NULL;
-    }
-    Py_INCREF(b);
-    b->exports++;
-    return cap;
+    return dlCapsule(x, (PyObject *)b, b);
 }
 
 /* __dlpack_device__, `with`, and the read-only attributes: trivial accessors. */
@@ -996,53 +1098,94 @@ static PyObject *bufferDlpackDevice(BufferObject *b, PyObject *unused)
     return Py_BuildValue("(ii)", 1, 0);
 }
 
-/* The consumer is done with an array export (see dlDeleter): the owner's reference goes. */
-static void dlOwnerDeleter(DLManagedTensor *m)
+/*
+ * The byte range [*lo, *hi) relative to the first element that a strided
+ * layout (extents shp, strides st in elements, elem bytes each) reaches,
+ * in checked arithmetic. Returns 0, or -1 with ValueError (BADMETA) when a
+ * product or sum leaves 63 bits.
+ */
+static int layoutReach(Py_ssize_t ndim, const int64_t *shp, const int64_t *st, int64_t elem,
+                       int64_t *lo, int64_t *hi)
 {
-    PyGILState_STATE g;
+    int64_t down = 0, up = 0, reach;
 
-    if (Py_IsInitialized()) {
-        g = PyGILState_Ensure();
-        Py_DECREF((PyObject *)m->manager_ctx);
-        PyGILState_Release(g);
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (shp[i] == 0) {
+            *lo = *hi = 0; /* empty: no element is ever read */
+            return 0;
+        }
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        if (__builtin_mul_overflow(st[i], shp[i] - 1, &reach) ||
+            __builtin_add_overflow(reach < 0 ? down : up, reach, reach < 0 ? &down : &up))
+            goto out_overflow;
     }
-    free(m);
+    if (__builtin_mul_overflow(down, elem, lo) || __builtin_add_overflow(up, 1, &up) ||
+        __builtin_mul_overflow(up, elem, hi))
+        goto out_overflow;
+    return 0;
+
+out_overflow:
+    layoutFail("BADMETA the layout's strides reach beyond 2**63 bytes");
+    return -1;
 }
 
 /*
- * _dlpack_export(owner, address, shape, strides, code, bits, lanes): a "dltensor"
- * capsule of memory that owner keeps alive (an array of a get: its base holds the
- * pin); strides in elements, or None for compact row-major. Why: numpy refuses to
- * export read-only arrays through DLPack, and every view of a get is read-only.
- * Returns the capsule, or NULL (ValueError for more than 32 dimensions).
+ * _dlpack_export(owner, address, low, high, shape, strides, code, bits, lanes): a
+ * "dltensor" capsule of memory that owner keeps alive (an array of a get: its base
+ * holds the pin); strides in elements, or None for compact row-major. Every element
+ * the layout names must lie in [low, high) (checked arithmetic). Why: numpy refuses
+ * to export read-only arrays through DLPack, and every view of a get is read-only.
+ * Returns the capsule, or NULL (ValueError, BADMETA, for a layout out of bounds or of
+ * more than 32 dimensions).
  */
 static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
 {
-    PyObject *owner, *addr, *shape, *strides, *cap;
+    PyObject *owner, *addrObj, *shape, *strides, *fast = NULL;
+    unsigned long long low, high, addr;
     int code, bits, lanes;
+    int64_t bytes, lo, hi, elem;
     DlExport *x;
     Py_ssize_t n;
 
-    if (!PyArg_ParseTuple(args, "OOO!Oiii", &owner, &addr, &PyTuple_Type, &shape, &strides, &code,
-                          &bits, &lanes))
+    if (!PyArg_ParseTuple(args, "OOKKO!Oiii", &owner, &addrObj, &low, &high, &PyTuple_Type, &shape,
+                          &strides, &code, &bits, &lanes))
+        return NULL;
+    addr = (unsigned long long)(uintptr_t)PyLong_AsVoidPtr(addrObj);
+    if (PyErr_Occurred())
         return NULL;
     n = PyTuple_GET_SIZE(shape);
-    if (n > BUF_MAX_NDIM ||
+    if (n > BUF_MAX_NDIM || code < 0 || code > 255 || bits <= 0 || bits > 255 || bits % 8 ||
+        lanes <= 0 || lanes > 65535 || addr < low || addr > high ||
         (strides != Py_None && (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != n)))
-        return PyErr_Format(PyExc_ValueError, "unsupported shape or strides for DLPack");
+        return layoutFail("BADMETA unsupported shape or strides for DLPack");
     x = calloc(1, sizeof(*x));
     if (x == NULL)
         return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < n; i++) {
-        x->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (strides != Py_None)
-            x->strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    elem = (int64_t)(bits / 8) * lanes;
+    fast = PySequence_Fast(shape, "shape must be a tuple");
+    if (fast == NULL || layoutBytes(fast, n, elem, x->shape, &bytes) < 0)
+        goto out_free;
+    lo = 0;
+    hi = bytes;
+    if (strides != Py_None) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+            if (st == -1 && PyErr_Occurred())
+                goto out_free;
+            x->strides[i] = st;
+        }
+        if (layoutReach(n, x->shape, x->strides, elem, &lo, &hi) < 0)
+            goto out_free;
     }
-    x->m.dl_tensor.data = PyLong_AsVoidPtr(addr);
-    if (PyErr_Occurred()) {
-        free(x);
-        return NULL;
+    if (0ULL - (unsigned long long)lo > addr - low ||
+        (hi > 0 && (unsigned long long)hi > high - addr)) {
+        layoutFail("BADMETA the layout reaches bytes %lld to %lld around its first element; "
+                   "the memory has %llu before it and %llu from it",
+                   (long long)lo, (long long)hi, addr - low, high - addr);
+        goto out_free;
     }
+    Py_DECREF(fast);
+    x->m.dl_tensor.data = (void *)(uintptr_t)addr;
     x->m.dl_tensor.device.device_type = 1;
     x->m.dl_tensor.ndim = (int32_t)n;
     x->m.dl_tensor.dtype.code = (uint8_t)code;
@@ -1050,15 +1193,12 @@ static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
     x->m.dl_tensor.dtype.lanes = (uint16_t)lanes;
     x->m.dl_tensor.shape = x->shape;
     x->m.dl_tensor.strides = strides == Py_None ? NULL : x->strides;
-    x->m.manager_ctx = owner;
-    x->m.deleter = dlOwnerDeleter;
-    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
-    if (cap == NULL) {
-        free(x);
-        return NULL;
-    }
-    Py_INCREF(owner);
-    return cap;
+    return dlCapsule(x, owner, NULL);
+
+out_free:
+    Py_XDECREF(fast);
+    free(x);
+    return NULL;
 }
 
 static PyObject *bufferEnter(BufferObject *b, PyObject *unused)
