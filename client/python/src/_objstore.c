@@ -562,6 +562,7 @@ typedef struct BufferObject {
     int pinned;         /* holds a pin of id (released at the end) */
     Py_ssize_t exports; /* buffer-protocol views and DLPack capsules alive */
     redisReply *reply;  /* BUF_COPY: owns the bytes */
+    uint64_t gen;       /* BUF_CREATED: the created object's generation (0: unknown) */
     void *own;          /* BUF_COPY_CREATE: malloc'ed bytes */
     /* DLPack layout (set by the Python layer; default uint8, 1-D). */
     uint8_t dlCode, dlBits;
@@ -590,6 +591,7 @@ static BufferObject *bufferNew(ClientObject *c, const void *id, size_t idLen, in
     b->pinned = 0;
     b->exports = 0;
     b->reply = NULL;
+    b->gen = 0;
     b->own = NULL;
     b->dlCode = 1;
     b->dlBits = 8;
@@ -721,11 +723,36 @@ static PyObject *bufferReleaseMethod(BufferObject *b, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Called between the seal and the pin of bufferSealLocked, with the GIL: the one way a
+ * test makes another connection delete and remake the id in that window. NULL: none. */
+static PyObject *afterSealHook;
+
+/* Run afterSealHook, if set (client mutex held, GIL not). Its errors are printed. */
+static void bufferRunSealHook(void)
+{
+    PyGILState_STATE g;
+    PyObject *r;
+
+    if (afterSealHook == NULL)
+        return;
+    g = PyGILState_Ensure();
+    if (afterSealHook != NULL) {
+        r = PyObject_CallNoArgs(afterSealHook);
+        if (r == NULL)
+            PyErr_Print();
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+}
+
 /*
  * Run a sealing step under the client mutex: objClientSeal, then, when views
  * of the created bytes are still alive, a pin so that their memory outlives
- * a delete. Returns 0, or -1 with *e set; *sealed is set once the seal
- * succeeded (a failing pin after it still leaves the object sealed).
+ * a delete: objClientPinCreated, which takes the pin only on this very
+ * object (its offset and generation), never on one made under the id after
+ * the seal. Returns 0, or -1 with *e set; *sealed is set once the seal
+ * succeeded (a failing pin after it still leaves the object sealed, and the
+ * live views without memory of their own: the caller tells the program).
  */
 static int bufferSealLocked(BufferObject *b, int pinAfter, SavedErr *e, int *sealed)
 {
@@ -740,8 +767,14 @@ static int bufferSealLocked(BufferObject *b, int pinAfter, SavedErr *e, int *sea
     }
     *sealed = 1;
     if (pinAfter) {
-        if (objClientPin(c->oc, id, idLen, 0, &view) < 0) {
-            clientSaveErr(c, e);
+        bufferRunSealHook();
+        if (objClientPinCreated(c->oc, id, idLen, b->data, b->gen, &view) < 0) {
+            e->code = objClientErrCode(c->oc);
+            snprintf(e->msg, sizeof(e->msg),
+                     "WRONGSTATE sealed, but the object was deleted before it could be pinned "
+                     "for the views still alive: they no longer show it and must not be used "
+                     "(%s)",
+                     objClientErrMsg(c->oc));
             return -1;
         }
         b->pinned = 1;
@@ -798,7 +831,7 @@ static PyObject *bufferSealIn(BufferObject *b, PyObject *unused)
         b->size = 0;
     }
     if (rv < 0)
-        return errRaiseSaved(&e); /* sealed, but the pin that keeps live views safe failed */
+        return errRaiseSaved(&e); /* sealed, but the views' object is gone: no new views */
     Py_RETURN_NONE;
 }
 
@@ -1484,6 +1517,7 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     Py_ssize_t metaLen = 0;
     size_t idLen;
     void *data = NULL;
+    uint64_t gen = 0;
     BufferObject *b;
     SavedErr e;
     int rv = 0;
@@ -1511,7 +1545,8 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS;
     clientLock(c);
-    if (objClientCreate(c->oc, id, idLen, (size_t)size, meta, (size_t)metaLen, &data) < 0) {
+    if (objClientCreateGen(c->oc, id, idLen, (size_t)size, meta, (size_t)metaLen, &data, &gen) <
+        0) {
         clientSaveErr(c, &e);
         rv = -1;
     }
@@ -1526,6 +1561,7 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     }
     b->data = data;
     b->size = size;
+    b->gen = gen;
     b->meta = PyBytes_FromStringAndSize(meta, metaLen);
     if (b->meta == NULL) {
         Py_DECREF(b);
@@ -2230,6 +2266,15 @@ static PyObject *modSetErrors(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _set_after_seal_hook(fn or None): see afterSealHook (tests only). Returns None. */
+static PyObject *modSetAfterSealHook(PyObject *mod, PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "the hook is a callable or None");
+    Py_XSETREF(afterSealHook, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef modMethods[] = {
     {"connect", (PyCFunction)(void (*)(void))modConnect, METH_VARARGS | METH_KEYWORDS,
      "connect(host='127.0.0.1', port=6379, unix_socket=None, rdma=False, username=None,\n"
@@ -2241,6 +2286,7 @@ static PyMethodDef modMethods[] = {
      "Returns, per client, None (the node holds it) or the exception of its failure."},
     {"_set_errors", modSetErrors, METH_VARARGS, NULL},
     {"_dlpack_export", modDlpackExport, METH_VARARGS, NULL},
+    {"_set_after_seal_hook", modSetAfterSealHook, METH_O, NULL},
     {NULL},
 };
 
