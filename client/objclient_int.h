@@ -47,4 +47,9 @@ __attribute__((visibility("hidden"))) int objClientPinCreated(ObjClient *c, cons
                                                               size_t idLen, const void *data,
                                                               uint64_t gen, ObjBuffer *out);
 
+/* Where this client maps the arena (the whole file). Returns 0, or -1 when it is not
+ * mapped (yet). */
+__attribute__((visibility("hidden"))) int objClientArenaRange(const ObjClient *c, void **base,
+                                                              size_t *size);
+
 #endif /* OBJSTORE_OBJCLIENT_INT_H */

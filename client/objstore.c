@@ -516,6 +516,16 @@ out_free_path:
     return -1;
 }
 
+/* See objclient_int.h. */
+int objClientArenaRange(const ObjClient *c, void **base, size_t *size)
+{
+    if (c == NULL || c->arenaBase == NULL)
+        return -1;
+    *base = c->arenaBase;
+    *size = c->arenaSize;
+    return 0;
+}
+
 /* Whether [offset, offset + len) lies inside the mapped arena. */
 static int clientInArena(const ObjClient *c, uint64_t offset, uint64_t len)
 {

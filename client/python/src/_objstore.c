@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -221,6 +222,121 @@ static const ObjClientTransport rdmaTransport = {
     .free = rdmaFree,
 };
 
+/* ---- fork: the arena is not the child's ---------------------------------------------------- */
+
+/*
+ * A forked child inherits the parent's mapping of each arena and every view
+ * into it, but none of the pins: once the parent lets an object go, its
+ * range is reused and an inherited view would show another object's bytes.
+ * So the child loses the arenas at fork (forkChild maps inaccessible memory
+ * over each) and a touch of an inherited view faults; forkOnFault says why
+ * before the fault takes its usual course (faulthandler's traceback, or the
+ * default action). forkRanges lists the arenas of this process's clients.
+ */
+typedef struct ArenaRange {
+    void *base;
+    size_t size;
+} ArenaRange;
+
+static pthread_mutex_t forkLock = PTHREAD_MUTEX_INITIALIZER;
+static ArenaRange *forkRanges;
+static size_t forkCount, forkCap;
+static struct sigaction forkOldSegv, forkOldBus;
+
+/* Remember a client's arena mapping. Returns 0, or -1 when out of memory (then a child
+ * keeps that mapping: its views are as before, readable and unpinned). */
+static int forkTrack(void *base, size_t size)
+{
+    int rv = 0;
+
+    pthread_mutex_lock(&forkLock);
+    if (forkCount == forkCap) {
+        size_t cap = forkCap ? forkCap * 2 : 8;
+        ArenaRange *r = realloc(forkRanges, cap * sizeof(*r));
+        if (r == NULL) {
+            rv = -1;
+            goto out_unlock;
+        }
+        forkRanges = r;
+        forkCap = cap;
+    }
+    forkRanges[forkCount++] = (ArenaRange){base, size};
+out_unlock:
+    pthread_mutex_unlock(&forkLock);
+    return rv;
+}
+
+/* Forget the mapping at base (its client unmaps it). Can't fail. */
+static void forkUntrack(void *base)
+{
+    pthread_mutex_lock(&forkLock);
+    for (size_t i = 0; i < forkCount; i++)
+        if (forkRanges[i].base == base) {
+            forkRanges[i] = forkRanges[--forkCount];
+            break;
+        }
+    pthread_mutex_unlock(&forkLock);
+}
+
+/* Whether addr lies in an arena this process lost at fork (async-signal-safe). */
+static int forkLost(const void *addr)
+{
+    for (size_t i = 0; i < forkCount; i++)
+        if ((const char *)addr >= (const char *)forkRanges[i].base &&
+            (const char *)addr < (const char *)forkRanges[i].base + forkRanges[i].size)
+            return 1;
+    return 0;
+}
+
+/* SIGSEGV/SIGBUS in a child: name the cause when it is an inherited view, then let the
+ * fault repeat under the handler that was there before (async-signal-safe). */
+static void forkOnFault(int sig, siginfo_t *si, void *uctx)
+{
+    static const char msg[] =
+        "objstore: this process touched a view (array, memoryview, tensor) of an object that "
+        "it inherited across fork: the pins are the parent's, so the memory may hold another "
+        "object by now, and the child has no access to it. Get the object again in the child "
+        "(objstore.connect() there).\n";
+    ssize_t w;
+
+    (void)uctx;
+    if (forkLost(si->si_addr))
+        w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    (void)w;
+    sigaction(sig, sig == SIGBUS ? &forkOldBus : &forkOldSegv, NULL);
+}
+
+/* pthread_atfork: the list stays whole across fork. */
+static void forkPrepare(void)
+{
+    pthread_mutex_lock(&forkLock);
+}
+
+static void forkParent(void)
+{
+    pthread_mutex_unlock(&forkLock);
+}
+
+/* In the child (one thread, before any Python code): inaccessible memory over every
+ * arena, and forkOnFault to explain a touch. Only system calls (async-signal-safe). */
+static void forkChild(void)
+{
+    struct sigaction sa;
+
+    for (size_t i = 0; i < forkCount; i++)
+        mmap(forkRanges[i].base, forkRanges[i].size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (forkCount > 0) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = forkOnFault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &forkOldSegv);
+        sigaction(SIGBUS, &sa, &forkOldBus);
+    }
+    pthread_mutex_unlock(&forkLock);
+}
+
 /* ---- Client ------------------------------------------------------------------------------- */
 
 enum { PENDING_RELEASE, PENDING_ABORT };
@@ -342,7 +458,12 @@ static void clientUnlock(ClientObject *c)
 /* Free the library's client (its pins go with the connection). Called without the GIL. */
 static void clientDestroyLocked(ClientObject *c)
 {
+    void *base;
+    size_t size;
+
     clientFlushPending(c);
+    if (objClientArenaRange(c->oc, &base, &size) == 0)
+        forkUntrack(base);
     objClientFree(c->oc);
     c->oc = NULL;
 }
@@ -668,6 +789,19 @@ static void bufferDealloc(BufferObject *b)
     PyObject_Free(b);
 }
 
+/* Refuse a Buffer of the arena in a forked child: the pin is the parent's and the child
+ * has no access to the arena (see forkChild). Returns 0, or -1 with ClientForked set. */
+static int bufferForked(BufferObject *b)
+{
+    if (!b->arena || b->client == NULL || b->client->pid == getpid())
+        return 0;
+    PyErr_Format(errForked ? errForked : PyExc_BufferError,
+                 "this object was pinned by process %d: its memory is not this process's after "
+                 "fork; get it again in this process (objstore.connect() here)",
+                 (int)b->client->pid);
+    return -1;
+}
+
 /* Buffer protocol: the object's bytes, read-only unless it is being created. */
 static int bufferGet(BufferObject *b, Py_buffer *view, int flags)
 {
@@ -677,6 +811,8 @@ static int bufferGet(BufferObject *b, Py_buffer *view, int flags)
         PyErr_SetString(PyExc_BufferError, "the object's memory was released");
         return -1;
     }
+    if (bufferForked(b) < 0)
+        return -1;
     if ((flags & PyBUF_WRITABLE) && readonly) {
         PyErr_SetString(PyExc_BufferError, "a sealed object is read-only");
         return -1;
@@ -1103,6 +1239,8 @@ static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_BufferError, "a CPU tensor takes no stream");
     if (b->state == BUF_GONE)
         return PyErr_Format(PyExc_BufferError, "the object's memory was released");
+    if (bufferForked(b) < 0)
+        return NULL;
     x = calloc(1, sizeof(*x));
     if (x == NULL)
         return PyErr_NoMemory();
@@ -2245,6 +2383,13 @@ static PyObject *modConnect(PyObject *mod, PyObject *args, PyObject *kw)
     c->tr = tr;
     c->conn = conn;
     c->zeroCopy = mapped > 0;
+    if (c->zeroCopy) {
+        void *base;
+        size_t size;
+
+        if (objClientArenaRange(oc, &base, &size) == 0)
+            forkTrack(base, size); /* out of memory: a child keeps the mapping, as before */
+    }
     return (PyObject *)c;
 }
 
@@ -2305,6 +2450,10 @@ PyMODINIT_FUNC PyInit__objstore(void)
 
     if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&BufferType) < 0)
         return NULL;
+    static int forkHandlers; /* once per process, however often the module is loaded */
+    if (!forkHandlers && pthread_atfork(forkPrepare, forkParent, forkChild) != 0)
+        return PyErr_Format(PyExc_RuntimeError, "pthread_atfork failed");
+    forkHandlers = 1;
     m = PyModule_Create(&objstoreModule);
     if (m == NULL)
         return NULL;
