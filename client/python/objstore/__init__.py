@@ -662,6 +662,11 @@ _TORCH_TO_NUMPY = {"bfloat16": "int16", "float32": "float32", "float64": "float6
                    "int64": "int64"}
 
 
+# The dtypes torch.from_numpy takes.
+_TORCH_FROM_NUMPY = frozenset(("float64", "float32", "float16", "complex64", "complex128",
+                               "int64", "int32", "int16", "int8", "uint8", "bool"))
+
+
 def _tuplify(descr):
     """json turned descr's tuples into lists; numpy wants them back."""
     if isinstance(descr, list):
@@ -723,6 +728,9 @@ def _as_numpy(buf, head):
 def _as_torch(buf, head):
     torch = _torch()
     arr = _as_numpy(buf, head)
+    if arr.dtype.name not in _TORCH_FROM_NUMPY or not arr.dtype.isnative:
+        # torch.from_numpy keeps a reference to an array it refuses: the pin would stay
+        raise TypeError(f"torch has no tensor of dtype {arr.dtype}: get(..., kind='numpy')")
     with warnings.catch_warnings():
         # torch has no read-only tensors; it warns about every read-only array
         warnings.simplefilter("ignore", UserWarning)

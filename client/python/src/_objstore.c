@@ -1270,28 +1270,26 @@ static PyObject *bufferDlpackDevice(BufferObject *b, PyObject *unused)
 }
 
 /*
- * The byte range [*lo, *hi) relative to the first element that a strided
- * layout (extents shp, strides st in elements, elem bytes each) reaches,
- * in checked arithmetic. Returns 0, or -1 with ValueError (BADMETA) when a
- * product or sum leaves 63 bits.
+ * The bytes from the first element that a strided layout (extents shp,
+ * strides st >= 0 in elements, elem bytes each) reaches, in checked
+ * arithmetic, into *hi. Returns 0, or -1 with BADMETA set when a product or
+ * sum leaves 63 bits.
  */
 static int layoutReach(Py_ssize_t ndim, const int64_t *shp, const int64_t *st, int64_t elem,
-                       int64_t *lo, int64_t *hi)
+                       int64_t *hi)
 {
-    int64_t down = 0, up = 0, reach;
+    int64_t last = 0, reach;
 
     for (Py_ssize_t i = 0; i < ndim; i++)
         if (shp[i] == 0) {
-            *lo = *hi = 0; /* empty: no element is ever read */
+            *hi = 0; /* empty: no element is ever read */
             return 0;
         }
-    for (Py_ssize_t i = 0; i < ndim; i++) {
+    for (Py_ssize_t i = 0; i < ndim; i++)
         if (__builtin_mul_overflow(st[i], shp[i] - 1, &reach) ||
-            __builtin_add_overflow(reach < 0 ? down : up, reach, reach < 0 ? &down : &up))
+            __builtin_add_overflow(last, reach, &last))
             goto out_overflow;
-    }
-    if (__builtin_mul_overflow(down, elem, lo) || __builtin_add_overflow(up, 1, &up) ||
-        __builtin_mul_overflow(up, elem, hi))
+    if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, elem, hi))
         goto out_overflow;
     return 0;
 
@@ -1306,15 +1304,16 @@ out_overflow:
  * holds the pin); strides in elements, or None for compact row-major. Every element
  * the layout names must lie in [low, high) (checked arithmetic). Why: numpy refuses
  * to export read-only arrays through DLPack, and every view of a get is read-only.
- * Returns the capsule, or NULL (ValueError, BADMETA, for a layout out of bounds or of
- * more than 32 dimensions).
+ * Negative strides are refused: torch 1.13 aborts the process on them. Returns the
+ * capsule, or NULL (BufferError for a negative stride; ValueError, BADMETA, for a
+ * layout out of bounds or of more than 32 dimensions).
  */
 static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
 {
     PyObject *owner, *addrObj, *shape, *strides, *fast = NULL;
     unsigned long long low, high, addr;
     int code, bits, lanes;
-    int64_t bytes, lo, hi, elem;
+    int64_t bytes, hi, elem;
     DlExport *x;
     Py_ssize_t n;
 
@@ -1336,23 +1335,27 @@ static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
     fast = PySequence_Fast(shape, "shape must be a tuple");
     if (fast == NULL || layoutBytes(fast, n, elem, x->shape, &bytes) < 0)
         goto out_free;
-    lo = 0;
     hi = bytes;
     if (strides != Py_None) {
         for (Py_ssize_t i = 0; i < n; i++) {
             long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
             if (st == -1 && PyErr_Occurred())
                 goto out_free;
+            if (st < 0) {
+                PyErr_SetString(PyExc_BufferError,
+                                "DLPack export of negative strides is refused (consumers such "
+                                "as torch cannot take them): export a copy");
+                goto out_free;
+            }
             x->strides[i] = st;
         }
-        if (layoutReach(n, x->shape, x->strides, elem, &lo, &hi) < 0)
+        if (layoutReach(n, x->shape, x->strides, elem, &hi) < 0)
             goto out_free;
     }
-    if (0ULL - (unsigned long long)lo > addr - low ||
-        (hi > 0 && (unsigned long long)hi > high - addr)) {
-        layoutFail("BADMETA the layout reaches bytes %lld to %lld around its first element; "
-                   "the memory has %llu before it and %llu from it",
-                   (long long)lo, (long long)hi, addr - low, high - addr);
+    if (hi > 0 && (unsigned long long)hi > high - addr) {
+        layoutFail("BADMETA the layout reaches %lld bytes from its first element; the "
+                   "memory has %llu",
+                   (long long)hi, high - addr);
         goto out_free;
     }
     Py_DECREF(fast);
