@@ -905,12 +905,13 @@ static int bufferSealLocked(BufferObject *b, int pinAfter, SavedErr *e, int *sea
     if (pinAfter) {
         bufferRunSealHook();
         if (objClientPinCreated(c->oc, id, idLen, b->data, b->gen, &view) < 0) {
-            e->code = objClientErrCode(c->oc);
-            snprintf(e->msg, sizeof(e->msg),
-                     "WRONGSTATE sealed, but the object was deleted before it could be pinned "
-                     "for the views still alive: they no longer show it and must not be used "
-                     "(%s)",
-                     objClientErrMsg(c->oc));
+            clientSaveErr(c, e);
+            if (e->code == OBJ_ERR_NOTFOUND || e->code == OBJ_ERR_WRONGSTATE)
+                snprintf(e->msg, sizeof(e->msg),
+                         "WRONGSTATE sealed, but the object was deleted before it could be "
+                         "pinned for the views still alive: they no longer show it and must "
+                         "not be used (%s)",
+                         objClientErrMsg(c->oc));
             return -1;
         }
         b->pinned = 1;
