@@ -449,7 +449,7 @@ PY_SAN_ENV    = OBJSTORE_BUILD=$(CURDIR)/build/san-address OBJSTORE_PRELOAD=$(PY
                 ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 PYTHON_SAN_ARGS ?= tests/python/test_writer_metadata.py tests/python/test_seal_race.py \
                    tests/python/test_fork_views.py tests/python/test_zero_copy.py
-PYMETA_CASES ?= 1500
+PYMETA_CASES ?= 600
 .PHONY: python-san test-python-san
 python-san:
 	$(MAKE) SAN=address build/san-address/client/libobjstore.a
