@@ -462,6 +462,39 @@ $(PY_STAMP): $(PY_SRC) build/client/libobjstore.a
 test-python: all
 	$(MAKE) python
 	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(PY_VENV)/bin/python -m pytest -q $(PYTHON_PYTEST_ARGS)
+# `make python-san`: the package again with its extension under ASan/UBSan, linked
+# against build/san-address/client/libobjstore.a, in a second venv
+# (build/san-address/python-venv). `make test-python-san` runs PYTHON_SAN_ARGS with that
+# interpreter, libasan preloaded (an instrumented extension needs it first in the
+# process) and the ASan/UBSan servers: by default the tests of what a writer controls
+# and the metadata fuzzer (tests/fuzz/fuzz_pymeta.py, PYMETA_CASES cases).
+PY_SAN_VENV  := build/san-address/python-venv
+PY_SAN_STAMP := $(PY_SAN_VENV)/.objstore-installed
+PY_SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+PY_SAN_LIB    = $(shell $(CC) -print-file-name=libasan.so)
+# libstdc++ beside libasan: else ASan cannot find the real __cxa_throw when torch throws.
+PY_SAN_CXX    = $(shell $(CC) -print-file-name=libstdc++.so.6)
+PY_SAN_ENV    = OBJSTORE_BUILD=$(CURDIR)/build/san-address OBJSTORE_PRELOAD=$(PY_SAN_LIB) \
+                LD_PRELOAD="$(PY_SAN_LIB) $(PY_SAN_CXX)" \
+                ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+PYTHON_SAN_ARGS ?= tests/python/test_writer_metadata.py tests/python/test_seal_race.py \
+                   tests/python/test_fork_views.py tests/python/test_zero_copy.py
+PYMETA_CASES ?= 600
+.PHONY: python-san test-python-san
+python-san:
+	$(MAKE) SAN=address build/san-address/client/libobjstore.a
+	$(MAKE) SAN= $(PY_SAN_STAMP)
+$(PY_SAN_STAMP): $(PY_SRC) build/san-address/client/libobjstore.a
+	test -x $(PY_SAN_VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(PY_SAN_VENV)
+	CFLAGS="$(PY_SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" OBJSTORE_ROOT=$(CURDIR) \
+	    OBJSTORE_BUILD=$(CURDIR)/build/san-address $(PY_SAN_VENV)/bin/python -m pip install \
+	    -q --no-build-isolation --no-index --no-deps --force-reinstall ./client/python
+	touch $@
+test-python-san:
+	$(MAKE) SAN=address all
+	$(MAKE) python-san
+	$(PY_SAN_ENV) $(PY_SAN_VENV)/bin/python -m pytest -q -p no:faulthandler $(PYTHON_SAN_ARGS)
+	$(PY_SAN_ENV) $(PY_SAN_VENV)/bin/python tests/fuzz/fuzz_pymeta.py -n $(PYMETA_CASES)
 # The package over RDMA (rdma-client-port), on a device or in the Soft-RoCE guest.
 test-python-rdma: all
 	$(MAKE) python

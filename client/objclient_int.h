@@ -7,6 +7,7 @@
 #define OBJSTORE_OBJCLIENT_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include <hiredis/hiredis.h>
@@ -35,5 +36,24 @@ objClientWrapTransport(const ObjClientTransport *tr, void *conn);
 /* Puts of c never map the arena: every put travels inline in OBJ.PUT (the
  * Python package's copying mode). */
 __attribute__((visibility("hidden"))) void objClientPutInline(ObjClient *c);
+
+/* objClientCreate that also sets *gen (when not NULL) to the created object's
+ * generation, 0 from a node that does not answer one. Returns 0 or -1. */
+__attribute__((visibility("hidden"))) int objClientCreateGen(ObjClient *c, const void *id,
+                                                             size_t idLen, size_t size,
+                                                             const void *meta, size_t metaLen,
+                                                             void **data, uint64_t *gen);
+
+/* After objClientSeal: pin the object this client created at data with generation gen,
+ * and only it (a pin of another object under id is given back: OBJ_ERR_WRONGSTATE).
+ * Returns 0 with *out set, or -1 with the error recorded. */
+__attribute__((visibility("hidden"))) int objClientPinCreated(ObjClient *c, const void *id,
+                                                              size_t idLen, const void *data,
+                                                              uint64_t gen, ObjBuffer *out);
+
+/* Where this client maps the arena (the whole file). Returns 0, or -1 when it is not
+ * mapped (yet). */
+__attribute__((visibility("hidden"))) int objClientArenaRange(const ObjClient *c, void **base,
+                                                              size_t *size);
 
 #endif /* OBJSTORE_OBJCLIENT_INT_H */

@@ -560,6 +560,16 @@ out_free_path:
     return -1;
 }
 
+/* See objclient_int.h. */
+int objClientArenaRange(const ObjClient *c, void **base, size_t *size)
+{
+    if (c == NULL || c->arenaBase == NULL)
+        return -1;
+    *base = c->arenaBase;
+    *size = c->arenaSize;
+    return 0;
+}
+
 /* Whether [offset, offset + len) lies inside the mapped arena. */
 static int clientInArena(const ObjClient *c, uint64_t offset, uint64_t len)
 {
@@ -918,13 +928,15 @@ const char *objClientErrMsg(const ObjClient *c)
 /*
  * OBJ.CREATE id size [META m], then point *data at the reserved bytes in the
  * arena (mapped first, so a client that cannot map never leaves a created
- * object behind). Returns 0, or -1 with the error recorded; an answer that
- * does not fit the mapping aborts the object again (OBJ_ERR_OTHER).
+ * object behind) and, when gen is not NULL, set *gen to the object's
+ * generation (0 from a node that does not answer one). Returns 0, or -1 with
+ * the error recorded; an answer that does not fit the mapping aborts the
+ * object again (OBJ_ERR_OTHER).
  */
-int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, const void *meta,
-                    size_t metaLen, void **data)
+int objClientCreateGen(ObjClient *c, const void *id, size_t idLen, size_t size, const void *meta,
+                       size_t metaLen, void **data, uint64_t *gen)
 {
-    uint64_t offset, gotSize;
+    uint64_t offset, gotSize, gotGen = 0;
     char sizeBuf[32];
     redisReply *r;
     CmdArgs a;
@@ -956,6 +968,8 @@ int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, con
         objClientAbort(c, id, idLen);
         return clientFail(c, OBJ_ERR_IO, "unexpected reply to OBJ.CREATE (object aborted)");
     }
+    if (replyField(r, "gen") != NULL && replyToU64(replyField(r, "gen"), &gotGen) < 0)
+        gotGen = 0;
     freeReplyObject(r);
     if (gotSize != size || !clientInArena(c, offset, gotSize)) {
         /* A created object nobody can write would only hold memory until disconnect. */
@@ -967,7 +981,16 @@ int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, con
                           c->arenaPath, c->arenaSize);
     }
     *data = c->arenaBase + offset;
+    if (gen != NULL)
+        *gen = gotGen;
     return clientOk(c);
+}
+
+/* OBJ.CREATE without the generation (objClientCreateGen). Returns 0 or -1. */
+int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, const void *meta,
+                    size_t metaLen, void **data)
+{
+    return objClientCreateGen(c, id, idLen, size, meta, metaLen, data, NULL);
 }
 
 /* OBJ.SEAL id. Returns 0, or -1 with the error recorded. */
@@ -1084,19 +1107,51 @@ static int clientReleaseOffset(ObjClient *c, const void *id, size_t idLen, uint6
 }
 
 /*
+ * Send a built OBJ.PIN and point *out into the arena; *gen (when not NULL)
+ * gets the answered generation (0 when none). A reply that cannot be turned
+ * into a view releases that pin (and only it) again, keeping the error that
+ * explains why. Returns 0, or -1 with the error recorded.
+ */
+static int clientPinSend(ObjClient *c, const void *id, size_t idLen, CmdArgs *a, ObjBuffer *out,
+                         uint64_t *gen)
+{
+    char msg[OBJ_CLIENT_ERRSTR_LEN];
+    uint64_t offset;
+    redisReply *r;
+    ObjErr err;
+
+    if (clientMapArena(c) < 0)
+        return -1;
+    r = clientCall(c, a);
+    if (r == NULL)
+        return -1;
+    if (clientPinView(c, r, out) == 0) {
+        if (gen != NULL && replyToU64(replyField(r, "gen"), gen) < 0)
+            *gen = 0;
+        freeReplyObject(r);
+        return 0;
+    }
+    err = c->err;
+    memcpy(msg, c->errstr, sizeof(msg));
+    if (replyToU64(replyField(r, "offset"), &offset) == 0)
+        clientReleaseOffset(c, id, idLen, offset);
+    freeReplyObject(r);
+    c->err = err;
+    memcpy(c->errstr, msg, sizeof(msg));
+    return -1;
+}
+
+/*
  * OBJ.PIN id [TIMEOUT ms], then point *out into the arena. Returns 0, or -1
  * with the error recorded; a reply that cannot be turned into a view
  * releases the pin again, keeping the error that explains why.
  */
 int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs, ObjBuffer *out)
 {
-    char timeoutBuf[32], msg[OBJ_CLIENT_ERRSTR_LEN];
+    char timeoutBuf[32];
     PinEntry *e;
-    uint64_t h = 0, offset;
-    redisReply *r;
+    uint64_t h = 0;
     CmdArgs a;
-    ObjErr err;
-    int rv;
 
     if (clientIdCommand(c, "OBJ.PIN", id, idLen, &a) < 0)
         return -1;
@@ -1115,31 +1170,49 @@ int objClientPin(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
             return clientOk(c);
         }
     }
-    if (clientMapArena(c) < 0)
+    if (clientPinSend(c, id, idLen, &a, out, NULL) < 0)
         return -1;
-    r = clientCall(c, &a);
-    if (r == NULL)
-        return -1;
-    rv = clientPinView(c, r, out);
-    if (rv == 0) {
-        freeReplyObject(r);
-        clientPrefault(c, out);
-        if (c->pins.maxIdle > 0) {
-            c->pins.misses++;
-            pinAdd(&c->pins, id, idLen, h, out); /* out of memory: stays uncached */
-        }
-        return clientOk(c);
+    clientPrefault(c, out);
+    if (c->pins.maxIdle > 0) {
+        c->pins.misses++;
+        pinAdd(&c->pins, id, idLen, h, out); /* out of memory: stays uncached */
     }
+    return clientOk(c);
+}
 
-    /* A pin answer that makes no view: give that pin (and only it) back. */
-    err = c->err;
-    memcpy(msg, c->errstr, sizeof(msg));
-    if (replyToU64(replyField(r, "offset"), &offset) == 0)
-        clientReleaseOffset(c, id, idLen, offset);
-    freeReplyObject(r);
-    c->err = err;
-    memcpy(c->errstr, msg, sizeof(msg));
-    return -1;
+/*
+ * Pin the object this client has just sealed: OBJ.PIN id (never served by
+ * the pin cache), and check that the pin is on that object, the one created
+ * at data with generation gen (0: check the offset only). Between OBJ.SEAL
+ * and OBJ.PIN any writer may delete id and make it again, and the pin then
+ * holds a stranger: that pin is given back at once and the call fails with
+ * OBJ_ERR_WRONGSTATE, as it fails (NOTFOUND) when id was only deleted. So a
+ * success means the sealed object's memory stays allocated for the caller.
+ * Returns 0 with *out set, or -1 with the error recorded.
+ */
+int objClientPinCreated(ObjClient *c, const void *id, size_t idLen, const void *data, uint64_t gen,
+                        ObjBuffer *out)
+{
+    uint64_t gotGen = 0;
+    CmdArgs a;
+
+    if (clientIdCommand(c, "OBJ.PIN", id, idLen, &a) < 0)
+        return -1;
+    if (out == NULL || data == NULL)
+        return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientPinCreated: out or data is NULL");
+    if (clientPinSend(c, id, idLen, &a, out, &gotGen) < 0)
+        return -1;
+    if (out->data == data && (gen == 0 || gotGen == gen))
+        return clientOk(c);
+    /* By offset, not through the cache: this server pin is not any cache entry's. */
+    clientReleaseOffset(c, id, idLen, (uint64_t)((const unsigned char *)out->data - c->arenaBase));
+    return clientFail(
+        c, OBJ_ERR_WRONGSTATE,
+        "WRONGSTATE the object was deleted after its seal and its id made again "
+        "(the pin got generation %llu at offset %zu, not %llu at %zu); the "
+        "other object's pin was given back",
+        (unsigned long long)gotGen, (size_t)((const unsigned char *)out->data - c->arenaBase),
+        (unsigned long long)gen, (size_t)((const unsigned char *)data - c->arenaBase));
 }
 
 /*

@@ -4,7 +4,8 @@
 #   2. unit tests (C, cmocka)
 #   3. server tests against a real redis-server (pytest, tests/server), the
 #      obj-benchmark smoke test and the Python client (tests/python)
-#   4. the same unit + server suites under ASan/UBSan (build/san-address/)
+#   4. the same unit + server suites under ASan/UBSan (build/san-address/), and the
+#      Python package's extension under ASan/UBSan with its metadata fuzzer
 #   5. the chaos test (nodes in network namespaces under random faults), plain
 #      and with the ASan/UBSan module, then the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
 #      stream's control messages and offsets)
@@ -49,6 +50,9 @@ step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
 step "python client (ASan/UBSan module)" env OBJSTORE_PRELOAD="$SAN_LIB" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     make SAN=address test-python
+# The package's extension itself under ASan/UBSan (a second venv, libasan preloaded into
+# Python): the tests of what a writer controls and the metadata fuzzer (Makefile).
+step "python extension (ASan/UBSan) and metadata fuzzer" make test-python-san
 
 # CI replays two seeds (faults and operations follow the seed; timing still
 # varies); bench/chaos.sh runs fresh seeds for 30 minutes.

@@ -246,11 +246,15 @@ static int createFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size
      * written next, so only the data part needs clearing. */
     objTableClearStale(e, objNode.arena.base, size);
     memcpy(objNode.arena.base + e->offset + size, meta, metaLen);
-    RedisModule_ReplyWithArray(ctx, 4);
+    RedisModule_ReplyWithArray(ctx, 6);
     RedisModule_ReplyWithSimpleString(ctx, "offset");
     RedisModule_ReplyWithLongLong(ctx, (long long)e->offset);
     RedisModule_ReplyWithSimpleString(ctx, "size");
-    return RedisModule_ReplyWithLongLong(ctx, (long long)size);
+    RedisModule_ReplyWithLongLong(ctx, (long long)size);
+    /* The creator's way to tell, after OBJ.SEAL, that an OBJ.PIN got this object
+     * and not one made under the id since. */
+    RedisModule_ReplyWithSimpleString(ctx, "gen");
+    return RedisModule_ReplyWithLongLong(ctx, (long long)e->gen);
 }
 
 /* Find the created object id that this client may change; replies and

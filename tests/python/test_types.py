@@ -254,9 +254,11 @@ def test_get_object_of_plain_bytes_is_refused(oc, uid):
         oc.get_object(uid)
 
 
-def test_auto_get_of_a_pickled_object(oc, uid):
+def test_auto_get_of_a_pickled_object_points_at_get_object(oc, uid):
     oc.put_object(uid, [1, 2, 3])
-    assert oc.get(uid) == [1, 2, 3]
+    with pytest.raises(objstore.PickledObject, match="get_object"):
+        oc.get(uid)
+    assert oc.get_object(uid) == [1, 2, 3]
 
 
 def test_arrays_from_get_export_dlpack(oc, rc, uid):

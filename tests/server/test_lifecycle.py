@@ -87,14 +87,27 @@ def test_id_of_one_byte_is_accepted(r):
     assert r.obj("OBJ.DEL", oid) == b"OK"
 
 
-def test_create_answers_offset_and_size_inside_the_arena(r, uid):
+def test_create_answers_offset_size_and_gen_inside_the_arena(r, uid):
     reply = r.obj("OBJ.CREATE", uid, 10)
-    assert isinstance(reply, list) and len(reply) == 4
-    assert reply[0] == b"offset" and reply[2] == b"size"
-    assert isinstance(reply[1], int) and isinstance(reply[3], int)
+    assert isinstance(reply, list) and len(reply) == 6
+    assert reply[0] == b"offset" and reply[2] == b"size" and reply[4] == b"gen"
+    assert isinstance(reply[1], int) and isinstance(reply[3], int) and isinstance(reply[5], int)
     assert reply[3] == 10
     st = stats(r)
     assert 0 <= reply[1] and reply[1] + 10 <= st["arena_size"]
+    r.obj("OBJ.ABORT", uid)
+
+
+def test_create_answers_the_gen_that_pin_answers_after_seal(r, uid):
+    created = r.obj("OBJ.CREATE", uid, 4)
+    r.obj("OBJ.SEAL", uid)
+    pinned = r.obj("OBJ.PIN", uid)
+    assert pinned[pinned.index(b"gen") + 1] == created[created.index(b"gen") + 1]
+    assert pinned[pinned.index(b"offset") + 1] == created[1]
+    r.obj("OBJ.RELEASE", uid)
+    r.obj("OBJ.DEL", uid)
+    again = r.obj("OBJ.CREATE", uid, 4)
+    assert again[again.index(b"gen") + 1] > created[created.index(b"gen") + 1]
     r.obj("OBJ.ABORT", uid)
 
 

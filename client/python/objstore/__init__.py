@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import pickle
+import struct
 import sys
 import urllib.parse
 import warnings
@@ -23,7 +24,7 @@ __all__ = [
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
     "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
-    "ClientForked", "BadObject", "models",
+    "ClientForked", "BadMetadata", "PickledObject", "models",
 ]
 
 FOREVER = math.inf  # timeout: wait as long as it takes
@@ -111,10 +112,15 @@ class ClientForked(ObjstoreError, RuntimeError):
     """The client was connected by the parent process: connect again in the child."""
 
 
-class BadObject(ObjstoreError, ValueError):
-    """BADOBJECT: a stored object's metadata does not describe its bytes (a buffer
-    table or a tensor's dtype, shape or strides out of range): corrupted or hostile.
-    Nothing is made of it."""
+class BadMetadata(ObjstoreError, ValueError):
+    """BADMETA: the object's metadata (written by whoever wrote the id) describes a layout
+    the object cannot hold: more bytes than it has, a negative or overflowing extent, too
+    many dimensions, a dtype of Python objects, a pickle table outside the object."""
+
+
+class PickledObject(ObjstoreError, TypeError):
+    """PICKLED: get() met an object stored by put_object. get() never unpickles: call
+    get_object() for objects of writers trusted as the program's own code."""
 
 
 class BroadcastError(ObjstoreError):
@@ -133,6 +139,7 @@ ERROR_CODES = {
     "OOM": OutOfMemory, "NOTSEALED": NotSealed, "WRONGSTATE": WrongState, "TIMEOUT": Timeout,
     "UNAVAILABLE": Unavailable, "NOTSUPPORTED": NotSupported, "CHECKSUM": ChecksumMismatch,
     "BUSY": Busy, "NOAUTH": AuthError, "WRONGPASS": AuthError, "NOPERM": AuthError,
+    "BADMETA": BadMetadata,
 }
 
 _objstore._set_errors(ObjstoreError, dict(ERROR_CODES), ConnectionFailed, ZeroCopyUnavailable,
@@ -210,11 +217,11 @@ def _decode_header(meta):
     """(header dict or None, the user's metadata bytes); cached, as gets of one kind of
     array repeat the same header (callers must not change the dict)."""
     if meta and meta.startswith(_HEADER):
-        try:
+        try:  # a header that does not parse is the writer's bytes, not a layout
             head = json.loads(meta)
-        except ValueError:
+            return head, bytes.fromhex(head.get("user", ""))
+        except (ValueError, TypeError, AttributeError, RecursionError):
             return None, meta
-        return head, bytes.fromhex(head.get("user", ""))
     return None, meta
 
 
@@ -416,15 +423,16 @@ class Client:
         head, _ = _decode_header(buf.meta)
         if head is not None and head.get("kind") in ("numpy", "torch"):
             try:
-                dtype, shape = _numpy_layout(head)
+                dtype, shape, _ = _numpy_layout(head)
                 _dl_layout(buf, dtype, shape)
-            except Exception:  # an unknown dtype is exported as bytes
+            except Exception:  # a layout refused (BadMetadata) is exported as bytes
                 pass
         return buf
 
     def get(self, id, timeout=None, kind="auto", with_meta=False):
         """A read-only zero-copy view of the sealed object: kind "auto" gives back what
-        was put (numpy array, torch tensor, memoryview; the object for put_object),
+        was put (numpy array, torch tensor, memoryview; PickledObject for put_object's
+        objects: get() never unpickles, see get_object),
         or ask for "memoryview", "numpy", "torch", "buffer" (the Buffer itself), "bytes"
         (a copy). timeout: seconds to wait for a missing id (None: do not wait,
         FOREVER). with_meta: return (value, user metadata)."""
@@ -432,7 +440,17 @@ class Client:
             raise ValueError(f"unknown kind {kind!r}")
         buf = self.pin(id, timeout)
         head, user = _decode_header(buf.meta)
-        value = _convert(buf, head, kind)
+        try:
+            if kind == "auto" and head is not None and head.get("kind") == "pickle5":
+                raise PickledObject(
+                    f"PICKLED {id!r} was stored by put_object: get() never unpickles (a pickle "
+                    f"runs code of its writer's choosing); call get_object({id!r}) if its "
+                    f"writer is trusted as this program's own code, or get({id!r}, "
+                    f"kind='bytes') for the bytes")
+            value = _convert(buf, head, kind)
+        except ObjstoreError:
+            buf.release()  # refused before any view was made: the pin goes now
+            raise
         return (value, user) if with_meta else value
 
     # -- Python objects
@@ -463,12 +481,20 @@ class Client:
         """The object put by put_object; its arrays and torch tensors are zero-copy views
         of the arena (numpy arrays read-only; a write into a tensor changes the stored
         object), which keep it pinned while they live. copy=True: private, writable
-        copies instead (one copy of each buffer), and the pin is released on return."""
+        copies instead (one copy of each buffer), and the pin is released on return.
+        Unpickling runs code the writer chooses: only for objects of writers trusted as
+        this program's own code (docs/security.md)."""
         buf = self.pin(id, timeout)
         head, _ = _decode_header(buf.meta)
         if head is None or head.get("kind") != "pickle5":
+            buf.release()
             raise ValueError(f"{id!r} was not stored by put_object")
-        return _unpickle(buf, head, copy)
+        try:
+            table = _buffer_table(head, buf.size)
+        except BadMetadata:
+            buf.release()
+            raise
+        return _unpickle(buf, table, copy)
 
     # -- the other commands
     def delete(self, id):
@@ -584,25 +610,60 @@ def _fields(reply):
 
 
 def _numpy_layout(head):
-    """(numpy dtype, shape) of a numpy or torch header; computed once per header (the
-    headers are cached by _decode_header)."""
+    """(numpy dtype, shape, bytes it covers) of a numpy or torch header, checked
+    (_checked_shape; no Python objects); computed once per header (the headers are cached
+    by _decode_header). Raises BadMetadata."""
     layout = head.get("_layout")
     if layout is None:
         np = _numpy()
-        if head["kind"] == "torch":
-            name = head["dtype"]
-            dt = np.dtype("int16") if name == "bfloat16" else np.dtype(
-                _TORCH_TO_NUMPY.get(name, name))
-        else:
-            dt = np.lib.format.descr_to_dtype(_tuplify(head["dtype"]))
-        layout = head["_layout"] = (dt, tuple(head["shape"]))
+        try:
+            if head["kind"] == "torch":
+                name = head["dtype"]
+                if not isinstance(name, str):
+                    raise TypeError("a torch dtype is a name")
+                dt = np.dtype("int16") if name == "bfloat16" else np.dtype(
+                    _TORCH_TO_NUMPY[name])
+            else:
+                dt = np.lib.format.descr_to_dtype(_tuplify(head["dtype"]))
+        except Exception as e:
+            raise BadMetadata(f"BADMETA dtype {head.get('dtype')!r} is not one this package "
+                              f"writes: {e}") from None
+        if dt.hasobject:
+            raise BadMetadata("BADMETA a dtype of Python objects has no bytes to view")
+        shape = _checked_shape(head.get("shape"))
+        layout = head["_layout"] = (dt, shape, math.prod(shape) * dt.itemsize)
     return layout
 
 
-_TORCH_TO_NUMPY = {"float32": "float32", "float64": "float64", "float16": "float16",
+_MAX_NDIM = 32  # as the native core's DLPack export
+
+
+def _checked_shape(shape):
+    """A header's shape as a tuple of ints >= 0, at most _MAX_NDIM of them. Raises
+    BadMetadata."""
+    if (not isinstance(shape, list) or len(shape) > _MAX_NDIM
+            or not all(type(n) is int and n >= 0 for n in shape)):
+        raise BadMetadata(f"BADMETA shape {shape!r} is not a list of at most {_MAX_NDIM} "
+                          f"extents >= 0")
+    return tuple(shape)
+
+
+def _check_fits(nbytes, buf):
+    """Raise BadMetadata unless a layout of nbytes fits in the object of buf."""
+    if nbytes > buf.size:
+        raise BadMetadata(f"BADMETA the metadata describes {nbytes} bytes; the object holds "
+                          f"{buf.size}")
+
+
+_TORCH_TO_NUMPY = {"bfloat16": "int16", "float32": "float32", "float64": "float64", "float16": "float16",
                    "complex64": "complex64", "complex128": "complex128", "bool": "bool",
                    "uint8": "uint8", "int8": "int8", "int16": "int16", "int32": "int32",
                    "int64": "int64"}
+
+
+# The dtypes torch.from_numpy takes.
+_TORCH_FROM_NUMPY = frozenset(("float64", "float32", "float16", "complex64", "complex128",
+                               "int64", "int32", "int16", "int8", "uint8", "bool"))
 
 
 def _tuplify(descr):
@@ -633,7 +694,9 @@ if _np is not None:
             size = dt.itemsize
             if any(st % size for st in self.strides):
                 raise BufferError("strides that are not whole elements")
-            return _objstore._dlpack_export(self, self.ctypes.data, tuple(self.shape),
+            low, high = _byte_bounds(self)
+            return _objstore._dlpack_export(self, self.ctypes.data, low, high,
+                                            tuple(self.shape),
                                             tuple(st // size for st in self.strides), code,
                                             size * 8, 1)
 
@@ -641,24 +704,32 @@ if _np is not None:
             return (1, 0)
 
 
+def _byte_bounds(arr):
+    """(first, end) addresses of the memory numpy says arr spans (numpy 1 and 2)."""
+    utils = getattr(getattr(_np.lib, "array_utils", None), "byte_bounds", None)
+    return (utils or _np.byte_bounds)(arr)
+
+
 def _as_numpy(buf, head):
     np = _numpy()
-    mv = memoryview(buf)  # the array's base: holds the export (and the pin) while it lives
     if head is None or head.get("kind") not in ("numpy", "torch", "memoryview"):
-        arr = np.frombuffer(mv, dtype=np.uint8)
+        arr = np.frombuffer(memoryview(buf), dtype=np.uint8)
     elif head["kind"] == "memoryview":
-        arr = np.asarray(mv.cast("B").cast(head["format"], head["shape"])
-                         if head["shape"] else mv.cast("B").cast(head["format"]))
+        arr = np.asarray(_as_memoryview(buf, head))
     else:
-        dt, shape = _numpy_layout(head)
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        arr = np.frombuffer(mv, dtype=dt, count=count).reshape(shape)
+        dt, shape, nbytes = _numpy_layout(head)
+        _check_fits(nbytes, buf)
+        # the memoryview is the array's base: it holds the export (and the pin)
+        arr = np.frombuffer(memoryview(buf), dtype=dt, count=math.prod(shape)).reshape(shape)
     return arr.view(ObjectArray)
 
 
 def _as_torch(buf, head):
     torch = _torch()
     arr = _as_numpy(buf, head)
+    if arr.dtype.name not in _TORCH_FROM_NUMPY or not arr.dtype.isnative:
+        # torch.from_numpy keeps a reference to an array it refuses: the pin would stay
+        raise TypeError(f"torch has no tensor of dtype {arr.dtype}: get(..., kind='numpy')")
     with warnings.catch_warnings():
         # torch has no read-only tensors; it warns about every read-only array
         warnings.simplefilter("ignore", UserWarning)
@@ -669,33 +740,42 @@ def _as_torch(buf, head):
 
 
 def _as_memoryview(buf, head):
-    mv = memoryview(buf)
     if head is not None and head.get("kind") == "memoryview":
-        return mv.cast(head["format"], head["shape"]) if head["shape"] else mv.cast(
-            head["format"])
-    return mv
+        fmt, shape = head.get("format"), _checked_shape(head.get("shape"))
+        try:  # a format memoryview can cast to, checked before any view of buf exists
+            itemsize = struct.calcsize(fmt)
+            memoryview(bytes(itemsize)).cast(fmt)
+        except (TypeError, ValueError, struct.error):
+            raise BadMetadata(f"BADMETA format {fmt!r} is not one a memoryview takes") from None
+        nbytes = math.prod(shape) * itemsize
+        _check_fits(nbytes, buf)
+        raw = memoryview(buf).cast("B")[:nbytes]
+        return raw.cast(fmt, shape) if shape and 0 not in shape else raw.cast(fmt)
+    return memoryview(buf)
 
 
 def _buffer_table(head, size):
     """(pickle length, [(offset, length)]) of a pickle5 header, each range checked to
-    lie inside the object's size bytes (BadObject otherwise)."""
+    lie inside the object's size bytes (BadMetadata otherwise)."""
     plen, table = head.get("plen"), head.get("bufs")
     if type(plen) is not int or not 0 <= plen <= size or not isinstance(table, list):
-        raise BadObject(f"BADOBJECT the pickle length {plen!r:.40} or the buffer table is "
-                        f"wrong for an object of {size} bytes")
+        raise BadMetadata(f"BADMETA the pickle length {plen!r:.40} or the buffer table is "
+                          f"wrong for an object of {size} bytes")
     ranges = []
     for entry in table:
         if not (isinstance(entry, list) and len(entry) == 2 and all(
                 type(v) is int and v >= 0 for v in entry) and entry[0] + entry[1] <= size):
-            raise BadObject(f"BADOBJECT a buffer {entry!r:.60} lies outside the object's "
-                            f"{size} bytes")
+            raise BadMetadata(f"BADMETA a buffer {entry!r:.60} lies outside the object's "
+                              f"{size} bytes")
         ranges.append(entry)
     return plen, ranges
 
 
-def _unpickle(buf, head, copy=False):
+def _unpickle(buf, table, copy=False):
+    """The object pickled in buf, its out-of-band buffers the checked ranges of table
+    ((pickle length, ranges), from _buffer_table): views of buf, or private copies."""
     mv = memoryview(buf)
-    plen, table = _buffer_table(head, mv.nbytes)
+    plen, table = table
     if copy:
         oob = [bytearray(mv[off:off + n]) for off, n in table]
     else:
@@ -714,13 +794,11 @@ def _convert(buf, head, kind):
         with memoryview(buf) as mv:
             return mv.tobytes()
     if kind == "auto":
-        kind = {"numpy": "numpy", "torch": "torch", "pickle5": "object"}.get(stored, "memoryview")
+        kind = {"numpy": "numpy", "torch": "torch"}.get(stored, "memoryview")
     if kind == "numpy":
         return _as_numpy(buf, head)
     if kind == "torch":
         return _as_torch(buf, head)
-    if kind == "object":
-        return _unpickle(buf, head)
     return _as_memoryview(buf, head)
 
 

@@ -7,7 +7,7 @@ name, shape and strides. get_object rebuilds each tensor with torch.frombuffer o
 range of the pinned object: a view of the arena, no copy, which holds the pin for as
 long as it (or any view of it) lives. Everything read back from a stored object is
 checked (dtype names, shapes and strides against the bytes there are) before a tensor
-is made of it, so a corrupted object raises BadObject instead of giving a wrong tensor.
+is made of it, so a corrupted object raises BadMetadata instead of giving a wrong tensor.
 
 The public functions (get_state_dict, load_state_dict, put_state_dict) are what a
 user of torch calls; their names and arguments are stable. Usage:
@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from . import BadObject, NotSupported
+from . import BadMetadata, NotSupported
 
 __all__ = ["get_state_dict", "load_state_dict", "put_state_dict"]
 
@@ -139,44 +139,44 @@ _INT = {int}
 
 
 def _dims(value, what):
-    """value when it is a tuple of at most MAX_DIMS ints >= 0 (BadObject otherwise)."""
+    """value when it is a tuple of at most MAX_DIMS ints >= 0 (BadMetadata otherwise)."""
     if type(value) is not tuple or len(value) > MAX_DIMS or (value and (
             set(map(type, value)) != _INT or min(value) < 0)):
-        raise BadObject(f"BADOBJECT a stored tensor's {what} is not a tuple of at most "
-                        f"{MAX_DIMS} ints >= 0: {value!r:.80}")
+        raise BadMetadata(f"BADMETA a stored tensor's {what} is not a tuple of at most "
+                          f"{MAX_DIMS} ints >= 0: {value!r:.80}")
     return value
 
 
 def _rebuild(data, name, shape, strides, grad, param):
     """The tensor of _reduce_tensor: a view of data (the object's bytes in the arena,
     which it keeps pinned), or of a private copy under get_object(copy=True). Checks
-    every field first (BadObject, NotSupported), sizes in Python ints (no overflow).
+    every field first (BadMetadata, NotSupported), sizes in Python ints (no overflow).
     Runs once per tensor of a get: kept lean."""
     entry = _DTYPES.get(name) if type(name) is str else None
     if entry is None:
         if isinstance(name, str) and name.isidentifier() and len(name) <= 64:
             raise NotSupported(f"NOTSUPPORTED a stored tensor has dtype {name!r}, which "
                                f"this torch ({torch.__version__}) does not have")
-        raise BadObject(f"BADOBJECT a stored tensor's dtype is {name!r:.80}")
+        raise BadMetadata(f"BADMETA a stored tensor's dtype is {name!r:.80}")
     dtype, size = entry
     numel = math.prod(_dims(shape, "shape"))
     if strides is not None and (len(_dims(strides, "strides")) != len(shape) or (
             numel and not _dense_strides(shape, strides))):
-        raise BadObject(f"BADOBJECT a stored tensor's strides {strides} do not lay out "
-                        f"its shape {shape} densely")
+        raise BadMetadata(f"BADMETA a stored tensor's strides {strides} do not lay out "
+                          f"its shape {shape} densely")
     try:
         view = data if type(data) is memoryview else memoryview(data)
     except TypeError:
-        raise BadObject(f"BADOBJECT a stored tensor's bytes are a "
-                        f"{type(data).__name__}") from None
+        raise BadMetadata(f"BADMETA a stored tensor's bytes are a "
+                          f"{type(data).__name__}") from None
     if view.nbytes != numel * size or not view.c_contiguous:
-        raise BadObject(f"BADOBJECT a stored tensor of shape {shape} and dtype {name} "
-                        f"needs {numel * size} bytes, its buffer has {view.nbytes}")
+        raise BadMetadata(f"BADMETA a stored tensor of shape {shape} and dtype {name} "
+                          f"needs {numel * size} bytes, its buffer has {view.nbytes}")
     if grad is not False or param is not False:
         if type(grad) is not bool or type(param) is not bool or (
                 grad and not (dtype.is_floating_point or dtype.is_complex)):
-            raise BadObject(f"BADOBJECT a stored tensor's flags are wrong: requires_grad "
-                            f"{grad!r:.20}, parameter {param!r:.20}, dtype {name}")
+            raise BadMetadata(f"BADMETA a stored tensor's flags are wrong: requires_grad "
+                              f"{grad!r:.20}, parameter {param!r:.20}, dtype {name}")
     if numel == 0:
         t = torch.empty(shape, dtype=dtype)
     else:

@@ -24,7 +24,9 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -91,6 +93,22 @@ static PyObject *errRaise(PyObject *fallback, const char *msg)
         Py_DECREF(e);
     }
     return NULL;
+}
+
+/*
+ * Raise the error of a layout that a writer's metadata named and that does
+ * not fit (printf-style message, "BADMETA ..."): the class registered for
+ * BADMETA (objstore.BadMetadata, a ValueError). Returns NULL.
+ */
+static PyObject *layoutFail(const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    PyOS_vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return errRaise(NULL, msg);
 }
 
 /* A library error saved while the client mutex was held. */
@@ -202,6 +220,121 @@ static const ObjClientTransport rdmaTransport = {
     .addrs = rdmaAddrs,
     .free = rdmaFree,
 };
+
+/* ---- fork: the arena is not the child's ---------------------------------------------------- */
+
+/*
+ * A forked child inherits the parent's mapping of each arena and every view
+ * into it, but none of the pins: once the parent lets an object go, its
+ * range is reused and an inherited view would show another object's bytes.
+ * So the child loses the arenas at fork (forkChild maps inaccessible memory
+ * over each) and a touch of an inherited view faults; forkOnFault says why
+ * before the fault takes its usual course (faulthandler's traceback, or the
+ * default action). forkRanges lists the arenas of this process's clients.
+ */
+typedef struct ArenaRange {
+    void *base;
+    size_t size;
+} ArenaRange;
+
+static pthread_mutex_t forkLock = PTHREAD_MUTEX_INITIALIZER;
+static ArenaRange *forkRanges;
+static size_t forkCount, forkCap;
+static struct sigaction forkOldSegv, forkOldBus;
+
+/* Remember a client's arena mapping. Returns 0, or -1 when out of memory (then a child
+ * keeps that mapping: its views are as before, readable and unpinned). */
+static int forkTrack(void *base, size_t size)
+{
+    int rv = 0;
+
+    pthread_mutex_lock(&forkLock);
+    if (forkCount == forkCap) {
+        size_t cap = forkCap ? forkCap * 2 : 8;
+        ArenaRange *r = realloc(forkRanges, cap * sizeof(*r));
+        if (r == NULL) {
+            rv = -1;
+            goto out_unlock;
+        }
+        forkRanges = r;
+        forkCap = cap;
+    }
+    forkRanges[forkCount++] = (ArenaRange){base, size};
+out_unlock:
+    pthread_mutex_unlock(&forkLock);
+    return rv;
+}
+
+/* Forget the mapping at base (its client unmaps it). Can't fail. */
+static void forkUntrack(void *base)
+{
+    pthread_mutex_lock(&forkLock);
+    for (size_t i = 0; i < forkCount; i++)
+        if (forkRanges[i].base == base) {
+            forkRanges[i] = forkRanges[--forkCount];
+            break;
+        }
+    pthread_mutex_unlock(&forkLock);
+}
+
+/* Whether addr lies in an arena this process lost at fork (async-signal-safe). */
+static int forkLost(const void *addr)
+{
+    for (size_t i = 0; i < forkCount; i++)
+        if ((const char *)addr >= (const char *)forkRanges[i].base &&
+            (const char *)addr < (const char *)forkRanges[i].base + forkRanges[i].size)
+            return 1;
+    return 0;
+}
+
+/* SIGSEGV/SIGBUS in a child: name the cause when it is an inherited view, then let the
+ * fault repeat under the handler that was there before (async-signal-safe). */
+static void forkOnFault(int sig, siginfo_t *si, void *uctx)
+{
+    static const char msg[] =
+        "objstore: this process touched a view (array, memoryview, tensor) of an object that "
+        "it inherited across fork: the pins are the parent's, so the memory may hold another "
+        "object by now, and the child has no access to it. Get the object again in the child "
+        "(objstore.connect() there).\n";
+    ssize_t w;
+
+    (void)uctx;
+    if (forkLost(si->si_addr))
+        w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    (void)w;
+    sigaction(sig, sig == SIGBUS ? &forkOldBus : &forkOldSegv, NULL);
+}
+
+/* pthread_atfork: the list stays whole across fork. */
+static void forkPrepare(void)
+{
+    pthread_mutex_lock(&forkLock);
+}
+
+static void forkParent(void)
+{
+    pthread_mutex_unlock(&forkLock);
+}
+
+/* In the child (one thread, before any Python code): inaccessible memory over every
+ * arena, and forkOnFault to explain a touch. Only system calls (async-signal-safe). */
+static void forkChild(void)
+{
+    struct sigaction sa;
+
+    for (size_t i = 0; i < forkCount; i++)
+        mmap(forkRanges[i].base, forkRanges[i].size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (forkCount > 0) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = forkOnFault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &forkOldSegv);
+        sigaction(SIGBUS, &sa, &forkOldBus);
+    }
+    pthread_mutex_unlock(&forkLock);
+}
 
 /* ---- Client ------------------------------------------------------------------------------- */
 
@@ -324,7 +457,12 @@ static void clientUnlock(ClientObject *c)
 /* Free the library's client (its pins go with the connection). Called without the GIL. */
 static void clientDestroyLocked(ClientObject *c)
 {
+    void *base;
+    size_t size;
+
     clientFlushPending(c);
+    if (objClientArenaRange(c->oc, &base, &size) == 0)
+        forkUntrack(base);
     objClientFree(c->oc);
     c->oc = NULL;
 }
@@ -544,11 +682,13 @@ typedef struct BufferObject {
     int pinned;         /* holds a pin of id (released at the end) */
     Py_ssize_t exports; /* buffer-protocol views and DLPack capsules alive */
     redisReply *reply;  /* BUF_COPY: owns the bytes */
+    uint64_t gen;       /* BUF_CREATED: the created object's generation (0: unknown) */
     void *own;          /* BUF_COPY_CREATE: malloc'ed bytes */
     /* DLPack layout (set by the Python layer; default uint8, 1-D). */
     uint8_t dlCode, dlBits;
     uint16_t dlLanes;
     int ndim;
+    int layoutSet; /* _set_layout was called: else the export is the bytes, 1-D */
     int64_t shape[BUF_MAX_NDIM];
     PyObject *weakrefs;
 } BufferObject;
@@ -571,11 +711,13 @@ static BufferObject *bufferNew(ClientObject *c, const void *id, size_t idLen, in
     b->pinned = 0;
     b->exports = 0;
     b->reply = NULL;
+    b->gen = 0;
     b->own = NULL;
     b->dlCode = 1;
     b->dlBits = 8;
     b->dlLanes = 1;
     b->ndim = 1;
+    b->layoutSet = 0;
     b->shape[0] = 0;
     b->weakrefs = NULL;
     b->id = PyBytes_FromStringAndSize(id, (Py_ssize_t)idLen);
@@ -646,6 +788,19 @@ static void bufferDealloc(BufferObject *b)
     PyObject_Free(b);
 }
 
+/* Refuse a Buffer of the arena in a forked child: the pin is the parent's and the child
+ * has no access to the arena (see forkChild). Returns 0, or -1 with ClientForked set. */
+static int bufferForked(BufferObject *b)
+{
+    if (!b->arena || b->client == NULL || b->client->pid == getpid())
+        return 0;
+    PyErr_Format(errForked ? errForked : PyExc_BufferError,
+                 "this object was pinned by process %d: its memory is not this process's after "
+                 "fork; get it again in this process (objstore.connect() here)",
+                 (int)b->client->pid);
+    return -1;
+}
+
 /* Buffer protocol: the object's bytes, read-only unless it is being created. */
 static int bufferGet(BufferObject *b, Py_buffer *view, int flags)
 {
@@ -655,6 +810,8 @@ static int bufferGet(BufferObject *b, Py_buffer *view, int flags)
         PyErr_SetString(PyExc_BufferError, "the object's memory was released");
         return -1;
     }
+    if (bufferForked(b) < 0)
+        return -1;
     if ((flags & PyBUF_WRITABLE) && readonly) {
         PyErr_SetString(PyExc_BufferError, "a sealed object is read-only");
         return -1;
@@ -701,11 +858,36 @@ static PyObject *bufferReleaseMethod(BufferObject *b, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Called between the seal and the pin of bufferSealLocked, with the GIL: the one way a
+ * test makes another connection delete and remake the id in that window. NULL: none. */
+static PyObject *afterSealHook;
+
+/* Run afterSealHook, if set (client mutex held, GIL not). Its errors are printed. */
+static void bufferRunSealHook(void)
+{
+    PyGILState_STATE g;
+    PyObject *r;
+
+    if (afterSealHook == NULL)
+        return;
+    g = PyGILState_Ensure();
+    if (afterSealHook != NULL) {
+        r = PyObject_CallNoArgs(afterSealHook);
+        if (r == NULL)
+            PyErr_Print();
+        Py_XDECREF(r);
+    }
+    PyGILState_Release(g);
+}
+
 /*
  * Run a sealing step under the client mutex: objClientSeal, then, when views
  * of the created bytes are still alive, a pin so that their memory outlives
- * a delete. Returns 0, or -1 with *e set; *sealed is set once the seal
- * succeeded (a failing pin after it still leaves the object sealed).
+ * a delete: objClientPinCreated, which takes the pin only on this very
+ * object (its offset and generation), never on one made under the id after
+ * the seal. Returns 0, or -1 with *e set; *sealed is set once the seal
+ * succeeded (a failing pin after it still leaves the object sealed, and the
+ * live views without memory of their own: the caller tells the program).
  */
 static int bufferSealLocked(BufferObject *b, int pinAfter, SavedErr *e, int *sealed)
 {
@@ -720,8 +902,15 @@ static int bufferSealLocked(BufferObject *b, int pinAfter, SavedErr *e, int *sea
     }
     *sealed = 1;
     if (pinAfter) {
-        if (objClientPin(c->oc, id, idLen, 0, &view) < 0) {
+        bufferRunSealHook();
+        if (objClientPinCreated(c->oc, id, idLen, b->data, b->gen, &view) < 0) {
             clientSaveErr(c, e);
+            if (e->code == OBJ_ERR_NOTFOUND || e->code == OBJ_ERR_WRONGSTATE)
+                snprintf(e->msg, sizeof(e->msg),
+                         "WRONGSTATE sealed, but the object was deleted before it could be "
+                         "pinned for the views still alive: they no longer show it and must "
+                         "not be used (%s)",
+                         objClientErrMsg(c->oc));
             return -1;
         }
         b->pinned = 1;
@@ -778,7 +967,7 @@ static PyObject *bufferSealIn(BufferObject *b, PyObject *unused)
         b->size = 0;
     }
     if (rv < 0)
-        return errRaiseSaved(&e); /* sealed, but the pin that keeps live views safe failed */
+        return errRaiseSaved(&e); /* sealed, but the views' object is gone: no new views */
     Py_RETURN_NONE;
 }
 
@@ -838,16 +1027,54 @@ static PyObject *bufferAbort(BufferObject *b, PyObject *unused)
 
 PyDoc_STRVAR(bufferLayoutDoc,
              "_set_layout(code, bits, lanes, shape)\n--\n\n"
-             "The DLPack dtype (code, bits, lanes) and shape that __dlpack__ exports.");
+             "The DLPack dtype (code, bits, lanes) and shape that __dlpack__ exports.\n"
+             "Refused (ValueError) unless it describes at most the object's bytes.");
+
+/*
+ * The bytes a compact row-major layout of ndim extents (each read from the
+ * sequence fast) of elemBytes-byte elements covers, computed without
+ * overflow: the extents go to shp. Returns 0 with *total set, or -1 with
+ * ValueError (a negative extent, more than fits in 63 bits) or the
+ * conversion's error set. The one check of every extent a writer's
+ * metadata can name (bufferSetLayout, dlpackExportOf).
+ */
+static int layoutBytes(PyObject *fast, Py_ssize_t ndim, int64_t elemBytes, int64_t *shp,
+                       int64_t *total)
+{
+    int64_t bytes = elemBytes;
+
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (v < 0) {
+            layoutFail("BADMETA extent %lld of dimension %zd is negative", v, i);
+            return -1;
+        }
+        shp[i] = v;
+    }
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (shp[i] == 0)
+            bytes = 0; /* an empty tensor covers no bytes, whatever its other extents */
+    for (Py_ssize_t i = 0; i < ndim && bytes > 0; i++)
+        if (__builtin_mul_overflow(bytes, shp[i], &bytes)) {
+            layoutFail("BADMETA the layout's extents multiply to more than 2**63 bytes");
+            return -1;
+        }
+    *total = bytes;
+    return 0;
+}
 
 /* _set_layout(code, bits, lanes, shape): what __dlpack__ exports. Returns None, or NULL
- * (ValueError) for a layout that does not fit the object. */
+ * (ValueError, BADMETA) for a layout that names more bytes than the object holds, more
+ * than BUF_MAX_NDIM dimensions or a dtype DLPack cannot carry. */
 static PyObject *bufferSetLayout(BufferObject *b, PyObject *args)
 {
     int code, bits, lanes;
     PyObject *shape, *fast;
     Py_ssize_t n;
-    int64_t count = 1, shp[BUF_MAX_NDIM];
+    int64_t bytes, shp[BUF_MAX_NDIM];
 
     if (!PyArg_ParseTuple(args, "iiiO", &code, &bits, &lanes, &shape))
         return NULL;
@@ -858,24 +1085,23 @@ static PyObject *bufferSetLayout(BufferObject *b, PyObject *args)
     if (n > BUF_MAX_NDIM || code < 0 || code > 255 || bits <= 0 || bits > 255 || bits % 8 ||
         lanes <= 0 || lanes > 65535) {
         Py_DECREF(fast);
-        return PyErr_Format(PyExc_ValueError, "unsupported DLPack layout");
+        return layoutFail("BADMETA unsupported DLPack layout (%zd dimensions, at most %d; "
+                          "code %d, bits %d, lanes %d)",
+                          n, BUF_MAX_NDIM, code, bits, lanes);
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
-        if (v < 0) {
-            Py_DECREF(fast);
-            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "negative extent");
-        }
-        shp[i] = v;
-        count *= v;
+    if (layoutBytes(fast, n, (int64_t)(bits / 8) * lanes, shp, &bytes) < 0) {
+        Py_DECREF(fast);
+        return NULL;
     }
     Py_DECREF(fast);
-    if (count * (bits / 8) * lanes > b->size)
-        return PyErr_Format(PyExc_ValueError, "the layout needs more bytes than the object has");
+    if (bytes > (int64_t)b->size)
+        return layoutFail("BADMETA the layout needs %lld bytes; the object holds %zd",
+                          (long long)bytes, b->size);
     b->dlCode = (uint8_t)code;
     b->dlBits = (uint8_t)bits;
     b->dlLanes = (uint16_t)lanes;
     b->ndim = (int)n;
+    b->layoutSet = 1;
     memcpy(b->shape, shp, sizeof(shp[0]) * (size_t)n);
     Py_RETURN_NONE;
 }
@@ -909,53 +1135,102 @@ typedef struct DLManagedTensor {
     void (*deleter)(struct DLManagedTensor *self);
 } DLManagedTensor;
 
-/* A DLManagedTensor with its own copy of the shape. */
+/*
+ * A DLManagedTensor with its own copy of the shape, and the two ends of its
+ * life: the consumer's (it calls the deleter once it is done with the
+ * tensor) and the capsule's (it is destroyed, consumed or not). The memory
+ * goes when both have ended, so that a deleter that a consumer ran before
+ * refusing the capsule (leaving it named "dltensor") is not run again by the
+ * capsule's destructor, and a deleter is never run on freed memory. Both
+ * flags change under the GIL.
+ */
 typedef struct DlExport {
     DLManagedTensor m;
+    PyObject *owner;       /* the reference that keeps the bytes alive */
+    BufferObject *counted; /* the Buffer whose exports count this tensor, or NULL */
+    int consumerDone;      /* the deleter ran: owner and count are dropped */
+    int capsuleGone;       /* the capsule was destroyed */
     int64_t shape[BUF_MAX_NDIM];
-    int64_t strides[BUF_MAX_NDIM]; /* in elements; used by dlpackExport only */
+    int64_t strides[BUF_MAX_NDIM]; /* in elements; used by dlpackExportOf only */
 } DlExport;
+
+/* End the consumer's share (with the GIL held): the first call drops the owner and the
+ * export count, any later one does nothing. Frees x once the capsule is gone too. */
+static void dlConsumerDone(DlExport *x)
+{
+    if (!x->consumerDone) {
+        x->consumerDone = 1;
+        if (x->counted != NULL)
+            x->counted->exports--;
+        Py_DECREF(x->owner);
+    }
+    if (x->capsuleGone)
+        free(x);
+}
 
 /*
  * The consumer is done with the tensor (any thread, with or without the
- * GIL): the export ends and the Buffer's reference goes. At interpreter
- * shutdown the reference is leaked: the process is going away anyway.
+ * GIL). Runs its effect once however often a consumer calls it. At
+ * interpreter shutdown the reference is leaked: the process is going away.
  */
 static void dlDeleter(DLManagedTensor *m)
 {
-    BufferObject *b = m->manager_ctx;
     PyGILState_STATE g;
 
-    if (!Py_IsInitialized()) {
-        free(m);
+    if (!Py_IsInitialized())
         return;
-    }
     g = PyGILState_Ensure();
-    b->exports--;
-    Py_DECREF(b);
+    dlConsumerDone((DlExport *)m);
     PyGILState_Release(g);
-    free(m);
 }
 
-/* A capsule nobody consumed (still named "dltensor") deletes its tensor. */
+/* The capsule goes. Unconsumed (still named "dltensor") it ends the consumer's share too
+ * (dlConsumerDone: nothing twice); consumed, the consumer's deleter ends it later. */
 static void dlCapsuleDestructor(PyObject *cap)
 {
-    DLManagedTensor *m;
+    const char *name = PyCapsule_GetName(cap);
+    DlExport *x = PyCapsule_GetPointer(cap, name);
 
-    if (!PyCapsule_IsValid(cap, "dltensor"))
-        return; /* consumed: "used_dltensor", the consumer owns it now */
-    m = PyCapsule_GetPointer(cap, "dltensor");
-    if (m != NULL && m->deleter != NULL)
-        m->deleter(m);
+    if (x == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    x->capsuleGone = 1;
+    if (name != NULL && strcmp(name, "dltensor") == 0)
+        dlConsumerDone(x); /* nobody consumed it, or a consumer ran the deleter and refused */
+    else if (x->consumerDone)
+        free(x);
 }
 
-/* __dlpack__(stream=None): a "dltensor" capsule of the bytes (CPU, compact row-major);
- * the tensor holds a reference to the Buffer, so the pin lives as long as it does.
- * Returns the capsule, or NULL (BufferError for a released object or a stream). */
+/* Wrap a filled DlExport in a "dltensor" capsule that holds a reference to owner (and,
+ * when counted is set, one export of it). Returns the capsule, or NULL (x is freed). */
+static PyObject *dlCapsule(DlExport *x, PyObject *owner, BufferObject *counted)
+{
+    PyObject *cap;
+
+    x->m.manager_ctx = x;
+    x->m.deleter = dlDeleter;
+    x->owner = owner;
+    x->counted = counted;
+    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
+    if (cap == NULL) {
+        free(x);
+        return NULL;
+    }
+    Py_INCREF(owner);
+    if (counted != NULL)
+        counted->exports++;
+    return cap;
+}
+
+/* __dlpack__(stream=None): a "dltensor" capsule of the bytes (CPU, compact row-major,
+ * the layout _set_layout checked against the object's size); the tensor holds a
+ * reference to the Buffer, so the pin lives as long as it does. Returns the capsule, or
+ * NULL (BufferError for a released object or a stream). */
 static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"stream", NULL};
-    PyObject *stream = Py_None, *cap;
+    PyObject *stream = Py_None;
     DlExport *x;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &stream))
@@ -964,29 +1239,28 @@ static PyObject *bufferDlpack(BufferObject *b, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_BufferError, "a CPU tensor takes no stream");
     if (b->state == BUF_GONE)
         return PyErr_Format(PyExc_BufferError, "the object's memory was released");
+    if (bufferForked(b) < 0)
+        return NULL;
     x = calloc(1, sizeof(*x));
     if (x == NULL)
         return PyErr_NoMemory();
-    memcpy(x->shape, b->shape, sizeof(x->shape));
-    if (b->ndim == 1 && b->dlCode == 1 && b->dlBits == 8 && b->shape[0] == 0)
+    if (b->layoutSet) {
+        memcpy(x->shape, b->shape, sizeof(x->shape));
+        x->m.dl_tensor.ndim = b->ndim;
+        x->m.dl_tensor.dtype.code = b->dlCode;
+        x->m.dl_tensor.dtype.bits = b->dlBits;
+        x->m.dl_tensor.dtype.lanes = b->dlLanes;
+    } else {
         x->shape[0] = b->size;
+        x->m.dl_tensor.ndim = 1;
+        x->m.dl_tensor.dtype.code = 1;
+        x->m.dl_tensor.dtype.bits = 8;
+        x->m.dl_tensor.dtype.lanes = 1;
+    }
     x->m.dl_tensor.data = b->data;
     x->m.dl_tensor.device.device_type = 1;
-    x->m.dl_tensor.ndim = b->ndim;
-    x->m.dl_tensor.dtype.code = b->dlCode;
-    x->m.dl_tensor.dtype.bits = b->dlBits;
-    x->m.dl_tensor.dtype.lanes = b->dlLanes;
     x->m.dl_tensor.shape = x->shape;
-    x->m.manager_ctx = b;
-    x->m.deleter = dlDeleter;
-    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
-    if (cap == NULL) {
-        free(x);
-        return NULL;
-    }
-    Py_INCREF(b);
-    b->exports++;
-    return cap;
+    return dlCapsule(x, (PyObject *)b, b);
 }
 
 /* __dlpack_device__, `with`, and the read-only attributes: trivial accessors. */
@@ -995,53 +1269,97 @@ static PyObject *bufferDlpackDevice(BufferObject *b, PyObject *unused)
     return Py_BuildValue("(ii)", 1, 0);
 }
 
-/* The consumer is done with an array export (see dlDeleter): the owner's reference goes. */
-static void dlOwnerDeleter(DLManagedTensor *m)
+/*
+ * The bytes from the first element that a strided layout (extents shp,
+ * strides st >= 0 in elements, elem bytes each) reaches, in checked
+ * arithmetic, into *hi. Returns 0, or -1 with BADMETA set when a product or
+ * sum leaves 63 bits.
+ */
+static int layoutReach(Py_ssize_t ndim, const int64_t *shp, const int64_t *st, int64_t elem,
+                       int64_t *hi)
 {
-    PyGILState_STATE g;
+    int64_t last = 0, reach;
 
-    if (Py_IsInitialized()) {
-        g = PyGILState_Ensure();
-        Py_DECREF((PyObject *)m->manager_ctx);
-        PyGILState_Release(g);
-    }
-    free(m);
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (shp[i] == 0) {
+            *hi = 0; /* empty: no element is ever read */
+            return 0;
+        }
+    for (Py_ssize_t i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(st[i], shp[i] - 1, &reach) ||
+            __builtin_add_overflow(last, reach, &last))
+            goto out_overflow;
+    if (__builtin_add_overflow(last, 1, &last) || __builtin_mul_overflow(last, elem, hi))
+        goto out_overflow;
+    return 0;
+
+out_overflow:
+    layoutFail("BADMETA the layout's strides reach beyond 2**63 bytes");
+    return -1;
 }
 
 /*
- * _dlpack_export(owner, address, shape, strides, code, bits, lanes): a "dltensor"
- * capsule of memory that owner keeps alive (an array of a get: its base holds the
- * pin); strides in elements, or None for compact row-major. Why: numpy refuses to
- * export read-only arrays through DLPack, and every view of a get is read-only.
- * Returns the capsule, or NULL (ValueError for more than 32 dimensions).
+ * _dlpack_export(owner, address, low, high, shape, strides, code, bits, lanes): a
+ * "dltensor" capsule of memory that owner keeps alive (an array of a get: its base
+ * holds the pin); strides in elements, or None for compact row-major. Every element
+ * the layout names must lie in [low, high) (checked arithmetic). Why: numpy refuses
+ * to export read-only arrays through DLPack, and every view of a get is read-only.
+ * Negative strides are refused: torch 1.13 aborts the process on them. Returns the
+ * capsule, or NULL (BufferError for a negative stride; ValueError, BADMETA, for a
+ * layout out of bounds or of more than 32 dimensions).
  */
 static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
 {
-    PyObject *owner, *addr, *shape, *strides, *cap;
+    PyObject *owner, *addrObj, *shape, *strides, *fast = NULL;
+    unsigned long long low, high, addr;
     int code, bits, lanes;
+    int64_t bytes, hi, elem;
     DlExport *x;
     Py_ssize_t n;
 
-    if (!PyArg_ParseTuple(args, "OOO!Oiii", &owner, &addr, &PyTuple_Type, &shape, &strides, &code,
-                          &bits, &lanes))
+    if (!PyArg_ParseTuple(args, "OOKKO!Oiii", &owner, &addrObj, &low, &high, &PyTuple_Type, &shape,
+                          &strides, &code, &bits, &lanes))
+        return NULL;
+    addr = (unsigned long long)(uintptr_t)PyLong_AsVoidPtr(addrObj);
+    if (PyErr_Occurred())
         return NULL;
     n = PyTuple_GET_SIZE(shape);
-    if (n > BUF_MAX_NDIM ||
+    if (n > BUF_MAX_NDIM || code < 0 || code > 255 || bits <= 0 || bits > 255 || bits % 8 ||
+        lanes <= 0 || lanes > 65535 || addr < low || addr > high ||
         (strides != Py_None && (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != n)))
-        return PyErr_Format(PyExc_ValueError, "unsupported shape or strides for DLPack");
+        return layoutFail("BADMETA unsupported shape or strides for DLPack");
     x = calloc(1, sizeof(*x));
     if (x == NULL)
         return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < n; i++) {
-        x->shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-        if (strides != Py_None)
-            x->strides[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    elem = (int64_t)(bits / 8) * lanes;
+    fast = PySequence_Fast(shape, "shape must be a tuple");
+    if (fast == NULL || layoutBytes(fast, n, elem, x->shape, &bytes) < 0)
+        goto out_free;
+    hi = bytes;
+    if (strides != Py_None) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            long long st = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+            if (st == -1 && PyErr_Occurred())
+                goto out_free;
+            if (st < 0) {
+                PyErr_SetString(PyExc_BufferError,
+                                "DLPack export of negative strides is refused (consumers such "
+                                "as torch cannot take them): export a copy");
+                goto out_free;
+            }
+            x->strides[i] = st;
+        }
+        if (layoutReach(n, x->shape, x->strides, elem, &hi) < 0)
+            goto out_free;
     }
-    x->m.dl_tensor.data = PyLong_AsVoidPtr(addr);
-    if (PyErr_Occurred()) {
-        free(x);
-        return NULL;
+    if (hi > 0 && (unsigned long long)hi > high - addr) {
+        layoutFail("BADMETA the layout reaches %lld bytes from its first element; the "
+                   "memory has %llu",
+                   (long long)hi, high - addr);
+        goto out_free;
     }
+    Py_DECREF(fast);
+    x->m.dl_tensor.data = (void *)(uintptr_t)addr;
     x->m.dl_tensor.device.device_type = 1;
     x->m.dl_tensor.ndim = (int32_t)n;
     x->m.dl_tensor.dtype.code = (uint8_t)code;
@@ -1049,15 +1367,12 @@ static PyObject *modDlpackExport(PyObject *mod, PyObject *args)
     x->m.dl_tensor.dtype.lanes = (uint16_t)lanes;
     x->m.dl_tensor.shape = x->shape;
     x->m.dl_tensor.strides = strides == Py_None ? NULL : x->strides;
-    x->m.manager_ctx = owner;
-    x->m.deleter = dlOwnerDeleter;
-    cap = PyCapsule_New(&x->m, "dltensor", dlCapsuleDestructor);
-    if (cap == NULL) {
-        free(x);
-        return NULL;
-    }
-    Py_INCREF(owner);
-    return cap;
+    return dlCapsule(x, owner, NULL);
+
+out_free:
+    Py_XDECREF(fast);
+    free(x);
+    return NULL;
 }
 
 static PyObject *bufferEnter(BufferObject *b, PyObject *unused)
@@ -1343,6 +1658,7 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     Py_ssize_t metaLen = 0;
     size_t idLen;
     void *data = NULL;
+    uint64_t gen = 0;
     BufferObject *b;
     SavedErr e;
     int rv = 0;
@@ -1370,7 +1686,8 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     }
     Py_BEGIN_ALLOW_THREADS;
     clientLock(c);
-    if (objClientCreate(c->oc, id, idLen, (size_t)size, meta, (size_t)metaLen, &data) < 0) {
+    if (objClientCreateGen(c->oc, id, idLen, (size_t)size, meta, (size_t)metaLen, &data, &gen) <
+        0) {
         clientSaveErr(c, &e);
         rv = -1;
     }
@@ -1385,6 +1702,7 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
     }
     b->data = data;
     b->size = size;
+    b->gen = gen;
     b->meta = PyBytes_FromStringAndSize(meta, metaLen);
     if (b->meta == NULL) {
         Py_DECREF(b);
@@ -2057,6 +2375,13 @@ static PyObject *modConnect(PyObject *mod, PyObject *args, PyObject *kw)
     c->tr = tr;
     c->conn = conn;
     c->zeroCopy = mapped > 0;
+    if (c->zeroCopy) {
+        void *base;
+        size_t size;
+
+        if (objClientArenaRange(oc, &base, &size) == 0)
+            forkTrack(base, size); /* out of memory: a child keeps the mapping, as before */
+    }
     return (PyObject *)c;
 }
 
@@ -2078,6 +2403,15 @@ static PyObject *modSetErrors(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _set_after_seal_hook(fn or None): see afterSealHook (tests only). Returns None. */
+static PyObject *modSetAfterSealHook(PyObject *mod, PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "the hook is a callable or None");
+    Py_XSETREF(afterSealHook, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef modMethods[] = {
     {"connect", (PyCFunction)(void (*)(void))modConnect, METH_VARARGS | METH_KEYWORDS,
      "connect(host='127.0.0.1', port=6379, unix_socket=None, rdma=False, username=None,\n"
@@ -2089,6 +2423,7 @@ static PyMethodDef modMethods[] = {
      "Returns, per client, None (the node holds it) or the exception of its failure."},
     {"_set_errors", modSetErrors, METH_VARARGS, NULL},
     {"_dlpack_export", modDlpackExport, METH_VARARGS, NULL},
+    {"_set_after_seal_hook", modSetAfterSealHook, METH_O, NULL},
     {NULL},
 };
 
@@ -2107,6 +2442,10 @@ PyMODINIT_FUNC PyInit__objstore(void)
 
     if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&BufferType) < 0)
         return NULL;
+    static int forkHandlers; /* once per process, however often the module is loaded */
+    if (!forkHandlers && pthread_atfork(forkPrepare, forkParent, forkChild) != 0)
+        return PyErr_Format(PyExc_RuntimeError, "pthread_atfork failed");
+    forkHandlers = 1;
     m = PyModule_Create(&objstoreModule);
     if (m == NULL)
         return NULL;
