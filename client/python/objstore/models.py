@@ -201,14 +201,11 @@ def _fetch_or_raise(client, ids, key, version, timeout):
                             f"object {_show(pid)!r} could not be fetched: {err}") from None
 
 
-def _fetch_in_order(client, ids, key, version, timeout):
-    """Bring ids to client's node one after another, in the manifest's order. Readers
-    of one version on many nodes then fetch the same part at the same time, so each part
-    goes down one relay chain and the next follows it; one OBJ.FETCH of every part would
-    start them all at once, and the nodes' single upload slots then send each other
-    between chains (with 64 parts on 4 nodes that stalled for minutes)."""
-    for pid in dict.fromkeys(ids):
-        _fetch_or_raise(client, [pid], key, version, timeout)
+def _fetch_all(client, ids, key, version, timeout):
+    """Bring ids to client's node with one OBJ.FETCH naming them all: the node runs their
+    transfers at once, so the links stay busy while each part's relay chain forms (one
+    part after another paid that set-up, a lookup, a BUSY and a hop, per part)."""
+    _fetch_or_raise(client, list(dict.fromkeys(ids)), key, version, timeout)
 
 
 # ---- publish --------------------------------------------------------------------------------
@@ -417,7 +414,7 @@ def _read(client, name, version, names, timeout):
         v, mid = _resolve(client, key, version)
         try:
             entries = _select(_read_manifest(client, key, v, mid, timeout), names, key, v)
-            _fetch_in_order(client, [e[1] for e in entries], key, v, timeout)
+            _fetch_all(client, [e[1] for e in entries], key, v, timeout)
             return v, {e[0]: _tensor(client, key, v, e) for e in entries}
         except ObjectNotFound:
             if version is not None or attempt == 2 or _resolve(client, key, None)[0] == v:
@@ -482,7 +479,7 @@ def broadcast(name, version, clients, timeout=None):
     def one(n, c):
         t0 = time.monotonic()
         try:
-            _fetch_in_order(c, order, key, v, timeout)
+            _fetch_all(c, order, key, v, timeout)
             report[n] = {"parts": len(order) - 1, "bytes": sum(size.values()),
                          "seconds": round(time.monotonic() - t0, 3)}
         except ObjstoreError as e:
