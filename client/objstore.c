@@ -1378,14 +1378,14 @@ int objClientSetPutThreads(ObjClient *c, int threads)
 }
 
 /* Whether a put of size bytes goes through the arena: large enough, and
- * the arena maps (tried once; a client that cannot map it puts inline, and
- * the failure is not its error). */
+ * the arena maps read-write (tried once; a client that cannot map it, or
+ * may only read it, puts inline, and that is not its error). */
 static int putViaArena(ObjClient *c, size_t size)
 {
     if (size < OBJ_PUT_ARENA_MIN || c->noArena)
         return 0;
     if (clientMapArena(c) == 0)
-        return 1;
+        return !c->arenaReadOnly;
     if (!clientConnected(c))
         return -1;
     c->noArena = 1;

@@ -243,17 +243,20 @@ if start_node node yes; then
     check "a client in neither works remotely (copying get/put)" role remote nogroup "$P3" k1
     check "the object the reader tried to write is unchanged" \
         test "$(redis-cli -p "$P3" OBJ.GET k1)" = objstore-reader-check
-    check "the installed Python package, as a reader: zero-copy get, put refused (READONLY)" \
+    check "the installed Python package, as a reader: zero-copy get, create refused (READONLY), put copies" \
         setpriv --reuid=nobody --regid=objstore-readers --clear-groups /usr/bin/python3 -c "
 import objstore
 c = objstore.connect('127.0.0.1', $P3)
 assert c.zero_copy and objstore.__file__.startswith('/usr/lib/python3/dist-packages/')
 assert bytes(c.get('k1', kind='memoryview')) == b'objstore-reader-check'
 try:
-    c.put('py-reader', b'x')
-    raise SystemExit('a reader put in place')
+    c.create('py-reader', 4)
+    raise SystemExit('a reader created in place')
 except objstore.ZeroCopyUnavailable as e:
     assert 'READONLY' in str(e), e
+big = b'r' * (2 << 20)  # above the size a put writes in place: copied through OBJ.PUT
+c.put('py-reader-put', big)
+assert bytes(c.get('py-reader-put', kind='memoryview')) == big
 "
     check "the installed Python package, in neither group: remote mode" \
         setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c "
