@@ -123,7 +123,7 @@ def test_a_relay_ending_its_stream_makes_the_fetch_go_on_at_its_offset(cl, uid):
     oid = uid(b"r")
     data = payload(SIZE, seed=71)
     assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
-    wait_locations(a, oid, ["A"])
+    wait_locations(a, oid, ["A"], timeout=60)
     loc = b"objstore:{" + oid + b"}:loc"
     m = EndingRelay(a, data, HALF)  # A's own Redis is the directory (layout "own")
     m.keys.append(loc)
