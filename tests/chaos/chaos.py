@@ -518,9 +518,10 @@ class Chaos:
         node once the faults are healed. A bound on attempts, not on the clock: round
         after round every object not fetched yet is fetched once more (OBJ.FETCH TIMEOUT
         heal_fetch_ms) from a node picked at random, and one is reported only after it
-        has failed heal_tries attempts and at least node-ttl + heal_slack seconds of
-        this check have passed (the time the directory is given to converge, on the
-        check's own clock: a busy machine makes the check longer, never failing). A
+        has failed heal_tries attempts, at least node-ttl + heal_slack seconds of this
+        check have passed (the time the directory is given to converge, on the check's
+        own clock: a busy machine makes the check longer, never failing), and a whole
+        round fetched nothing (while objects still come in, it is converging). A
         hang-stopping bound scaled to the work (heal_hang_seconds + 2 s per object)
         ends a check that is stuck; what is left then is reported with its attempts."""
         cfg = self.cfg
@@ -533,13 +534,15 @@ class Chaos:
         hang = t0 + cfg.heal_hang_seconds + 2.0 * len(pending)
         tries = dict.fromkeys(pending, 0)
         last = {}
+        progress = True  # the last round fetched something: the cluster is converging
 
         def done():
             now = time.monotonic()
-            return now >= hang or (now >= settled and
+            return now >= hang or (now >= settled and not progress and
                                    all(tries[oid] >= cfg.heal_tries for oid in pending))
 
         while pending and not done():
+            before = len(pending)
             by_node = {}
             for o in pending.values():
                 others = [n for n in self.cluster.names if n != o.node]
@@ -554,6 +557,7 @@ class Chaos:
                         self.fetch_after_heal(c, name, o, pending, last)
                 finally:
                     c.close()
+            progress = len(pending) < before
             if pending:
                 time.sleep(0.2)
         if pending:
