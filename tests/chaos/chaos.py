@@ -276,6 +276,7 @@ class Chaos:
         self.violation_count = 0
         self.relays = []  # per epoch: the transfer counters of note_relays
         self.pulse = None  # the epoch's Pulse
+        self.settling = []  # per epoch: how long the checks after the heal waited
         self.pauses = {}  # node -> [[start, end or None]]
         self.kills = {}  # node -> [time of each inflicted kill]
         self.dead = set()  # (node, incarnation) killed or crashed
@@ -560,6 +561,9 @@ class Chaos:
             progress = len(pending) < before
             if pending:
                 time.sleep(0.2)
+        self.settling.append({"epoch": self.epoch, "objects": len(tries),
+                              "heal_check_s": round(time.monotonic() - t0, 1),
+                              "most_tries": max(tries.values(), default=0)})
         if pending:
             if time.monotonic() >= hang:
                 for oid in pending:
@@ -742,7 +746,8 @@ class Chaos:
         is far past what any of them takes when nothing is stuck (tcp_fin_timeout,
         keepalive, a backed-off retransmission), so load cannot fail the check, and a
         level never reached still does."""
-        deadline = time.monotonic() + self.cfg.quiesce_seconds
+        t0 = time.monotonic()
+        deadline = t0 + self.cfg.quiesce_seconds
         for name in self.cluster.names:
             while True:
                 problems, listed = self.node_accounting(name)
@@ -752,6 +757,8 @@ class Chaos:
             for p in problems:
                 self.violate("not idle after quiescence", f"{name}: {p}")
             self.check_holdings(name, listed)
+        if self.settling and self.settling[-1]["epoch"] == self.epoch:
+            self.settling[-1]["quiesce_s"] = round(time.monotonic() - t0, 1)
 
     def check_holdings(self, name, listed):
         n = self.node(name)
@@ -814,6 +821,7 @@ class Chaos:
             "faults": sum(self.faults.values()),
             "faults_by_kind": self.faults,
             "relays_by_epoch": self.relays,
+            "settling_by_epoch": self.settling,
             "violation_count": self.violation_count,
             "violations": self.violations,
             "build": os.environ.get("OBJSTORE_BUILD", ""),
