@@ -235,3 +235,31 @@ def test_quiescence_tells_a_socket_left_open_from_a_close_the_kernel_finishes():
         p.wait(10)
     finally:
         assert lab.close() == []
+
+
+def test_heal_check_reports_an_object_the_directory_lost_and_passes_a_fetchable_one(
+        make_netns_cluster):
+    """The chaos run's heal check (Chaos.check_fetchable) bounds attempts, not the clock;
+    it must still fail on what is truly stuck: of two primaries on n1, the one whose
+    directory entry is gone (and that nothing publishes again) is reported after its
+    attempts, the other one is fetched."""
+    from chaos import Chaos, Config, Obj, content
+
+    c = make_netns_cluster(2, node_ttl=1500)
+    chaos = Chaos(Config(seed=1, nodes=2, heal_slack=1.0))
+    chaos.cluster = c
+    n1 = c["n1"]
+    for oid in (b"kept", b"lost"):
+        data = content(oid, 1, 100)
+        assert n1.client().obj("OBJ.PUT", oid, data, "META", b"g1") == b"OK"
+        chaos.model.new_gen(oid, len(data))
+        chaos.model.add(Obj(oid, 1, len(data), "n1", n1.incarnation))
+        wait_locations(c["n2"].client(), oid, ["n1"], timeout=60)
+    d = c.directory.client()
+    d.delete(b"objstore:{lost}:meta", b"objstore:{lost}:loc")
+    chaos.check_fetchable(time.monotonic())
+    assert [v["kind"] for v in chaos.violations] == ["not fetchable after heal"], (
+        chaos.violations)
+    detail = chaos.violations[0]["detail"]
+    assert detail.startswith("1 live primaries") and "b'lost'" in detail, detail
+    assert c["n2"].client().obj("OBJ.EXISTS", b"kept") == 1
