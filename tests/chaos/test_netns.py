@@ -263,3 +263,30 @@ def test_heal_check_reports_an_object_the_directory_lost_and_passes_a_fetchable_
     detail = chaos.violations[0]["detail"]
     assert detail.startswith("1 live primaries") and "b'lost'" in detail, detail
     assert c["n2"].client().obj("OBJ.EXISTS", b"kept") == 1
+
+
+def test_a_fetch_is_not_stuck_on_a_connection_a_cut_left_half_open(make_netns_cluster):
+    """n2 holds a session to n1; n1 is killed behind a cut (its FIN or RST never reaches
+    n2) and comes back: n2's session is half-open. Once healed, a fetch from the new n1
+    succeeds within a few attempts: the first request on the dead session is answered
+    by a reset (the new n1 has no such socket), not left waiting."""
+    c = make_netns_cluster(2, node_ttl=1500)
+    n1, cl = c["n1"], c["n2"].client()
+    assert n1.client().obj("OBJ.PUT", b"before", b"a" * 4096) == b"OK"
+    wait_locations(cl, b"before", ["n1"], timeout=60)
+    assert fetch_code(cl, b"before", "TIMEOUT", 30000) == "OK"  # the session is up
+    c.lab.cut(n1.link)
+    n1.kill9()
+    n1.restart()
+    c.lab.heal(n1.link)
+    assert c.wait_registered(timeout=60) is None
+    assert n1.client().obj("OBJ.PUT", b"after", b"b" * 4096) == b"OK"
+    wait_locations(cl, b"after", ["n1"], timeout=60)
+    # A bound on attempts, not on the clock (as in the heal test above).
+    codes, t0 = [], time.monotonic()
+    while "OK" not in codes and (len(codes) < 8 or time.monotonic() < t0 + 15):
+        codes.append(fetch_code(cl, b"after", "TIMEOUT", 5000))
+        time.sleep(0.1)
+    assert codes[-1] == "OK", (f"not fetched in {len(codes)} attempts over "
+                               f"{time.monotonic() - t0:.1f} s: {codes}")
+    assert cl.obj("OBJ.GET", b"after") == b"b" * 4096
