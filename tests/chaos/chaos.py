@@ -367,7 +367,9 @@ class Chaos:
                 self.run_epoch(clients, chaos_time)
                 if time.monotonic() >= end - 2:
                     break
-        except Exception:
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # also the launcher's pytest.fail (a node that did not start)
             error = traceback.format_exc()
             self.violate("harness error", error.splitlines()[-1])
             self.say(error)
