@@ -1024,9 +1024,9 @@ class ChaosClient:
         ending = self.rng.choices(["seal", "abort", "disconnect"], [8, 1, 1])[0]
         n = self.chaos.node(name)
         inc = n.incarnation
-        c = n.new_client(120.0)
-        probe = None
+        c = probe = None
         try:
+            c = n.new_client(120.0)  # the node may be killed right now: lost_conn sorts it out
             inc = connected_incarnation(n, c)
             try:
                 r = pairs(c.execute_command("OBJ.CREATE", oid, size, "META", meta_of(gen)))
@@ -1058,7 +1058,8 @@ class ChaosClient:
         except NET_ERRORS as e:
             self.lost_conn(name, inc, "create", e)
         finally:
-            c.close()
+            if c is not None:
+                c.close()
             if probe is not None:
                 probe.close()
 
