@@ -107,6 +107,7 @@ typedef struct Transfer {
     int64_t retryAtUs;     /* XFER_WAITING: when to ask the directory again */
     uint64_t expect;       /* payload bytes the current answer carries */
     int partial;           /* the attempt is a relay stream: its answers are PARTs */
+    int askedPartial;      /* the request on the wire said PARTIAL_OK (a relay may answer) */
     int ranged;            /* the reads in flight are an RPART's range (XFER_READING) */
     int again;             /* the request being sent asks the same peer for the rest */
     int64_t progressUs;    /* relay stream: when a byte last landed */
@@ -345,13 +346,16 @@ static void sendFetch(Transfer *x)
     m.u.fetch.idLen = (uint16_t)x->idLen;
     /* A resume: the answer is a stream's DATA or PART, or an RPART on RDMA. */
     x->reqFrom = x->entry ? x->landed : 0;
+    x->askedPartial = 0;
     if (x->reqFrom > 0 || (!x->insist && x->dir)) {
         m.h.type = WIRE_FETCHR;
         m.u.fetch.offset = x->reqFrom;
         /* Asking the peer that is serving it for the rest: no redirect. */
         m.u.fetch.flags = x->insist || x->again ? 0 : WIRE_FETCHR_BUSY_OK;
-        if (!x->insist && !x->noRelay && x->entry)
+        if (!x->insist && !x->noRelay && x->entry) {
             m.u.fetch.flags |= WIRE_FETCHR_PARTIAL_OK;
+            x->askedPartial = 1;
+        }
     }
     if (x->reqFrom > 0 && !x->again) { /* a new attempt that goes on from where the last got */
         engineStatsBegin()->rangeResumes++;
@@ -1254,6 +1258,13 @@ static int fetchOnError(Conn *c, const WireMsg *m)
         engineStatsEnd();
         if (relayFollow(x, m))
             return 0;
+    } else if (m->u.error.code == WIRE_ERR_NOTSEALED && x->askedPartial) {
+        /* A relay ended its stream (its own transfer gave the object up, or
+         * stalled): that says nothing of the object, so it is not the
+         * fetch's answer. As after a BUSY, the transfer comes back to the
+         * holders (waits and asks the directory again, or insists) and goes
+         * on from the offset it reached. */
+        x->sawBusy = 1;
     }
     attemptFailed(x, why);
     return 0;

@@ -163,14 +163,16 @@ class Link:
         r = sh(["ip", "netns", "pids", self.ns], check=False)
         return [int(p) for p in r.stdout.split()] if r.returncode == 0 else []
 
-    def tcp_sockets(self):
-        """TCP sockets in this namespace: a list of (state, local, peer) strings."""
-        r = self.run(["ss", "-tanH"], check=False)
+    def tcp_sockets(self, owners=False):
+        """TCP sockets in this namespace: a list of (state, local, peer) strings, and with
+        owners a fourth element: whether a process still holds the socket (False: an
+        orphan the kernel is finishing to close after its process closed it)."""
+        r = self.run(["ss", "-tanH"] + (["-p"] if owners else []), check=False)
         out = []
         for line in r.stdout.splitlines():
             f = line.split()
             if len(f) >= 5:
-                out.append((f[0], f[3], f[4]))
+                out.append((f[0], f[3], f[4]) + (("users:" in line,) if owners else ()))
         return out
 
 

@@ -811,3 +811,10 @@ class WireAcceptor(WireSession):
         self.send_frame(wire_frame(
             WIRE_PART, struct.pack("<QQQQQ", size, meta_size, checksum, offset, len(payload)),
             req_id=req_id), payload)
+
+    def send_error(self, req_id, code, text):
+        """ERROR with code (a WIRE_ERR_NAMES name) and text: an answer, or a relay
+        stream's end."""
+        num = next(k for k, v in WIRE_ERR_NAMES.items() if v == code)
+        self.send_frame(wire_frame(WIRE_ERROR, struct.pack("<HH", num, len(text)) + text,
+                                   req_id=req_id))

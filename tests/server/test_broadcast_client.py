@@ -50,7 +50,7 @@ def broadcast(binary, oid, dests, timeout_ms=10000):
 def put_on_a(cl, oid, data):
     a = cl["A"].client()
     assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
-    wait_locations(a, oid, ["A"])
+    wait_locations(a, oid, ["A"], timeout=60)
 
 
 def assert_held(cl, oid, data, names):
@@ -100,7 +100,8 @@ def test_broadcast_of_a_missing_object_fails_on_every_node_by_name(cl, binary, u
     oid = "bc-missing-" + uid(b"").hex()
     dests = [(n, cl[n].port) for n in ("B", "C")]
 
-    rc, out = broadcast(binary, oid, dests, timeout_ms=2000)
+    # NOTFOUND comes from the directory at once; the TIMEOUT only stops a hang.
+    rc, out = broadcast(binary, oid, dests, timeout_ms=30000)
 
     assert rc == 1
     for n, _ in dests:

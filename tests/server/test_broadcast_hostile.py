@@ -163,7 +163,7 @@ def test_wrong_bytes_are_caught_and_fetched_again_from_a_good_holder(cl, uid, as
             oid = uid(b"t%d" % i)
             data = payload(SIZE, seed=30 + i)
             assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
-            wait_locations(a, oid, ["A"])
+            wait_locations(a, oid, ["A"], timeout=60)
             m.also_holds(oid, data)
 
             assert fetch(b, oid) == ["OK"], f"try {i}: B could not get the object"
@@ -203,7 +203,7 @@ def test_a_relay_that_stalls_is_left_and_the_fetch_goes_on_at_its_offset(cl, uid
             oid = uid(b"s%d" % i)
             data = payload(SIZE, seed=50 + i)
             assert a.execute_command("OBJ.PUT", oid, data) == b"OK"
-            wait_locations(a, oid, ["A"])
+            wait_locations(a, oid, ["A"], timeout=60)
             m.also_holds(oid, data)
 
             assert fetch(b, oid) == ["OK"], f"try {i}: B could not get the object"

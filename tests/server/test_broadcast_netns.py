@@ -101,9 +101,9 @@ def test_fetch_resumes_at_its_offset_when_the_source_is_killed():
         oid = b"resume"
         data = payload(SIZE, seed=3)
         put_on(lab, 0, oid, data)
-        wait_until(lambda: "n0" in holders(lab, 2, oid), what="n0 published")
+        wait_until(lambda: "n0" in holders(lab, 2, oid), timeout=60, what="n0 published")
         assert lab.client(1).execute_command("OBJ.FETCH", oid) == [b"OK"]
-        wait_until(lambda: holders(lab, 2, oid) == ["n0", "n1"], what="n1 published")
+        wait_until(lambda: holders(lab, 2, oid) == ["n0", "n1"], timeout=60, what="n1 published")
 
         before = {i: lab.stats(i) for i in range(3)}
         out = {}
@@ -165,7 +165,7 @@ def test_eight_nodes_fetch_one_object_at_once_and_share_the_uploads():
         oid = b"eight"
         data = payload(32 * MIB, seed=8)
         put_on(lab, 0, oid, data)
-        wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+        wait_until(lambda: "n0" in holders(lab, 1, oid), timeout=60, what="n0 published")
         before = [lab.stats(i) for i in range(8)]
 
         out = fetch_everywhere(lab, oid, range(1, 8))
@@ -193,7 +193,7 @@ def test_nodes_below_a_killed_relay_finish_at_their_offsets():
         oid = b"relaykill"
         data = payload(size, seed=12)
         put_on(lab, 0, oid, data)
-        wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+        wait_until(lambda: "n0" in holders(lab, 1, oid), timeout=60, what="n0 published")
         before = [lab.stats(i) for i in range(5)]
         out = {}
         threads = [fetch_async(lab.client(i), oid, out, i) for i in range(1, 5)]
@@ -243,7 +243,7 @@ def broadcast_past_a_quitter(lab, oid, size, start_quitter, quit=None):
     Returns (n1's stats before, n1's stats after, the handle, the object's bytes)."""
     data = payload(size, seed=6)
     put_on(lab, 0, oid, data)
-    wait_until(lambda: "n0" in holders(lab, 1, oid), what="n0 published")
+    wait_until(lambda: "n0" in holders(lab, 1, oid), timeout=60, what="n0 published")
     before = [lab.stats(i) for i in range(5)]
 
     handle = start_quitter(lab)

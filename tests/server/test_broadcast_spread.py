@@ -33,10 +33,10 @@ def place_on_holders(cl, oid, data):
     """PUT on H1, fetch it to H2..H4, and wait until the directory lists all four."""
     h1 = cl["H1"].client()
     assert h1.execute_command("OBJ.PUT", oid, data) == b"OK"
-    wait_locations(h1, oid, ["H1"])
+    wait_locations(h1, oid, ["H1"], timeout=60)
     for name in HOLDERS[1:]:
         assert fetch(cl[name].client(), oid) == ["OK"]
-    wait_locations(h1, oid, list(HOLDERS))
+    wait_locations(h1, oid, list(HOLDERS), timeout=60)
 
 
 def fetch_all_at_once(cl, oid):
