@@ -19,6 +19,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 JOBS=${JOBS:-$(nproc)}
+# Every pytest step names its slowest ten tests, so a slowdown is seen when it lands.
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} --durations=10"
 RESULTS=""
 FAILED=0
 
