@@ -12,6 +12,8 @@
  */
 #include "dirint.h"
 
+#include "common/util.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,21 +107,6 @@ static redisReply *dirRunOne(const char *key, size_t keyLen, int argc, const cha
         dirResultSet(res, DIR_UNAVAILABLE, "%s", dirCmdWhy(&b.cmds[0]));
     dirBatchFree(&b);
     return r;
-}
-
-/* Parses a version number the directory wrote (decimal). Returns 0 or -1. */
-static int dirParseVersion(const char *s, size_t len, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (len == 0 || len > 20)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
 }
 
 /* Appends (version, id) to res's versions; can't fail. */
@@ -323,7 +310,7 @@ static void dirTakeOneVersion(const redisReply *r, uint64_t version, DirResult *
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                r->element[0]->type == REDIS_REPLY_STRING &&
                r->element[1]->type == REDIS_REPLY_STRING &&
-               dirParseVersion(r->element[0]->str, r->element[0]->len, &version) == 0) {
+               utilParseU64(r->element[0]->str, r->element[0]->len, &version) == 0) {
         dirAddVersion(res, version, r->element[1]->str, r->element[1]->len);
     } else {
         dirResultSet(res, DIR_NOTFOUND, "NOTFOUND no version of that name");
@@ -345,7 +332,7 @@ static void dirTakeVersionList(const redisReply *r, DirResult *res)
         const redisReply *f = r->element[i], *v = r->element[i + 1];
         uint64_t version;
         if (f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING && f->len > 1 &&
-            f->str[0] == 'm' && dirParseVersion(f->str + 1, f->len - 1, &version) == 0)
+            f->str[0] == 'm' && utilParseU64(f->str + 1, f->len - 1, &version) == 0)
             dirAddVersion(res, version, v->str, v->len);
     }
     if (res->nVersions > 1)

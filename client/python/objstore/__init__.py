@@ -804,15 +804,9 @@ def _convert(buf, head, kind):
 
 # ---- one object to many nodes ---------------------------------------------------------------
 
-def broadcast(id, clients, timeout=None):
-    """Place object id on every node of clients and return once each holds it: OBJ.FETCH
-    on every node at once (the C library's objClientBroadcast), so that the nodes spread
-    the uploads and relay to each other what they are still receiving. clients: {name:
-    Client} (or a sequence of Clients, named by their url). timeout: seconds for each
-    node (None: each node's fetch-timeout). Returns None when every node holds the
-    object; otherwise raises BroadcastError, whose `failures` maps the name of every
-    node that does not hold it to its error (the others hold it)."""
-    key = _id(id)
+def _named_clients(clients):
+    """[(name, Client)] of a broadcast's clients: {name: Client}, or Clients named by
+    their url. Raises ValueError when there are none, TypeError for a non-Client."""
     if isinstance(clients, dict):
         named = list(clients.items())
     else:
@@ -823,6 +817,19 @@ def broadcast(id, clients, timeout=None):
         if not isinstance(c, Client):
             raise TypeError(f"broadcast takes objstore Clients, not {type(c).__name__} "
                             f"(for {name!r})")
+    return named
+
+
+def broadcast(id, clients, timeout=None):
+    """Place object id on every node of clients and return once each holds it: OBJ.FETCH
+    on every node at once (the C library's objClientBroadcast), so that the nodes spread
+    the uploads and relay to each other what they are still receiving. clients: {name:
+    Client} (or a sequence of Clients, named by their url). timeout: seconds for each
+    node (None: each node's fetch-timeout). Returns None when every node holds the
+    object; otherwise raises BroadcastError, whose `failures` maps the name of every
+    node that does not hold it to its error (the others hold it)."""
+    key = _id(id)
+    named = _named_clients(clients)
     if timeout is None:
         ms = 0
     else:

@@ -19,7 +19,7 @@ import time
 import warnings
 
 from . import (ID_MAX, BroadcastError, Client, ObjectNotFound, ObjstoreError, _id,
-               _timeout_ms)
+               _named_clients, _timeout_ms)
 
 __all__ = ["publish", "latest", "versions", "get_state_dict", "load", "broadcast",
            "drop", "ModelError"]
@@ -456,16 +456,7 @@ def broadcast(name, version, clients, timeout=None):
     {node: {"parts": n, "bytes": b, "seconds": s}} when every node holds the version;
     otherwise raises BroadcastError (failures: node -> its error, succeeded: names)."""
     key = _name(name)
-    if isinstance(clients, dict):
-        named = list(clients.items())
-    else:
-        named = [(c.url if isinstance(c, Client) else c, c) for c in clients]
-    if not named:
-        raise ValueError("broadcast needs at least one client")
-    for n, c in named:
-        if not isinstance(c, Client):
-            raise TypeError(f"broadcast takes objstore Clients, not {type(c).__name__} "
-                            f"(for {n!r})")
+    named = _named_clients(clients)
     first = named[0][1]
     v, mid = _resolve(first, key, version)
     entries = _read_manifest(first, key, v, mid, timeout)
