@@ -197,11 +197,11 @@ def write(rows, command, out):
         "",
         f"Where the put's time goes: OBJ.CREATE + OBJ.SEAL + OBJ.DEL of an object of the "
         f"same size, written by nobody, take {node * 1e3:.1f} ms against "
-        f"{put2 * 1e3:.1f} ms for the whole put_object beside them: the node zeroes a "
-        "created range and checksums the object at seal, two passes over the bytes "
-        "besides the client's one copy. Making the node's side of a put touch the bytes "
-        "once is separate work (issue 29, part 1); these figures are the node as it is "
-        "in this tree.", "",
+        f"{put2 * 1e3:.1f} ms for the whole put_object beside them: the node's side "
+        "(its round trips, clearing what the background scrub has not reached yet, and "
+        "handing the checksum to its worker thread; docs/architecture.md, a put touches "
+        "its bytes once); the rest is the client's one copy of each tensor into the "
+        "arena.", "",
         f"get_object of the 64-tensor state dict costs {(get - one) / 63 * 1e6:.1f} us per "
         "tensor more than the one-tensor dict (the pin and its release are one round trip "
         "each, shared): rebuilding a tensor (torch.frombuffer over its range, its shape "
