@@ -128,6 +128,8 @@ want='OK
 2) (integer) N
 3) size
 4) (integer) 10
+5) gen
+6) (integer) N
 (integer) 10
 OK
 1) offset
@@ -144,7 +146,7 @@ OK
 check "piped session: the README's answers" "$want" "$rdmaOut"
 check "piped session: the same as over TCP" "$(offsetsOut <"$WORK/tcp.out")" "$rdmaOut"
 createOff=$(sed -n 4p "$WORK/rdma.out")
-pinOff=$(sed -n 10p "$WORK/rdma.out")
+pinOff=$(sed -n 12p "$WORK/rdma.out")
 check "piped session: OBJ.PIN points where OBJ.CREATE reserved" "$createOff" "$pinOff"
 check "piped session: the sealed object is visible over TCP" "hello world" \
     "$(tcli OBJ.GET "$TAG:rdma:frame:1")"

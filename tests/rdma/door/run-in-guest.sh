@@ -279,9 +279,10 @@ OBJ.RELEASE zc
 OBJ.GET zc
 EOF
 )
-    expect "OBJ.CREATE/WRITE/SEAL/PIN/RELEASE over RDMA (ownership by the connection)" "array:4
+    expect "OBJ.CREATE/WRITE/SEAL/PIN/RELEASE over RDMA (ownership by the connection)" "array:6
   status:offset
   status:size
+  status:gen
 int:10
 status:OK
 array:8
