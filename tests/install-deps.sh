@@ -9,10 +9,10 @@ SUDO=
 
 PKGS="build-essential pkg-config dpkg-dev clang-format
       redis-server redis-tools libhiredis-dev libxxhash-dev libcmocka-dev libssl-dev
-      python3-pytest python3-redis python3-cryptography valgrind
+      python3-pytest python3-pytest-xdist python3-redis python3-cryptography valgrind
       librdmacm-dev libibverbs-dev rdma-core ibverbs-providers ibverbs-utils perftest rdmacm-utils
       qemu-system-x86 linux-image-amd64 busybox-static cpio kmod iproute2
-      iperf3 gnuplot-nox tcl
+      iperf3 gnuplot-nox tcl stress-ng
       libsystemd-dev libjemalloc-dev
       python3-dev python3-setuptools python3-wheel python3-pip python3-venv python3-numpy python3-torch"
 
