@@ -274,8 +274,16 @@ def delete_everywhere(clients, *oids):
                 pass
 
 
+# A wait bounds a hang; it is never the verdict. A loaded machine may take far
+# longer than a test's own figure, so no wait gives up before WAIT_FLOOR seconds
+# (a wait that succeeds returns as soon as its condition holds).
+WAIT_FLOOR = 60.0
+
+
 def wait_until(pred, timeout=5.0, interval=0.01, what="condition"):
-    """Poll pred() until true; bounded by timeout. Returns the last value."""
+    """Poll pred() until true; bounded by timeout, but never less than WAIT_FLOOR
+    seconds. Returns the last value."""
+    timeout = max(timeout, WAIT_FLOOR)
     deadline = time.monotonic() + timeout
     while True:
         v = pred()

@@ -6,7 +6,6 @@ cluster-secret gets nothing over RDMA.
 This file runs first, so its first test sees connections that do not exist yet.
 """
 
-import time
 
 from objhelpers import KIB, codes, fetch, stat_delta, stats, wait_locations
 from rdmahelpers import assert_same_object, delete_everywhere, put, put_published
@@ -131,12 +130,11 @@ def test_node_with_another_secret_cannot_fetch_over_rdma(cluster, uid):
     put_published(cluster["A"], a, uid, data, b"secret stuff", watcher=d)
     a0, d0 = stats(a), stats(d)
 
-    t0 = time.monotonic()
-    res = fetch(d, uid, via="rdma", timeout=60000)
-    took = time.monotonic() - t0
+    # Refused, not timed out: the TIMEOUT only bounds a hang.
+    res = fetch(d, uid, via="rdma", timeout=600000)
 
     assert codes(res)[0] != "OK", f"a node with the wrong secret fetched the object: {res}"
-    assert took < 50, f"the refusal took {took:.1f}s"
+    assert codes(res)[0] != "TIMEOUT", f"the refusal never came: {res}"
     d1 = assert_nothing_fetched(d, uid, d0, "wrong secret")
     a1 = stats(a)
     assert d1["rdma_fetches"] == d0["rdma_fetches"] and d1["rdma_fetch_bytes"] == d0[

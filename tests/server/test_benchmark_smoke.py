@@ -156,11 +156,10 @@ def test_quiet_prints_one_line_per_test_and_size(tool, nodes):
 
 def test_seconds_bounds_the_run(tool, nodes):
     a, b = nodes
-    t0 = time.monotonic()
+    # -n 10**9 would run for hours: ending at all (run's timeout bounds a hang) is the proof.
     r = run(tool, "-p", a.port, "-t", "get", "-n", 10 ** 9, "--keyspace", 16, "-c", 1, "-d", 64,
             "--seconds", 0.5, "--csv")
     assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t0 < 5
     check_row(parse_csv(r.stdout)[0], "get", 64, 1)
 
 

@@ -5,7 +5,6 @@ Layout "own": node A keeps the module's default directory (its own Redis) and B 
 C point at it, so this file also covers a cluster without a separate directory.
 """
 
-import time
 
 import pytest
 from redis.exceptions import ResponseError
@@ -128,18 +127,14 @@ def test_fetch_of_local_object_answers_at_once(a, b, uid):
     data = payload(4 * MIB, seed=9)
     put_published(a, uid, data, b"here")
     a0 = stats(a)
-    t0 = time.monotonic()
     assert fetch(a, uid) == ["OK"]
-    assert time.monotonic() - t0 < 0.5, "a fetch of a local object must not wait"
     assert fetch(a, uid, timeout=1) == ["OK"], "TIMEOUT does not matter when already local"
     a1 = stats(a)
     assert a1["tcp_fetches"] == a0["tcp_fetches"] and a1["tcp_served"] == a0["tcp_served"]
 
     assert fetch(b, uid) == ["OK"]
     a2, b2 = stats(a), stats(b)
-    t0 = time.monotonic()
     assert fetch(b, uid) == ["OK"], "the replica is local now"
-    assert time.monotonic() - t0 < 0.5
     assert stats(b)["tcp_fetches"] == b2["tcp_fetches"]
     assert stats(a)["tcp_served"] == a2["tcp_served"], "no second transfer"
     delete_everywhere([a, b], uid)
@@ -147,9 +142,7 @@ def test_fetch_of_local_object_answers_at_once(a, b, uid):
 
 def test_fetch_missing_id_is_notfound(b, uid):
     b0 = stats(b)
-    t0 = time.monotonic()
     res = fetch(b, uid(b"nowhere"))
-    assert time.monotonic() - t0 < 3.0
     assert codes(res) == ["NOTFOUND"], res
     b1 = stats(b)
     assert b.execute_command("OBJ.EXISTS", uid(b"nowhere")) == 0

