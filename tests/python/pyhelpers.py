@@ -42,9 +42,10 @@ def pins(rc, oid):
     return int(info(rc, oid)["pins"])
 
 
-def wait_for(pred, what, limit=20.0):
-    """Poll pred (collecting garbage in between) until it holds; fail with `what`."""
-    deadline = time.monotonic() + limit
+def wait_for(pred, what, limit=60.0):
+    """Poll pred (collecting garbage in between) until it holds; fail with `what`.
+    limit bounds a hang (never under 60 s: a loaded machine is slow, not wrong)."""
+    deadline = time.monotonic() + max(limit, 60.0)
     while not pred():
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
