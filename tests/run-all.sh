@@ -18,7 +18,7 @@
 #        line per suite
 # Every step runs even if an earlier one failed; the summary lists each step's
 # result and time, the slowest ten tests of every pytest step are printed
-# (--durations=10), and the exit status is non-zero if any step failed.
+# (--durations=10) and of the whole run at the end, and the exit status is non-zero if any step failed.
 #
 # Adding a step: `step "name" command...` runs it now, in the foreground (the
 # old style; still fine anywhere). To run it beside others, put it in a lane:
@@ -143,6 +143,9 @@ lane server serverLane
 lane other-servers otherServersLane
 join
 
+# The slowest ten tests of the whole run, from the lanes' --durations lists.
+echo "===== slowest ten tests (all lanes)"
+cat "$CI_DIR"/lanes/*.log | grep -E '^[0-9.]+s (call|setup|teardown) ' | sort -rn | head -n 10
 echo "===== summary (wall time $(($(date +%s) - T0)) s)"
 cat "$CI_DIR"/results/*
 if grep -q FAIL "$CI_DIR"/results/*; then
