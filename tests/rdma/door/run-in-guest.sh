@@ -696,7 +696,7 @@ checkShutdown() {
     # pipelined SHUTDOWN exits the server: lost, as over TCP.
     out=$(printf 'AUTH s3cret\r\nSHUTDOWN NOSAVE\r\n' | rc $d2 --raw)
     expect "SHUTDOWN NOSAVE over RDMA stops the server" "disconnected=1" "$out"
-    for i in $(seq 50); do
+    for i in $(seq 300); do # up to 60 s: bounds a hang
         grep -q 'ready to exit' "$work/rs2.log" && break
         sleep 0.2
     done
