@@ -84,7 +84,8 @@ SERVERS=${SERVERS_CACHE:-/var/cache/objstore/servers}
 SERVER_ALL="tests/server --ignore=tests/server/test_benchmark_smoke.py"
 # Under ASan/UBSan and on the other servers the gate runs the tests that
 # exercise the module API and memory (the list and why: docs/testing.md#ci).
-SERVER_API=$(sed -e 's/#.*//' -e '/^ *$/d' -e 's|^|tests/server/|' tests/server/module-api.list)
+SERVER_API=$(sed -e 's/#.*//' -e '/^ *$/d' -e 's|^|tests/server/|' tests/server/module-api.list |
+    tr '\n' ' ')
 [ "$FULL" = 1 ] && SERVER_API=$SERVER_ALL
 # The plain suite is spread over workers (one module's tests stay together,
 # its module-scoped nodes with them): they wait on the servers, not the CPU.
