@@ -110,11 +110,11 @@ serverLane() {
 }
 otherServersLane() {
     # shellcheck disable=SC2086
-    step "server (ASan/UBSan)" env $SAN_ENV make SAN=address test-server PYTEST_ARGS="$SERVER_API"
+    step "server (ASan/UBSan)" env $SAN_ENV make SAN=address test-server PYTEST_ARGS="$XDIST $SERVER_API"
     step "server on Valkey 8.1.1" env OBJSTORE_SERVER="$SERVERS/valkey-8.1.1/bin/valkey-server" \
-        make test-server PYTEST_ARGS="$SERVER_API"
+        make test-server PYTEST_ARGS="$XDIST $SERVER_API"
     step "server on Redis 8.0.2" env OBJSTORE_SERVER="$SERVERS/redis-8.0.2/bin/redis-server" \
-        make test-server PYTEST_ARGS="$SERVER_API"
+        make test-server PYTEST_ARGS="$XDIST $SERVER_API"
     step "redis's own test suite with the module" make test-redis-suite
 }
 # CI replays two seeds (faults and operations follow the seed; timing still
