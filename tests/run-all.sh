@@ -9,7 +9,7 @@
 #        client (tests/python) plain and with the ASan/UBSan module
 #      - the server suite's module-API-and-memory list (tests/server/module-api.list)
 #        under ASan/UBSan, on Valkey 8.1.1 and on Redis 8.0.2 (the whole suite
-#        with FULL=1), Redis's own test suite with the module
+#        with FULL=1); Redis's own test suite with the module (a lane of its own)
 #      - the chaos test (nodes in network namespaces under random faults), plain
 #        and with the ASan/UBSan module, then the fuzz drivers
 #      - every Soft-RoCE suite in one boot of the guest (tests/softroce/suites.sh:
@@ -115,6 +115,8 @@ otherServersLane() {
         make test-server PYTEST_ARGS="$XDIST $SERVER_API"
     step "server on Redis 8.0.2" env OBJSTORE_SERVER="$SERVERS/redis-8.0.2/bin/redis-server" \
         make test-server PYTEST_ARGS="$XDIST $SERVER_API"
+}
+redisSuiteLane() {
     step "redis's own test suite with the module" make test-redis-suite
 }
 # CI replays two seeds (faults and operations follow the seed; timing still
@@ -142,6 +144,7 @@ lane softroce softroceLane
 lane chaos chaosLane
 lane server serverLane
 lane other-servers otherServersLane
+lane redis-suite redisSuiteLane
 join
 
 # The slowest ten tests of the whole run, from the lanes' --durations lists.
