@@ -101,7 +101,8 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
-        servers test-redis-suite test-rdma-valkey deb test-packaging
+        servers test-redis-suite test-rdma-valkey deb test-packaging test-full softroce-programs \
+        test-softroce
 all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
 
 # ---- dependencies -----------------------------------------------------------
@@ -329,6 +330,10 @@ test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS) $(BUILD)/bin/mac-
 # ---- tests ------------------------------------------------------------------------
 test: ensure-deps
 	tests/run-all.sh
+# Every suite at full length (the whole server suite on every server and under
+# ASan/UBSan too); docs/testing.md#ci says what the gate (make test) trims.
+test-full: ensure-deps
+	FULL=1 tests/run-all.sh
 
 test-unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
@@ -380,6 +385,12 @@ test-rdma-resp: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY
 	    tests/rdma/door/run-in-guest.sh || r=1; \
 	    tests/rdma/client/run-in-guest.sh || r=1; \
 	    tests/rdma/valkey/run-in-guest.sh || r=1; exit $$r'
+# What every Soft-RoCE suite needs built on the host (make servers first).
+softroce-programs: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)
+# Every Soft-RoCE suite CI runs (plain and with the ASan/UBSan module, so build
+# SAN=address test-programs first), in one boot of the guest; one line per suite.
+test-softroce: softroce-programs
+	OBJ_SAN_LIB=$$($(CC) -print-file-name=libasan.so) tests/softroce/run.sh tests/softroce/suites.sh
 # Interop with Valkey 8.1.1's built-in RDMA (make servers first): our clients
 # against valkey-server, Valkey's own RDMA test client against our door.
 test-rdma-valkey: all $(RDMA_PROGS) $(REDIS_BENCH_RDMA) $(REDIS_CLI_RDMA) $(VALKEY_RDMA_TEST)

@@ -1,100 +1,170 @@
-#!/bin/sh
-# run-all.sh - the whole test suite, as `make test` and CI run it:
-#   1. build (normal) and lint
-#   2. unit tests (C, cmocka)
-#   3. server tests against a real redis-server (pytest, tests/server), the
-#      obj-benchmark smoke test and the Python client (tests/python)
-#   4. the same unit + server suites under ASan/UBSan (build/san-address/), and the
-#      Python package's extension under ASan/UBSan with its metadata fuzzer
-#   5. the chaos test (nodes in network namespaces under random faults), plain
-#      and with the ASan/UBSan module, then the fuzz drivers (wire frames, stream reassembly and its checksum, the RDMA
-#      stream's control messages and offsets)
-#      and the Debian packages (tests/packaging/run.sh)
-#   6. the Soft-RoCE harness self-test, the RDMA transfer suite (plain and
-#      with the ASan/UBSan module) and the Redis-protocol-over-RDMA suites
-#      (QEMU guest with rdma_rxe, or natively on a host with an RDMA device),
-#      the door's suite again with the ASan/UBSan module
-# Every step runs even if an earlier one failed; the summary lists each
-# step's result and the exit status is non-zero if any step failed.
+#!/bin/bash
+# run-all.sh - CI's gate, as `make test` and .ci/run run it; `make test-full`
+# (FULL=1) runs every suite at full length instead. docs/testing.md#ci.
+#   1. build (normal and ASan/UBSan, once; every later step reuses them), lint,
+#      unit tests (C, cmocka) plain and under ASan/UBSan
+#   2. then side by side, since they mostly wait on sockets, servers and timers:
+#      - the server suite (pytest, tests/server) on the installed Redis, spread
+#        over pytest-xdist workers, the obj-benchmark smoke test, the Python
+#        client (tests/python) plain and with the ASan/UBSan module, the Python
+#        extension itself under ASan/UBSan with its metadata fuzzer
+#      - the server suite's module-API-and-memory list (tests/server/module-api.list)
+#        under ASan/UBSan, on Valkey 8.1.1 and on Redis 8.0.2 (the whole suite
+#        with FULL=1); Redis's own test suite with the module (a lane of its own)
+#      - the chaos test (nodes in network namespaces under random faults), plain
+#        and with the ASan/UBSan module, then the fuzz drivers, then the Debian
+#        packages (tests/packaging/run.sh)
+#      - every Soft-RoCE suite in one boot of the guest (tests/softroce/suites.sh:
+#        harness self-test, RDMA transfer suite plain and ASan/UBSan, stream,
+#        door plain and ASan/UBSan, client library, Valkey interop), one summary
+#        line per suite
+# Every step runs even if an earlier one failed; the summary lists each step's
+# result and time, the slowest ten tests of every pytest step are printed
+# (--durations=10) and of the whole run at the end, and the exit status is non-zero if any step failed.
+#
+# Adding a step: `step "name" command...` runs it now, in the foreground (the
+# old style; still fine anywhere). To run it beside others, put it in a lane:
+# a function of steps, started by `lane NAME FUNCTION` and awaited by `join`.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 JOBS=${JOBS:-$(nproc)}
-# Every pytest step names its slowest ten tests, so a slowdown is seen when it lands.
+FULL=${FULL:-0}
+CI_DIR=$PWD/build/ci
+rm -rf "$CI_DIR"
+mkdir -p "$CI_DIR/results" "$CI_DIR/lanes" || exit 1
+# The slowest ten tests of every pytest step (lint's included).
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} --durations=10"
-RESULTS=""
-FAILED=0
+T0=$(date +%s)
 
-step() { # step NAME COMMAND...
-    name=$1; shift
+# step NAME COMMAND...: run COMMAND, record PASS/FAIL with its time in
+# build/ci/results (keyed by start time, so the summary keeps the order steps
+# started in, lanes included). Returns COMMAND's success.
+step() {
+    local name=$1 start key r
+    shift
     echo "===== $name"
     start=$(date +%s)
-    if "$@"; then r=PASS; else r=FAIL; FAILED=1; fi
-    RESULTS="$RESULTS
-  $r  $name ($(( $(date +%s) - start )) s)"
+    key=$(date +%s%N)
+    if "$@"; then r=PASS; else r=FAIL; fi
+    echo "  $r  $name ($(($(date +%s) - start)) s, at +$((start - T0)) s)" \
+        >"$CI_DIR/results/$key"
+    [ "$r" = PASS ]
 }
 
-step "build" make -j"$JOBS" all test-programs
-step "lint" make lint
-step "unit" make -j"$JOBS" test-unit
-step "server" make test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
-step "benchmark smoke" make test-server PYTEST_ARGS="tests/server/test_benchmark_smoke.py"
-step "python client" make test-python
+# lane NAME FUNCTION: run FUNCTION (a sequence of steps) in the background,
+# its output in build/ci/lanes/NAME.log until `join` prints it.
+LANES=""
+lane() {
+    ("$2" >"$CI_DIR/lanes/$1.log" 2>&1) &
+    LANES="$LANES $1:$!"
+    echo "===== lane $1 started (pid $!)"
+}
+
+# join: wait for every lane, then print each lane's output in turn.
+join() {
+    local l
+    for l in $LANES; do
+        wait "${l#*:}"
+    done
+    for l in $LANES; do
+        echo "===== lane ${l%%:*} output"
+        cat "$CI_DIR/lanes/${l%%:*}.log"
+    done
+    LANES=""
+}
 
 # The sanitizer build lives in build/san-address/; OBJSTORE_BUILD (set by make
 # SAN=address test-server) makes the launcher load that module and run that
 # build's test programs, with libasan preloaded into redis-server.
 SAN_LIB=$(cc -print-file-name=libasan.so)
-step "build (ASan/UBSan)" make -j"$JOBS" SAN=address all test-programs
-step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
-step "server (ASan/UBSan)" env OBJSTORE_PRELOAD="$SAN_LIB" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    make SAN=address test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
-step "python client (ASan/UBSan module)" env OBJSTORE_PRELOAD="$SAN_LIB" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    make SAN=address test-python
-# The package's extension itself under ASan/UBSan (a second venv, libasan preloaded into
-# Python): the tests of what a writer controls and the metadata fuzzer (Makefile).
-step "python extension (ASan/UBSan) and metadata fuzzer" make test-python-san
-
-# CI replays two seeds (faults and operations follow the seed; timing still
-# varies); bench/chaos.sh runs fresh seeds for 30 minutes.
-step "chaos (network namespaces)" env CHAOS_SEED=${CHAOS_SEED:-808} make test-chaos
-step "chaos (ASan/UBSan)" env CHAOS_SEED=${CHAOS_SEED:-909} OBJSTORE_PRELOAD="$SAN_LIB" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    make SAN=address test-chaos CHAOS_SECONDS=180
-step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
-# The Debian packages as an operator meets them: built, lintian, installed with dpkg,
-# the node run from them as the redis user in the unit's sandbox with and without the
-# drop-in, readers/writers/remote clients, upgrade, purge, make run beside a Redis on
-# 6379 (tests/packaging/run.sh; purges what it installed, also on failure).
-step "packaging (make deb, dpkg -i, the service, readers and writers, purge)" make test-packaging
+SAN_ENV="OBJSTORE_PRELOAD=$SAN_LIB ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
+    UBSAN_OPTIONS=print_stacktrace=1"
 # The other servers users run (the README's Supported servers): Redis 8.0.2 and
 # Valkey 8.1.1 from Debian 13's source packages, built once into a cache outside
-# the checkout; the whole server suite with the module loaded into each; Redis's
-# own test suite with the module loaded. docs/testing.md#other-servers.
+# the checkout. docs/testing.md#other-servers.
 SERVERS=${SERVERS_CACHE:-/var/cache/objstore/servers}
-step "servers (Redis 8.0.2, Valkey 8.1.1)" make servers
-step "server on Valkey 8.1.1" env OBJSTORE_SERVER="$SERVERS/valkey-8.1.1/bin/valkey-server" \
-    make test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
-step "server on Redis 8.0.2" env OBJSTORE_SERVER="$SERVERS/redis-8.0.2/bin/redis-server" \
-    make test-server PYTEST_ARGS="tests/server --ignore=tests/server/test_benchmark_smoke.py"
-step "redis's own test suite with the module" make test-redis-suite
-step "softroce harness" tests/softroce/run.sh tests/softroce/selftest.sh
-step "rdma (Soft-RoCE guest or device)" make test-rdma
-# The transfer suite again with the ASan/UBSan module (its hostile-peer tests
-# above all): the guest sees the host's libasan through its read-only share.
-step "rdma (ASan/UBSan, Soft-RoCE guest or device)" env OBJSTORE_BUILD="$PWD/build/san-address" \
-    OBJSTORE_PRELOAD="$SAN_LIB" OBJ_VM_ENV="ASAN_OPTIONS UBSAN_OPTIONS" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    tests/softroce/run.sh tests/rdma/run-in-guest.sh
-step "resp over rdma (Soft-RoCE guest or device)" make test-rdma-resp
-# The door's suite with the ASan/UBSan module: the connection type frees
-# clients from inside their handlers and lets streams linger after Redis closes.
-step "rdma door (ASan/UBSan, Soft-RoCE guest or device)" env OBJSTORE_BUILD="$PWD/build/san-address" \
-    OBJSTORE_PRELOAD="$SAN_LIB" OBJ_VM_ENV="ASAN_OPTIONS UBSAN_OPTIONS" \
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-    tests/softroce/run.sh tests/rdma/door/run-in-guest.sh
+SERVER_ALL="tests/server --ignore=tests/server/test_benchmark_smoke.py"
+# Under ASan/UBSan and on the other servers the gate runs the tests that
+# exercise the module API and memory (the list and why: docs/testing.md#ci).
+SERVER_API=$(sed -e 's/#.*//' -e '/^ *$/d' -e 's|^|tests/server/|' tests/server/module-api.list |
+    tr '\n' ' ')
+[ "$FULL" = 1 ] && SERVER_API=$SERVER_ALL
+# The plain suite is spread over workers (one module's tests stay together,
+# its module-scoped nodes with them): they wait on the servers, not the CPU.
+XDIST="-n ${SERVER_WORKERS:-4} --dist loadfile"
 
-echo "===== summary$RESULTS"
-[ "$FAILED" = 0 ] && echo "ALL PASSED" || echo "SOME STEPS FAILED"
-exit "$FAILED"
+# ---- 1. builds, lint, unit tests (CPU-bound: one after another) ----
+step "build" make -j"$JOBS" all test-programs
+step "build (ASan/UBSan)" make -j"$JOBS" SAN=address all test-programs
+step "servers (Redis 8.0.2, Valkey 8.1.1)" make servers
+step "build (Python package, Soft-RoCE programs)" make -j"$JOBS" python softroce-programs
+step "lint" make lint
+step "unit" make -j"$JOBS" test-unit
+step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
+
+# ---- 2. the suites, side by side ----
+serverLane() {
+    step "server" make test-server PYTEST_ARGS="$XDIST $SERVER_ALL"
+    step "benchmark smoke" make test-server PYTEST_ARGS="tests/server/test_benchmark_smoke.py"
+    step "python client" make test-python
+    # shellcheck disable=SC2086
+    step "python client (ASan/UBSan module)" env $SAN_ENV make SAN=address test-python
+    # The package's extension itself under ASan/UBSan (a second venv, libasan preloaded
+    # into Python): the tests of what a writer controls and the metadata fuzzer (Makefile).
+    step "python extension (ASan/UBSan) and metadata fuzzer" make test-python-san
+}
+otherServersLane() {
+    # shellcheck disable=SC2086
+    step "server (ASan/UBSan)" env $SAN_ENV make SAN=address test-server PYTEST_ARGS="$XDIST $SERVER_API"
+    step "server on Valkey 8.1.1" env OBJSTORE_SERVER="$SERVERS/valkey-8.1.1/bin/valkey-server" \
+        make test-server PYTEST_ARGS="$XDIST $SERVER_API"
+    step "server on Redis 8.0.2" env OBJSTORE_SERVER="$SERVERS/redis-8.0.2/bin/redis-server" \
+        make test-server PYTEST_ARGS="$XDIST $SERVER_API"
+}
+redisSuiteLane() {
+    step "redis's own test suite with the module" make test-redis-suite
+}
+# CI replays two seeds (faults and operations follow the seed; timing still
+# varies); bench/chaos.sh runs fresh seeds for 30 minutes.
+chaosLane() {
+    step "chaos (network namespaces)" env CHAOS_SEED=${CHAOS_SEED:-808} make test-chaos
+    # shellcheck disable=SC2086
+    step "chaos (ASan/UBSan)" env CHAOS_SEED=${CHAOS_SEED:-909} $SAN_ENV \
+        make SAN=address test-chaos CHAOS_SECONDS=180
+    step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
+    # The Debian packages as an operator meets them: built, lintian, installed with
+    # dpkg, the node run from them as the redis user in the unit's sandbox with and
+    # without the drop-in, readers/writers/remote clients, upgrade, purge, make run
+    # beside a Redis on 6379 (tests/packaging/run.sh; purges what it installed, also
+    # on failure).
+    step "packaging (make deb, dpkg -i, the service, readers and writers, purge)" make test-packaging
+}
+# One guest boot for every Soft-RoCE suite; each suite's verdict becomes a line
+# of the summary (as "softroce: NAME").
+softroceLane() {
+    local f=$CI_DIR/softroce.txt line
+    : >"$f"
+    step "softroce suites (one guest boot or device)" env OBJ_SUITES_RESULTS="$f" \
+        OBJ_SAN_LIB="$SAN_LIB" OBJ_VM_TIMEOUT=${OBJ_VM_TIMEOUT:-3600} \
+        tests/softroce/run.sh tests/softroce/suites.sh
+    while read -r line; do
+        echo "    ${line%% *}  softroce: ${line#* }" >"$CI_DIR/results/$(date +%s%N)"
+    done <"$f"
+}
+lane softroce softroceLane
+lane chaos chaosLane
+lane server serverLane
+lane other-servers otherServersLane
+lane redis-suite redisSuiteLane
+join
+
+# The slowest ten tests of the whole run, from the lanes' --durations lists.
+echo "===== slowest ten tests (all lanes)"
+cat "$CI_DIR"/lanes/*.log | grep -E '^[0-9.]+s (call|setup|teardown) ' | sort -rn | head -n 10
+echo "===== summary (wall time $(($(date +%s) - T0)) s)"
+cat "$CI_DIR"/results/*
+if grep -q FAIL "$CI_DIR"/results/*; then
+    echo "SOME STEPS FAILED"
+    exit 1
+fi
+echo "ALL PASSED"
