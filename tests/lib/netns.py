@@ -42,6 +42,7 @@ from objnodes import (
     DirectoryRedis,
     read_log,
     start_nodes,
+    stop_servers,
 )
 
 REDIS_PORT = 6379  # every server has its namespace to itself: the same ports everywhere
@@ -584,17 +585,8 @@ class NetnsCluster:
 
     def stop(self):
         """Stop the nodes and the directory and remove the lab; the report (see class)."""
-        report = []
-        for name in reversed(self.names):
-            s = self.nodes.get(name)
-            if s is None:
-                continue
-            problems = s.stop()
-            if problems:
-                report.append(f"node {name}: " + "; ".join(problems)
-                              + f"\n--- server log (tail) ---\n{s.log_tail()}")
-            else:
-                s.cleanup_dirs()
+        report = stop_servers((f"node {name}", self.nodes[name]) for name in reversed(self.names)
+                              if self.nodes.get(name) is not None)
         if self.directory is not None:
             self.directory.stop()
         report += self.lab.close()

@@ -16,6 +16,7 @@ only wraps these classes in fixtures. What it offers:
     registry_key(name)       the directory set that lists node `name` (objstore:nodes:{b<k>})
     Cluster                  nodes "A", "B", ... sharing one directory
     start_nodes(nodes)       start several nodes at once (their arenas register in parallel)
+    stop_servers(labelled)   stop servers, the report of those that left problems
     finish(servers)          stop servers, pytest.fail with their logs if any left problems
 
 A node's start() polls PING (bounded), retries on a port taken in between, and fails
@@ -395,16 +396,24 @@ def start_nodes(servers):
                         f"--- server log ---\n{s.log_tail()}", pytrace=False)
 
 
-def finish(servers):
-    """Stop servers and fail (with their logs) if any left problems behind."""
+def stop_servers(labelled):
+    """Stop each server of labelled, (label, server) pairs, in that order: one that
+    left problems gives a report (its label, the problems, its log tail), the others'
+    directories are removed. Returns the reports (an empty list when all went well)."""
     report = []
-    for s in servers:
+    for label, s in labelled:
         problems = s.stop()
         if problems:
-            report.append(f"server on port {s.port}: " + "; ".join(problems)
+            report.append(f"{label}: " + "; ".join(problems)
                           + f"\n--- server log (tail) ---\n{s.log_tail()}")
         else:
             s.cleanup_dirs()
+    return report
+
+
+def finish(servers):
+    """Stop servers and fail (with their logs) if any left problems behind."""
+    report = stop_servers((f"server on port {s.port}", s) for s in servers)
     if report:
         pytest.fail("\n\n".join(report), pytrace=False)
 
@@ -938,15 +947,8 @@ class Cluster:
     def stop(self):
         """Stop every node (last started first, so the directory node of the "own"
         layout goes last) and the directory; returns a failure report or ""."""
-        report = []
-        for name in reversed(self.order):
-            s = self.nodes[name]
-            problems = s.stop()
-            if problems:
-                report.append(f"node {name} (port {s.port}): " + "; ".join(problems)
-                              + f"\n--- server log (tail) ---\n{s.log_tail()}")
-            else:
-                s.cleanup_dirs()
+        report = stop_servers((f"node {name} (port {self.nodes[name].port})", self.nodes[name])
+                              for name in reversed(self.order))
         if self.dir is not None:
             self.dir.cleanup()
         return "\n\n".join(report)
