@@ -139,10 +139,18 @@ def test_a_pending_object_is_readable_here_and_unpublished_until_its_checksum_is
         pending = to_str(info(r, oid)["checksum"]) == "pending"
         if pending:
             assert stats(r)["checksums_pending"] >= 1
-            assert r.obj("OBJ.GET", oid) == bytes(4 * MIB)  # local readers do not wait
-            with pytest.raises(ResponseError) as e:
+            try:
                 r.obj("OBJ.LOCATE", oid)
-            assert err_code(e.value) == "NOTFOUND", "published before its checksum was known"
+            except ResponseError as e:
+                assert err_code(e) == "NOTFOUND", f"OBJ.LOCATE answered {e}"
+            else:
+                # Located: wrong only if the checksum is still pending now (it never
+                # goes back to pending); else the worker got there first and this
+                # attempt saw no race (a loaded machine), so it does not count.
+                assert to_str(info(r, oid)["checksum"]) != "pending", \
+                    "published before its checksum was known"
+                pending = False
+            assert r.obj("OBJ.GET", oid) == bytes(4 * MIB)  # local readers do not wait
         sum_ = known_checksum(r, oid)
         assert sum_ == xxh3_64(bytes(4 * MIB))
 
@@ -167,16 +175,21 @@ def test_deleting_an_object_whose_checksum_is_pending_frees_it_at_once(big):
     r = big.client()
     wait_until(lambda: stats(r)["checksums_pending"] == 0, timeout=60, what="an idle worker")
     used = stats(r)["arena_used"]
-    backlog(r, "del")
-    r.obj("OBJ.PUT", "del-target", pattern(2 * MIB, 3))
-    assert stats(r)["checksums_pending"] >= 1
-    for i in range(BACKLOG):
-        assert r.obj("OBJ.DEL", f"del-b{i}") == b"OK"  # OK, not DEFERRED: freed now
-    assert r.obj("OBJ.DEL", "del-target") == b"OK"
-    st = stats(r)
-    assert st["arena_used"] == used
-    assert st["objects_deleting"] == 0
-    assert st["checksums_pending"] == 0
+
+    def attempt(n):
+        backlog(r, f"del{n}")
+        r.obj("OBJ.PUT", f"del-target-{n}", pattern(2 * MIB, 3))
+        pending = stats(r)["checksums_pending"] >= 1
+        for i in range(BACKLOG):
+            assert r.obj("OBJ.DEL", f"del{n}-b{i}") == b"OK"  # OK, not DEFERRED: freed now
+        assert r.obj("OBJ.DEL", f"del-target-{n}") == b"OK"
+        st = stats(r)
+        assert st["arena_used"] == used
+        assert st["objects_deleting"] == 0
+        assert st["checksums_pending"] == 0
+        return pending
+
+    raced(attempt)
 
 
 def test_a_create_into_a_full_arena_leaves_nothing(make_server):
