@@ -60,7 +60,8 @@ static struct {
     int cancel;              /* the worker is to drop `current` */
     int stop;
     int running;
-    int evFd; /* readable when done is not empty */
+    int evFd;                /* readable when done is not empty, or a job was dropped */
+    void (*onSettled)(void); /* sealerOnSettled's callback, main thread only */
     pthread_t sumThread, scrubThread;
     uint64_t deferred, pending, scrubbed; /* counters (under lock) */
 } sl = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -163,8 +164,14 @@ static void sealerCancel(const ObjEntry *e, void *arg)
             pthread_cond_wait(&sl.left, &sl.lock);
         found = 1;
     }
-    if (found)
+    if (found) {
         sl.pending--;
+        /* The main thread's sealerOnDone tells the waiters one checksum fewer
+         * is pending (a write can fail only when the counter is full). */
+        uint64_t one = 1;
+        if (write(sl.evFd, &one, sizeof(one)) == -1 && errno != EAGAIN)
+            RedisModule_Log(objNode.ctx, "warning", "sealer: cannot signal a dropped checksum");
+    }
     pthread_mutex_unlock(&sl.lock);
 }
 
@@ -218,7 +225,7 @@ static void sealerOnDone(int fd, void *user, int mask)
         pthread_mutex_unlock(&sl.lock);
         if (!l) {
             objTableUnlock(objNode.table);
-            return;
+            break;
         }
         SumJob *j = objListEntry(l, SumJob, link);
         ObjEntry *e = (ObjEntry *)j->e;
@@ -229,6 +236,8 @@ static void sealerOnDone(int fd, void *user, int mask)
          * pending), so e is still the visible, sealed object. */
         objRemotePublish(e);
     }
+    if (sl.onSettled)
+        sl.onSettled();
 }
 
 int sealerStart(RedisModuleCtx *ctx)
@@ -326,6 +335,19 @@ ObjStatus sealerSeal(ObjEntry *e, uint64_t holder)
     if (st == OBJ_ST_OK)
         objRemotePublish(e);
     return st;
+}
+
+uint64_t sealerPending(void)
+{
+    pthread_mutex_lock(&sl.lock);
+    uint64_t pending = sl.pending;
+    pthread_mutex_unlock(&sl.lock);
+    return pending;
+}
+
+void sealerOnSettled(void (*fn)(void))
+{
+    sl.onSettled = fn;
 }
 
 void sealerStats(ObjStatSink *sink)

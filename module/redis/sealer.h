@@ -28,6 +28,12 @@ void sealerStop(void);
  * now and are published at once. Returns the table's status (OK or
  * WRONGSTATE); takes the table lock itself. */
 ObjStatus sealerSeal(ObjEntry *e, uint64_t holder);
+/* Checksums queued or being taken (OBJ.STATS checksums_pending). Can't fail. */
+uint64_t sealerPending(void);
+/* fn (NULL: none) runs on the main thread, without the table lock, whenever
+ * checksums were recorded or dropped: objects that could not be spilled while
+ * their checksum was pending may be spilled now (spill.c looks again). */
+void sealerOnSettled(void (*fn)(void));
 /* OBJ.STATS fields: checksums_deferred, checksums_pending, scrubbed_bytes,
  * arena_dirty_free_bytes. */
 void sealerStats(ObjStatSink *sink);

@@ -5,7 +5,9 @@
  * is cold and what state it is in is the object table's.
  *
  * A waiting client is a request on one list. A request is stepped on the
- * main thread: when it arrives, and after every batch of finished tier jobs.
+ * main thread: when it arrives, after every batch of finished tier jobs, and
+ * after background checksums were taken (an object whose checksum is pending
+ * cannot be spilled yet).
  * A step tries what the command needs (an arena block, or the object in
  * memory); when the arena is full it picks cold primaries, queues their
  * spills and waits for them; when nothing can be moved it answers OOM with
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "node.h"
+#include "sealer.h"
 #include "spill.h"
 #include "common/list.h"
 #include "store/tier.h"
@@ -423,22 +426,29 @@ static int reqCopy(SpillReq *r)
     return 0;
 }
 
-/* The worker finished jobs: settle them, then step every waiting request
- * that is not waiting for its own spills. */
-static void spillOnEvent(int fd, void *user, int mask)
+/* Step every waiting request that is not waiting for its own spills. Main
+ * thread, without the table lock; can't fail. */
+static void spillStepWaiting(void)
 {
-    TierJob *tj;
     ObjListLink *it, *next;
 
-    while ((tj = tierReap(sp.tier))) {
-        sp.inflight--;
-        jobDone((SpillJob *)((char *)tj - offsetof(SpillJob, tj)));
-    }
     objListForEachSafe(&sp.pending, it, next) {
         SpillReq *r = objListEntry(it, SpillReq, link);
         if (r->jobs == 0)
             reqStep(r);
     }
+}
+
+/* The worker finished jobs: settle them, then step the waiting requests. */
+static void spillOnEvent(int fd, void *user, int mask)
+{
+    TierJob *tj;
+
+    while ((tj = tierReap(sp.tier))) {
+        sp.inflight--;
+        jobDone((SpillJob *)((char *)tj - offsetof(SpillJob, tj)));
+    }
+    spillStepWaiting();
 }
 
 /* ---- stepping a request --------------------------------------------------------------- */
@@ -457,6 +467,11 @@ static void reqMakeRoom(SpillReq *r, uint64_t need)
     if (n == 0) {
         if (sp.inflight > 0 && !r->fail[0])
             return; /* others' spills and restores are moving: look again after them */
+        /* Objects whose checksum is still being taken cannot be spilled yet
+         * (a busy machine leaves the worker behind): look again once it has
+         * them (sealerOnSettled). */
+        if (sealerPending() > 0 && !r->fail[0])
+            return;
         if (r->kind == REQ_READ && r->reply != OBJ_REPLY_PIN && reqCopy(r) == 0)
             return; /* a GET needs no arena room: it is answered from the file */
         AllocStats as;
@@ -598,6 +613,7 @@ int spillStart(RedisModuleCtx *ctx)
     }
     ObjTierOps ops = {.discard = spillDiscard, .open = spillOpen, .arg = sp.tier};
     objTableSetTier(objNode.table, &ops, lruOnly);
+    sealerOnSettled(spillStepWaiting);
     RedisModule_Log(ctx, "notice",
                     "spill tier %s (at most %lld bytes, 0 = the file system's; "
                     "policy %s)",
@@ -609,6 +625,7 @@ void spillStop(void)
 {
     if (!sp.tier)
         return;
+    sealerOnSettled(NULL);
     RedisModule_EventLoopDel(tierEventFd(sp.tier), REDISMODULE_EVENTLOOP_READABLE);
     tierClose(sp.tier);
     sp.tier = NULL;
