@@ -1,20 +1,47 @@
-# objstore - top-level build. Every output lands under build/.
+# objstore - top-level build. Every output lands under build/. `make help` prints
+# every target, one line each: the `#:` lines below (tests/lint/test_make_help.py
+# checks that every target of this file has one).
 #
-#   make            build/objstore.so (the module), build/objstore-rdma.so (the RDMA door,
-#                   for Redis 7.0), build/client/ (libobjstore .a/.so/.pc),
-#                   build/examples/hello, build/bin/obj-benchmark
-#   make install    module, client library, headers and objstore.pc under PREFIX (/usr/local);
-#                   DESTDIR=/staging prepends a staging root
-#   make run        one node on 127.0.0.1:6379, or the next free port (installs what it needs)
-#   make deb        the Debian packages (debian/), into build/deb/; make test-packaging
-#   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
-#   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
-#   make lint       clang-format check, the layering check, the link check (tests/lint/)
-#   make servers    Redis 8.0.2 and Valkey 8.1.1 built from Debian 13's source packages
-#   make test-redis-suite   Redis's own unit tests against a server with the module loaded
-#   make deps       install the Debian packages the project needs
-#   SAN=address     build with ASan/UBSan under build/san-address/   DEBUG=1  -O0 -g, extra checks
-#   REDIS_SRC=/path take redismodule.h from a Redis source tree
+#: all                 build/objstore.so, objstore-rdma.so (the RDMA door, Redis 7.0), the client library, examples, obj-benchmark
+#: help                this list
+#: install             module, client library, headers, objstore.pc under PREFIX (/usr/local); DESTDIR= stages
+#: run                 one node on 127.0.0.1:6379 or the next free port (installs what it needs); PORT=, RUN_ARGS=
+#: deps                install the Debian packages the project needs
+#: ensure-deps         deps, only when something is missing (make test runs it)
+#: ensure-run-deps     what `make run` needs, only when something is missing
+#: deb                 the Debian packages (debian/) into build/deb/
+#: python              the Python package (client/python) into the venv build/python-venv
+#: python-san          the Python package with its extension under ASan/UBSan (build/san-address/python-venv)
+#: servers             Redis 8.0.2 and Valkey 8.1.1 built from Debian 13's source packages (cached)
+#: redis-cli-rdma      the patched redis-cli --rdma (build/redis-cli-rdma)
+#: test-programs       every test program (unit, server, RDMA), also under SAN=
+#: softroce-programs   what the Soft-RoCE suites need built on the host
+#: test                CI's gate (tests/run-all.sh): every suite, in lanes side by side (docs/testing.md#ci)
+#: test-full           every suite at full length: the whole server suite on every server and under ASan/UBSan
+#: test-unit           the C unit tests (tests/unit)
+#: test-server         the server suite against real servers (tests/server); PYTEST_ARGS=, VALGRIND=1, SAN=
+#: test-python         the Python package's suite (tests/python); PYTHON_PYTEST_ARGS=
+#: test-python-san     the Python extension under ASan/UBSan and the metadata fuzzer
+#: test-python-rdma    the Python package over RDMA (device or Soft-RoCE guest)
+#: test-chaos          nodes in network namespaces under random faults (tests/chaos); CHAOS_SECONDS=, CHAOS_SEED=
+#: test-fuzz           the standalone fuzz drivers (wire frames, stream reassembly, RDMA stream control)
+#: test-packaging      the Debian packages installed, run as an operator would, purged (root, throwaway machine)
+#: test-redis-suite    Redis's own tests against a server with the module loaded
+#: test-rdma           the RDMA transfer suite (device or Soft-RoCE guest)
+#: test-rdma-resp      Redis protocol over RDMA: stream endpoint, door, client library (one guest)
+#: test-rdma-valkey    interop with Valkey 8.1.1's built-in RDMA (make servers first)
+#: test-softroce       every Soft-RoCE suite CI runs, plain and ASan/UBSan, in one guest boot
+#: san-preload         print the LD_PRELOAD a SAN= build of the module needs in redis-server
+#: bench               fetch vs Redis GET vs iperf3 on loopback (bench/results/)
+#: lint                clang-format check, layering, links, the checks' own tests
+#: lint-layers         the layering and link checks only
+#: format              clang-format every C file in place
+#: clean               remove this build (build/, or build/san-<SAN>/ with SAN=)
+#: distclean           remove build/ entirely
+#
+# Variables: SAN=address (ASan/UBSan build under build/san-address/), DEBUG=1 (-O0 -g,
+# extra checks), REDIS_SRC=/path (redismodule.h from a Redis source tree), VALGRIND=1
+# (test-server's servers under valgrind), SERVERS_CACHE (where `make servers` builds).
 #
 # module/ is one folder per component, each built into its own static library
 # (build/lib/libobj_<component>.a) so that a unit test links only what it tests.
@@ -26,6 +53,9 @@ CC      ?= cc
 PORT    ?= 6379
 SAN     ?=
 DEBUG   ?=
+VALGRIND ?=
+# The other servers (make servers), built outside the checkout and reused.
+SERVERS_CACHE ?= /var/cache/objstore/servers
 # A sanitizer build lives apart so that it never replaces the normal one.
 ifeq ($(SAN),)
 BUILD   := build
@@ -102,8 +132,10 @@ BENCHMARK   := $(BUILD)/bin/obj-benchmark
 .PHONY: all deps install run test test-programs test-unit test-server test-fuzz test-rdma \
         test-rdma-resp lint lint-layers format bench clean distclean san-preload redis-cli-rdma \
         servers test-redis-suite test-rdma-valkey deb test-packaging test-full softroce-programs \
-        test-softroce
+        test-softroce help
 all: $(MODULE) $(DOOR_MODULE) $(CLIENT_A) $(CLIENT_SO) $(CLIENT_PC) $(EXAMPLES) $(BENCHMARK)
+help:
+	@sed -n 's/^#: /  make /p' $(firstword $(MAKEFILE_LIST))
 
 # ---- dependencies -----------------------------------------------------------
 # A marker per dependency set: `make run`/`make test` call deps only when the
@@ -252,68 +284,82 @@ UNIT_LIBS_test_framer   := transfer common
 UNIT_LIBS_test_rdmaproto := transfer common
 UNIT_LIBS_test_streamproto := rdma common
 UNIT_LIBS_test_slots    := directory common
-libs_for = $(foreach c,$(UNIT_LIBS_$(1)),$(BUILD)/lib/libobj_$(c).a)
+# The files of libraries named as components of module/ or client (libobjstore.a).
+lib_files = $(foreach c,$(1),$(if $(filter client,$(c)),$(CLIENT_A),$(BUILD)/lib/libobj_$(c).a))
+libs_for = $(call lib_files,$(UNIT_LIBS_$(1)))
 .SECONDEXPANSION:
 $(BUILD)/tests/unit/%: tests/unit/%.c $$(call libs_for,$$*)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(call libs_for,$*) $(LDFLAGS) -lcmocka $(CORE_LIBS)
 
-# Programs run against a real redis-server (tests/server/).
-SERVER_PROGS := $(BUILD)/tests/server/test_directory $(BUILD)/tests/server/test_client \
-                $(BUILD)/tests/server/broadcast_client
-$(BUILD)/tests/server/test_directory: tests/server/test_directory.c \
-    $(BUILD)/lib/libobj_directory.a $(BUILD)/lib/libobj_common.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lcmocka $(CORE_LIBS)
-$(BUILD)/tests/server/test_client: tests/server/test_client.c $(CLIENT_A)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
-$(BUILD)/tests/server/broadcast_client: tests/server/broadcast_client.c $(CLIENT_A)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iclient -o $@ $^ $(LDFLAGS) $(CLI_LIBS) -lxxhash
+# The other test programs, and the bench programs CI builds: like the unit tests, each
+# is named once with its source (PROG_SRC_<name>), the libraries it links (PROG_LIBS_:
+# components of module/, or client for libobjstore.a) and the system libraries
+# (PROG_SYS_); one rule builds them all.
+# Run against a real redis-server (tests/server/).
+SERVER_PROGS := $(addprefix $(BUILD)/tests/server/,test_directory test_client broadcast_client)
+PROG_SRC_test_directory    := tests/server/test_directory.c
+PROG_LIBS_test_directory   := directory common
+PROG_SYS_test_directory    := -lcmocka $(CORE_LIBS)
+PROG_SRC_test_client       := tests/server/test_client.c
+PROG_LIBS_test_client      := client
+PROG_SYS_test_client       := $(CLI_LIBS) -lxxhash
+PROG_SRC_broadcast_client  := tests/server/broadcast_client.c
+PROG_LIBS_broadcast_client := client
+PROG_SYS_broadcast_client  := $(CLI_LIBS) -lxxhash
 
-SERVERS_CACHE ?= /var/cache/objstore/servers
 VALKEY_RDMA_TEST := $(BUILD)/tests/rdma/valkey-rdma-test
 # RDMA test programs (tests/rdma/): compiled here, run in the guest or on a device.
-RDMA_PROGS := $(BUILD)/tests/rdma/rdma_resp_client $(BUILD)/tests/rdma/test_rdmaclient \
-              $(BUILD)/tests/rdma/peer $(BUILD)/tests/rdma/rdma_hostile \
-              $(BUILD)/tests/rdma/probe_mw $(BUILD)/bin/mw-cost $(BUILD)/tests/rdma/stream_test
+RDMA_PROGS := $(addprefix $(BUILD)/tests/rdma/,rdma_resp_client test_rdmaclient peer rdma_hostile \
+                probe_mw stream_test) $(BUILD)/bin/mw-cost
 # The stream endpoint against itself (tests/rdma/stream/run-in-guest.sh).
-$(BUILD)/tests/rdma/stream_test: tests/rdma/stream/stream_test.c $(BUILD)/lib/libobj_rdma.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
-$(BUILD)/tests/rdma/rdma_resp_client: tests/rdma/door/rdma_resp_client.c $(BUILD)/lib/libobj_rdma.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs
+PROG_SRC_stream_test       := tests/rdma/stream/stream_test.c
+PROG_LIBS_stream_test      := rdma
+PROG_SYS_stream_test       := -lrdmacm -libverbs
+PROG_SRC_rdma_resp_client  := tests/rdma/door/rdma_resp_client.c
+PROG_LIBS_rdma_resp_client := rdma
+PROG_SYS_rdma_resp_client  := -lrdmacm -libverbs
 # A misbehaving node on the transfer transport: the project's own RDMA stream,
 # framer and wire encoder, linked from the component libraries.
-$(BUILD)/tests/rdma/rdma_hostile: tests/rdma/hostile/rdma_hostile.c $(BUILD)/lib/libobj_transfer.a \
-    $(BUILD)/lib/libobj_rdma.a $(BUILD)/lib/libobj_common.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lrdmacm -libverbs -lcrypto -lxxhash
+PROG_SRC_rdma_hostile      := tests/rdma/hostile/rdma_hostile.c
+PROG_LIBS_rdma_hostile     := transfer rdma common
+PROG_SYS_rdma_hostile      := -lrdmacm -libverbs -lcrypto -lxxhash
 # What the device does with type-2 memory windows, and what they cost per transfer.
-$(BUILD)/tests/rdma/probe_mw: tests/rdma/probe_mw.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
-$(BUILD)/bin/mw-cost: bench/mw-cost.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) -libverbs
+PROG_SRC_probe_mw          := tests/rdma/probe_mw.c
+PROG_SYS_probe_mw          := -libverbs
+PROG_SRC_mw-cost           := bench/mw-cost.c
+PROG_SYS_mw-cost           := -libverbs
+# The client library over RDMA, and the peer it talks to.
+PROG_SRC_test_rdmaclient   := tests/rdma/client/test_rdmaclient.c
+PROG_LIBS_test_rdmaclient  := client
+PROG_SYS_test_rdmaclient   := $(CLI_LIBS)
+PROG_SRC_peer              := tests/rdma/client/peer.c
+PROG_LIBS_peer             := client
+PROG_SYS_peer              := $(CLI_LIBS)
 # The session MAC's cost per frame and per byte (bench/mac-cost.sh runs it).
-$(BUILD)/bin/mac-cost: bench/mac-cost.c $(BUILD)/lib/libobj_transfer.a $(BUILD)/lib/libobj_common.a
+PROG_SRC_mac-cost          := bench/mac-cost.c
+PROG_LIBS_mac-cost         := transfer common
+PROG_SYS_mac-cost          := -lcrypto -lxxhash
+TEST_PROGS := $(SERVER_PROGS) $(RDMA_PROGS) $(BUILD)/bin/mac-cost
+prog_libs = $(call lib_files,$(PROG_LIBS_$(1)))
+$(TEST_PROGS): $$(PROG_SRC_$$(notdir $$@)) $$(call prog_libs,$$(notdir $$@))
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) -lcrypto -lxxhash
-$(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDFLAGS) $(CLI_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(PROG_SRC_$(notdir $@)) $(call prog_libs,$(notdir $@)) $(LDFLAGS) \
+	    $(PROG_SYS_$(notdir $@))
 
-# The wire decoder's standalone fuzz driver, always under ASan/UBSan.
+
+# The sanitizer flags of every ASan/UBSan build outside SAN= (the fuzz drivers, the
+# Python extension of `make python-san`).
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# The standalone fuzz drivers: always under ASan/UBSan, lightly optimized.
+FUZZ_CFLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz $(SAN_FLAGS)
+# The wire decoder's standalone fuzz driver.
 FUZZ_BIN := build/fuzz/fuzz_wire_standalone
 $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h module/transfer/wire.c \
     module/transfer/wire.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
-	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
+	$(CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/transfer/wire.c \
+	    -lcrypto -o $@
 
 # The patched redis-benchmark --rdma and redis-cli --rdma (built from the
 # installed version's source).
@@ -325,7 +371,7 @@ $(REDIS_CLI_RDMA): bench/redis-cli-rdma.patch $(CLIENT_A)
 	bench/build-redis-benchmark.sh redis-cli
 redis-cli-rdma: $(REDIS_CLI_RDMA)
 
-test-programs: all $(UNIT_TESTS) $(SERVER_PROGS) $(RDMA_PROGS) $(BUILD)/bin/mac-cost
+test-programs: all $(UNIT_TESTS) $(TEST_PROGS)
 
 # ---- tests ------------------------------------------------------------------------
 test: ensure-deps
@@ -345,19 +391,15 @@ FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
 $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/framer.c \
     module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
-	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -lxxhash \
-	    -o $@
+	$(CC) $(FUZZ_CFLAGS) -DFUZZ_STANDALONE tests/fuzz/fuzz_framer.c module/transfer/framer.c \
+	    module/transfer/wire.c -lcrypto -lxxhash -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone
 $(FUZZ_STREAMPROTO): tests/fuzz/fuzz_streamproto.c tests/fuzz/fuzz_gen.h module/rdma/streamproto.c \
     module/rdma/streamproto.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
-	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_streamproto.c \
-	    module/rdma/streamproto.c -o $@
+	$(CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_streamproto.c module/rdma/streamproto.c -o $@
 
 test-fuzz: $(FUZZ_BIN) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 	$(FUZZ_BIN)
@@ -368,8 +410,11 @@ test-fuzz: $(FUZZ_BIN) $(FUZZ_FRAMER) $(FUZZ_STREAMPROTO)
 # make test-server PYTEST_ARGS="tests/server/test_list.py -x". The launcher
 # (tests/lib/objnodes.py) takes the module and test programs from OBJSTORE_BUILD.
 PYTEST_ARGS ?= tests/server
+# VALGRIND=1: the servers that load the module run under valgrind's memcheck
+# (tests/lib/objnodes.py; docs/testing.md#valgrind).
 test-server: all $(SERVER_PROGS)
-	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) /usr/bin/python3 -m pytest -q $(PYTEST_ARGS)
+	OBJSTORE_BUILD=$(CURDIR)/$(BUILD) $(if $(filter 1,$(VALGRIND)),OBJSTORE_VALGRIND=1) \
+	    /usr/bin/python3 -m pytest -q $(PYTEST_ARGS)
 
 # The RDMA suite: natively on a host with an RDMA device, else in a QEMU
 # guest with Soft-RoCE (tests/softroce/); fails loudly if neither can run.
@@ -425,7 +470,6 @@ distclean:
 # from Debian 13's source packages into a cache outside the checkout (reused
 # when present; tests/servers/build-server.sh). Run the server suite on one:
 #   make test-server OBJSTORE_SERVER=$(SERVERS_CACHE)/valkey-8.1.1/bin/valkey-server
-SERVERS_CACHE ?= /var/cache/objstore/servers
 servers:
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh redis 8.0.2
 	OBJSTORE_SERVERS_CACHE=$(SERVERS_CACHE) tests/servers/build-server.sh valkey 8.1.1
@@ -481,7 +525,7 @@ test-python: all
 # and the metadata fuzzer (tests/fuzz/fuzz_pymeta.py, PYMETA_CASES cases).
 PY_SAN_VENV  := build/san-address/python-venv
 PY_SAN_STAMP := $(PY_SAN_VENV)/.objstore-installed
-PY_SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g
+PY_SAN_FLAGS := $(SAN_FLAGS) -g
 PY_SAN_LIB    = $(shell $(CC) -print-file-name=libasan.so)
 # libstdc++ beside libasan: else ASan cannot find the real __cxa_throw when torch throws.
 PY_SAN_CXX    = $(shell $(CC) -print-file-name=libstdc++.so.6)

@@ -444,7 +444,7 @@ class NetnsDirectory(DirectoryRedis):
     """The directory: a plain redis-server in link's namespace on <address>:6379, and on a
     unix socket for the test. restart() comes back empty, flushall() empties it live."""
 
-    def __init__(self, link, workdir=None, start_timeout=10.0):
+    def __init__(self, link, workdir=None, start_timeout=60.0):
         super().__init__(workdir=workdir, start_timeout=start_timeout)
         self.link = link
         self.port = REDIS_PORT
