@@ -106,9 +106,14 @@ step "unit (ASan/UBSan)" make -j"$JOBS" SAN=address test-unit
 serverLane() {
     step "server" make test-server PYTEST_ARGS="$XDIST $SERVER_ALL"
     step "benchmark smoke" make test-server PYTEST_ARGS="tests/server/test_benchmark_smoke.py"
-    step "python client" make test-python
+}
+# The Python package's suite over the workers too (its nodes, like the server
+# suite's, take free ports and directories of their own).
+pythonLane() {
+    step "python client" make test-python PYTHON_PYTEST_ARGS="$XDIST tests/python"
     # shellcheck disable=SC2086
-    step "python client (ASan/UBSan module)" env $SAN_ENV make SAN=address test-python
+    step "python client (ASan/UBSan module)" env $SAN_ENV make SAN=address test-python \
+        PYTHON_PYTEST_ARGS="$XDIST tests/python"
     # The package's extension itself under ASan/UBSan (a second venv, libasan preloaded
     # into Python): the tests of what a writer controls and the metadata fuzzer (Makefile).
     step "python extension (ASan/UBSan) and metadata fuzzer" make test-python-san
@@ -121,8 +126,15 @@ otherServersLane() {
     step "server on Redis 8.0.2" env OBJSTORE_SERVER="$SERVERS/redis-8.0.2/bin/redis-server" \
         make test-server PYTEST_ARGS="$XDIST $SERVER_API"
 }
+# Redis's own suite with the module loaded; its baseline without the module (which
+# tells the environment's failures from the module's and runs none of our code)
+# only with FULL=1 (tests/redis-suite/run.sh plain runs it alone).
 redisSuiteLane() {
-    step "redis's own test suite with the module" make test-redis-suite
+    if [ "$FULL" = 1 ]; then
+        step "redis's own test suite, without and with the module" tests/redis-suite/run.sh both
+    else
+        step "redis's own test suite with the module" tests/redis-suite/run.sh module
+    fi
 }
 # CI replays two seeds (faults and operations follow the seed; timing still
 # varies); bench/chaos.sh runs fresh seeds for 30 minutes.
@@ -132,30 +144,38 @@ chaosLane() {
     step "chaos (ASan/UBSan)" env CHAOS_SEED=${CHAOS_SEED:-909} $SAN_ENV \
         make SAN=address test-chaos CHAOS_SECONDS=180
     step "fuzz (wire frames, stream reassembly, RDMA stream control messages)" make test-fuzz
-    # The Debian packages as an operator meets them: built, lintian, installed with
-    # dpkg, the node run from them as the redis user in the unit's sandbox with and
-    # without the drop-in, readers/writers/remote clients, upgrade, purge, make run
-    # beside a Redis on 6379 (tests/packaging/run.sh; purges what it installed, also
-    # on failure).
+}
+# The Debian packages as an operator meets them: built, lintian, installed with dpkg,
+# the node run from them as the redis user in the unit's sandbox with and without the
+# drop-in, readers/writers/remote clients, upgrade, purge, make run beside a Redis on
+# 6379 (tests/packaging/run.sh; purges what it installed, also on failure).
+packagingLane() {
     step "packaging (make deb, dpkg -i, the service, readers and writers, purge)" make test-packaging
 }
-# One guest boot for every Soft-RoCE suite; each suite's verdict becomes a line
-# of the summary (as "softroce: NAME").
+# softroceLane NAME SUITE...: the Soft-RoCE suites named (tests/softroce/suites.sh) in
+# one boot of the guest; each suite's verdict becomes a line of the summary (as
+# "softroce: SUITE"). Two lanes, two guests: the plain suites and the ASan/UBSan ones.
 softroceLane() {
-    local f=$CI_DIR/softroce.txt line
+    local name=$1 f=$CI_DIR/softroce-$1.txt line
+    shift
     : >"$f"
-    step "softroce suites (one guest boot or device)" env OBJ_SUITES_RESULTS="$f" \
+    step "softroce suites: $name (one guest boot or device)" env OBJ_SUITES_RESULTS="$f" \
         OBJ_SAN_LIB="$SAN_LIB" OBJ_VM_TIMEOUT=${OBJ_VM_TIMEOUT:-3600} \
-        tests/softroce/run.sh tests/softroce/suites.sh
+        tests/softroce/run.sh tests/softroce/suites.sh "$@"
     while read -r line; do
         echo "    ${line%% *}  softroce: ${line#* }" >"$CI_DIR/results/$(date +%s%N)"
     done <"$f"
 }
-lane softroce softroceLane
+softrocePlainLane() { softroceLane plain selftest rdma stream door client valkey; }
+softroceSanLane() { softroceLane asan rdma-asan door-asan; }
+lane softroce softrocePlainLane
+lane softroce-asan softroceSanLane
 lane chaos chaosLane
 lane server serverLane
+lane python pythonLane
 lane other-servers otherServersLane
 lane redis-suite redisSuiteLane
+lane packaging packagingLane
 join
 
 # The slowest ten tests of the whole run, from the lanes' --durations lists.

@@ -34,6 +34,10 @@ suite() {
     fi
 }
 
+# The transfer suite's bound on a hang (run-in-guest.sh; 600 s alone): an emulated
+# guest beside the rest of CI takes that long for a whole, healthy run.
+export OBJ_RDMA_SUITE_TIMEOUT=${OBJ_RDMA_SUITE_TIMEOUT:-1800}
+
 # The ASan/UBSan module, with its runtime preloaded into redis-server.
 san=(env OBJSTORE_BUILD="$repo/build/san-address" OBJSTORE_PRELOAD="${OBJ_SAN_LIB:-}"
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1)
