@@ -131,11 +131,14 @@ def shm_base():
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def ping(port, timeout=1.0):
-    """Whether a Redis on 127.0.0.1:port answers PING (a loading one does not)."""
+def ping(port=None, timeout=1.0, unix_socket_path=None, password=None):
+    """Whether a Redis on 127.0.0.1:port (or at unix_socket_path) answers PING (a
+    loading one does not)."""
+    where = ({"unix_socket_path": unix_socket_path} if unix_socket_path
+             else {"host": "127.0.0.1", "port": port})
     try:
-        c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
-                        socket_connect_timeout=timeout)
+        c = redis.Redis(socket_timeout=timeout, socket_connect_timeout=timeout,
+                        password=password, **where)
         try:
             return bool(c.ping())
         finally:
@@ -811,14 +814,7 @@ class RedisCluster:
         return self
 
     def _up(self, port):
-        try:
-            c = self.client(port)
-            try:
-                return bool(c.ping())
-            finally:
-                c.close()
-        except (redis.exceptions.RedisError, OSError):
-            return False
+        return ping(port, 5.0, password=self.password)
 
     def wait_healthy(self, timeout=None):
         """Wait until every live node says cluster_state:ok, sees `masters` masters
