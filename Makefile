@@ -396,10 +396,12 @@ lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
 # Which component may include which (tests/lint/layers), no circle between .c files
 # through their functions and globals (tests/lint/file_circles.py), every relative
-# link of the Markdown files, and the checks' own tests.
+# link of the Markdown files, docs/benchmarks.md's tables against bench/results/
+# (bench/tables.py), and the checks' own tests.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
 	/usr/bin/python3 tests/lint/check_links.py
+	/usr/bin/python3 bench/tables.py --check
 	/usr/bin/python3 -m pytest -q tests/lint
 format:
 	clang-format -i $(LINT_FILES)
