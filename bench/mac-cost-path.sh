@@ -2,7 +2,8 @@
 # mac-cost-path.sh - the payload MAC as a fetch feeds it, against memcpy of
 # the same bytes in the same run: build/bin/mac-cost --path-only (the pieces
 # read() returns on the receiving node, and the relay's PART sizes, for
-# objects of 64 KiB to 16 MiB; XXH3 fed the same way; the frame tag in ns),
+# objects of 64 KiB to 16 MiB; XXH3 and Poly1305 fed the same way; the frame
+# tag in ns),
 # RUNS times, each row's best run kept (a shared machine slows a run, never
 # speeds one up).
 #
@@ -42,13 +43,16 @@ mkdir -p "$RES"
     head -n 1 "$RES/mac-cost-path.csv"
     echo "# the payload MAC (gmac) and XXH3 fed as the receive path feeds them: each piece copied"
     echo "# in (memcpy, the read()), then tagged and checksummed while hot; gmac-pass: the MAC as a"
-    echo "# separate pass over the landed object. GB/s and x memcpy of the same bytes, same run."
-    printf "%-8s %9s %8s %8s %8s %10s %9s %9s\n" pattern bytes memcpy gmac xxh3 gmac-pass "gmac/mcp" "xxh3/mcp"
+    echo "# separate pass over the landed object; poly1305: ChaCha20-Poly1305 as a MAC, fed the same"
+    echo "# pieces, for comparison. GB/s and x memcpy of the same bytes, same run."
+    printf "%-8s %9s %8s %8s %8s %10s %9s %9s %9s %9s\n" pattern bytes memcpy gmac xxh3 gmac-pass \
+        "gmac/mcp" "xxh3/mcp" poly1305 "poly/mcp"
     awk -F, 'NR > 2 && $1 != "frame-tag" { split($1, f, "-"); p = f[1]; w = substr($1, length(p) + 2)
                  g[p "," $2 "," w] = $4; x[p "," $2 "," w] = $5; if (!((p "," $2) in seen)) { seen[p "," $2] = 1; keys[++n] = p "," $2 } }
              END { for (i = 1; i <= n; i++) { split(keys[i], f, ","); k = keys[i]
-                       printf "%-8s %9s %8.2f %8.2f %8.2f %10.2f %8.2fx %8.2fx\n", f[1], f[2], g[k ",memcpy"],
-                              g[k ",gmac"], g[k ",xxh3"], g[k ",gmac-pass"], x[k ",gmac"], x[k ",xxh3"] } }' \
+                       printf "%-8s %9s %8.2f %8.2f %8.2f %10.2f %8.2fx %8.2fx %9.2f %8.2fx\n", f[1], f[2],
+                              g[k ",memcpy"], g[k ",gmac"], g[k ",xxh3"], g[k ",gmac-pass"], x[k ",gmac"],
+                              x[k ",xxh3"], g[k ",poly1305"], x[k ",poly1305"] } }' \
         "$RES/mac-cost-path.csv"
     awk -F, '$1 == "frame-tag" { printf "# frame tag (wireMacFrame), %s-byte frame: %s ns\n", $2, $3 }' \
         "$RES/mac-cost-path.csv"

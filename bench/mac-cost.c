@@ -11,7 +11,7 @@
  *              over the same buffer;
  *   path       the payload MAC fed as a fetch feeds it, for objects of 64 KiB
  *              to 16 MiB, against memcpy of the same bytes in the same pieces
- *              in the same run (and XXH3 fed the same way): "tcp", one PART
+ *              in the same run (and XXH3 and Poly1305 fed the same way): "tcp", one PART
  *              or DATA frame tag, then the payload in the pieces read()
  *              returns on the receiving node (the sizes bench/read-pieces.sh
  *              measured on loopback); "relay", the object forwarded in PARTs
@@ -241,8 +241,9 @@ static int macPlan(size_t size, int relay, uint64_t seed, size_t *piece, uint8_t
     return n;
 }
 
-enum { MAC_WAY_MEMCPY, MAC_WAY_GMAC, MAC_WAY_XXH3, MAC_WAY_GMAC_PASS, MAC_WAYS };
-static const char *const macWayNames[MAC_WAYS] = {"memcpy", "gmac", "xxh3", "gmac-pass"};
+enum { MAC_WAY_MEMCPY, MAC_WAY_GMAC, MAC_WAY_XXH3, MAC_WAY_GMAC_PASS, MAC_WAY_POLY1305, MAC_WAYS };
+static const char *const macWayNames[MAC_WAYS] = {"memcpy", "gmac", "xxh3", "gmac-pass",
+                                                  "poly1305"};
 
 /* Where the path's bytes come from and go: a source ring (the socket's
  * side) and an arena, both larger than the caches, each object at the next
@@ -256,6 +257,7 @@ typedef struct MacPath {
     size_t srcOff, arenaOff;
     WireMac *w;
     XXH3_state_t *x;
+    EVP_CIPHER_CTX *poly; /* ChaCha20-Poly1305 keyed, fed additional data only */
     const uint8_t *frame; /* the PART frame tagged before each unit */
     size_t flen;
 } MacPath;
@@ -264,8 +266,10 @@ typedef struct MacPath {
  * from the source ring into the object's place in the arena (the read()),
  * then, while it is hot, fed to the payload MAC (a frame tag and a payload
  * tag per unit) and to XXH3: each step timed on its own, added into
- * ns[MAC_WAY_*]. Then, for comparison, the MAC as a separate pass over the
- * whole landed object (ns[MAC_WAY_GMAC_PASS]). */
+ * ns[MAC_WAY_*]. For comparison: Poly1305 (ChaCha20-Poly1305 over the
+ * pieces as additional data, a nonce per unit: a MAC the session could use
+ * instead of GMAC) fed the same pieces, and the payload MAC as a separate
+ * pass over the whole landed object (ns[MAC_WAY_GMAC_PASS]). */
 static void macPathObject(MacPath *p, const size_t *piece, const uint8_t *unit, int n, size_t size,
                           double ns[MAC_WAYS])
 {
@@ -296,9 +300,25 @@ static void macPathObject(MacPath *p, const size_t *piece, const uint8_t *unit, 
         double t2 = macNowNs();
         XXH3_64bits_update(p->x, dst + off, piece[k]);
         double t3 = macNowNs();
+        int len;
+        if (unit[k]) {
+            uint8_t iv[12] = {(uint8_t)k, (uint8_t)(p->arenaOff >> 16)};
+            if (k > 0) {
+                EVP_EncryptFinal_ex(p->poly, tag, &len);
+                EVP_CIPHER_CTX_ctrl(p->poly, EVP_CTRL_AEAD_GET_TAG, OBJ_WIRE_MAC, tag);
+            }
+            EVP_EncryptInit_ex(p->poly, NULL, NULL, NULL, iv);
+        }
+        EVP_EncryptUpdate(p->poly, NULL, &len, dst + off, (int)piece[k]);
+        if (k == n - 1) {
+            EVP_EncryptFinal_ex(p->poly, tag, &len);
+            EVP_CIPHER_CTX_ctrl(p->poly, EVP_CTRL_AEAD_GET_TAG, OBJ_WIRE_MAC, tag);
+        }
+        double t4 = macNowNs();
         ns[MAC_WAY_MEMCPY] += t1 - t0;
         ns[MAC_WAY_GMAC] += t2 - t1;
         ns[MAC_WAY_XXH3] += t3 - t2;
+        ns[MAC_WAY_POLY1305] += t4 - t3;
         off += piece[k];
     }
     sink ^= XXH3_64bits_digest(p->x);
@@ -430,8 +450,11 @@ int main(int argc, char **argv)
     MacPath p = {.src = buf, .arena = arena, .frame = f3, .flen = (size_t)n3};
     p.w = wireMacNew(key);
     p.x = XXH3_createState();
+    p.poly = EVP_CIPHER_CTX_new();
+    if (!p.poly || EVP_EncryptInit_ex(p.poly, EVP_chacha20_poly1305(), NULL, key, NULL) != 1)
+        p.x = NULL;
     if (!p.w || !p.x) {
-        fprintf(stderr, "mac-cost: wireMacNew or XXH3_createState failed\n");
+        fprintf(stderr, "mac-cost: wireMacNew, XXH3_createState or ChaCha20-Poly1305 failed\n");
         return 1;
     }
     macFrameBest(p.w, f1, (size_t)n1);
@@ -439,6 +462,7 @@ int main(int argc, char **argv)
     for (size_t s = 64u << 10; s <= pathMax; s *= 4)
         macPath(&p, s, rounds);
     XXH3_freeState(p.x);
+    EVP_CIPHER_CTX_free(p.poly);
     wireMacFree(p.w);
     free(arena);
     free(buf);

@@ -164,13 +164,17 @@ def table_mac_cost_path(root):
     out = []
     for pattern, name in (("tcp", "TCP reads"), ("relay", "relay PARTs")):
         for s in sizes:
-            g = {w: by[(f"{pattern}-{w}", s)] for w in ("memcpy", "gmac", "xxh3", "gmac-pass")}
+            ways = ("memcpy", "gmac", "xxh3", "gmac-pass", "poly1305")
+            g = {w: by[(f"{pattern}-{w}", s)] for w in ways}
             out.append([name, size_name(s)] +
                        [f"{float(g[w]['gb_per_s']):.2f}" for w in ("memcpy", "gmac", "xxh3")] +
-                       [f"{float(g['gmac']['x_memcpy']):.2f}x", f"{float(g['xxh3']['x_memcpy']):.2f}x",
-                        f"{float(g['gmac-pass']['gb_per_s']):.2f}"])
+                       [f"{float(g[w]['x_memcpy']):.2f}x" for w in ("gmac", "xxh3")] +
+                       [f"{float(g['gmac-pass']['gb_per_s']):.2f}",
+                        f"{float(g['poly1305']['gb_per_s']):.2f}",
+                        f"{float(g['poly1305']['x_memcpy']):.2f}x"])
     table = md_table(["fed as", "object", "memcpy GB/s", "MAC GB/s", "XXH3 GB/s", "MAC / memcpy",
-                      "XXH3 / memcpy", "MAC as a separate pass, GB/s"], "lrrrrrrr", out)
+                      "XXH3 / memcpy", "MAC as a separate pass, GB/s", "Poly1305 GB/s",
+                      "Poly1305 / memcpy"], "lrrrrrrrrr", out)
     frames = {"16": "a PING (16 bytes)", "56": "a PART (56 bytes)"}
     tags = [f"{frames.get(r['bytes'], r['bytes'] + ' bytes')} {float(r['ns_per_op']):.0f} ns"
             for r in rows if r["what"] == "frame-tag"]
