@@ -34,6 +34,10 @@ fi
 commit=$(git rev-parse --verify -q "$REV^{commit}") || none "$REV: no such commit here"
 
 DIR=$ROOT/build/ab-release/$commit
+mkdir -p "$ROOT/build/ab-release"
+# One build at a time (test lanes may ask at once); the others wait and reuse it.
+exec 9>"$ROOT/build/ab-release/.lock"
+flock -w 900 9 || { echo "release-module: another build holds build/ab-release/.lock" >&2; exit 1; }
 if [ ! -f "$DIR/objstore.so" ]; then
     [ -f build/include/redismodule.h ] || { echo "release-module: build first (make)" >&2; exit 1; }
     rm -rf "$DIR/src"
