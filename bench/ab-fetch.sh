@@ -95,6 +95,7 @@ one() {
     for _ in $(seq 100); do
         timeout 2 redis-cli -p "$pb" ping >/dev/null 2>&1 && timeout 2 redis-cli -p "$pa" ping \
             >/dev/null 2>&1 && break
+        kill -0 "$a" 2>/dev/null && kill -0 "$b" 2>/dev/null || break # one exited: the module refused
         sleep 0.1
     done
     timeout 2 redis-cli -p "$pb" ping >/dev/null 2>&1 && timeout 2 redis-cli -p "$pa" ping >/dev/null 2>&1 ||

@@ -215,6 +215,19 @@ def test_ab_fetch_against_the_previous_release_prints_the_ratio(tool, capsys):
         print("\n" + r.stdout, end="")
 
 
+def test_ab_fetch_fails_when_a_build_cannot_run(tool, tmp_path):
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(b"not a module")
+    broken.chmod(0o755)
+    r = subprocess.run([os.path.join(ROOT, "bench", "ab-fetch.sh"), str(broken),
+                        build_path("objstore.so"), "64k", "5", "1"], capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
+                       env={**os.environ, "AB_OUT": "/dev/null"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the nodes did not start" in r.stderr, r.stderr
+    assert "ratio" not in r.stdout
+
+
 # ---- failures ----------------------------------------------------------------------------------
 
 BAD_ARGS = [
