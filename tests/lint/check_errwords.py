@@ -11,7 +11,12 @@ ObjErr code, Python class, origin, meaning). Checked against it:
     NODE word, in the header's order, with the header's meaning (code spans
     aside), ObjErr code and Python class;
   - client/python/objstore/__init__.py: ERROR_CODES maps every word whose
-    class is not the base ObjstoreError to that class, and nothing else.
+    class is not the base ObjstoreError to that class, and nothing else;
+  - the module's sources (module/**/*.c): a string literal that starts with
+    an uppercase word and a blank (how every error reply and every error
+    text kept for a later reply starts) names a word of the list, or one of
+    NOT_ERROR_WORDS; the message of objReplyError/objErrFormat, which follows
+    its OBJ_EW_ constant, is not such a start.
 Prints one line per disagreement and exits 1 if there is any, 0 otherwise.
 """
 import ast
@@ -22,6 +27,17 @@ import sys
 HEADER = os.path.join("module", "common", "errwords.h")
 PYINIT = os.path.join("client", "python", "objstore", "__init__.py")
 BASE_CLASS = "ObjstoreError"
+# Uppercase words that start a literal of the module without starting an error
+# reply: commands the directory client sends and Redis's redirections
+# (directory/), Redis's own ERR (cmdtable.c), the names of the transfer wire's
+# messages and errors in its log lines (transfer/wire.c, engine.c; a peer's AUTH
+# error ends the session, never a fetch), and the RDMA log prefix.
+NOT_ERROR_WORDS = {
+    "ASK", "MOVED", "CLUSTER", "CONFIG", "AUTH", "ERR",
+    "HELLO", "FETCH", "FETCHR", "DATA", "RNDV", "PART", "RPART", "ERROR", "RDMA",
+}
+LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+MESSAGE_ARG = re.compile(r"OBJ_EW_\w+\s*,\s*$")
 ROW = re.compile(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
 
 
@@ -133,6 +149,31 @@ def check_python(root, rows):
     return problems
 
 
+def check_sources(root, words):
+    """Literals of module/ that start with an uppercase word the list lacks."""
+    problems = []
+    known = set(words) | NOT_ERROR_WORDS
+    for dirpath, _, files in sorted(os.walk(os.path.join(root, "module"))):
+        for name in sorted(files):
+            if not name.endswith(".c"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, errors="replace") as f:
+                text = f.read()
+            for m in LITERAL.finditer(text):
+                w = re.match(r"([A-Z][A-Z]+) ", m.group(1))
+                if not w or w.group(1) in known:
+                    continue
+                if MESSAGE_ARG.search(text[max(0, m.start() - 80):m.start()]):
+                    continue  # the message after objReplyError's word
+                line = text.count("\n", 0, m.start()) + 1
+                rel = os.path.relpath(path, root)
+                problems.append(f"{rel}:{line}: \"{w.group(1)} ...\" starts like an error reply; "
+                                f"{w.group(1)} is not in {HEADER} (add it there, with the docs, "
+                                f"or to NOT_ERROR_WORDS in tests/lint/check_errwords.py)")
+    return problems
+
+
 def check(root):
     rows = read_words(root)
     node_rows = [r for r in rows if r[3] == "NODE"]
@@ -144,6 +185,8 @@ def check(root):
     problems += check_readme(root, [r[0] for r in node_rows])
     problems += check_commands(root, node_rows)
     problems += check_python(root, rows)
+    if os.path.isdir(os.path.join(root, "module")):
+        problems += check_sources(root, words)
     return problems
 
 
