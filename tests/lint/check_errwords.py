@@ -24,7 +24,10 @@ import os
 import re
 import sys
 
-HEADER = os.path.join("module", "common", "errwords.h")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import errwords  # noqa: E402 - tests/lib, after the path is set
+from errwords import HEADER  # noqa: E402
+
 PYINIT = os.path.join("client", "python", "objstore", "__init__.py")
 BASE_CLASS = "ObjstoreError"
 # Uppercase words that start a literal of the module without starting an error
@@ -38,24 +41,14 @@ NOT_ERROR_WORDS = {
 }
 LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 MESSAGE_ARG = re.compile(r"OBJ_EW_\w+\s*,\s*$")
-ROW = re.compile(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
 
 
 def read_words(root):
     """[(word, code, pyClass, origin, meaning)] of the header, in its order."""
-    with open(os.path.join(root, HEADER)) as f:
-        text = f.read()
-    m = re.search(r"#define OBJ_ERR_WORDS\(X\)((?:.*\\\n)*.*)", text)
-    if not m:
-        sys.exit(f"{HEADER}: no OBJ_ERR_WORDS(X) macro")
-    body = m.group(1).replace("\\\n", " ")
-    rows = []
-    for r in ROW.finditer(body):
-        meaning = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', r.group(5)))
-        rows.append((r.group(1), r.group(2), r.group(3), r.group(4), meaning))
-    if not rows:
-        sys.exit(f"{HEADER}: OBJ_ERR_WORDS lists no word")
-    return rows
+    try:
+        return [tuple(w) for w in errwords.read_words(root)]
+    except ValueError as e:
+        sys.exit(str(e))
 
 
 def plain(cell):
