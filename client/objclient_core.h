@@ -112,6 +112,10 @@ OBJ_HIDDEN redisReply *clientCall(ObjClient *c, CmdArgs *a);
  * command that answers a status: any status is success. Frees r. Returns 0,
  * or -1 with the error recorded. */
 OBJ_HIDDEN int clientStatusVerdict(ObjClient *c, const char *cmd, redisReply *r);
+/* Pass the reply r of cmd through when it is of the given type (REDIS_REPLY_*);
+ * anything else is freed and recorded as a reply this library does not
+ * understand. Returns r, or NULL with the error recorded (also for r NULL). */
+OBJ_HIDDEN redisReply *clientExpect(ObjClient *c, const char *cmd, redisReply *r, int type);
 /* Send a command that answers a status (clientStatusVerdict). Returns 0 or -1. */
 OBJ_HIDDEN int clientCallStatus(ObjClient *c, CmdArgs *a);
 /* Send n status commands in one pipeline where the transport has one, every

@@ -305,14 +305,9 @@ int objClientGet(ObjClient *c, const void *id, size_t idLen, long long timeoutMs
         return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientGet: data or size is NULL");
     if (clientAddTimeout(c, &a, timeoutMs, timeoutBuf, sizeof(timeoutBuf)) < 0)
         return -1;
-    r = clientCall(c, &a);
+    r = clientExpect(c, "OBJ.GET", clientCall(c, &a), REDIS_REPLY_STRING);
     if (r == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_STRING) {
-        clientFailShape(c, "OBJ.GET", r);
-        freeReplyObject(r);
-        return -1;
-    }
     copy = objMalloc(r->len > 0 ? r->len : 1);
     if (copy == NULL) {
         clientFail(c, OBJ_ERR_OTHER, "out of memory copying a %zu-byte object", r->len);
@@ -356,14 +351,9 @@ int objClientExists(ObjClient *c, const void *id, size_t idLen, int *exists)
         return -1;
     if (exists == NULL)
         return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientExists: exists is NULL");
-    r = clientCall(c, &a);
+    r = clientExpect(c, "OBJ.EXISTS", clientCall(c, &a), REDIS_REPLY_INTEGER);
     if (r == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        clientFailShape(c, "OBJ.EXISTS", r);
-        freeReplyObject(r);
-        return -1;
-    }
     *exists = r->integer != 0;
     freeReplyObject(r);
     return clientOk(c);

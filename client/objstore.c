@@ -184,6 +184,16 @@ int clientStatusVerdict(ObjClient *c, const char *cmd, redisReply *r)
     return rv;
 }
 
+/* See objclient_core.h. */
+redisReply *clientExpect(ObjClient *c, const char *cmd, redisReply *r, int type)
+{
+    if (r == NULL || r->type == type)
+        return r;
+    clientFailShape(c, cmd, r);
+    freeReplyObject(r);
+    return NULL;
+}
+
 int clientCallStatus(ObjClient *c, CmdArgs *a)
 {
     return clientStatusVerdict(c, a->argv[0], clientCall(c, a));

@@ -136,14 +136,9 @@ int objClientVersionGet(ObjClient *c, const void *name, size_t nameLen, uint64_t
         return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientVersionGet: an output is NULL");
     snprintf(verBuf, sizeof(verBuf), "%" PRIu64, version);
     argsAddStr(&a, verBuf);
-    redisReply *r = clientCall(c, &a);
+    redisReply *r = clientExpect(c, "OBJ.VGET", clientCall(c, &a), REDIS_REPLY_STRING);
     if (r == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_STRING) {
-        clientFailShape(c, "OBJ.VGET", r);
-        freeReplyObject(r);
-        return -1;
-    }
     void *copy = objMalloc(r->len > 0 ? r->len : 1);
     if (copy == NULL) {
         freeReplyObject(r);
@@ -179,14 +174,10 @@ int objClientPurge(ObjClient *c, const void *const *ids, const size_t *idLens, s
         return clientFail(c, OBJ_ERR_BADARG, "BADARG objClientPurge: no ids");
     a.argc = 0;
     argsAddStr(&a, "OBJ.PURGE");
-    redisReply *r = clientCallList(c, &a, ids, idLens, n);
+    redisReply *r =
+        clientExpect(c, "OBJ.PURGE", clientCallList(c, &a, ids, idLens, n), REDIS_REPLY_INTEGER);
     if (r == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        clientFailShape(c, "OBJ.PURGE", r);
-        freeReplyObject(r);
-        return -1;
-    }
     if (known != NULL)
         *known = (size_t)r->integer;
     freeReplyObject(r);
