@@ -27,14 +27,15 @@ SOURCES = [os.path.join("src", f) for f in SRC_FILES if f.endswith(".c")]
 core = Extension(
     "objstore._objstore",
     sources=SOURCES,
-    include_dirs=[ROOT],
+    include_dirs=[ROOT, os.path.join(ROOT, "module")],  # module/: common/errwords.h
     extra_objects=[ARCHIVE],
     libraries=["hiredis", "rdmacm", "ibverbs"],
     extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
     depends=[ARCHIVE, os.path.join(ROOT, "client", "objstore.h"),
-             os.path.join(ROOT, "client", "objclient_int.h")]
+             os.path.join(ROOT, "client", "objclient_int.h"),
+             os.path.join(ROOT, "module", "common", "errwords.h")]
     + [os.path.join(HERE, "src", f) for f in SRC_FILES if f.endswith(".h")],
 )
 

@@ -10,8 +10,11 @@ ObjErr code, Python class, origin, meaning). Checked against it:
   - docs/commands.md: the table under "Error code words" has one row per
     NODE word, in the header's order, with the header's meaning (code spans
     aside), ObjErr code and Python class;
-  - client/python/objstore/__init__.py: ERROR_CODES maps every word whose
-    class is not the base ObjstoreError to that class, and nothing else;
+  - client/python/objstore/__init__.py: every class the list names is
+    there and derives from ObjstoreError, and ERROR_CODES is made from the
+    extension's ERROR_WORDS (the list, compiled in); a hand-written
+    ERROR_CODES must map every word whose class is not the base to that
+    class, and nothing else;
   - the module's sources (module/**/*.c): a string literal that starts with
     an uppercase word and a blank (how every error reply and every error
     text kept for a later reply starts) names a word of the list, or one of
@@ -112,23 +115,52 @@ def check_commands(root, node_rows):
     return problems
 
 
+def derives_from_base(name, bases):
+    """Whether class name (of bases: class -> its base names) derives from BASE_CLASS."""
+    seen = set()
+    while name not in seen:
+        if name == BASE_CLASS:
+            return True
+        seen.add(name)
+        parents = [b for b in bases.get(name, ()) if b in bases]
+        if not parents:
+            return False
+        name = parents[0]
+    return False
+
+
 def check_python(root, rows):
     path = os.path.join(root, PYINIT)
     with open(path) as f:
         tree = ast.parse(f.read(), path)
-    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    table = None
-    for n in tree.body:
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ERROR_CODES"
-                                             for t in n.targets) and isinstance(n.value, ast.Dict):
-            table = {k.value: v.id for k, v in zip(n.value.keys, n.value.values)
-                     if isinstance(k, ast.Constant) and isinstance(v, ast.Name)}
-    if table is None:
-        return [f"{PYINIT}: no ERROR_CODES = {{word: class}} dict"]
+    bases = {n.name: [b.id for b in n.bases if isinstance(b, ast.Name)]
+             for n in tree.body if isinstance(n, ast.ClassDef)}
     problems = []
     for word, _, py, _, _ in rows:
-        if py != BASE_CLASS and py not in classes:
+        if py not in bases:
             problems.append(f"{PYINIT}: no class {py} (the class of {word} in {HEADER})")
+        elif not derives_from_base(py, bases):
+            problems.append(f"{PYINIT}: {py} (the class of {word}) does not derive from "
+                            f"{BASE_CLASS}")
+    value = next((n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "ERROR_CODES" for t in n.targets)),
+                 None)
+    if value is None:
+        return problems + [f"{PYINIT}: no ERROR_CODES"]
+    if isinstance(value, ast.Dict):
+        return problems + check_python_table(value, rows)
+    if "ERROR_WORDS" not in ast.unparse(value):
+        problems.append(f"{PYINIT}: ERROR_CODES is made neither from _objstore.ERROR_WORDS "
+                        f"(the extension's copy of {HEADER}) nor written out as a table")
+    return problems
+
+
+def check_python_table(value, rows):
+    """A hand-written ERROR_CODES {word: class} against the header."""
+    table = {k.value: v.id for k, v in zip(value.keys, value.values)
+             if isinstance(k, ast.Constant) and isinstance(v, ast.Name)}
+    problems = []
+    for word, _, py, _, _ in rows:
         if py == BASE_CLASS and word in table:
             problems.append(f"{PYINIT}: ERROR_CODES maps {word} to {table[word]}, "
                             f"{HEADER} to the base {BASE_CLASS}")

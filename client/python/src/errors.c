@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "common/errwords.h"
+
 /* Set once by the Python layer (_set_errors): the base class, the code-word table and
  * the classes of the local causes. */
 static PyObject *errBase, *errTable;
@@ -100,4 +102,25 @@ PyObject *modSetErrors(PyObject *mod, PyObject *args)
     Py_XSETREF(errClosed, Py_NewRef(closed));
     Py_XSETREF(errForked, Py_NewRef(forked));
     Py_RETURN_NONE;
+}
+
+/* See errors.h. */
+PyObject *errWordsTuple(void)
+{
+#define PY_ERR_WORD_ROW(word, code, pyClass, origin, meaning) {#word, #pyClass},
+    static const struct {
+        const char *word, *pyClass;
+    } rows[] = {OBJ_ERR_WORDS(PY_ERR_WORD_ROW)};
+#undef PY_ERR_WORD_ROW
+    Py_ssize_t n = (Py_ssize_t)(sizeof(rows) / sizeof(rows[0]));
+    PyObject *t = PyTuple_New(n);
+
+    for (Py_ssize_t i = 0; t != NULL && i < n; i++) {
+        PyObject *row = Py_BuildValue("(ss)", rows[i].word, rows[i].pyClass);
+        if (row == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, row);
+    }
+    return t;
 }

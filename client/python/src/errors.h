@@ -1,7 +1,8 @@
 /*
  * errors.h - the Python package's native core (_objstore): how a failure
  * becomes a Python exception. The classes are the Python layer's
- * (objstore/__init__.py hands them over through _set_errors); a library
+ * (objstore/__init__.py hands them over through _set_errors, its table made
+ * from ERROR_WORDS, the list of common/errwords.h); a library
  * error is saved while the client mutex is held and raised once the GIL is
  * back.
  */
@@ -34,5 +35,9 @@ PyObject *layoutFail(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 PyObject *errRaiseSaved(const SavedErr *e);
 /* _set_errors(base, {word: class}, connection, map, closed, forked). Returns None or NULL. */
 PyObject *modSetErrors(PyObject *mod, PyObject *args);
+/* The module's ERROR_WORDS: ((word, class name), ...) from the one list of
+ * code words (common/errwords.h), which objstore/__init__.py turns into its
+ * ERROR_CODES. Returns a new reference, or NULL with a Python error set. */
+PyObject *errWordsTuple(void);
 
 #endif /* OBJSTORE_PY_ERRORS_H */

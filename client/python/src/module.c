@@ -66,10 +66,14 @@ PyMODINIT_FUNC PyInit__objstore(void)
     m = PyModule_Create(&objstoreModule);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) < 0 ||
-        PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) < 0) {
+    PyObject *words = errWordsTuple();
+    if (words == NULL || PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) < 0 ||
+        PyModule_AddObjectRef(m, "Buffer", (PyObject *)&BufferType) < 0 ||
+        PyModule_AddObjectRef(m, "ERROR_WORDS", words) < 0) {
+        Py_XDECREF(words);
         Py_DECREF(m);
         return NULL;
     }
+    Py_DECREF(words);
     return m;
 }
