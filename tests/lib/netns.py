@@ -396,6 +396,10 @@ class NetnsNode(ClusterNode):
         self.port = port
         self.incarnation += 1
 
+    def answering_pid(self):
+        """None: the node has its namespace to itself, no other server can take its port."""
+        return None
+
     def answers_ping(self, timeout):
         return ping(timeout=timeout, unix_socket_path=self.sock_path)
 
