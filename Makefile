@@ -33,8 +33,8 @@
 #: test-softroce       every Soft-RoCE suite CI runs, plain and ASan/UBSan, in one guest boot
 #: san-preload         print the LD_PRELOAD a SAN= build of the module needs in redis-server
 #: bench               fetch vs Redis GET vs iperf3 on loopback (bench/results/)
-#: lint                clang-format check, layering, links, the checks' own tests
-#: lint-layers         the layering and link checks only
+#: lint                clang-format check, layering, links, error words, the checks' own tests
+#: lint-layers         lint without clang-format: layers, links, bench tables, error words, the checks' tests
 #: format              clang-format every C file in place
 #: clean               remove this build (build/, or build/san-<SAN>/ with SAN=)
 #: distclean           remove build/ entirely
@@ -452,10 +452,14 @@ lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
 # Which component may include which (tests/lint/layers), no circle between .c files
 # through their functions and globals (tests/lint/file_circles.py), every relative
-# link of the Markdown files, and the checks' own tests.
+# link of the Markdown files, docs/benchmarks.md's tables against bench/results/
+# (bench/tables.py), the error code words of the README, docs/commands.md and the
+# Python client against module/common/errwords.h, and the checks' own tests.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
 	/usr/bin/python3 tests/lint/check_links.py
+	/usr/bin/python3 bench/tables.py --check
+	/usr/bin/python3 tests/lint/check_errwords.py
 	/usr/bin/python3 -m pytest -q tests/lint
 format:
 	clang-format -i $(LINT_FILES)
@@ -500,8 +504,9 @@ bench: ensure-deps all
 # tests/python; PYTHON_PYTEST_ARGS narrows it.
 PY_VENV  := build/python-venv
 PY_STAMP := $(PY_VENV)/.objstore-installed
-PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
-                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
+PY_SRC   := $(wildcard client/python/src/*.[ch] client/python/objstore/*.py \
+                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h \
+            client/objclient_int.h module/common/errwords.h
 PYTHON_PYTEST_ARGS ?= tests/python
 .PHONY: python test-python test-python-rdma
 # Always through a make without SAN, where build/client/libobjstore.a has its rule (so a

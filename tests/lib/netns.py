@@ -40,6 +40,7 @@ from objnodes import (
     REDIS_SERVER,
     ClusterNode,
     DirectoryRedis,
+    ping,
     read_log,
     start_nodes,
     stop_servers,
@@ -341,18 +342,6 @@ class UnixClient(Client):
         self.response_callbacks = {}
 
 
-def _unix_ping(path, timeout):
-    try:
-        c = redis.Redis(unix_socket_path=path, socket_timeout=timeout,
-                        socket_connect_timeout=timeout)
-        try:
-            return bool(c.ping())
-        finally:
-            c.close()
-    except (redis.exceptions.RedisError, OSError):
-        return False
-
-
 def _spawn_in(link, argv, log_path, cwd, preload=True):
     """Start argv inside link's namespace; preload: LD_PRELOAD from $OBJSTORE_PRELOAD
     (given to the server only, not to ip(8)). Returns the Popen: its pid is the
@@ -407,8 +396,12 @@ class NetnsNode(ClusterNode):
         self.port = port
         self.incarnation += 1
 
+    def answering_pid(self):
+        """None: the node has its namespace to itself, no other server can take its port."""
+        return None
+
     def answers_ping(self, timeout):
-        return _unix_ping(self.sock_path, timeout)
+        return ping(timeout=timeout, unix_socket_path=self.sock_path)
 
     def admin_connection(self, timeout):
         return redis.Redis(unix_socket_path=self.sock_path, socket_timeout=timeout)
@@ -467,7 +460,7 @@ class NetnsDirectory(DirectoryRedis):
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            if _unix_ping(self.sock_path, 1.0):
+            if ping(timeout=1.0, unix_socket_path=self.sock_path):
                 return True
             time.sleep(0.02)
         return False

@@ -127,15 +127,33 @@ def free_port_pair(offset=TRANSFER_OFFSET):
     raise RuntimeError(f"no free pair of ports (p, p + {offset}) found")
 
 
+def server_pid(port, timeout=5.0):
+    """The process id of the Redis that answers on 127.0.0.1:port, None if none does.
+    Tells a server we started from another's that took its port in between (suites
+    run in several processes at once: pytest-xdist, CI's lanes)."""
+    try:
+        c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
+                        socket_connect_timeout=timeout)
+        try:
+            return int(c.info("server")["process_id"])
+        finally:
+            c.close()
+    except (redis.exceptions.RedisError, OSError, KeyError, ValueError):
+        return None
+
+
 def shm_base():
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def ping(port, timeout=1.0):
-    """Whether a Redis on 127.0.0.1:port answers PING (a loading one does not)."""
+def ping(port=None, timeout=1.0, unix_socket_path=None, password=None):
+    """Whether a Redis on 127.0.0.1:port (or at unix_socket_path) answers PING (a
+    loading one does not)."""
+    where = ({"unix_socket_path": unix_socket_path} if unix_socket_path
+             else {"host": "127.0.0.1", "port": port})
     try:
-        c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
-                        socket_connect_timeout=timeout)
+        c = redis.Redis(socket_timeout=timeout, socket_connect_timeout=timeout,
+                        password=password, **where)
         try:
             return bool(c.ping())
         finally:
@@ -188,6 +206,7 @@ class ObjstoreServer:
         self.arena_path = None
         self.clients = []
         self.start_failed = False  # try_start() saw it refuse to come up, as expected
+        self.clashed = False  # the last start found another server on its port
         self.stopped = False
         self.killed = False  # sigkill() took it down on purpose (fault tests)
 
@@ -212,6 +231,7 @@ class ObjstoreServer:
 
     def spawn(self, port):
         """Start the process on port (does not wait)."""
+        self.clashed = False
         env = dict(os.environ)
         if os.environ.get("OBJSTORE_PRELOAD"):
             env["LD_PRELOAD"] = os.environ["OBJSTORE_PRELOAD"]
@@ -241,16 +261,27 @@ class ObjstoreServer:
         return f"no PING answer within {self.start_timeout:.0f}s"
 
     def check_started(self):
-        """After PING: read the arena path; None, or why the start failed."""
+        """After PING: the server that answers is ours (not another's that took the
+        port in between: a clash, retried on fresh ports), then read the arena path;
+        None, or why the start failed."""
+        pid = self.answering_pid()
+        if pid is not None and pid != self.proc.pid:
+            self.clashed = True
+            return f"another server (pid {pid}) answers on port {self.port}"
         try:
             self.arena_path = self.stats()["arena_path"]
         except Exception as e:
             return f"OBJ.STATS failed right after start: {e!r}"
         return None
 
+    def answering_pid(self):
+        """The process id of the server that answers where this one listens (None if
+        it cannot be read)."""
+        return server_pid(self.port)
+
     def port_clash(self):
         """Whether the last start attempt failed on a port taken in between."""
-        return "Address already in use" in self.log()
+        return self.clashed or "Address already in use" in self.log()
 
     def start(self):
         """Start the server; pytest.fail with its log when it does not come up."""
@@ -638,7 +669,8 @@ class DirectoryRedis:
             if self.proc.poll() is not None:
                 return False
             if ping(self.port):
-                return True
+                # Ours, not another's that took the port in between.
+                return server_pid(self.port) in (self.proc.pid, None)
             time.sleep(0.02)
         return False
 
@@ -811,14 +843,7 @@ class RedisCluster:
         return self
 
     def _up(self, port):
-        try:
-            c = self.client(port)
-            try:
-                return bool(c.ping())
-            finally:
-                c.close()
-        except (redis.exceptions.RedisError, OSError):
-            return False
+        return ping(port, 5.0, password=self.password)
 
     def wait_healthy(self, timeout=None):
         """Wait until every live node says cluster_state:ok, sees `masters` masters
