@@ -15,6 +15,8 @@
 #   OBJSTORE_MODULE   the module (default build/objstore.so)
 #   REDIS_SUITE_UNITS the units (default: the list below)
 #   REDIS_SUITE_TAGS  extra runtest --tags (default -slow)
+#   REDIS_SUITE_JOBS  units run at once (default 2), each against servers of its own
+#   REDIS_SUITE_BASEPORT  runtest's first port (default 21111; worker w adds 1000 * (w - 1))
 #
 # Tests the module cannot pass by design are skipped (with the module only;
 # the plain run runs them all); each is listed with its reason in
@@ -28,6 +30,9 @@ SRC=${REDIS_SUITE_SRC:-$REPO/build/redis-src}
 SERVER=${OBJSTORE_SERVER:-/usr/bin/redis-server}
 MODULE=${OBJSTORE_MODULE:-$REPO/build/objstore.so}
 TAGS=${REDIS_SUITE_TAGS:--slow}
+JOBS=${REDIS_SUITE_JOBS:-2}
+BASEPORT=${REDIS_SUITE_BASEPORT:-21111}
+BASE0=$BASEPORT
 UNITS=${REDIS_SUITE_UNITS:-"type/string type/incr type/list type/list-2 type/list-3 type/hash
     type/set type/zset type/stream type/stream-cgroups multi pubsub pubsubshard scripting
     introspection introspection-2 info info-command acl acl-v2 auth protocol keyspace expire
@@ -116,7 +121,8 @@ runUnit() {
     [ "$2" = yes ] && skip=$WORK/skipfile
     rc=0
     (cd "$WORK" && TERM=dumb nice ./runtest --host 127.0.0.1 --port "$port" --tags "$TAGS" \
-        --skipfile "$skip" --timeout 300 --single "unit/$3") >"$log" 2>&1 || rc=$?
+        --skipfile "$skip" --timeout 300 --baseport "$BASEPORT" --single "unit/$3") >"$log" 2>&1 ||
+        rc=$?
     "$WORK/src/redis-cli" -p "$port" ping >/dev/null 2>&1 || { say "$3: the server died"; rc=1; }
     if [ "$2" = yes ]; then
         "$WORK/src/redis-cli" -p "$port" obj.stats >/dev/null 2>&1 ||
@@ -127,18 +133,37 @@ runUnit() {
     return $rc
 }
 
-# runSuite LABEL WITH_MODULE: every unit, then a verdict line.
+# runSuite LABEL WITH_MODULE: every unit, REDIS_SUITE_JOBS of them at a time (each
+# worker with its servers in a directory of its own, units dealt round-robin; they
+# mostly wait on their servers), then a verdict line.
 runSuite() {
     dir=$WORK/$1
     mkdir -p "$dir"
     start=$(date +%s)
-    bad=""
-    for u in $UNITS; do runUnit "$dir" "$2" "$u" || bad="$bad $u"; done
+    : >"$dir/failing"
+    w=1
+    while [ "$w" -le "$JOBS" ]; do
+        mkdir -p "$dir/w$w"
+        (
+            # runtest's own ports (its clients', the servers it spawns) apart per worker.
+            BASEPORT=$((BASE0 + 1000 * (w - 1)))
+            k=0
+            for u in $UNITS; do
+                if [ $((k % JOBS + 1)) = "$w" ]; then
+                    runUnit "$dir/w$w" "$2" "$u" || echo "$u" >>"$dir/failing"
+                fi
+                k=$((k + 1))
+            done
+        ) &
+        w=$((w + 1))
+    done
+    wait
+    bad=$(tr '\n' ' ' <"$dir/failing")
     secs=$(($(date +%s) - start))
-    oks=$(cat "$dir"/*.log | grep -c '^\[ok\]' || true)
-    errs=$(cat "$dir"/*.log | grep -c '^\[err\]\|^\[exception\]\|^\[TIMEOUT\]' || true)
-    skipped=$(cat "$dir"/*.log | grep -c '^\[skip\]' || true)
-    say "$1: $oks passed, $errs failed, $skipped skipped (known incompatible), ${secs}s${bad:+; failing units:$bad}"
+    oks=$(cat "$dir"/w*/*.log | grep -c '^\[ok\]' || true)
+    errs=$(cat "$dir"/w*/*.log | grep -c '^\[err\]\|^\[exception\]\|^\[TIMEOUT\]' || true)
+    skipped=$(cat "$dir"/w*/*.log | grep -c '^\[skip\]' || true)
+    say "$1: $oks passed, $errs failed, $skipped skipped (known incompatible), ${secs}s${bad:+; failing units: $bad}"
     [ -z "$bad" ]
 }
 
