@@ -3,24 +3,27 @@
 # (FULL=1) runs every suite at full length instead. docs/testing.md#ci.
 #   1. build (normal and ASan/UBSan, once; every later step reuses them), lint,
 #      unit tests (C, cmocka) plain and under ASan/UBSan
-#   2. then side by side, since they mostly wait on sockets, servers and timers:
-#      - the server suite (pytest, tests/server) on the installed Redis, spread
-#        over pytest-xdist workers, the obj-benchmark smoke test, the Python
-#        client (tests/python) plain and with the ASan/UBSan module, the Python
-#        extension itself under ASan/UBSan with its metadata fuzzer
-#      - the server suite's module-API-and-memory list (tests/server/module-api.list)
-#        under ASan/UBSan, on Valkey 8.1.1 and on Redis 8.0.2 (the whole suite
-#        with FULL=1); Redis's own test suite with the module (a lane of its own)
-#      - the chaos test (nodes in network namespaces under random faults), plain
-#        and with the ASan/UBSan module, then the fuzz drivers, then the Debian
-#        packages (tests/packaging/run.sh)
-#      - every Soft-RoCE suite in one boot of the guest (tests/softroce/suites.sh:
-#        harness self-test, RDMA transfer suite plain and ASan/UBSan, stream,
-#        door plain and ASan/UBSan, client library, Valkey interop), one summary
-#        line per suite
+#   2. then eight lanes side by side, since they mostly wait on sockets, servers,
+#      timers and guests (docs/testing.md#ci):
+#      - server: the server suite (tests/server) on the installed Redis over
+#        pytest-xdist workers, then the obj-benchmark smoke test
+#      - python: the Python client (tests/python) plain and with the ASan/UBSan
+#        module, over the workers, then the Python extension itself under
+#        ASan/UBSan with its metadata fuzzer
+#      - other-servers: the server suite's module-API-and-memory list
+#        (tests/server/module-api.list) under ASan/UBSan, on Valkey 8.1.1 and on
+#        Redis 8.0.2 (the whole suite with FULL=1)
+#      - redis-suite: Redis's own test suite with the module (and without it,
+#        its baseline, with FULL=1)
+#      - chaos: the chaos test plain and with the ASan/UBSan module, then the
+#        fuzz drivers
+#      - packaging: the Debian packages (tests/packaging/run.sh)
+#      - softroce, softroce-asan: the Soft-RoCE suites in two guest boots
+#        (tests/softroce/suites.sh), one summary line per suite
 # Every step runs even if an earlier one failed; the summary lists each step's
 # result and time, the slowest ten tests of every pytest step are printed
-# (--durations=10) and of the whole run at the end, and the exit status is non-zero if any step failed.
+# (--durations=10) and of the whole run at the end, and the exit status is
+# non-zero if any step failed.
 #
 # Adding a step: `step "name" command...` runs it now, in the foreground (the
 # old style; still fine anywhere). To run it beside others, put it in a lane:
