@@ -430,10 +430,19 @@ def locations(client, oid):
         raise
 
 
+def directory_slow(e):
+    """Whether error e says only that the directory answered later than the node waits
+    for it (a busy machine: its reply timed out), not that it is gone."""
+    text = str(e)
+    return err_code(e) == "UNAVAILABLE" and ("Resource temporarily unavailable" in text
+                                            or "timed out" in text)
+
+
 def wait_locations(client, oid, names, timeout=5.0, retry_unavailable=False):
     """Wait until OBJ.LOCATE lists exactly the nodes in names (directory updates
     are asynchronous); returns the list. retry_unavailable: keep polling through
-    UNAVAILABLE answers (a directory coming back)."""
+    UNAVAILABLE answers (a directory coming back); a slow directory's is polled
+    through always."""
     want = sorted(names)
     last = []
 
@@ -442,7 +451,7 @@ def wait_locations(client, oid, names, timeout=5.0, retry_unavailable=False):
         try:
             last = locations(client, oid)
         except ResponseError as e:
-            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+            if not directory_slow(e) and (not retry_unavailable or err_code(e) != "UNAVAILABLE"):
                 raise
             last = str(e)
         return last == want
@@ -471,7 +480,8 @@ def nodes(client):
 
 def wait_nodes(client, names, timeout=5.0, retry_unavailable=False):
     """Wait until OBJ.NODES lists exactly the node names given; returns the view.
-    retry_unavailable: keep polling through UNAVAILABLE answers."""
+    retry_unavailable: keep polling through UNAVAILABLE answers (a slow directory's
+    always)."""
     want = sorted(names)
     last = {}
 
@@ -480,7 +490,7 @@ def wait_nodes(client, names, timeout=5.0, retry_unavailable=False):
         try:
             last = nodes(client)
         except ResponseError as e:
-            if not retry_unavailable or err_code(e) != "UNAVAILABLE":
+            if not directory_slow(e) and (not retry_unavailable or err_code(e) != "UNAVAILABLE"):
                 raise
             last = {str(e): None}
         return sorted(last) == want
