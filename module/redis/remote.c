@@ -250,6 +250,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     snprintf(ec.secret, sizeof(ec.secret), "%s", cfg->clusterSecret);
     snprintf(ec.tcpBind, sizeof(ec.tcpBind), "%s", cfg->transferBind);
     ec.tcpPort = (int)cfg->transferPort;
+    ec.encrypt = cfg->transferEncrypt != 0;
     snprintf(ec.rdmaBind, sizeof(ec.rdmaBind), "%s", cfg->rdmaBind);
     ec.rdmaPort = (int)cfg->rdmaPort;
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);

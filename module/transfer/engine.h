@@ -56,6 +56,9 @@ typedef struct EngineConfig {
     char secret[256];
     char tcpBind[64];
     int tcpPort; /* 0: no TCP listener */
+    /* Ask peers for encrypted TCP payloads (OBJ_FEAT_ENCRYPT): a TCP session
+     * either side asks it of encrypts its payloads both ways. */
+    int encrypt;
     char rdmaBind[64];
     int rdmaPort; /* 0: no RDMA */
     char rdmaDevice[64];
