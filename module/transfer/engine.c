@@ -555,8 +555,8 @@ static int engineKeySession(Conn *c, const uint8_t proofAcceptor[OBJ_WIRE_PROOF]
 
     /* Encrypted payloads when either side asks, on TCP only: the RDMA
      * transport authenticates (its large objects are read by the peer). */
-    int encrypt = c->ops == eng.tp[TP_TCP] &&
-                  (eng.cfg.encrypt || (c->peerFeatures & OBJ_FEAT_ENCRYPT) != 0);
+    int encrypt =
+        c->ops == eng.tp[TP_TCP] && (eng.cfg.encrypt || (c->peerFeatures & OBJ_FEAT_ENCRYPT) != 0);
     int keyed = -1;
 
     if (wireSessionKeys(eng.cfg.secret, strlen(eng.cfg.secret), &t, proofAcceptor, proofConnector,

@@ -62,7 +62,7 @@ typedef struct Framer {
     int hashing;        /* the payload being received is hashed whole */
     int hashReady;      /* lastHash is the finished payload's checksum */
     uint64_t lastHash;
-    WireMac *mac;                 /* the session's receiving direction; NULL: none yet */
+    WireMac *mac;  /* the session's receiving direction; NULL: none yet */
     int payTagDue; /* the frame just delivered announced a tagged payload */
     int tagDue;    /* the payload due is followed by its tag */
     int payMacing; /* the payload being received is being checked (and decrypted) */

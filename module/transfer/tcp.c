@@ -255,8 +255,8 @@ static int tcpGather(TcpConn *c, struct iovec *iov, int max)
         if (tcpPrepare(c, it) == -1)
             return -1;
         if (it->payloadOff < it->readyOff) {
-            const uint8_t *from = encrypt ? c->bounce + (it->payloadOff - c->bounceAt)
-                                          : it->payload + it->payloadOff;
+            const uint8_t *from =
+                encrypt ? c->bounce + (it->payloadOff - c->bounceAt) : it->payload + it->payloadOff;
             iov[n++] = (struct iovec){(void *)from, it->readyOff - it->payloadOff};
         }
         if (!it->ready)

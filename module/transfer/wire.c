@@ -846,8 +846,7 @@ int wireMacPayloadCheck(WireMac *w, const uint8_t tag[OBJ_WIRE_MAC])
     return 0;
 }
 
-int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n,
-                      uint8_t tag[OBJ_WIRE_MAC])
+int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n, uint8_t tag[OBJ_WIRE_MAC])
 {
     if (wireMacPayloadBeginAt(w, seq) == -1 || wireMacPayloadUpdate(w, p, n) == -1) {
         w->payloadOk = 0;

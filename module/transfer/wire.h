@@ -263,8 +263,7 @@ int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC]);
 int wireMacPayloadCheck(WireMac *w, const uint8_t tag[OBJ_WIRE_MAC]);
 /* The whole payload's tag at once (begin at seq, update, end), for senders
  * of small payloads that do not encrypt. Returns 0 or -1 as end. */
-int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n,
-                      uint8_t tag[OBJ_WIRE_MAC]);
+int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n, uint8_t tag[OBJ_WIRE_MAC]);
 /* Seal the frame of len bytes at buf (cap bytes of room) for sending under
  * w: append its tag; cap need only hold what is added. *paySeq is the
  * sequence number the payload's tag goes by when the frame announces a

@@ -80,8 +80,7 @@ static int fuzzOnFrame(Framer *f, const WireMsg *m, FuzzPay *pay, FuzzRun *run)
     run->frames++;
     if (m->h.type != WIRE_DATA && m->h.type != WIRE_PART)
         return 0;
-    uint64_t total =
-        m->h.type == WIRE_PART ? m->u.data.len : m->u.data.size + m->u.data.metaSize;
+    uint64_t total = m->h.type == WIRE_PART ? m->u.data.len : m->u.data.size + m->u.data.metaSize;
     if (total > FUZZ_PAY_MAX)
         return -1;
     memset(pay, 0, sizeof(*pay));

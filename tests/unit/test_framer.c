@@ -605,7 +605,7 @@ static void test_encrypted_payload_is_not_the_plain_bytes(void **state)
     size_t same = 0;
     for (size_t i = 0; i < 1000; i++)
         same += s[at + i] == t[at + i];
-    assert_true(same < 50); /* about 4 of 1000 by chance */
+    assert_true(same < 50);                       /* about 4 of 1000 by chance */
     assert_memory_equal(s, t, at - OBJ_WIRE_MAC); /* frames travel as they are */
 }
 
@@ -624,10 +624,7 @@ static void test_altered_byte_of_a_session_is_an_error(void **state)
         for (size_t i = 0; i < len; i++) {
             s[i] ^= 0x10;
             testRunSession(s, len, 4096, 0, ev);
-            const char *want = i < ping       ? "E"
-                               : i < payStart ? "FE"
-                               : i < dataEnd  ? "FFE"
-                                              : "FFDE";
+            const char *want = i < ping ? "E" : i < payStart ? "FE" : i < dataEnd ? "FFE" : "FFDE";
             if (strcmp(ev, want) != 0)
                 fail_msg("byte %zu altered (encrypt %d): events %s, expected %s", i, testEncrypt,
                          ev, want);

@@ -1468,7 +1468,8 @@ static void test_encrypted_payload_roundtrip_and_check(void **state)
             t[0] ^= 1;
         assert_int_equal(wireMacPayloadBeginAt(rx, round == 3 ? 4 : 3), 0);
         for (size_t at = 0; at < sizeof(got); at += 7) /* pieces as a socket cuts them */
-            wireMacPayloadCrypt(rx, got + at, got + at, sizeof(got) - at < 7 ? sizeof(got) - at : 7);
+            wireMacPayloadCrypt(rx, got + at, got + at,
+                                sizeof(got) - at < 7 ? sizeof(got) - at : 7);
         int ok = wireMacPayloadCheck(rx, t) == 0;
         assert_int_equal(ok, round == 0);
         if (round == 0)
