@@ -805,6 +805,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("transfer_connections", es.connections);
     STAT("transfer_bad_frames", es.badFrames);
     STAT("transfer_refused_connections", es.refusedConnections);
+    STAT("transfer_encrypted_sessions", es.encryptedSessions);
     STAT("transfer_hint_hits", es.hintHits);
     STAT("transfer_hint_fallbacks", es.hintFallbacks);
     STAT("transfer_uploaded_bytes", es.uploadedBytes);

@@ -572,8 +572,14 @@ static int engineKeySession(Conn *c, const uint8_t proofAcceptor[OBJ_WIRE_PROOF]
     }
     OPENSSL_cleanse(c2a, sizeof(c2a));
     OPENSSL_cleanse(a2c, sizeof(a2c));
-    if (keyed == 0)
+    if (keyed == 0) {
+        if (encrypt) {
+            pthread_mutex_lock(&eng.statLock);
+            eng.st.encryptedSessions++;
+            pthread_mutex_unlock(&eng.statLock);
+        }
         return 0;
+    }
     engineLog("warning", "%s: cannot key the session MAC (libcrypto failed)", c->desc);
     snprintf(c->failWhy, sizeof(c->failWhy), "cannot key the session MAC");
     return -1;

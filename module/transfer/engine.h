@@ -104,6 +104,7 @@ typedef struct EngineStats {
     EngineTransportStats tcp, rdma;
     uint64_t fetchRequests, shared, localHits, cancelled, connections, badFrames;
     uint64_t refusedConnections; /* closed at the handshake caps or deadline */
+    uint64_t encryptedSessions;  /* sessions keyed to encrypt their payloads (TCP) */
     /* FROM hints: transfers the hinted node completed (no directory lookup
      * of the object), and those that fell back to the directory. */
     uint64_t hintHits, hintFallbacks;

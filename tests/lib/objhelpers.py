@@ -53,6 +53,7 @@ STATS_FIELDS = (
     "checksums_deferred checksums_pending scrubbed_bytes arena_dirty_free_bytes "
     "node_name fetch_requests fetch_shared fetch_local_hits "
     "fetch_cancelled transfer_connections transfer_bad_frames transfer_refused_connections "
+    "transfer_encrypted_sessions "
     "transfer_hint_hits transfer_hint_fallbacks transfer_uploaded_bytes "
     "transfer_downloaded_bytes transfer_redirects transfer_redirected transfer_range_resumes "
     "transfer_relayed transfer_relay_follows transfer_checksum_waits "

@@ -360,6 +360,7 @@ def check_flip(cl, oid, data, encrypted, what, flip, wire, result, b0):
     if flip is None:
         assert res is not None and codes(res)[0] == "OK", f"untouched path failed: {res}"
         assert b.execute_command("OBJ.GET", oid) == data
+        assert (stats(b)["transfer_encrypted_sessions"] > 0) == encrypted
         seen = data[PIECE:PIECE + 4096] in wire
         assert seen != encrypted, (
             "the object's bytes crossed an encrypted session in the clear" if encrypted
