@@ -9,7 +9,7 @@
 #   make deb        the Debian packages (debian/), into build/deb/; make test-packaging
 #   make test       every suite: unit, server, sanitizers, fuzz, RDMA (installs what it needs)
 #   make bench      fetch vs Redis GET vs iperf3 on loopback (bench/results/)
-#   make lint       clang-format check, the layering check, the link check (tests/lint/)
+#   make lint       clang-format check, the layering, link and error-word checks (tests/lint/)
 #   make servers    Redis 8.0.2 and Valkey 8.1.1 built from Debian 13's source packages
 #   make test-redis-suite   Redis's own unit tests against a server with the module loaded
 #   make deps       install the Debian packages the project needs
@@ -396,10 +396,14 @@ lint: lint-layers
 	clang-format --dry-run --Werror $(LINT_FILES)
 # Which component may include which (tests/lint/layers), no circle between .c files
 # through their functions and globals (tests/lint/file_circles.py), every relative
-# link of the Markdown files, and the checks' own tests.
+# link of the Markdown files, docs/benchmarks.md's tables against bench/results/
+# (bench/tables.py), the error code words of the README, docs/commands.md and the
+# Python client against module/common/errwords.h, and the checks' own tests.
 lint-layers:
 	/usr/bin/python3 tests/lint/check_layers.py
 	/usr/bin/python3 tests/lint/check_links.py
+	/usr/bin/python3 bench/tables.py --check
+	/usr/bin/python3 tests/lint/check_errwords.py
 	/usr/bin/python3 -m pytest -q tests/lint
 format:
 	clang-format -i $(LINT_FILES)

@@ -19,7 +19,8 @@
 # zero-copy targets are stated against. The fetch also runs with FROM A
 # (a location hint, no directory lookup) in its own columns.
 # It writes $OUT/bench-tcp.csv, $OUT/bench-tcp.md (the tables printed at the
-# end), $OUT/bench-tcp-throughput.png and $OUT/bench-tcp-latency.png.
+# end), $OUT/bench-tcp-throughput.png and $OUT/bench-tcp-latency.png; into
+# bench/results, it also rewrites docs/benchmarks.md's tables (bench/tables.py).
 #
 # Every run is bounded: -n requests scaled to the size, --seconds for
 # obj-benchmark, `timeout` around every tool. Everything it started is
@@ -302,6 +303,10 @@ CMDLINE+=" BENCH_REPEAT=$REPEAT BENCH_BYTES=$BYTES_PER_RUN make bench"
 python3 "$ROOT/bench/bench_tcp_tables.py" "$CSV" "$(nproc)" "$REPEAT" "$CMDLINE" \
     "$GET64_P50" "$GET64_CPU" "$PIN64_P50" "$PINC64_P50" >"$MD" ||
     nodesFail "could not write the tables ($MD)"
+# docs/benchmarks.md shows them (bench/tables.py), when they were written to bench/results.
+if [ "$OUT" -ef "$ROOT/bench/results" ]; then
+    python3 "$ROOT/bench/tables.py" || nodesFail "could not rewrite docs/benchmarks.md's tables"
+fi
 
 # ---- plots -------------------------------------------------------------------------------------
 GP=$WORK/plot.gp

@@ -44,6 +44,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "common/errwords.h"
 #include "common/util.h"
 
 #define OBJ_CLIENT_ERRSTR_LEN 512
@@ -127,20 +128,18 @@ static int clientOk(ObjClient *c)
 }
 
 /*
- * Map the code word that starts a server error reply onto ObjErr. Unknown
- * words (Redis's own "ERR ...", "WRONGTYPE", ...) are OBJ_ERR_OTHER. Can't fail.
+ * Map the code word that starts a server error reply onto ObjErr, by the
+ * list of words (common/errwords.h). Unknown words (Redis's own "ERR ...",
+ * "WRONGTYPE", ...) are OBJ_ERR_OTHER. Can't fail.
  */
 static ObjErr clientErrFromReply(const char *msg, size_t len)
 {
+#define CLIENT_ERR_ROW(word, code, pyClass, origin, meaning) {#word, code},
     static const struct {
         const char *word;
         ObjErr code;
-    } table[] = {
-        {"BADARG", OBJ_ERR_BADARG},       {"NOTFOUND", OBJ_ERR_NOTFOUND},
-        {"EXISTS", OBJ_ERR_EXISTS},       {"OOM", OBJ_ERR_OOM},
-        {"NOTSEALED", OBJ_ERR_NOTSEALED}, {"WRONGSTATE", OBJ_ERR_WRONGSTATE},
-        {"TIMEOUT", OBJ_ERR_TIMEOUT},
-    };
+    } table[] = {OBJ_ERR_WORDS(CLIENT_ERR_ROW)};
+#undef CLIENT_ERR_ROW
     size_t wordLen = 0;
 
     while (wordLen < len && msg[wordLen] != ' ')

@@ -55,19 +55,26 @@ typedef struct ObjAllocFuncs {
 ObjAllocFuncs objSetAllocators(const ObjAllocFuncs *fns);
 void objResetAllocators(void);
 
-/* Error codes: the first word of the server's error reply, or a local cause. */
+/* Error codes: the first word of the server's error reply, or a local cause.
+ * Which word maps to which code: module/common/errwords.h. New codes are
+ * added at the end (the values are part of the ABI). */
 typedef enum ObjErr {
     OBJ_OK = 0,
-    OBJ_ERR_IO,         /* connection or protocol failure (hiredis) */
-    OBJ_ERR_MAP,        /* the arena could not be mapped (remote node, permissions) */
-    OBJ_ERR_BADARG,     /* BADARG */
-    OBJ_ERR_NOTFOUND,   /* NOTFOUND */
-    OBJ_ERR_EXISTS,     /* EXISTS */
-    OBJ_ERR_OOM,        /* OOM */
-    OBJ_ERR_NOTSEALED,  /* NOTSEALED */
-    OBJ_ERR_WRONGSTATE, /* WRONGSTATE */
-    OBJ_ERR_TIMEOUT,    /* TIMEOUT */
-    OBJ_ERR_OTHER       /* any other server error */
+    OBJ_ERR_IO,           /* connection or protocol failure (hiredis) */
+    OBJ_ERR_MAP,          /* the arena could not be mapped (remote node, permissions) */
+    OBJ_ERR_BADARG,       /* BADARG */
+    OBJ_ERR_NOTFOUND,     /* NOTFOUND */
+    OBJ_ERR_EXISTS,       /* EXISTS */
+    OBJ_ERR_OOM,          /* OOM */
+    OBJ_ERR_NOTSEALED,    /* NOTSEALED */
+    OBJ_ERR_WRONGSTATE,   /* WRONGSTATE */
+    OBJ_ERR_TIMEOUT,      /* TIMEOUT */
+    OBJ_ERR_OTHER,        /* any other server error (TRYAGAIN, IOERR, PROTOCOL, ERR, ...) */
+    OBJ_ERR_UNAVAILABLE,  /* UNAVAILABLE: the directory or a peer node is unreachable */
+    OBJ_ERR_NOTSUPPORTED, /* NOTSUPPORTED */
+    OBJ_ERR_CHECKSUM,     /* CHECKSUM */
+    OBJ_ERR_BUSY,         /* BUSY */
+    OBJ_ERR_AUTH          /* NOPERM, NOAUTH, WRONGPASS: authentication or ACL */
 } ObjErr;
 
 typedef struct ObjClient ObjClient;

@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "acl.h"
+#include "reply.h"
 
 static int aclByHand; /* set once at load, read on the main thread */
 
@@ -80,9 +81,8 @@ int objAclCheckIds(RedisModuleCtx *ctx, RedisModuleString **argv, int first, int
             continue;
         if (c.user)
             RedisModule_ACLAddLogEntry(ctx, c.user, argv[i], REDISMODULE_ACL_LOG_KEY);
-        RedisModule_ReplyWithError(ctx, flags == OBJ_ACL_READ
-                                            ? "NOPERM this user may not read this object"
-                                            : "NOPERM this user may not write this object");
+        objReplyError(ctx, OBJ_EW_NOPERM, "this user may not %s this object",
+                      flags == OBJ_ACL_READ ? "read" : "write");
         rc = -1;
     }
     objAclCallerFree(&c);

@@ -18,25 +18,13 @@
 #include "acl.h"
 #include "cmdtable.h"
 #include "reply.h"
+#include "args.h"
 #include "stats.h"
 #include "spill.h"
 #include "sealer.h"
 #include "common/util.h"
 
 /* ---- argument parsing --------------------------------------------------------- */
-
-/* Validate an id argument; replies BADARG and returns -1 when it is unusable. */
-static int argId(RedisModuleCtx *ctx, RedisModuleString *arg, const char **id, size_t *len)
-{
-    *id = RedisModule_StringPtrLen(arg, len);
-    if (*len == 0 || *len > OBJ_ID_MAX) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "BADARG object id must be 1 to %d bytes", OBJ_ID_MAX);
-        RedisModule_ReplyWithError(ctx, msg);
-        return -1;
-    }
-    return 0;
-}
 
 /* For commands of the form `OBJ.X id`: check the arity and the id. Returns
  * 0, or -1 after replying with the error. */
@@ -47,7 +35,7 @@ static int argOnlyId(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, co
         RedisModule_WrongArity(ctx);
         return -1;
     }
-    return argId(ctx, argv[1], id, len);
+    return objArgId(ctx, argv[1], id, len);
 }
 
 /* Parse a non-negative integer argument; replies BADARG naming it on error. */
@@ -57,35 +45,10 @@ static int argU64(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what,
     const char *s = RedisModule_StringPtrLen(arg, &len);
 
     if (utilParseU64(s, len, out) == -1) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "BADARG %s must be a non-negative integer", what);
-        RedisModule_ReplyWithError(ctx, msg);
+        objReplyError(ctx, OBJ_EW_BADARG, "%s must be a non-negative integer", what);
         return -1;
     }
     return 0;
-}
-
-/* Parse a TIMEOUT value (0 to OBJ_TIMEOUT_MAX_MS); replies BADARG on error. */
-static int argTimeout(RedisModuleCtx *ctx, RedisModuleString *arg, uint64_t *out)
-{
-    size_t len;
-    const char *s = RedisModule_StringPtrLen(arg, &len);
-
-    if (utilParseTimeoutMs(s, len, out) == -1) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
-                 (unsigned long long)OBJ_TIMEOUT_MAX_MS);
-        RedisModule_ReplyWithError(ctx, msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int argIs(RedisModuleString *arg, const char *word)
-{
-    size_t len;
-    const char *s = RedisModule_StringPtrLen(arg, &len);
-    return len == strlen(word) && !strncasecmp(s, word, len);
 }
 
 /* Options after the fixed arguments. Each handler says which it accepts. */
@@ -111,28 +74,26 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
     o->count = 10;
     for (int i = from; i < argc; i++) {
         int opt = 0, hasValue = 1;
-        if (argIs(argv[i], "META"))
+        if (objArgIs(argv[i], "META"))
             opt = OPT_META;
-        else if (argIs(argv[i], "TIMEOUT"))
+        else if (objArgIs(argv[i], "TIMEOUT"))
             opt = OPT_TIMEOUT;
-        else if (argIs(argv[i], "WITHMETA"))
+        else if (objArgIs(argv[i], "WITHMETA"))
             opt = OPT_WITHMETA, hasValue = 0;
-        else if (argIs(argv[i], "MATCH"))
+        else if (objArgIs(argv[i], "MATCH"))
             opt = OPT_MATCH;
-        else if (argIs(argv[i], "COUNT"))
+        else if (objArgIs(argv[i], "COUNT"))
             opt = OPT_COUNT;
         if (!(opt & allowed) || (seen & opt)) {
-            char msg[128];
             size_t len;
             const char *s = RedisModule_StringPtrLen(argv[i], &len);
-            snprintf(msg, sizeof(msg), "BADARG %s option '%.*s'",
-                     (seen & opt) ? "repeated" : "unknown", (int)(len > 40 ? 40 : len), s);
-            RedisModule_ReplyWithError(ctx, msg);
+            objReplyError(ctx, OBJ_EW_BADARG, "%s option '%.*s'",
+                          (seen & opt) ? "repeated" : "unknown", (int)(len > 40 ? 40 : len), s);
             return -1;
         }
         seen |= opt;
         if (hasValue && i + 1 >= argc) {
-            RedisModule_ReplyWithError(ctx, "BADARG option needs a value");
+            objReplyError(ctx, OBJ_EW_BADARG, "option needs a value");
             return -1;
         }
         uint64_t v;
@@ -146,16 +107,19 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
             case OPT_MATCH:
                 o->match = argv[++i];
                 break;
-            case OPT_TIMEOUT:
-                if (argTimeout(ctx, argv[++i], &v) == -1)
+            case OPT_TIMEOUT: {
+                size_t len;
+                const char *s = RedisModule_StringPtrLen(argv[++i], &len);
+                if (objArgTimeout(ctx, s, len, &v) == -1)
                     return -1;
                 o->timeoutMs = (long long)v;
                 break;
+            }
             case OPT_COUNT:
                 if (argU64(ctx, argv[++i], "COUNT", &v) == -1)
                     return -1;
                 if (v == 0) {
-                    RedisModule_ReplyWithError(ctx, "BADARG COUNT must be positive");
+                    objReplyError(ctx, OBJ_EW_BADARG, "COUNT must be positive");
                     return -1;
                 }
                 o->count = v;
@@ -179,7 +143,7 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
 
     if (argc < 3)
         return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1 ||
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1 ||
         argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
         return REDISMODULE_OK;
     const char *data = RedisModule_StringPtrLen(argv[2], &dataLen);
@@ -221,7 +185,7 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
 
     if (argc < 3)
         return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "size", &size) == -1 ||
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "size", &size) == -1 ||
         argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
         return REDISMODULE_OK;
     const char *meta = o.meta ? RedisModule_StringPtrLen(o.meta, &metaLen) : "";
@@ -268,12 +232,11 @@ static ObjEntry *ownCreated(RedisModuleCtx *ctx, const char *id, size_t idLen)
         return NULL;
     }
     if (e->state != OBJ_CREATED) {
-        RedisModule_ReplyWithError(ctx, "WRONGSTATE the object is sealed (immutable)");
+        objReplyError(ctx, OBJ_EW_WRONGSTATE, "the object is sealed (immutable)");
         return NULL;
     }
     if (e->creator != RedisModule_GetClientId(ctx)) {
-        RedisModule_ReplyWithError(ctx,
-                                   "WRONGSTATE the object is being created by another connection");
+        objReplyError(ctx, OBJ_EW_WRONGSTATE, "the object is being created by another connection");
         return NULL;
     }
     return e;
@@ -288,7 +251,7 @@ static int ObjWrite_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
 
     if (argc != 4)
         return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "offset", &off) == -1)
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "offset", &off) == -1)
         return REDISMODULE_OK;
     const char *data = RedisModule_StringPtrLen(argv[3], &dataLen);
 
@@ -298,10 +261,9 @@ static int ObjWrite_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (!e)
         return REDISMODULE_OK;
     if (off > e->dataSize || dataLen > e->dataSize - off) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "BADARG write of %zu bytes at offset %llu passes the end (%llu)",
-                 dataLen, (unsigned long long)off, (unsigned long long)e->dataSize);
-        return RedisModule_ReplyWithError(ctx, msg);
+        return objReplyError(ctx, OBJ_EW_BADARG,
+                             "write of %zu bytes at offset %llu passes the end (%llu)", dataLen,
+                             (unsigned long long)off, (unsigned long long)e->dataSize);
     }
     memcpy(objNode.arena.base + e->offset + off, data, dataLen);
     return RedisModule_ReplyWithLongLong(ctx, (long long)dataLen);
@@ -354,7 +316,7 @@ static int getOrPin(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
 
     if (argc < 2)
         return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1 ||
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1 ||
         argOptions(ctx, argv, argc, 2, OPT_TIMEOUT | (isPin ? 0 : OPT_WITHMETA), &o) == -1)
         return REDISMODULE_OK;
     ObjReplyKind kind = isPin ? OBJ_REPLY_PIN : o.withMeta ? OBJ_REPLY_GET_META : OBJ_REPLY_GET;
@@ -394,15 +356,15 @@ static int ObjRelease_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
 
     if (argc != 2 && argc != 4)
         return RedisModule_WrongArity(ctx);
-    if (argId(ctx, argv[1], &id, &idLen) == -1)
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1)
         return REDISMODULE_OK;
     if (argc == 4) {
-        if (argIs(argv[2], "GEN")) {
+        if (objArgIs(argv[2], "GEN")) {
             sel = OBJ_PIN_GEN;
-        } else if (argIs(argv[2], "OFFSET")) {
+        } else if (objArgIs(argv[2], "OFFSET")) {
             sel = OBJ_PIN_OFFSET;
         } else {
-            return RedisModule_ReplyWithError(ctx, "BADARG expected GEN g or OFFSET o");
+            return objReplyError(ctx, OBJ_EW_BADARG, "expected GEN g or OFFSET o");
         }
         if (argU64(ctx, argv[3], sel == OBJ_PIN_GEN ? "GEN" : "OFFSET", &value) == -1)
             return REDISMODULE_OK;
@@ -579,10 +541,8 @@ static int ObjList_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     if (o.match)
         pat = RedisModule_StringPtrLen(o.match, &patLen);
     if (patLen > OBJ_LIST_PATTERN_MAX) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "BADARG MATCH pattern must be at most %d bytes",
-                 OBJ_LIST_PATTERN_MAX);
-        return RedisModule_ReplyWithError(ctx, msg);
+        return objReplyError(ctx, OBJ_EW_BADARG, "MATCH pattern must be at most %d bytes",
+                             OBJ_LIST_PATTERN_MAX);
     }
     objAclCallerGet(ctx, &caller);
     uint64_t next = listScan(cursor, o.count, pat, patLen, &caller, &ls);

@@ -28,6 +28,7 @@
 #include "node.h"
 #include "remote.h"
 #include "reply.h"
+#include "args.h"
 #include "stats.h"
 #include "waiters.h"
 #include "common/list.h"
@@ -224,7 +225,7 @@ static int remoteSecretRefuses(RedisModuleCtx *ctx, const ObjConfig *cfg)
         return 0;
     }
     snprintf(transfersRefused, sizeof(transfersRefused),
-             "UNAVAILABLE transfers are off: cluster-secret is empty and transfer-bind %.64s is "
+             "transfers are off: cluster-secret is empty and transfer-bind %.64s is "
              "not a loopback address",
              cfg->transferBind);
     RedisModule_Log(ctx, "warning",
@@ -416,7 +417,7 @@ static int fetchReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     FetchReq *r = RedisModule_GetBlockedClientPrivateData(ctx);
 
     if (r->timedOut)
-        return RedisModule_ReplyWithError(ctx, "TIMEOUT the fetch did not complete in time");
+        return objReplyError(ctx, OBJ_EW_TIMEOUT, "the fetch did not complete in time");
     RedisModule_ReplyWithArray(ctx, (long)r->n);
     for (size_t i = 0; i < r->n; i++) {
         if (r->items[i].err[0])
@@ -470,10 +471,10 @@ static int fetchReplyFromSelf(RedisModuleCtx *ctx, RedisModuleString **argv, int
         if (state == OBJ_SEALED)
             RedisModule_ReplyWithSimpleString(ctx, "OK");
         else if (state == OBJ_CREATED)
-            RedisModule_ReplyWithError(ctx, "WRONGSTATE the object is being created on this node");
+            objReplyError(ctx, OBJ_EW_WRONGSTATE, "the object is being created on this node");
         else
-            RedisModule_ReplyWithError(ctx, "NOTFOUND FROM names this node, which does not hold "
-                                            "the object");
+            objReplyError(ctx, OBJ_EW_NOTFOUND,
+                          "FROM names this node, which does not hold the object");
     }
     return REDISMODULE_OK;
 }
@@ -496,24 +497,19 @@ static int fetchParseOption(RedisModuleCtx *ctx, const char *s, int isFrom, cons
 
     if (isFrom) {
         if (a->from) {
-            RedisModule_ReplyWithError(ctx, "BADARG FROM given twice");
+            objReplyError(ctx, OBJ_EW_BADARG, "FROM given twice");
             return -1;
         }
         if (len == 0 || len > OBJ_WIRE_NAME_MAX || memchr(v, '\0', len)) {
-            RedisModule_ReplyWithError(
-                ctx, "BADARG FROM must name a node in 1 to 128 bytes, without NUL");
+            objReplyError(ctx, OBJ_EW_BADARG,
+                          "FROM must name a node in 1 to 128 bytes, without NUL");
             return -1;
         }
         a->from = v;
         a->fromLen = len;
     } else if (s[0] == 'T' || s[0] == 't') {
-        if (utilParseTimeoutMs(v, len, &u) == -1) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "BADARG TIMEOUT must be an integer from 0 to %llu (ms)",
-                     (unsigned long long)OBJ_TIMEOUT_MAX_MS);
-            RedisModule_ReplyWithError(ctx, msg);
+        if (objArgTimeout(ctx, v, len, &u) == -1)
             return -1;
-        }
         a->timeoutMs = u == 0 ? 0 : (long long)u;
     } else if (len == 4 && !strncasecmp(v, "auto", 4)) {
         a->via = FETCH_VIA_AUTO;
@@ -522,7 +518,7 @@ static int fetchParseOption(RedisModuleCtx *ctx, const char *s, int isFrom, cons
     } else if (len == 4 && !strncasecmp(v, "rdma", 4)) {
         a->via = FETCH_VIA_RDMA;
     } else {
-        RedisModule_ReplyWithError(ctx, "BADARG VIA must be auto, tcp or rdma");
+        objReplyError(ctx, OBJ_EW_BADARG, "VIA must be auto, tcp or rdma");
         return -1;
     }
     return 0;
@@ -542,21 +538,19 @@ static int fetchParse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, F
         const char *s = RedisModule_StringPtrLen(argv[i], &len);
         int isFrom = a->nids > 0 && len == 4 && !strncasecmp(s, "FROM", 4);
         if (isFrom && i + 1 == argc) {
-            RedisModule_ReplyWithError(ctx, "BADARG FROM needs a node name");
+            objReplyError(ctx, OBJ_EW_BADARG, "FROM needs a node name");
             return -1;
         }
         int isOpt = i + 1 < argc && a->nids > 0 &&
                     ((len == 7 && !strncasecmp(s, "TIMEOUT", 7)) ||
                      (len == 3 && !strncasecmp(s, "VIA", 3)) || isFrom);
         if (!isOpt && i > a->nids + 1) {
-            RedisModule_ReplyWithError(ctx, "BADARG ids must come before the options");
+            objReplyError(ctx, OBJ_EW_BADARG, "ids must come before the options");
             return -1;
         }
         if (!isOpt) {
-            if (len == 0 || len > OBJ_ID_MAX) {
-                RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
+            if (objArgIdLen(ctx, len, "object id") == -1)
                 return -1;
-            }
             a->nids++;
             continue;
         }
@@ -640,7 +634,7 @@ out_oom:
         fetchReqFree(r);
     }
     free(p);
-    return RedisModule_ReplyWithError(ctx, "OOM out of memory");
+    return objReplyError(ctx, OBJ_EW_OOM, "out of memory");
 }
 
 static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
@@ -652,9 +646,9 @@ static int ObjFetch_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (fetchParse(ctx, argv, argc, &a) == -1)
         return REDISMODULE_OK;
     if (!engineRunning)
-        return RedisModule_ReplyWithError(
-            ctx, transfersRefused[0] ? transfersRefused
-                                     : "UNAVAILABLE the transfer engine is not running");
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "%s",
+                             transfersRefused[0] ? transfersRefused
+                                                 : "the transfer engine is not running");
     if (fetchAnswerLocally(ctx, argv, &a))
         return REDISMODULE_OK;
     if (objReplyIfCannotWait(ctx, "OBJ.FETCH"))
@@ -676,9 +670,7 @@ static void dirFree(RedisModuleCtx *ctx, void *privdata)
 
 static int dirUnavailable(RedisModuleCtx *ctx, const DirResult *res)
 {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "UNAVAILABLE directory unreachable: %s", res->err);
-    return RedisModule_ReplyWithError(ctx, msg);
+    return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "directory unreachable: %s", res->err);
 }
 
 static int locateReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
@@ -689,9 +681,7 @@ static int locateReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (res->status == DIR_UNAVAILABLE)
         return dirUnavailable(ctx, res);
     if (res->status != DIR_FOUND) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "NOTFOUND %s", res->err[0] ? res->err : "no such object");
-        return RedisModule_ReplyWithError(ctx, msg);
+        return objReplyError(ctx, OBJ_EW_NOTFOUND, "%s", res->err[0] ? res->err : "no such object");
     }
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)res->checksum);
     RedisModule_ReplyWithArray(ctx, 8);
@@ -744,15 +734,15 @@ static int nodesReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
  * once, within its hiredis connect/command timeouts (UNAVAILABLE if down). */
 static int ObjLocate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
+    const char *id;
     size_t len;
 
     if (argc != 2)
         return RedisModule_WrongArity(ctx);
-    const char *id = RedisModule_StringPtrLen(argv[1], &len);
-    if (len == 0 || len > OBJ_ID_MAX)
-        return RedisModule_ReplyWithError(ctx, "BADARG object id must be 1 to 512 bytes");
+    if (objArgId(ctx, argv[1], &id, &len) == -1)
+        return REDISMODULE_OK;
     if (!dirRunning)
-        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "the directory client is not running");
     if (objReplyIfCannotWait(ctx, "OBJ.LOCATE"))
         return REDISMODULE_OK;
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, locateReply, NULL, dirFree, 0);
@@ -765,7 +755,7 @@ static int ObjNodes_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     if (argc != 1)
         return RedisModule_WrongArity(ctx);
     if (!dirRunning)
-        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "the directory client is not running");
     if (objReplyIfCannotWait(ctx, "OBJ.NODES"))
         return REDISMODULE_OK;
     RedisModuleBlockedClient *bc = RedisModule_BlockClient(ctx, nodesReply, NULL, dirFree, 0);

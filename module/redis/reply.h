@@ -1,6 +1,7 @@
 /*
- * reply.h - replies shared by the command handlers (commands.c, remote.c)
- * and the waiters (waiters.c).
+ * reply.h - replies shared by the command handlers (commands.c, remote.c,
+ * versions.c, spill.c) and the waiters (waiters.c): error replies, which
+ * start with a code word of common/errwords.h, and an object's bytes.
  */
 #ifndef OBJSTORE_REPLY_H
 #define OBJSTORE_REPLY_H
@@ -8,7 +9,19 @@
 #include <stddef.h>
 
 #include "redismodule.h"
+#include "common/errwords.h"
 #include "store/objtable.h"
+
+/* Reply the error "<word> <message>" (printf-style message; a longer one is
+ * cut at 511 bytes). Returns REDISMODULE_OK. */
+int objReplyError(RedisModuleCtx *ctx, ObjErrWord word, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The code word of w ("BADARG" for OBJ_EW_BADARG). Can't fail. */
+const char *objErrWordName(ObjErrWord w);
+/* Write the error "<word> <message>" into buf (size bytes, cut to fit), for
+ * an error answered later. Can't fail. */
+void objErrFormat(char *buf, size_t size, ObjErrWord word, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 typedef enum ObjReplyKind { OBJ_REPLY_GET, OBJ_REPLY_GET_META, OBJ_REPLY_PIN } ObjReplyKind;
 

@@ -189,7 +189,7 @@ static SpillReq *reqNew(RedisModuleCtx *ctx, ReqKind kind, const char *id, size_
 
     if (!r || !(r->id = malloc(idLen ? idLen : 1))) {
         free(r);
-        RedisModule_ReplyWithError(ctx, "OOM out of memory for a waiting client");
+        objReplyError(ctx, OBJ_EW_OOM, "out of memory for a waiting client");
         return NULL;
     }
     memcpy(r->id, id, idLen);
@@ -329,6 +329,13 @@ static void jobSpillDone(SpillJob *j)
         reqFree(r); /* its client left meanwhile */
 }
 
+/* The code word of a tier read that failed: CHECKSUM when the file held
+ * other bytes than were spilled, IOERR when it could not be read. */
+static ObjErrWord tierErrWord(int err)
+{
+    return err == TIER_ESIZE || err == TIER_ECHECKSUM ? OBJ_EW_CHECKSUM : OBJ_EW_IOERR;
+}
+
 static void jobRestoreDone(SpillJob *j)
 {
     ObjTable *t = objNode.table;
@@ -337,9 +344,9 @@ static void jobRestoreDone(SpillJob *j)
 
     if (!ok) {
         sp.restoreFailures++;
-        snprintf(err, sizeof(err), "%s the object's spill tier file cannot be read back: %s",
-                 j->tj.err == TIER_ESIZE || j->tj.err == TIER_ECHECKSUM ? "CHECKSUM" : "IOERR",
-                 tierStrError(j->tj.err));
+        objErrFormat(err, sizeof(err), tierErrWord(j->tj.err),
+                     "the object's spill tier file cannot be read back: %s",
+                     tierStrError(j->tj.err));
         RedisModule_Log(objNode.ctx, "warning", "spill tier: restoring '%.*s' failed: %s",
                         (int)(j->e->idLen > 64 ? 64 : j->e->idLen), j->e->id,
                         tierStrError(j->tj.err));
@@ -364,9 +371,8 @@ static void jobCopyDone(SpillJob *j)
         sp.restoreFailures++;
         RedisModule_Log(objNode.ctx, "warning", "spill tier: reading '%.*s' failed: %s",
                         (int)(r->idLen > 64 ? 64 : r->idLen), r->id, tierStrError(j->tj.err));
-        snprintf(r->err, sizeof(r->err), "%s the object's spill tier file cannot be read: %s",
-                 j->tj.err == TIER_ESIZE || j->tj.err == TIER_ECHECKSUM ? "CHECKSUM" : "IOERR",
-                 tierStrError(j->tj.err));
+        objErrFormat(r->err, sizeof(r->err), tierErrWord(j->tj.err),
+                     "the object's spill tier file cannot be read: %s", tierStrError(j->tj.err));
         free(j->tj.buf);
     } else {
         sp.copies++;
@@ -463,14 +469,14 @@ static void reqMakeRoom(SpillReq *r, uint64_t need)
         objTableLock(objNode.table);
         objTableAllocStats(objNode.table, &as);
         objTableUnlock(objNode.table);
-        snprintf(r->err, sizeof(r->err),
-                 "OOM arena full: %llu of %llu bytes free, largest free range %llu, and %s; "
-                 "delete objects or raise objstore.memory",
-                 (unsigned long long)as.free, (unsigned long long)as.capacity,
-                 (unsigned long long)as.largestFree,
-                 r->fail[0] ? r->fail
-                            : "nothing more can be spilled (every object in memory is pinned "
-                              "or in use)");
+        objErrFormat(r->err, sizeof(r->err), OBJ_EW_OOM,
+                     "arena full: %llu of %llu bytes free, largest free range %llu, and %s; "
+                     "delete objects or raise objstore.memory",
+                     (unsigned long long)as.free, (unsigned long long)as.capacity,
+                     (unsigned long long)as.largestFree,
+                     r->fail[0] ? r->fail
+                                : "nothing more can be spilled (every object in memory is pinned "
+                                  "or in use)");
         reqFinish(r);
         return;
     }
@@ -489,7 +495,7 @@ static void reqStepRead(SpillReq *r)
 
     if (!e || e->state != OBJ_SEALED) {
         objTableUnlock(t);
-        snprintf(r->err, sizeof(r->err), "NOTFOUND no such object");
+        objErrFormat(r->err, sizeof(r->err), OBJ_EW_NOTFOUND, "no such object");
         reqFinish(r);
         return;
     }
@@ -512,7 +518,7 @@ static void reqStepRead(SpillReq *r)
     ObjStatus st = objTablePin(t, e, r->holder);
     objTableUnlock(t);
     if (st != OBJ_ST_OK)
-        snprintf(r->err, sizeof(r->err), "WRONGSTATE cannot pin the object");
+        objErrFormat(r->err, sizeof(r->err), OBJ_EW_WRONGSTATE, "cannot pin the object");
     else
         r->e = e;
     reqFinish(r);
@@ -545,7 +551,7 @@ static void reqStep(SpillReq *r)
     if (st == OBJ_ST_OK)
         r->e = e;
     else
-        snprintf(r->err, sizeof(r->err), "EXISTS an object with this id exists");
+        objErrFormat(r->err, sizeof(r->err), OBJ_EW_EXISTS, "an object with this id exists");
     reqFinish(r);
 }
 

@@ -24,6 +24,7 @@
 #include "node.h"
 #include "remote.h"
 #include "reply.h"
+#include "args.h"
 #include "versions.h"
 #include "common/list.h"
 #include "common/util.h"
@@ -59,18 +60,13 @@ static _Atomic size_t pollsInFlight;
 
 /* ---- argument parsing ---------------------------------------------------------------------- */
 
-/* A name or id argument of 1..OBJ_ID_MAX bytes. Returns 0, or -1 after
- * replying BADARG. */
+/* A name or id argument of 1..OBJ_ID_MAX bytes (objArgIdLen, naming it
+ * what). Returns 0, or -1 after replying BADARG. */
 static int verArgId(RedisModuleCtx *ctx, RedisModuleString *arg, const char *what, const char **s,
                     size_t *len)
 {
     *s = RedisModule_StringPtrLen(arg, len);
-    if (*len >= 1 && *len <= OBJ_ID_MAX)
-        return 0;
-    char msg[96];
-    snprintf(msg, sizeof(msg), "BADARG %s must be 1 to %d bytes", what, OBJ_ID_MAX);
-    RedisModule_ReplyWithError(ctx, msg);
-    return -1;
+    return objArgIdLen(ctx, *len, what);
 }
 
 /* A version number in [min, OBJ_DIR_VERSION_MAX]. Returns 0, or -1 after
@@ -82,19 +78,9 @@ static int verArgVersion(RedisModuleCtx *ctx, RedisModuleString *arg, const char
     const char *s = RedisModule_StringPtrLen(arg, &len);
     if (utilParseU64(s, len, out) == 0 && *out >= min && *out <= OBJ_DIR_VERSION_MAX)
         return 0;
-    char msg[128];
-    snprintf(msg, sizeof(msg), "BADARG %s must be an integer from %" PRIu64 " to %llu", what, min,
-             OBJ_DIR_VERSION_MAX);
-    RedisModule_ReplyWithError(ctx, msg);
+    objReplyError(ctx, OBJ_EW_BADARG, "%s must be an integer from %" PRIu64 " to %llu", what, min,
+                  OBJ_DIR_VERSION_MAX);
     return -1;
-}
-
-/* Whether arg is the option word opt (case-insensitive). */
-static int verIsWord(RedisModuleString *arg, const char *opt)
-{
-    size_t len;
-    const char *s = RedisModule_StringPtrLen(arg, &len);
-    return len == strlen(opt) && strncasecmp(s, opt, len) == 0;
 }
 
 /* ---- replies --------------------------------------------------------------------------------- */
@@ -102,12 +88,11 @@ static int verIsWord(RedisModuleString *arg, const char *opt)
 /* Replies an unsuccessful result: UNAVAILABLE, or the directory's error. */
 static int verReplyFailure(RedisModuleCtx *ctx, const DirResult *res)
 {
-    char msg[256];
     if (res->status == DIR_UNAVAILABLE)
-        snprintf(msg, sizeof(msg), "UNAVAILABLE directory unreachable: %s", res->err);
-    else
-        snprintf(msg, sizeof(msg), "%s", res->err[0] ? res->err : "NOTFOUND no such version");
-    return RedisModule_ReplyWithError(ctx, msg);
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "directory unreachable: %s", res->err);
+    if (!res->err[0])
+        return objReplyError(ctx, OBJ_EW_NOTFOUND, "no such version");
+    return RedisModule_ReplyWithError(ctx, res->err); /* the directory's, with its word */
 }
 
 /* Replies one version as [version, manifest-id]. */
@@ -132,7 +117,7 @@ static int verReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             return RedisModule_ReplyWithLongLong(ctx, (long long)res->known);
         case DIR_V_GET:
             if (res->nVersions != 1)
-                return RedisModule_ReplyWithError(ctx, "NOTFOUND no such version of that name");
+                return objReplyError(ctx, OBJ_EW_NOTFOUND, "no such version of that name");
             return RedisModule_ReplyWithStringBuffer(ctx, res->versions[0].id,
                                                      res->versions[0].idLen);
         case DIR_V_LIST:
@@ -144,7 +129,7 @@ static int verReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             break;
     }
     if (res->nVersions != 1)
-        return RedisModule_ReplyWithError(ctx, "NOTFOUND that name has no version");
+        return objReplyError(ctx, OBJ_EW_NOTFOUND, "that name has no version");
     verReplyPair(ctx, &res->versions[0]);
     return REDISMODULE_OK;
 }
@@ -170,12 +155,12 @@ static int verRun(RedisModuleCtx *ctx, DirVerKind kind, const char *name, size_t
                   const size_t *idLens, const char *cmd)
 {
     if (!objRemoteDirRunning())
-        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "the directory client is not running");
     if (objReplyIfCannotWait(ctx, cmd))
         return REDISMODULE_OK;
     VerReq *q = calloc(1, sizeof(*q));
     if (q == NULL)
-        return RedisModule_ReplyWithError(ctx, "OOM out of memory");
+        return objReplyError(ctx, OBJ_EW_OOM, "out of memory");
     q->kind = kind;
     q->bc = RedisModule_BlockClient(ctx, verReply, NULL, verFree, 0);
     dirVersionRequest(kind, name, nameLen, version, retain, nIds, ids, idLens, verAnswer, q);
@@ -202,7 +187,7 @@ static int verWaiterReply(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (w == NULL || w->gone)
         return REDISMODULE_OK;
     if (w->timedOut || w->res == NULL || w->res->nVersions != 1)
-        return RedisModule_ReplyWithError(ctx, "TIMEOUT no newer version appeared in time");
+        return objReplyError(ctx, OBJ_EW_TIMEOUT, "no newer version appeared in time");
     verReplyPair(ctx, &w->res->versions[0]);
     return REDISMODULE_OK;
 }
@@ -332,13 +317,13 @@ static int verBlockNewer(RedisModuleCtx *ctx, const char *name, size_t nameLen, 
                          uint64_t timeoutMs)
 {
     if (!objRemoteDirRunning())
-        return RedisModule_ReplyWithError(ctx, "UNAVAILABLE the directory client is not running");
+        return objReplyError(ctx, OBJ_EW_UNAVAILABLE, "the directory client is not running");
     if (objReplyIfCannotWait(ctx, "OBJ.VLATEST"))
         return REDISMODULE_OK;
     VerWaiter *w = calloc(1, sizeof(*w));
     if (w == NULL || (w->name = malloc(nameLen)) == NULL) {
         free(w);
-        return RedisModule_ReplyWithError(ctx, "OOM out of memory for a waiter");
+        return objReplyError(ctx, OBJ_EW_OOM, "out of memory for a waiter");
     }
     memcpy(w->name, name, nameLen);
     w->nameLen = nameLen;
@@ -370,15 +355,15 @@ static int ObjVPublish_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
         return REDISMODULE_OK;
     int firstPart = argc, i = 4;
     while (i < argc && firstPart == argc) {
-        if (verIsWord(argv[i], "RETAIN") && i + 1 < argc) {
+        if (objArgIs(argv[i], "RETAIN") && i + 1 < argc) {
             if (verArgVersion(ctx, argv[i + 1], "RETAIN", 1, &retain) == -1)
                 return REDISMODULE_OK;
             i += 2;
-        } else if (verIsWord(argv[i], "PARTS")) {
+        } else if (objArgIs(argv[i], "PARTS")) {
             firstPart = i + 1;
         } else {
-            return RedisModule_ReplyWithError(
-                ctx, "BADARG expected RETAIN n or PARTS id ... after the manifest id");
+            return objReplyError(ctx, OBJ_EW_BADARG,
+                                 "expected RETAIN n or PARTS id ... after the manifest id");
         }
     }
     /* The manifest and the parts: ids under the caller's read permission. */
@@ -387,7 +372,7 @@ static int ObjVPublish_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **arg
     size_t *lens = calloc(nIds, sizeof(*lens));
     int rc = REDISMODULE_OK;
     if (ids == NULL || lens == NULL) {
-        rc = RedisModule_ReplyWithError(ctx, "OOM out of memory");
+        rc = objReplyError(ctx, OBJ_EW_OOM, "out of memory");
         goto out_free;
     }
     if (verArgId(ctx, argv[3], "manifest id", &ids[0], &lens[0]) == -1 ||
@@ -417,18 +402,17 @@ static int ObjVLatest_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv
     if (verArgId(ctx, argv[1], "name", &name, &nameLen) == -1)
         return REDISMODULE_OK;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (verIsWord(argv[i], "NEWER")) {
+        if (objArgIs(argv[i], "NEWER")) {
             if (verArgVersion(ctx, argv[i + 1], "NEWER", 0, &newer) == -1)
                 return REDISMODULE_OK;
             hasNewer = 1;
-        } else if (verIsWord(argv[i], "TIMEOUT")) {
+        } else if (objArgIs(argv[i], "TIMEOUT")) {
             size_t len;
             const char *s = RedisModule_StringPtrLen(argv[i + 1], &len);
-            if (utilParseTimeoutMs(s, len, &timeoutMs) == -1)
-                return RedisModule_ReplyWithError(
-                    ctx, "BADARG TIMEOUT must be an integer from 0 to 86400000 (ms)");
+            if (objArgTimeout(ctx, s, len, &timeoutMs) == -1)
+                return REDISMODULE_OK;
         } else {
-            return RedisModule_ReplyWithError(ctx, "BADARG expected NEWER v or TIMEOUT ms");
+            return objReplyError(ctx, OBJ_EW_BADARG, "expected NEWER v or TIMEOUT ms");
         }
     }
     if (!hasNewer)
@@ -483,7 +467,7 @@ static int ObjPurge_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     size_t *lens = calloc(n, sizeof(*lens));
     int rc = REDISMODULE_OK;
     if (ids == NULL || lens == NULL) {
-        rc = RedisModule_ReplyWithError(ctx, "OOM out of memory");
+        rc = objReplyError(ctx, OBJ_EW_OOM, "out of memory");
         goto out_free;
     }
     for (size_t i = 0; i < n; i++)

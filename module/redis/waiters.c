@@ -80,7 +80,7 @@ static int waiterReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!w || w->gone)
         return REDISMODULE_OK;
     if (w->timedOut)
-        return RedisModule_ReplyWithError(ctx, "TIMEOUT the object was not sealed in time");
+        return objReplyError(ctx, OBJ_EW_TIMEOUT, "the object was not sealed in time");
     return objReplyObject(ctx, w->id, w->idLen, w->kind);
 }
 
@@ -129,7 +129,7 @@ int waitersBlock(RedisModuleCtx *ctx, const char *id, size_t idLen, long long ti
     Waiter *w = calloc(1, sizeof(*w));
     if (!w || !(w->id = malloc(idLen ? idLen : 1))) {
         free(w);
-        return RedisModule_ReplyWithError(ctx, "OOM out of memory for a waiter");
+        return objReplyError(ctx, OBJ_EW_OOM, "out of memory for a waiter");
     }
     memcpy(w->id, id, idLen);
     w->idLen = idLen;

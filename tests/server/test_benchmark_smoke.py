@@ -1,7 +1,11 @@
 """Smoke tests for build/bin/obj-benchmark: every test (put, get, pin, fetch) runs
 against two real nodes with tiny counts and prints well-formed CSV, nothing is
 left behind on the nodes, and bad arguments or a failing request end with a
-non-zero status and a message.
+non-zero status and a message. And bench/ab-fetch.sh sets the previous
+release's module (built from git by bench/release-module.sh, cached by commit
+under build/ab-release/) beside this build on small fetches and prints the
+ratio into the test output: it fails only if a fetch fails or the bytes are
+wrong, never on a speed.
 
 Two objstore nodes (A owns objects, B fetches them, A's Redis is the
 directory) are started once for the module by the shared launcher
@@ -22,6 +26,8 @@ import pytest
 
 from objhelpers import nodes as obj_nodes
 from objnodes import ClusterNode, build_path, finish, free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TOOL = build_path("bin", "obj-benchmark")
 CSV_HEADER = ["test", "size", "clients", "ops_per_sec", "mb_per_sec", "p50_ms", "p99_ms",
@@ -179,6 +185,47 @@ def test_help_exits_zero(tool):
     r = run(tool, "--help")
     assert r.returncode == 0
     assert "Usage: obj-benchmark" in r.stdout
+
+
+# ---- against the previous release ---------------------------------------------------------------
+
+# Small: a few sizes, few fetches, two rounds; a release built for the first time
+# takes a module build more (then cached).
+AB_SIZES, AB_FETCHES, AB_ROUNDS = "64k,1m,4m", 20, 2
+
+
+def test_ab_fetch_against_the_previous_release_prints_the_ratio(tool, capsys):
+    built = subprocess.run([os.path.join(ROOT, "bench", "release-module.sh")], capture_output=True,
+                           text=True, timeout=900, stdin=subprocess.DEVNULL, cwd=ROOT)
+    if built.returncode == 3:  # no history to build a release from (an export, a shallow clone)
+        pytest.skip(built.stderr.strip())
+    assert built.returncode == 0, built.stderr
+    old = built.stdout.strip()
+    r = subprocess.run([os.path.join(ROOT, "bench", "ab-fetch.sh"), old, build_path("objstore.so"),
+                        AB_SIZES, str(AB_FETCHES), str(AB_ROUNDS)], capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL, cwd=ROOT,
+                       env={**os.environ, "AB_OUT": "/dev/null",
+                            "AB_OLD_NAME": "the previous release"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    ratios = [line for line in r.stdout.splitlines() if line.startswith("ratio ")]
+    assert len(ratios) == len(AB_SIZES.split(",")), r.stdout
+    rows = [line for line in r.stdout.splitlines() if line.startswith(("old ", "new "))]
+    assert len(rows) == 2 * AB_ROUNDS * len(AB_SIZES.split(",")), r.stdout
+    with capsys.disabled():  # into CI's output, passed or not
+        print("\n" + r.stdout, end="")
+
+
+def test_ab_fetch_fails_when_a_build_cannot_run(tool, tmp_path):
+    broken = tmp_path / "broken.so"
+    broken.write_bytes(b"not a module")
+    broken.chmod(0o755)
+    r = subprocess.run([os.path.join(ROOT, "bench", "ab-fetch.sh"), str(broken),
+                        build_path("objstore.so"), "64k", "5", "1"], capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT,
+                       env={**os.environ, "AB_OUT": "/dev/null"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the nodes did not start" in r.stderr, r.stderr
+    assert "ratio" not in r.stdout
 
 
 # ---- failures ----------------------------------------------------------------------------------
