@@ -308,11 +308,11 @@ $(BUILD)/tests/rdma/%: tests/rdma/client/%.c $(CLIENT_A)
 # The wire decoder's standalone fuzz driver, always under ASan/UBSan.
 FUZZ_BIN := build/fuzz/fuzz_wire_standalone
 $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h module/transfer/wire.c \
-    module/transfer/wire.h
+    module/transfer/wire.h module/transfer/ghash.c module/transfer/ghash.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz -fsanitize=address,undefined \
 	    -fno-sanitize-recover=undefined -fno-omit-frame-pointer tests/fuzz/fuzz_wire.c \
-	    tests/fuzz/fuzz_main.c module/transfer/wire.c -lcrypto -o $@
+	    tests/fuzz/fuzz_main.c module/transfer/wire.c module/transfer/ghash.c -lcrypto -o $@
 
 # The patched redis-benchmark --rdma and redis-cli --rdma (built from the
 # installed version's source).
@@ -338,11 +338,13 @@ test-unit: $(UNIT_TESTS)
 # the stream is cut, nothing written past a payload's destination.
 FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
 $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/framer.c \
-    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h
+    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h module/transfer/ghash.c \
+    module/transfer/ghash.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -D_GNU_SOURCE -DFUZZ_STANDALONE -Imodule -Itests/fuzz \
 	    -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
-	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c -lcrypto -lxxhash \
+	    tests/fuzz/fuzz_framer.c module/transfer/framer.c module/transfer/wire.c \
+	    module/transfer/ghash.c -lcrypto -lxxhash \
 	    -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).

@@ -6,6 +6,7 @@
  * byte order and alignment. The frame layout, field by field, and the
  * session handshake: docs/architecture.md, "Wire frames".
  */
+#include "ghash.h"
 #include "wire.h"
 
 #include <limits.h>
@@ -665,13 +666,53 @@ int wireSessionKeys(const char *secret, size_t secretLen, const WireTranscript *
  * out), a fresh IV (domain, sequence number) per tag. The key schedule and
  * the GHASH tables are made once, at wireMacNew (and wireMacSetEncrypt). */
 struct WireMac {
+    GhashKey gkey;       /* payload tags where the CPU has the vector GHASH (ghash.h) */
+    GhashState gstate;   /* ... the payload under way */
+    uint8_t ekj0[16];    /* ... and its AES_K(J0), which masks the tag */
+    int fast;            /* payload tags go through ghash.c, not libcrypto */
     EVP_CIPHER_CTX *ctx; /* frame tags */
     EVP_CIPHER_CTX *pay; /* payload tags, or payload encryption (GCM) */
+    EVP_CIPHER_CTX *ecb; /* fast: the raw block cipher, for J0 */
     uint64_t seq;        /* the next frame's */
     uint64_t lastSeq;    /* the last frame tagged: its payload's */
     int payloadOk;       /* no libcrypto failure since the payload began */
     int crypt;           /* WIRE_CRYPT_NONE, _ENCRYPT or _DECRYPT: what pay does */
 };
+
+/* May payload tags use ghash.c? Yes where the CPU runs it, unless
+ * OBJSTORE_GHASH=libcrypto (for comparisons: bench/ab-fetch.sh). */
+static int wireFastGhash(void)
+{
+    static int fast = -1;
+    if (fast == -1) {
+        const char *env = getenv("OBJSTORE_GHASH");
+        fast = ghashAvailable() && !(env && strcmp(env, "libcrypto") == 0);
+    }
+    return fast;
+}
+
+/* Set w up for ghash.c: the raw cipher and the hash key H = AES_K(0).
+ * Returns 0, or -1 (libcrypto failed: w keeps using libcrypto). */
+static int wireFastInit(WireMac *w, const uint8_t key[OBJ_WIRE_KEY])
+{
+    uint8_t zero[16] = {0}, h[16];
+    int outLen = 0;
+
+    w->ecb = EVP_CIPHER_CTX_new();
+    if (!w->ecb)
+        return -1;
+    if (EVP_EncryptInit_ex(w->ecb, EVP_aes_256_ecb(), NULL, key, NULL) != 1 ||
+        EVP_CIPHER_CTX_set_padding(w->ecb, 0) != 1 ||
+        EVP_EncryptUpdate(w->ecb, h, &outLen, zero, 16) != 1 || outLen != 16) {
+        EVP_CIPHER_CTX_free(w->ecb);
+        w->ecb = NULL;
+        return -1;
+    }
+    ghashKeyInit(&w->gkey, h);
+    OPENSSL_cleanse(h, sizeof(h));
+    w->fast = 1;
+    return 0;
+}
 
 /* Key a fresh AES-256-GCM context with 12-byte IVs, for encryption (or GMAC)
  * or for decryption. Returns it, or NULL. */
@@ -692,16 +733,19 @@ static EVP_CIPHER_CTX *wireGcmNew(const uint8_t key[OBJ_WIRE_KEY], int decrypt)
 
 WireMac *wireMacNew(const uint8_t key[OBJ_WIRE_KEY])
 {
-    WireMac *w = calloc(1, sizeof(*w));
+    WireMac *w = aligned_alloc(64, (sizeof(WireMac) + 63) & ~(size_t)63);
 
     if (!w)
         return NULL;
+    memset(w, 0, sizeof(*w));
     w->ctx = wireGcmNew(key, 0);
     if (!w->ctx)
         goto out_free;
     w->pay = wireGcmNew(key, 0);
     if (!w->pay)
         goto out_free_ctx;
+    if (wireFastGhash())
+        wireFastInit(w, key); /* should it fail, libcrypto tags the payloads */
     return w;
 
 out_free_ctx:
@@ -735,6 +779,8 @@ void wireMacFree(WireMac *w)
         return;
     EVP_CIPHER_CTX_free(w->ctx);
     EVP_CIPHER_CTX_free(w->pay);
+    EVP_CIPHER_CTX_free(w->ecb);
+    OPENSSL_cleanse(w, sizeof(*w));
     free(w);
 }
 
@@ -791,8 +837,25 @@ int wireMacFrame(WireMac *w, const uint8_t *frame, size_t len, uint8_t tag[OBJ_W
     return wireMacFinish(w->ctx, tag);
 }
 
+/* Is the payload under way tagged by ghash.c (a tag only, on a CPU that
+ * runs it)? */
+static int wireMacFastPayload(const WireMac *w)
+{
+    return w->fast && w->crypt == WIRE_CRYPT_NONE;
+}
+
 int wireMacPayloadBeginAt(WireMac *w, uint64_t seq)
 {
+    if (wireMacFastPayload(w)) {
+        uint8_t j0[16] = {0};
+        int outLen = 0;
+        wirePut32(j0, WIRE_IV_PAYLOAD); /* the IV, then a counter of 1 (GCM's J0) */
+        wirePut64(j0 + 4, seq);
+        j0[15] = 1;
+        ghashStart(&w->gstate);
+        w->payloadOk = EVP_EncryptUpdate(w->ecb, w->ekj0, &outLen, j0, 16) == 1 && outLen == 16;
+        return w->payloadOk ? 0 : -1;
+    }
     w->payloadOk = wireMacStart(w->pay, WIRE_IV_PAYLOAD, seq) == 0;
     return w->payloadOk ? 0 : -1;
 }
@@ -804,8 +867,12 @@ int wireMacPayloadBegin(WireMac *w)
 
 int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n)
 {
-    if (w->payloadOk && wireMacFeed(w->pay, p, NULL, n) == -1)
+    if (wireMacFastPayload(w)) {
+        if (w->payloadOk)
+            ghashUpdate(&w->gstate, &w->gkey, p, n);
+    } else if (w->payloadOk && wireMacFeed(w->pay, p, NULL, n) == -1) {
         w->payloadOk = 0;
+    }
     return w->payloadOk ? 0 : -1;
 }
 
@@ -826,6 +893,10 @@ int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
         memcpy(tag, junk, OBJ_WIRE_MAC);
         w->payloadOk = 0;
         return -1;
+    }
+    if (wireMacFastPayload(w)) {
+        ghashFinishGmac(&w->gstate, &w->gkey, w->ekj0, tag);
+        return 0;
     }
     return wireMacFinish(w->pay, tag);
 }

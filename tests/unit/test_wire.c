@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include <cmocka.h>
 
 #include "transfer/wire.h"
@@ -1436,6 +1438,62 @@ static void test_seal_adds_tags_only_in_a_session(void **state)
     wireMacFree(NULL);
 }
 
+/* GMAC with libcrypto alone, for comparison: the tag of n bytes under key
+ * and the payload IV of sequence seq. */
+static void testGmacRef(const uint8_t key[OBJ_WIRE_KEY], uint64_t seq, const uint8_t *p, size_t n,
+                        uint8_t tag[OBJ_WIRE_MAC])
+{
+    uint8_t iv[12], none[16];
+    int outLen = 0;
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    assert_non_null(c);
+    iv[0] = 2, iv[1] = iv[2] = iv[3] = 0; /* the payload domain, little-endian */
+    for (int i = 0; i < 8; i++)
+        iv[4 + i] = (uint8_t)(seq >> (8 * i));
+    assert_int_equal(EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL), 1);
+    assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, 12, NULL), 1);
+    assert_int_equal(EVP_EncryptInit_ex(c, NULL, NULL, key, iv), 1);
+    if (n > 0)
+        assert_int_equal(EVP_EncryptUpdate(c, NULL, &outLen, p, (int)n), 1);
+    assert_int_equal(EVP_EncryptFinal_ex(c, none, &outLen), 1);
+    assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OBJ_WIRE_MAC, tag), 1);
+    EVP_CIPHER_CTX_free(c);
+}
+
+/* Payload tags (the vector GHASH of ghash.c where the CPU has it) are
+ * libcrypto's GMAC, for every length around the step sizes (16, 256, 512
+ * bytes) and however the bytes are cut into pieces. */
+static void test_payload_tag_is_libcrypto_gmac_however_fed(void **state)
+{
+    (void)state;
+    static uint8_t buf[3 * 4096 + 77];
+    uint8_t key[OBJ_WIRE_KEY], want[OBJ_WIRE_MAC], got[OBJ_WIRE_MAC];
+    unsigned seed = 12345;
+    testFill(buf, sizeof(buf), 9);
+    for (size_t n = 0; n <= sizeof(buf); n += n < 1100 ? 1 : 997) {
+        for (int i = 0; i < OBJ_WIRE_KEY; i++)
+            key[i] = (uint8_t)(n * 31 + (size_t)i);
+        WireMac *w = wireMacNew(key);
+        assert_non_null(w);
+        testGmacRef(key, n, buf, n, want);
+        assert_int_equal(wireMacPayloadTag(w, n, buf, n, got), 0);
+        if (memcmp(want, got, OBJ_WIRE_MAC) != 0)
+            fail_msg("payload tag of %zu bytes in one piece differs from libcrypto's", n);
+        assert_int_equal(wireMacPayloadBeginAt(w, n), 0);
+        for (size_t at = 0; at < n;) {
+            seed = seed * 1103515245u + 12345u;
+            size_t piece = 1 + (seed >> 8) % (seed & 1 ? 700 : 33);
+            piece = piece < n - at ? piece : n - at;
+            assert_int_equal(wireMacPayloadUpdate(w, buf + at, piece), 0);
+            at += piece;
+        }
+        assert_int_equal(wireMacPayloadEnd(w, got), 0);
+        if (memcmp(want, got, OBJ_WIRE_MAC) != 0)
+            fail_msg("payload tag of %zu bytes in pieces differs from libcrypto's", n);
+        wireMacFree(w);
+    }
+}
+
 /* An encrypted payload decrypts, in pieces and in place, to the bytes sent
  * and checks; a ciphertext bit flipped, the tag altered or the wrong
  * sequence fails the check. */
@@ -1522,6 +1580,7 @@ int main(void)
         cmocka_unit_test(test_session_mac_covers_every_byte_and_the_sequence),
         cmocka_unit_test(test_seal_adds_tags_only_in_a_session),
         cmocka_unit_test(test_encrypted_payload_roundtrip_and_check),
+        cmocka_unit_test(test_payload_tag_is_libcrypto_gmac_however_fed),
     };
     return cmocka_run_group_tests(tests, testSetup, NULL);
 }
