@@ -18,7 +18,7 @@
 # Every tool runs under `timeout`; what it starts is stopped on exit.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LABEL=$1 SO=${2:-$ROOT/build/objstore.so} SIZE=${3:-16m} SECS=${4:-5}
+LABEL=$1 SO=$(realpath "${2:-$ROOT/build/objstore.so}") SIZE=${3:-16m} SECS=${4:-5}
 OUT=${OUT:-${BENCH_OUT:-$ROOT/bench/results}/profile-tcp-fetch.txt}
 PERF=${PERF:-1}
 BENCH=$ROOT/build/bin/obj-benchmark
@@ -58,18 +58,20 @@ IPERF=$(timeout 60 iperf3 -c 127.0.0.1 -p "$IP" -t "$SECS" -J |
 # cpuOf PID: the process's CPU seconds so far (utime + stime).
 TCK=$(getconf CLK_TCK)
 cpuOf() { awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
+RECS=()
 if [ "$PERF" != 0 ]; then
     for n in A B; do
         pid=$([ "$n" = A ] && echo "$PIDA" || echo "$PIDB")
         timeout 120 perf record -q -F 1999 -g -p "$pid" -o "$W/$n.data" -- sleep "$SECS" \
             >/dev/null 2>&1 &
+        RECS+=($!)
     done
 fi
 CA0=$(cpuOf "$PIDA") CB0=$(cpuOf "$PIDB")
 FETCH=$(timeout 120 "$BENCH" -p "$PB" --source-port "$PA" -t fetch --tcp --from A -c 1 \
     -n 1000000 -d "$SIZE" -q --seconds "$SECS" 2>/dev/null | tail -1)
 CA1=$(cpuOf "$PIDA") CB1=$(cpuOf "$PIDB")
-[ "$PERF" = 0 ] || wait %2 %3 2>/dev/null || true
+[ "$PERF" = 0 ] || wait "${RECS[@]}" 2>/dev/null || true
 MBS=$(echo "$FETCH" | sed -n 's/.* \([0-9.]*\) MB\/s.*/\1/p')
 RPS=$(echo "$FETCH" | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p')
 
