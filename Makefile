@@ -451,8 +451,9 @@ bench: ensure-deps all
 # tests/python; PYTHON_PYTEST_ARGS narrows it.
 PY_VENV  := build/python-venv
 PY_STAMP := $(PY_VENV)/.objstore-installed
-PY_SRC   := $(wildcard client/python/src/*.c client/python/objstore/*.py \
-                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h
+PY_SRC   := $(wildcard client/python/src/*.[ch] client/python/objstore/*.py \
+                       client/python/objstore/*.pyi) client/python/setup.py client/objstore.h \
+            client/objclient_int.h module/common/errwords.h
 PYTHON_PYTEST_ARGS ?= tests/python
 .PHONY: python test-python test-python-rdma
 # Always through a make without SAN, where build/client/libobjstore.a has its rule (so a

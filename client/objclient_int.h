@@ -1,7 +1,8 @@
 /*
- * objclient_int.h - private to the client library: how a transport other
- * than hiredis (objstore_rdma.c: Redis protocol over RDMA) plugs into
- * ObjClient. Not installed; programs use objstore.h.
+ * objclient_int.h - private to the client library and the Python package:
+ * the transports an ObjClient runs over, one operations table each: TCP and
+ * unix sockets through hiredis (connection.c) and Redis protocol over RDMA
+ * (objstore_rdma.c). Not installed; programs use objstore.h.
  */
 #ifndef OBJSTORE_OBJCLIENT_INT_H
 #define OBJSTORE_OBJCLIENT_INT_H
@@ -17,15 +18,30 @@
 typedef struct ObjClientTransport {
     /* One command, one reply (NULL when the transport failed: see errstr). */
     redisReply *(*command)(void *conn, int argc, const char **argv, const size_t *lens);
-    /* Nonzero once the connection can carry no more commands. */
+    /* Pipelining; all three NULL when the transport has none (its commands then go one
+     * by one). append queues one command (0, or -1 when out of memory); flush writes
+     * what is queued (0, or -1 when the transport failed); getReply reads the next
+     * reply, writing what is queued first (NULL when the transport failed). */
+    int (*append)(void *conn, int argc, const char **argv, const size_t *lens);
+    int (*flush)(void *conn);
+    redisReply *(*getReply)(void *conn);
+    /* Nonzero once the connection can carry no more commands (also for a NULL conn). */
     int (*failed)(const void *conn);
     /* Why it failed ("" or NULL when it did not). */
     const char *(*errstr)(const void *conn);
-    /* Local and peer address, for the same-host check of the zero-copy
-     * calls. Returns 0, or -1 when unknown. */
+    /* Local and peer address, for the same-host check of the zero-copy calls
+     * (objstore.c's clientSameHost): a transport on a channel with no address
+     * that stays on this machine (a unix socket) answers loopback on both ends.
+     * Returns 0, or -1 when unknown. */
     int (*addrs)(const void *conn, struct sockaddr_storage *self, struct sockaddr_storage *peer);
+    /* Close the connection. Accepts NULL. */
     void (*free)(void *conn);
 } ObjClientTransport;
+
+/* The transports: conn is a hiredis redisContext (TCP or unix socket), or an
+ * rdmaconn.h ObjRdmaConn. */
+extern const ObjClientTransport objClientTcpTransport __attribute__((visibility("hidden")));
+extern const ObjClientTransport objClientRdmaTransport __attribute__((visibility("hidden")));
 
 /* Wrap conn (owned by the client from now on, also on failure). Returns
  * the client, with a failed connection recorded as OBJ_ERR_IO, or NULL

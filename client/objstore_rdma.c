@@ -1,9 +1,10 @@
 /*
  * objstore_rdma.c - ObjClient over Redis protocol over RDMA: plugs an
  * rdmaconn.h connection into the client library as a transport
- * (objclient_int.h). In a file of its own so that only programs calling
- * objClientConnectRdma pull in rdmaconn.c and need -lrdmacm -libverbs when
- * they link the static library.
+ * (objclient_int.h), as connection.c plugs in a hiredis one. In a file of
+ * its own so that only programs calling objClientConnectRdma (or using this
+ * table) pull in rdmaconn.c and need -lrdmacm -libverbs when they link the
+ * static library.
  */
 #include "objclient_int.h"
 #include "rdmaconn.h"
@@ -36,7 +37,8 @@ static void rdmaTrFree(void *conn)
     objRdmaFree(conn);
 }
 
-static const ObjClientTransport rdmaTransport = {
+/* No pipelining (append, flush, getReply NULL): commands go one by one. */
+const ObjClientTransport objClientRdmaTransport = {
     .command = rdmaTrCommand,
     .failed = rdmaTrFailed,
     .errstr = rdmaTrErrstr,
@@ -56,5 +58,5 @@ ObjClient *objClientConnectRdma(const char *addr, int port)
 
     if (conn == NULL)
         return NULL;
-    return objClientWrapTransport(&rdmaTransport, conn);
+    return objClientWrapTransport(&objClientRdmaTransport, conn);
 }

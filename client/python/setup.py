@@ -20,16 +20,23 @@ if not os.path.exists(ARCHIVE):
     raise SystemExit(f"objstore: {ARCHIVE} is missing: run `make` in {ROOT} first "
                      "(or `make python`, which builds it and then this package)")
 
+# The extension is split by concern (src/module.c names the files); every .c there is one.
+SRC_FILES = sorted(os.listdir(os.path.join(HERE, "src")))
+SOURCES = [os.path.join("src", f) for f in SRC_FILES if f.endswith(".c")]
+
 core = Extension(
     "objstore._objstore",
-    sources=[os.path.join("src", "_objstore.c")],
-    include_dirs=[ROOT],
+    sources=SOURCES,
+    include_dirs=[ROOT, os.path.join(ROOT, "module")],  # module/: common/errwords.h
     extra_objects=[ARCHIVE],
     libraries=["hiredis", "rdmacm", "ibverbs"],
-    extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
+    extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-fvisibility=hidden", "-Wall", "-Wextra",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
-    depends=[ARCHIVE, os.path.join(ROOT, "client", "objstore.h")],
+    depends=[ARCHIVE, os.path.join(ROOT, "client", "objstore.h"),
+             os.path.join(ROOT, "client", "objclient_int.h"),
+             os.path.join(ROOT, "module", "common", "errwords.h")]
+    + [os.path.join(HERE, "src", f) for f in SRC_FILES if f.endswith(".h")],
 )
 
 setup(

@@ -2,10 +2,12 @@
  * errwords.h - the code words that start objstore's error replies: the one
  * list of them. The module builds its error replies from it
  * (module/redis/reply.c), the C client maps a reply's first word onto
- * ObjErr with it (client/objstore.c), and `make lint`
- * (tests/lint/check_errwords.py) checks the README, docs/commands.md and the
- * Python client's exception table (client/python/objstore/__init__.py)
- * against it.
+ * ObjErr with it (client/objstore.c), the Python extension hands it to the
+ * package as ERROR_WORDS, its table of exception classes
+ * (client/python/src/errors.c), and `make lint`
+ * (tests/lint/check_errwords.py) checks the README, docs/commands.md, the
+ * Python classes and the error texts the module's lower layers write out by
+ * hand against it.
  */
 #ifndef OBJSTORE_ERRWORDS_H
 #define OBJSTORE_ERRWORDS_H

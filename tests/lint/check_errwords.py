@@ -10,8 +10,16 @@ ObjErr code, Python class, origin, meaning). Checked against it:
   - docs/commands.md: the table under "Error code words" has one row per
     NODE word, in the header's order, with the header's meaning (code spans
     aside), ObjErr code and Python class;
-  - client/python/objstore/__init__.py: ERROR_CODES maps every word whose
-    class is not the base ObjstoreError to that class, and nothing else.
+  - client/python/objstore/__init__.py: every class the list names is
+    there and derives from ObjstoreError, and ERROR_CODES is made from the
+    extension's ERROR_WORDS (the list, compiled in); a hand-written
+    ERROR_CODES must map every word whose class is not the base to that
+    class, and nothing else;
+  - the module's sources (module/**/*.c): a string literal that starts with
+    an uppercase word and a blank (how every error reply and every error
+    text kept for a later reply starts) names a word of the list, or one of
+    NOT_ERROR_WORDS; the message of objReplyError/objErrFormat, which follows
+    its OBJ_EW_ constant, is not such a start.
 Prints one line per disagreement and exits 1 if there is any, 0 otherwise.
 """
 import ast
@@ -19,27 +27,31 @@ import os
 import re
 import sys
 
-HEADER = os.path.join("module", "common", "errwords.h")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import errwords  # noqa: E402 - tests/lib, after the path is set
+from errwords import HEADER  # noqa: E402
+
 PYINIT = os.path.join("client", "python", "objstore", "__init__.py")
 BASE_CLASS = "ObjstoreError"
-ROW = re.compile(r'X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
+# Uppercase words that start a literal of the module without starting an error
+# reply: commands the directory client sends and Redis's redirections
+# (directory/), Redis's own ERR (cmdtable.c), the names of the transfer wire's
+# messages and errors in its log lines (transfer/wire.c, engine.c; a peer's AUTH
+# error ends the session, never a fetch), and the RDMA log prefix.
+NOT_ERROR_WORDS = {
+    "ASK", "MOVED", "CLUSTER", "CONFIG", "AUTH", "ERR",
+    "HELLO", "FETCH", "FETCHR", "DATA", "RNDV", "PART", "RPART", "ERROR", "RDMA",
+}
+LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+MESSAGE_ARG = re.compile(r"OBJ_EW_\w+\s*,\s*$")
 
 
 def read_words(root):
     """[(word, code, pyClass, origin, meaning)] of the header, in its order."""
-    with open(os.path.join(root, HEADER)) as f:
-        text = f.read()
-    m = re.search(r"#define OBJ_ERR_WORDS\(X\)((?:.*\\\n)*.*)", text)
-    if not m:
-        sys.exit(f"{HEADER}: no OBJ_ERR_WORDS(X) macro")
-    body = m.group(1).replace("\\\n", " ")
-    rows = []
-    for r in ROW.finditer(body):
-        meaning = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', r.group(5)))
-        rows.append((r.group(1), r.group(2), r.group(3), r.group(4), meaning))
-    if not rows:
-        sys.exit(f"{HEADER}: OBJ_ERR_WORDS lists no word")
-    return rows
+    try:
+        return [tuple(w) for w in errwords.read_words(root)]
+    except ValueError as e:
+        sys.exit(str(e))
 
 
 def plain(cell):
@@ -103,23 +115,52 @@ def check_commands(root, node_rows):
     return problems
 
 
+def derives_from_base(name, bases):
+    """Whether class name (of bases: class -> its base names) derives from BASE_CLASS."""
+    seen = set()
+    while name not in seen:
+        if name == BASE_CLASS:
+            return True
+        seen.add(name)
+        parents = [b for b in bases.get(name, ()) if b in bases]
+        if not parents:
+            return False
+        name = parents[0]
+    return False
+
+
 def check_python(root, rows):
     path = os.path.join(root, PYINIT)
     with open(path) as f:
         tree = ast.parse(f.read(), path)
-    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    table = None
-    for n in tree.body:
-        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ERROR_CODES"
-                                             for t in n.targets) and isinstance(n.value, ast.Dict):
-            table = {k.value: v.id for k, v in zip(n.value.keys, n.value.values)
-                     if isinstance(k, ast.Constant) and isinstance(v, ast.Name)}
-    if table is None:
-        return [f"{PYINIT}: no ERROR_CODES = {{word: class}} dict"]
+    bases = {n.name: [b.id for b in n.bases if isinstance(b, ast.Name)]
+             for n in tree.body if isinstance(n, ast.ClassDef)}
     problems = []
     for word, _, py, _, _ in rows:
-        if py != BASE_CLASS and py not in classes:
+        if py not in bases:
             problems.append(f"{PYINIT}: no class {py} (the class of {word} in {HEADER})")
+        elif not derives_from_base(py, bases):
+            problems.append(f"{PYINIT}: {py} (the class of {word}) does not derive from "
+                            f"{BASE_CLASS}")
+    value = next((n.value for n in tree.body if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "ERROR_CODES" for t in n.targets)),
+                 None)
+    if value is None:
+        return problems + [f"{PYINIT}: no ERROR_CODES"]
+    if isinstance(value, ast.Dict):
+        return problems + check_python_table(value, rows)
+    if "ERROR_WORDS" not in ast.unparse(value):
+        problems.append(f"{PYINIT}: ERROR_CODES is made neither from _objstore.ERROR_WORDS "
+                        f"(the extension's copy of {HEADER}) nor written out as a table")
+    return problems
+
+
+def check_python_table(value, rows):
+    """A hand-written ERROR_CODES {word: class} against the header."""
+    table = {k.value: v.id for k, v in zip(value.keys, value.values)
+             if isinstance(k, ast.Constant) and isinstance(v, ast.Name)}
+    problems = []
+    for word, _, py, _, _ in rows:
         if py == BASE_CLASS and word in table:
             problems.append(f"{PYINIT}: ERROR_CODES maps {word} to {table[word]}, "
                             f"{HEADER} to the base {BASE_CLASS}")
@@ -130,6 +171,31 @@ def check_python(root, rows):
     for word in table:
         if word not in known:
             problems.append(f"{PYINIT}: ERROR_CODES has {word}, which {HEADER} does not have")
+    return problems
+
+
+def check_sources(root, words):
+    """Literals of module/ that start with an uppercase word the list lacks."""
+    problems = []
+    known = set(words) | NOT_ERROR_WORDS
+    for dirpath, _, files in sorted(os.walk(os.path.join(root, "module"))):
+        for name in sorted(files):
+            if not name.endswith(".c"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, errors="replace") as f:
+                text = f.read()
+            for m in LITERAL.finditer(text):
+                w = re.match(r"([A-Z][A-Z]+) ", m.group(1))
+                if not w or w.group(1) in known:
+                    continue
+                if MESSAGE_ARG.search(text[max(0, m.start() - 80):m.start()]):
+                    continue  # the message after objReplyError's word
+                line = text.count("\n", 0, m.start()) + 1
+                rel = os.path.relpath(path, root)
+                problems.append(f"{rel}:{line}: \"{w.group(1)} ...\" starts like an error reply; "
+                                f"{w.group(1)} is not in {HEADER} (add it there, with the docs, "
+                                f"or to NOT_ERROR_WORDS in tests/lint/check_errwords.py)")
     return problems
 
 
@@ -144,6 +210,8 @@ def check(root):
     problems += check_readme(root, [r[0] for r in node_rows])
     problems += check_commands(root, node_rows)
     problems += check_python(root, rows)
+    if os.path.isdir(os.path.join(root, "module")):
+        problems += check_sources(root, words)
     return problems
 
 

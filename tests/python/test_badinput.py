@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import objstore
+from errwords import read_words
 
 
 def obj_calls(rc):
@@ -125,6 +126,19 @@ def test_every_code_word_maps_to_its_exception(oc, word, cls):
     assert type(e.value) is cls
     assert e.value.code == word and "made up reason" in str(e.value)
     assert isinstance(e.value, objstore.ObjstoreError)
+
+
+# The one list (module/common/errwords.h): each word, the class it names.
+LISTED_WORDS = read_words()
+
+
+@pytest.mark.parametrize("row", LISTED_WORDS, ids=[w.word for w in LISTED_WORDS])
+def test_every_word_of_the_list_raises_the_class_it_names(oc, row):
+    cls = getattr(objstore, row.py_class)
+    with pytest.raises(cls) as e:
+        oc.command("EVAL", "return redis.error_reply(ARGV[1])", 0, f"{row.word} made up reason")
+    assert type(e.value) is cls
+    assert e.value.code == row.word
 
 
 def test_real_errors_from_the_node(oc, uid):

@@ -14,11 +14,12 @@
  * plain hiredis connection, so they assume nothing else uses the node.
  *
  * Build (from the repository root):
- *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Iclient \
+ *   cc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -pthread -Iclient -Imodule \
  *      -o build/tests/test_client tests/server/test_client.c client/objstore.c client/alloc.c \
  *      -lhiredis -lxxhash
  */
 #include "objstore.h"
+#include "common/errwords.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -79,27 +80,41 @@ static void expectOk(ObjClient *c, int rv, const char *what)
           "%s succeeds", what);
 }
 
-/* The code word the server puts first for err (NULL for local-only codes). */
+/* The one list of code words (common/errwords.h): word and ObjErr. */
+#define TEST_WORD_ROW(word, code, pyClass, origin, meaning) {#word, code},
+static const struct {
+    const char *word;
+    ObjErr code;
+} errWords[] = {OBJ_ERR_WORDS(TEST_WORD_ROW)};
+#undef TEST_WORD_ROW
+#define ERR_WORDS_N (sizeof(errWords) / sizeof(errWords[0]))
+
+/* The code word the server puts first for err: NULL for a local-only code
+ * and for one that several words share (OBJ_ERR_OTHER, OBJ_ERR_AUTH). */
 static const char *codeWord(ObjErr err)
 {
-    switch (err) {
-        case OBJ_ERR_BADARG:
-            return "BADARG";
-        case OBJ_ERR_NOTFOUND:
-            return "NOTFOUND";
-        case OBJ_ERR_EXISTS:
-            return "EXISTS";
-        case OBJ_ERR_OOM:
-            return "OOM";
-        case OBJ_ERR_NOTSEALED:
-            return "NOTSEALED";
-        case OBJ_ERR_WRONGSTATE:
-            return "WRONGSTATE";
-        case OBJ_ERR_TIMEOUT:
-            return "TIMEOUT";
-        default:
+    const char *found = NULL;
+
+    for (size_t i = 0; i < ERR_WORDS_N; i++) {
+        if (errWords[i].code != err)
+            continue;
+        if (found != NULL)
             return NULL;
+        found = errWords[i].word;
     }
+    return found;
+}
+
+/* The ObjErr the list gives the code word that starts msg (OBJ_ERR_OTHER
+ * for a word it does not have). */
+static ObjErr wordCode(const char *msg)
+{
+    size_t n = strcspn(msg, " ");
+
+    for (size_t i = 0; i < ERR_WORDS_N; i++)
+        if (strlen(errWords[i].word) == n && strncmp(errWords[i].word, msg, n) == 0)
+            return errWords[i].code;
+    return OBJ_ERR_OTHER;
 }
 
 /*
@@ -1050,6 +1065,9 @@ static void testFetch(ObjClient *c)
     rv = objClientFetch(c, missing, strlen(missing), 200);
     check(rv == -1 && objClientErrCode(c) != OBJ_OK && objClientErrMsg(c)[0] != '\0', c,
           "fetch of an id no node has fails (\"%s\")", objClientErrMsg(c));
+    check(objClientErrCode(c) == wordCode(objClientErrMsg(c)), c,
+          "its code is the one its code word has in the list (%d for \"%s\")",
+          (int)objClientErrCode(c), objClientErrMsg(c));
     check(nowMs() - t0 < WAITER_BUDGET_MS, c, "within the timeout");
     expectOk(c, objClientDelete(c, local, strlen(local)), "delete");
 }

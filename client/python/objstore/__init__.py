@@ -134,13 +134,9 @@ class BroadcastError(ObjstoreError):
         self.succeeded = succeeded
 
 
-ERROR_CODES = {
-    "BADARG": BadArgument, "NOTFOUND": ObjectNotFound, "EXISTS": ObjectExists,
-    "OOM": OutOfMemory, "NOTSEALED": NotSealed, "WRONGSTATE": WrongState, "TIMEOUT": Timeout,
-    "UNAVAILABLE": Unavailable, "NOTSUPPORTED": NotSupported, "CHECKSUM": ChecksumMismatch,
-    "BUSY": Busy, "NOAUTH": AuthError, "WRONGPASS": AuthError, "NOPERM": AuthError,
-    "BADMETA": BadMetadata,
-}
+# Code word -> class, from the one list of words (module/common/errwords.h, which the
+# extension hands over as ERROR_WORDS); a word whose class is the base is left out.
+ERROR_CODES = {word: globals()[cls] for word, cls in _objstore.ERROR_WORDS if cls != "ObjstoreError"}
 
 _objstore._set_errors(ObjstoreError, dict(ERROR_CODES), ConnectionFailed, ZeroCopyUnavailable,
                       ClientClosed, ClientForked)

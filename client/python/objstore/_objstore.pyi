@@ -1,4 +1,4 @@
-# Type stubs of the native core (src/_objstore.c). The public API is objstore/__init__.pyi.
+# Type stubs of the native core (src/*.c). The public API is objstore/__init__.pyi.
 from typing import Any, List, Optional, Sequence, Tuple
 
 class Buffer:
@@ -50,3 +50,5 @@ def connect(host: str = ..., port: int = ..., unix_socket: Optional[str] = ..., 
             zero_copy: int = ...) -> Client: ...
 def broadcast(clients: Sequence[Client], id: bytes, timeout_ms: int = ...) -> List[Any]: ...
 def _set_errors(*args: Any) -> None: ...
+# (code word, exception class name) of each word of module/common/errwords.h
+ERROR_WORDS: Tuple[Tuple[str, str], ...]
