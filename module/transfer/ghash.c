@@ -91,7 +91,7 @@ void ghashStart(GhashState *s)
 
 /* The products of four blocks d (reflected) by four powers h, added into
  * (lo, hi, mi): the low, high and middle halves, lane by lane. */
-#define GHASH_MUL4(d, h, lo, hi, mi)                                                              \
+#define GHASH_MUL4(d, h, lo, hi, mi)                                                               \
     do {                                                                                           \
         lo = _mm512_xor_si512(lo, _mm512_clmulepi64_epi128(d, h, 0x00));                           \
         hi = _mm512_xor_si512(hi, _mm512_clmulepi64_epi128(d, h, 0x11));                           \
@@ -109,15 +109,16 @@ GHASH_TARGET static inline __m128i ghashFold(__m512i lo, __m512i hi, __m512i mi)
     __m128i l = _mm_xor_si128(_mm256_castsi256_si128(lo2), _mm256_extracti128_si256(lo2, 1));
     __m128i h = _mm_xor_si128(_mm256_castsi256_si128(hi2), _mm256_extracti128_si256(hi2, 1));
     __m128i m = _mm_xor_si128(_mm256_castsi256_si128(mi2), _mm256_extracti128_si256(mi2, 1));
-    return ghashReduce(_mm_xor_si128(l, _mm_slli_si128(m, 8)), _mm_xor_si128(h, _mm_srli_si128(m, 8)));
+    return ghashReduce(_mm_xor_si128(l, _mm_slli_si128(m, 8)),
+                       _mm_xor_si128(h, _mm_srli_si128(m, 8)));
 }
 
 /* Absorb whole blocks: n is a multiple of 16. Steps of GHASH_POWERS blocks
  * (one reduction each), then of 16, then single blocks. */
 GHASH_TARGET static void ghashBlocks(GhashState *s, const GhashKey *k, const uint8_t *p, size_t n)
 {
-    const __m512i rev = _mm512_broadcast_i32x4(
-        _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i rev =
+        _mm512_broadcast_i32x4(_mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     __m128i acc = _mm_load_si128((const __m128i *)s->acc);
     __m512i h[GHASH_POWERS / 4];
 
