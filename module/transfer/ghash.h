@@ -43,7 +43,6 @@ void ghashStart(GhashState *s);
 void ghashUpdate(GhashState *s, const GhashKey *k, const void *p, size_t n);
 /* GMAC's tag: pad, absorb the length block (the data as additional data,
  * no ciphertext), and XOR with ekj0 = AES_K(J0). Can't fail. */
-void ghashFinishGmac(GhashState *s, const GhashKey *k, const uint8_t ekj0[16],
-                     uint8_t tag[16]);
+void ghashFinishGmac(GhashState *s, const GhashKey *k, const uint8_t ekj0[16], uint8_t tag[16]);
 
 #endif /* OBJSTORE_GHASH_H */
