@@ -58,6 +58,13 @@ IPERF=$(timeout 60 iperf3 -c 127.0.0.1 -p "$IP" -t "$SECS" -J |
 # cpuOf PID: the process's CPU seconds so far (utime + stime).
 TCK=$(getconf CLK_TCK)
 cpuOf() { awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; }
+# engineCpuOf PID: CPU seconds of the node's transfer engine thread (obj-engine),
+# the one that moves and checks a fetch's bytes.
+engineCpuOf() {
+    for t in /proc/"$1"/task/*; do
+        [ "$(cat "$t/comm")" = obj-engine ] && awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "$t/stat"
+    done
+}
 RECS=()
 if [ "$PERF" != 0 ]; then
     for n in A B; do
@@ -67,10 +74,17 @@ if [ "$PERF" != 0 ]; then
         RECS+=($!)
     done
 fi
-CA0=$(cpuOf "$PIDA") CB0=$(cpuOf "$PIDB")
+CA0=$(cpuOf "$PIDA") CB0=$(cpuOf "$PIDB") EA0=$(engineCpuOf "$PIDA") EB0=$(engineCpuOf "$PIDB")
 FETCH=$(timeout 120 "$BENCH" -p "$PB" --source-port "$PA" -t fetch --tcp --from A -c 1 \
     -n 1000000 -d "$SIZE" -q --seconds "$SECS" 2>/dev/null | tail -1)
-CA1=$(cpuOf "$PIDA") CB1=$(cpuOf "$PIDB")
+CA1=$(cpuOf "$PIDA") CB1=$(cpuOf "$PIDB") EA1=$(engineCpuOf "$PIDA") EB1=$(engineCpuOf "$PIDB")
+# memcpy of the object's size, same run: ns per byte, the unit of a "pass".
+MEMCPY=$(/usr/bin/python3 -c '
+import sys, time, numpy as np
+n = int(sys.argv[1]); a = np.ones(n, np.uint8); b = np.empty_like(a); best = 1e9
+for _ in range(20):
+    t = time.thread_time(); np.copyto(b, a); best = min(best, time.thread_time() - t)
+print("%.4f" % (best * 1e9 / n))' "$(numfmt --from=iec "${SIZE^^}")")
 [ "$PERF" = 0 ] || wait "${RECS[@]}" 2>/dev/null || true
 MBS=$(echo "$FETCH" | sed -n 's/.* \([0-9.]*\) MB\/s.*/\1/p')
 RPS=$(echo "$FETCH" | sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p')
@@ -98,6 +112,11 @@ passes() {
             n = r * s
             printf "%s: fetch %s MB/s, one-stream iperf3 %s MB/s: %.2fx; CPU per fetch A %.0f us, B %.0f us (whole processes, the benchmark'"'"'s puts and deletes included)\n",
                 l, f, i, f / i, (a1 - a0) * 1e6 / n, (b1 - b0) * 1e6 / n }'
+    awk -v l="$LABEL" -v r="$RPS" -v s="$SECS" -v size="$(numfmt --from=iec "${SIZE^^}")" \
+        -v a0="$EA0" -v a1="$EA1" -v b0="$EB0" -v b1="$EB1" -v m="$MEMCPY" 'BEGIN {
+            bytes = r * s * size; a = (a1 - a0) * 1e9 / bytes; b = (b1 - b0) * 1e9 / bytes
+            printf "%s: engine threads, CPU per byte: A (sending) %.3f ns, B (receiving) %.3f ns; memcpy %.3f ns/B (same run): A %.1f passes, B %.1f passes, both %.1f\n",
+                l, a, b, m, a / m, b / m, (a + b) / m }'
     [ "$PERF" = 0 ] && exit 0
     for n in A B; do
         echo "  node $n (A: the owner, sending; B: fetching), share of its samples by pass:"
