@@ -4,9 +4,9 @@
  * transfer per object; directory and node answers, connections coming up
  * or going away, cancellation and the tick move the transfers on. The
  * transfers themselves are fetchxfer.c's, the peer's answers fetchanswer.c's
- * (their state: fetchint.h). How a fetch runs, resumes and follows relays:
- * docs/cluster.md, "Fetching" and "Broadcast"; hop by hop:
- * docs/architecture.md, "An OBJ.FETCH, hop by hop".
+ * (their state: fetchint.h). How a fetch runs, hop by hop:
+ * docs/architecture.md, "An OBJ.FETCH, hop by hop"; how it resumes and
+ * follows relays: docs/cluster.md, "Broadcast".
  */
 #include <stdio.h>
 #include <stdlib.h>

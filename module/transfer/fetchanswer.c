@@ -4,7 +4,8 @@
  * ERROR (BUSY, perhaps naming a relay to follow). Each answer is matched to
  * its transfer's attempt (fetchint.h), read into the object or drained so
  * the connection's stream stays in step, and handed on to fetchxfer.c.
- * How: docs/cluster.md, "Fetching" and "Broadcast".
+ * How: docs/architecture.md, "An OBJ.FETCH, hop by hop"; docs/cluster.md,
+ * "Broadcast".
  */
 #include <stdio.h>
 #include <stdlib.h>

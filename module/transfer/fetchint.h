@@ -2,8 +2,8 @@
  * fetchint.h - the requesting side's insides, shared by its three files:
  * fetchxfer.c (transfers and their attempts), fetchanswer.c (the peer's
  * answers) and fetch.c (the engine's entry points). How a fetch runs:
- * docs/cluster.md ("Fetching", "Broadcast") and docs/architecture.md ("An
- * OBJ.FETCH, hop by hop"). Engine thread only.
+ * docs/architecture.md ("An OBJ.FETCH, hop by hop") and docs/cluster.md
+ * ("Broadcast"). Engine thread only.
  */
 #ifndef OBJSTORE_FETCHINT_H
 #define OBJSTORE_FETCHINT_H

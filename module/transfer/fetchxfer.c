@@ -4,7 +4,8 @@
  * wire and the window it waits for, failover, the hinted (FROM) attempt,
  * and the end of a transfer (verify, seal, publish, answer). The answers
  * that drive an attempt are fetchanswer.c's; the engine's entry points,
- * fetch.c's. How a fetch runs: docs/cluster.md, "Fetching" and "Broadcast".
+ * fetch.c's. How a fetch runs: docs/architecture.md, "An OBJ.FETCH, hop by
+ * hop"; docs/cluster.md, "Broadcast".
  */
 #include <stdio.h>
 #include <stdlib.h>
