@@ -15,7 +15,8 @@
  *               remote.c (OBJ.FETCH/LOCATE/NODES; starts the engine),
  *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE), spill.c (waits on
  *               the spill tier), sealer.c (background checksum and scrub),
- *               reply.c, waiters.c, stats.c, limits.c, strdup.c
+ *               args.c (shared argument checks), reply.c, waiters.c,
+ *               stats.c, limits.c, strdup.c
  *   door/       not part of objstore.so: objstore-rdma.so (Redis clients
  *               over RDMA): door.c, conntype.c; door.h names the counters
  *               it shares
@@ -31,7 +32,8 @@
  *               streamproto.c (its rules); verbs.c
  *   store/      arena.c, alloc.c (TLSF), objtable.c, tier.c (spill tier),
  *               checksum.c
- *   common/     util.c (parsing, glob, clocks), heap.c (counted heap), list.h
+ *   common/     util.c (parsing, glob, clocks), heap.c (counted heap), list.h,
+ *               errwords.h (the error code words)
  */
 #include <errno.h>
 #include <stdlib.h>
