@@ -77,7 +77,7 @@ MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
 # objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma) on
 # module/rdma's stream endpoint (Valkey Over RDMA); a static link that never
 # calls it needs neither them nor the RDMA libraries.
-CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamproto.o),$(rdma_OBJ))
+CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamcm.o streamproto.o),$(rdma_OBJ))
 # common/util.o: the one hex parser (utilParseHex64) the client shares with the module.
 CLI_COMMON_OBJ := $(BUILD)/module/common/util.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ) $(CLI_COMMON_OBJ)
