@@ -107,7 +107,7 @@ MOD_LIBS := -Wl,--exclude-libs,libhiredis.a -Wl,-Bstatic -lhiredis -Wl,-Bdynamic
 # objstore_rdma.c/rdmaconn.c: ObjClient over RDMA (objClientConnectRdma) on
 # module/rdma's stream endpoint (Valkey Over RDMA); a static link that never
 # calls it needs neither them nor the RDMA libraries.
-CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamproto.o),$(rdma_OBJ))
+CLI_RDMA_OBJ := $(filter $(addprefix $(BUILD)/module/rdma/,stream.o streamcm.o streamproto.o),$(rdma_OBJ))
 # common/util.o: the one hex parser (utilParseHex64) the client shares with the module.
 CLI_COMMON_OBJ := $(BUILD)/module/common/util.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard client/*.c)) $(CLI_RDMA_OBJ) $(CLI_COMMON_OBJ)
@@ -356,10 +356,10 @@ FUZZ_CFLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -Imodule -Itests/fuzz $(SAN_FLAGS
 # The wire decoder's standalone fuzz driver.
 FUZZ_BIN := build/fuzz/fuzz_wire_standalone
 $(FUZZ_BIN): tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c tests/fuzz/fuzz_gen.h module/transfer/wire.c \
-    module/transfer/wire.h
+    module/transfer/wire.h module/transfer/ghash.c module/transfer/ghash.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_CFLAGS) tests/fuzz/fuzz_wire.c tests/fuzz/fuzz_main.c module/transfer/wire.c \
-	    -lcrypto -o $@
+	    module/transfer/ghash.c -lcrypto -o $@
 
 # The patched redis-benchmark --rdma and redis-cli --rdma (built from the
 # installed version's source).
@@ -389,10 +389,11 @@ test-unit: $(UNIT_TESTS)
 # the stream is cut, nothing written past a payload's destination.
 FUZZ_FRAMER := build/fuzz/fuzz_framer_standalone
 $(FUZZ_FRAMER): tests/fuzz/fuzz_framer.c tests/fuzz/fuzz_gen.h module/transfer/framer.c \
-    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h
+    module/transfer/framer.h module/transfer/wire.c module/transfer/wire.h module/transfer/ghash.c \
+    module/transfer/ghash.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_CFLAGS) -DFUZZ_STANDALONE tests/fuzz/fuzz_framer.c module/transfer/framer.c \
-	    module/transfer/wire.c -lcrypto -lxxhash -o $@
+	    module/transfer/wire.c module/transfer/ghash.c -lcrypto -lxxhash -o $@
 
 # The RDMA stream's control messages and RX/TX arithmetic (Valkey Over RDMA).
 FUZZ_STREAMPROTO := build/fuzz/fuzz_streamproto_standalone

@@ -93,6 +93,7 @@ static ConfigDef configDefs[] = {
     NUM("transfer-port", transferPort, IMM, -1, -1, 65535, NULL),
     STR("announce-addr", announceAddr, IMM, ""),
     STR("cluster-secret", clusterSecret, IMM | REDISMODULE_CONFIG_SENSITIVE, ""),
+    BOOL("transfer-encrypt", transferEncrypt, IMM, 0),
     FILESTR("cluster-secret-file", 0),
     FILESTR("directory-password-file", 1),
     NUM("fetch-timeout", fetchTimeoutMs, 0, 30000, 1, 3600000, NULL),

@@ -6,24 +6,34 @@
  * arena file.
  *
  * Map of the module (one folder per component; each may include only the
- * ones below it, as tests/lint/layers says):
+ * ones below it, as tests/lint/layers says; every file's one line:
+ * docs/architecture.md, "Components"):
  *   redis/      this layer, the commands and the node's start-up:
- *               module.c (entry, events)   settings.c (derived settings)  config.c (CONFIG)
- *               node.c (the node's state)  commands.c (store OBJ.*)        cmdtable.c
- *               acl.c (ACL key permissions on object ids)
- *               remote.c (engine and directory; OBJ.FETCH/LOCATE/NODES)
- *               reply.c (shared replies)   waiters.c (waits for a seal)    stats.c
- *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE: named versions, purge)
- *               limits.c (max-objects, heap counters)
- *               module.c calls the others; nothing calls module.c.
- *   door/       not part of objstore.so: the module objstore-rdma.so (Redis
- *               clients over RDMA); door.h names the counters it shares
- *   transfer/   the transfer engine thread: engine.c, fetch.c, serve.c, wire.c,
- *               transport.h with tcp.c and rdma.c
- *   directory/  the directory client thread (hiredis)
- *   rdma/       verbs helpers and ring arithmetic
- *   store/      arena.c, alloc.c (TLSF), objtable.c, checksum.c
- *   common/     util.c: parsing, glob, clocks
+ *               module.c (entry, events; calls the others, nothing calls it),
+ *               node.c (the node's state), settings.c, config.c (CONFIG),
+ *               cmdtable.c, commands.c (the store's OBJ.*), acl.c,
+ *               remote.c (OBJ.FETCH/LOCATE/NODES; starts the engine),
+ *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE), spill.c (waits on
+ *               the spill tier), sealer.c (background checksum and scrub),
+ *               args.c (shared argument checks), reply.c, waiters.c,
+ *               stats.c, limits.c, strdup.c
+ *   door/       not part of objstore.so: objstore-rdma.so (Redis clients
+ *               over RDMA): door.c, conntype.c; door.h names the counters
+ *               it shares
+ *   transfer/   the transfer engine thread: engine.c (core), start.c; the
+ *               requesting side fetch.c, fetchxfer.c, fetchanswer.c; the
+ *               answering side serve.c, tierserve.c; the transports tcp.c,
+ *               rdma.c, rdmaread.c (transport.h) with framer.c, streamrx.c,
+ *               handshake.c, rdmaproto.c, rdmareg.c; frames in wire.c
+ *   directory/  the directory client thread (hiredis): directory.c,
+ *               thread.c, lookup.c, publish.c, versions.c, tomb.c,
+ *               batch.c, conn.c, slots.c, queue.c, keys.c, state.c
+ *   rdma/       the RDMA stream endpoint: stream.c, streamcm.c (set-up),
+ *               streamproto.c (its rules); verbs.c
+ *   store/      arena.c, alloc.c (TLSF), objtable.c, tier.c (spill tier),
+ *               checksum.c
+ *   common/     util.c (parsing, glob, clocks), heap.c (counted heap), list.h,
+ *               errwords.h (the error code words)
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -37,7 +37,8 @@ typedef struct ObjConfig {
     long long transferPort; /* -1 = Redis port + 10000, 0 = no TCP transfers */
     char announceAddr[64];  /* address other nodes dial; "" = transfer-bind */
     char clusterSecret[256];
-    long long fetchTimeoutMs; /* OBJ.FETCH without TIMEOUT */
+    long long transferEncrypt; /* 1: TCP payloads are encrypted (AES-GCM), not only authenticated */
+    long long fetchTimeoutMs;  /* OBJ.FETCH without TIMEOUT */
     long long heartbeatMs, nodeTtlMs;
     long long purgeTombstoneTtlS; /* how long a purge keeps a node away from bringing a copy back */
     char rdmaBind[64];            /* "" = announce address */

@@ -251,6 +251,7 @@ int objRemoteStart(RedisModuleCtx *ctx)
     snprintf(ec.secret, sizeof(ec.secret), "%s", cfg->clusterSecret);
     snprintf(ec.tcpBind, sizeof(ec.tcpBind), "%s", cfg->transferBind);
     ec.tcpPort = (int)cfg->transferPort;
+    ec.encrypt = cfg->transferEncrypt != 0;
     snprintf(ec.rdmaBind, sizeof(ec.rdmaBind), "%s", cfg->rdmaBind);
     ec.rdmaPort = (int)cfg->rdmaPort;
     snprintf(ec.rdmaDevice, sizeof(ec.rdmaDevice), "%s", cfg->rdmaDevice);
@@ -794,6 +795,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("transfer_connections", es.connections);
     STAT("transfer_bad_frames", es.badFrames);
     STAT("transfer_refused_connections", es.refusedConnections);
+    STAT("transfer_encrypted_sessions", es.encryptedSessions);
     STAT("transfer_hint_hits", es.hintHits);
     STAT("transfer_hint_fallbacks", es.hintFallbacks);
     STAT("transfer_uploaded_bytes", es.uploadedBytes);

@@ -514,7 +514,8 @@ Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen)
 /* The feature bits this node puts in its HELLO. */
 static uint16_t engineFeatures(void)
 {
-    return (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0));
+    return (uint16_t)((eng.tp[TP_TCP] ? OBJ_FEAT_TCP : 0) | (eng.tp[TP_RDMA] ? OBJ_FEAT_RDMA : 0) |
+                      (eng.cfg.encrypt ? OBJ_FEAT_ENCRYPT : 0));
 }
 
 /* The handshake of c as this node sees it, for wireProof. The connector's
@@ -552,15 +553,33 @@ static int engineKeySession(Conn *c, const uint8_t proofAcceptor[OBJ_WIRE_PROOF]
     WireTranscript t = engineTranscript(c);
     uint8_t c2a[OBJ_WIRE_KEY], a2c[OBJ_WIRE_KEY];
 
+    /* Encrypted payloads when either side asks, on TCP only: the RDMA
+     * transport authenticates (its large objects are read by the peer). */
+    int encrypt =
+        c->ops == eng.tp[TP_TCP] && (eng.cfg.encrypt || (c->peerFeatures & OBJ_FEAT_ENCRYPT) != 0);
+    int keyed = -1;
+
     if (wireSessionKeys(eng.cfg.secret, strlen(eng.cfg.secret), &t, proofAcceptor, proofConnector,
                         c2a, a2c) == 0) {
-        c->txMac = wireMacNew(c->outgoing ? c2a : a2c);
-        c->rxMac = wireMacNew(c->outgoing ? a2c : c2a);
+        const uint8_t *txKey = c->outgoing ? c2a : a2c, *rxKey = c->outgoing ? a2c : c2a;
+        c->txMac = wireMacNew(txKey);
+        c->rxMac = wireMacNew(rxKey);
+        keyed = c->txMac && c->rxMac ? 0 : -1;
+        if (keyed == 0 && encrypt &&
+            (wireMacSetEncrypt(c->txMac, txKey, WIRE_CRYPT_ENCRYPT) == -1 ||
+             wireMacSetEncrypt(c->rxMac, rxKey, WIRE_CRYPT_DECRYPT) == -1))
+            keyed = -1;
     }
     OPENSSL_cleanse(c2a, sizeof(c2a));
     OPENSSL_cleanse(a2c, sizeof(a2c));
-    if (c->txMac && c->rxMac)
+    if (keyed == 0) {
+        if (encrypt) {
+            pthread_mutex_lock(&eng.statLock);
+            eng.st.encryptedSessions++;
+            pthread_mutex_unlock(&eng.statLock);
+        }
         return 0;
+    }
     engineLog("warning", "%s: cannot key the session MAC (libcrypto failed)", c->desc);
     snprintf(c->failWhy, sizeof(c->failWhy), "cannot key the session MAC");
     return -1;

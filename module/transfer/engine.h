@@ -56,6 +56,9 @@ typedef struct EngineConfig {
     char secret[256];
     char tcpBind[64];
     int tcpPort; /* 0: no TCP listener */
+    /* Ask peers for encrypted TCP payloads (OBJ_FEAT_ENCRYPT): a TCP session
+     * either side asks it of encrypts its payloads both ways. */
+    int encrypt;
     char rdmaBind[64];
     int rdmaPort; /* 0: no RDMA */
     char rdmaDevice[64];
@@ -101,6 +104,7 @@ typedef struct EngineStats {
     EngineTransportStats tcp, rdma;
     uint64_t fetchRequests, shared, localHits, cancelled, connections, badFrames;
     uint64_t refusedConnections; /* closed at the handshake caps or deadline */
+    uint64_t encryptedSessions;  /* sessions keyed to encrypt their payloads (TCP) */
     /* FROM hints: transfers the hinted node completed (no directory lookup
      * of the object), and those that fell back to the directory. */
     uint64_t hintHits, hintFallbacks;

@@ -3,8 +3,9 @@
  * handshake) as its sides see it: the handler table a side registers
  * (EngineSide) and the narrow API the sides call (send, connect, look up,
  * settings, counters). The core's own state stays inside engine.c; the
- * requesting side's stays in fetch.c. Not for the Redis-facing layer: that
- * uses engine.h. Engine thread only, unless a function says otherwise.
+ * requesting side's stays in its files (fetchint.h). Not for the
+ * Redis-facing layer: that uses engine.h. Engine thread only, unless a
+ * function says otherwise.
  */
 #ifndef OBJSTORE_ENGINEINT_H
 #define OBJSTORE_ENGINEINT_H

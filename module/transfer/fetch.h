@@ -1,5 +1,6 @@
 /*
- * fetch.h - the requesting side of a transfer (fetch.c): OBJ.FETCH requests,
+ * fetch.h - the requesting side of a transfer (fetch.c, fetchxfer.c,
+ * fetchanswer.c; their insides: fetchint.h): OBJ.FETCH requests,
  * shared transfers, failover between locations, payloads received or read.
  */
 #ifndef OBJSTORE_FETCH_H

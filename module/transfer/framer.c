@@ -6,9 +6,10 @@
  * consumed bytes are dropped (the rest moved down) only when more space is
  * asked for, so a decoded frame's pointers stay valid while its receiver
  * looks at it. Payload bytes that arrived in the buffer with their frame
- * are copied out (the few); the rest is read straight into the destination.
- * Each piece is fed to the payload's checksum right after it landed (in the
- * cache), which spares the fetch a second pass over the object.
+ * are copied out (the few); the rest is read straight into the destination,
+ * at most FRAMER_PIECE bytes a read, and each piece is checked (decrypted,
+ * tagged and checksummed) right after it landed, while it is in the cache:
+ * the bytes make no pass over the object after the copy that brought them.
  */
 #include <string.h>
 
@@ -31,48 +32,52 @@ void framerSetMac(Framer *f, WireMac *mac)
     f->mac = mac;
 }
 
-/* Feed n bytes that just landed in the payload's destination to its
- * checksum and its tag, while they are in the cache. */
-static void framerHash(Framer *f, const uint8_t *p, size_t n)
+/* Feed n bytes that just landed in the payload's destination to its tag
+ * (decrypting them in place first, in an encrypted session) and its
+ * checksum, while they are in the cache. */
+static void framerHash(Framer *f, uint8_t *p, size_t n)
 {
+    if (f->payMacing && n > 0)
+        wireMacPayloadCrypt(f->mac, p, p, n); /* a failure fails the check at the end */
     if (f->hashing && n > 0)
         XXH3_64bits_update(f->hash, p, n);
-    if (f->payMacing && n > 0)
-        wireMacPayloadUpdate(f->mac, p, n);
-}
-
-/* The payload is complete: does what landed match its tag? 1 when it does
- * or was not checked (no session, or thrown away). */
-static int framerPayloadTagOk(Framer *f)
-{
-    uint8_t tag[OBJ_WIRE_MAC];
-
-    if (!f->payMacing)
-        return 1;
-    f->payMacing = 0;
-    return wireMacPayloadEnd(f->mac, tag) == 0 && wireMacEqual(tag, f->payTag);
 }
 
 /* With a session: is the whole frame whose header is m->h (and body
- * decoded) in, with its tags, and do they check out? Returns 1 (the tags
- * are consumed), 0 (wait for more), or -1 with *why. */
+ * decoded) in, with its tag, and does it check out? Returns 1 (the tag is
+ * consumed), 0 (wait for more), or -1 with *why. */
 static int framerTagsIn(Framer *f, const WireMsg *m, size_t have, const char **why)
 {
     size_t len = OBJ_WIRE_HDR_LEN + m->h.bodyLen;
-    size_t tags = wireTagsAfter(m);
     uint8_t tag[OBJ_WIRE_MAC];
 
-    if (have < len + tags)
+    if (have < len + OBJ_WIRE_MAC)
         return 0;
     const uint8_t *frame = f->buf + f->start;
     if (wireMacFrame(f->mac, frame, len, tag) == -1 || !wireMacEqual(tag, frame + len)) {
         *why = "frame MAC mismatch: altered, injected, replayed or out of order";
         return -1;
     }
-    f->payTagDue = tags > OBJ_WIRE_MAC;
-    if (f->payTagDue)
-        memcpy(f->payTag, frame + len + OBJ_WIRE_MAC, OBJ_WIRE_MAC);
+    f->payTagDue = wirePayloadTagged(m);
     return 1;
+}
+
+/* The payload's bytes are all in: take its tag (when one follows it) from
+ * the buffer and check it against what landed. Returns 1 (done: checked,
+ * or not to be), 0 (the tag is not in yet), or -1 (it does not match). */
+static int framerPayloadTagIn(Framer *f)
+{
+    if (!f->tagDue)
+        return 1;
+    if (f->end - f->start < OBJ_WIRE_MAC)
+        return 0;
+    const uint8_t *tag = f->buf + f->start;
+    f->start += OBJ_WIRE_MAC;
+    f->tagDue = 0;
+    if (!f->payMacing)
+        return 1;
+    f->payMacing = 0;
+    return wireMacPayloadCheck(f->mac, tag) == 0 ? 1 : -1;
 }
 
 /* Copy or throw away as many buffered bytes as the payload still wants.
@@ -97,7 +102,7 @@ size_t framerReadSpace(Framer *f, uint8_t **dst)
     if (f->inPayload && f->payLeft > 0 && f->start == f->end) {
         f->spaceDirect = 1;
         f->spaceOpen = 1;
-        f->spaceCap = f->payLeft;
+        f->spaceCap = f->payLeft < FRAMER_PIECE ? f->payLeft : FRAMER_PIECE;
         *dst = f->payDst;
         return f->spaceCap;
     }
@@ -142,9 +147,12 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
         framerFeedPayload(f);
         if (f->payLeft > 0)
             return FRAMER_MORE;
+        int tagIn = framerPayloadTagIn(f);
+        if (tagIn == 0)
+            return FRAMER_MORE;
         f->inPayload = 0;
         f->payDst = NULL;
-        if (!framerPayloadTagOk(f)) {
+        if (tagIn == -1) {
             reason = "payload MAC mismatch: the object's bytes were altered on the way";
             f->hashing = 0;
             goto out_fail;
@@ -166,7 +174,7 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
     if (have - OBJ_WIRE_HDR_LEN < m->h.bodyLen)
         return FRAMER_MORE;
     /* The body is decoded (strictly, bounded) before its tag is checked:
-     * a DATA frame's sizes say whether a payload's tag follows it. */
+     * a DATA frame's sizes say whether a payload's tag follows its payload. */
     if (wireDecodeBody(f->buf + f->start + OBJ_WIRE_HDR_LEN, m, &reason) == -1)
         goto out_fail;
     size_t tags = 0;
@@ -177,7 +185,7 @@ FramerEvent framerNext(Framer *f, WireMsg *m, const char **why)
             return FRAMER_MORE;
         if (in == -1)
             goto out_fail;
-        tags = wireTagsAfter(m);
+        tags = OBJ_WIRE_MAC;
     }
     f->start += OBJ_WIRE_HDR_LEN + m->h.bodyLen + tags;
     return FRAMER_FRAME;
@@ -201,7 +209,10 @@ int framerExpectPayload(Framer *f, void *dst, size_t len)
     f->hashReady = 0;
     f->hashing = 0;
     f->payMacing = 0;
-    if (dst && f->payTagDue && len > 0) {
+    /* A tag follows the payload the frame announced, whatever becomes of
+     * the bytes: it is taken from the stream in any case. */
+    f->tagDue = f->payTagDue;
+    if (dst && f->payTagDue) {
         wireMacPayloadBegin(f->mac); /* should it fail, the tag fails at the end */
         f->payMacing = 1;
     }

@@ -17,10 +17,11 @@
  * decode is an error that stays: the connection is beyond repair.
  *
  * In an authenticated session (framerSetMac) every frame is followed by its
- * tag, and a DATA frame with a payload by the payload's tag too (wire.h):
- * a frame is delivered only once its tag checked out, a payload's end only
- * once the bytes that landed in its destination did. A payload thrown away
- * is not checked (nothing reads it), but its tag still takes its place.
+ * tag, and a DATA or PART payload by the payload's tag (wire.h): a frame is
+ * delivered only once its tag checked out, a payload's end only once the
+ * bytes that landed in its destination did (an encrypted session's are
+ * decrypted in place as they land). A payload thrown away is not checked
+ * (nothing reads it), but its tag is still taken from the stream.
  *
  * Pure C: usable (and fuzzed) without sockets, threads or the engine.
  */
@@ -35,6 +36,9 @@
 
 /* A whole largest frame, and room for the start of what follows it. */
 #define FRAMER_BUF (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 4096)
+/* The most payload read straight into its destination at once: small
+ * enough that the piece is still in the cache when it is checked. */
+#define FRAMER_PIECE (256u << 10)
 
 typedef enum FramerEvent {
     FRAMER_MORE = 0,     /* nothing whole is buffered: read more */
@@ -58,10 +62,10 @@ typedef struct Framer {
     int hashing;        /* the payload being received is hashed whole */
     int hashReady;      /* lastHash is the finished payload's checksum */
     uint64_t lastHash;
-    WireMac *mac;                 /* the session's receiving direction; NULL: none yet */
-    uint8_t payTag[OBJ_WIRE_MAC]; /* the tag the payload due must match */
-    int payTagDue;                /* the frame just delivered announced a tagged payload */
-    int payMacing;                /* the payload being received is being checked */
+    WireMac *mac;  /* the session's receiving direction; NULL: none yet */
+    int payTagDue; /* the frame just delivered announced a tagged payload */
+    int tagDue;    /* the payload due is followed by its tag */
+    int payMacing; /* the payload being received is being checked (and decrypted) */
 } Framer;
 
 /* An empty framer waiting for a frame. Can't fail. */
@@ -77,7 +81,7 @@ void framerSetMac(Framer *f, WireMac *mac);
 /* Where the next bytes of the stream go: returns how many may be written
  * at *dst, and *dst, which is NULL when they are to be thrown away (read
  * them anywhere, at most that many). Straight into the payload's
- * destination only when nothing is buffered; otherwise into the framer's
+ * destination (at most FRAMER_PIECE) only when nothing is buffered; otherwise into the framer's
  * own buffer (then framerNext copies them on). Returns 0 when the buffer is
  * full, which happens only when whole frames are left unconsumed. */
 size_t framerReadSpace(Framer *f, uint8_t **dst);

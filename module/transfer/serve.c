@@ -1,49 +1,12 @@
 /*
  * serve.c - the answering side: another node asked for one of our objects.
- *
- * The object is pinned for as long as its bytes may still be read: inline
- * until the transport has sent them (engineOnSendDone), and for an RDMA
- * read rendezvous until the requester says DONE and the transport has
- * closed the key it was given (grantRead / revokeRead: the key opens that
- * object only, on that connection only), or its connection goes away. Pins
- * are held in the connection's name (ENGINE_HOLDER_CONN), so a vanished
- * peer releases all of them at once and memory is never freed under the
- * NIC or a send.
- *
- * An object on the spill tier is served from its file without taking arena
- * room, sent inline on either transport from a buffer that tierserve.c
- * reads off this thread and shares between the concurrent requesters of
- * that object, within the node's spill-serve-budget. Such a request counts
- * as a pin of its connection's cap and takes an upload slot like one in
- * memory (serveSpilled; docs/tiers.md).
- *
- * Upload slots: while upload-slots large objects are being sent and one of
- * them is the object asked for, a FETCHR whose requester may go elsewhere
- * or come back (BUSY_OK) is answered BUSY: the nodes this one is sending
- * the object to will hold it soon and serve it in turn, so a broadcast
- * spreads as a doubling wave instead of splitting one link N ways
- * (docs/cluster.md, "Broadcast"). A FETCHR may also ask for the bytes from
- * an offset on: a fetch resuming after its source failed.
- *
- * Relays: a BUSY names a node that is receiving the object ("relay
- * <name>"): the requester this node sent on most recently (the likely end
- * of the chain a broadcast grows), else the node it has been sending the
- * object to longest. Asked with PARTIAL_OK for an object it is still
- * receiving, a node answers with a relay stream: PARTs of the bytes from
- * the offset asked on, each sent as soon as it has landed here and never
- * before, until the object's end (or an ERROR that ends the stream early:
- * the requester goes on elsewhere from where it got to). The stream holds
- * its object (objTablePinCreated), so the bytes a queued PART points at
- * stay put even if this node's own transfer gives the object up, and a
- * sealed copy is not evicted while it is served. Every copy is checked
- * against the owner's checksum at its end (docs/cluster.md, "Broadcast").
- *
- * An RDMA requester gets one answer per request instead: PART for a range
- * under rdma-read-min, else RPART, a rendezvous whose key opens exactly the
- * bytes that have landed here, the object held until the requester's DONE
- * revokes the key; it then asks again from its new offset (serveRelayRdma).
- * An owner resuming an RDMA requester at an offset answers RPART over the
- * rest too.
+ * A FETCH is decided under the table lock (serveDecide) and answered by
+ * its sender: the object inline or by READ rendezvous (pinned in the
+ * connection's name until sent or DONE), BUSY naming a relay when the
+ * upload slots are taken, a relay stream of an object still arriving here,
+ * or the spilled object's file (tierserve.c). How and why:
+ * docs/architecture.md ("An OBJ.FETCH, hop by hop", "Large objects: the
+ * READ rendezvous"), docs/cluster.md ("Broadcast"), docs/tiers.md.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -898,60 +861,63 @@ static void sumWaitConnClosed(Conn *c)
     }
 }
 
-static int serveOnFetch(Conn *c, const WireMsg *m)
+/* What serveOnFetch decided about a FETCH under the table lock. */
+typedef struct ServeDecision {
+    ObjEntry *e;     /* the object asked for, NULL when there is none */
+    ObjStatus st;    /* OBJ_ST_OK: pinned (or busy/partial); SPILLED: on the tier; else why not */
+    int sumWait;     /* its checksum is still being taken: the FETCH waits (sumWaitAdd) */
+    int busy;        /* answer BUSY (serveRedirect) */
+    int partial;     /* a relay answer: the object is still being received here */
+    RelayStream *rs; /* partial on a stream: the relay stream opened, or NULL */
+    const char *relayWhy; /* why rs is NULL */
+    WireMsg spilled;      /* SPILLED: its sizes and checksum, read under the lock */
+    int tierFd;           /* SPILLED: its tier file, open (or -1) */
+    uint64_t tierFileNo;
+} ServeDecision;
+
+/* Decide how FETCH m of c is answered, under the table lock: find the
+ * object, and take what the answer needs while the object cannot change
+ * (the pin, a relay stream's hold, the spilled object's file). Sends
+ * nothing. Can't fail (a failure is a decision: d->st). */
+static void serveDecide(Conn *c, const WireMsg *m, ServeDecision *d)
 {
     ObjTable *t = engineConfig()->table;
-    WireMsg r = {.h = {.reqId = m->h.reqId}};
 
-    if (m->h.reqId == 0) {
-        engineLog("warning", "%s: FETCH without a request id", c->desc);
-        return -1;
-    }
-    if (engineConnBusy(c)) { /* a peer past its window: no pin, no queued bytes */
-        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "too many requests outstanding");
-        return 0;
-    }
+    *d = (ServeDecision){.tierFd = -1};
     objTableLock(t);
     ObjEntry *e = objTableFind(t, m->u.fetch.id, m->u.fetch.idLen);
+    d->e = e;
     if (e && e->sumPending) {
         objTableUnlock(t);
-        sumWaitAdd(c, m);
-        return 0;
+        d->sumWait = 1;
+        return;
     }
-    int busy = e && serveRedirect(c, m, e);
-    int partial = e && e->state != OBJ_SEALED && !busy && m->h.type == WIRE_FETCHR &&
-                  (m->u.fetch.flags & WIRE_FETCHR_PARTIAL_OK);
-    ObjStatus st = !e                ? OBJ_ST_NOTFOUND
-                   : busy || partial ? OBJ_ST_OK
-                                     : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
-    const char *relayWhy = NULL;
-    RelayStream *rs = partial && !c->ops->grantRead ? relayOpen(c, m, e, &relayWhy) : NULL;
-    int tierFd = st == OBJ_ST_SPILLED ? objTableTierOpen(t, e) : -1; /* opened before any unlink */
-    uint64_t tierFileNo = 0;
-    if (st == OBJ_ST_SPILLED) {
-        r.u.data.size = e->dataSize;
-        r.u.data.metaSize = e->metaSize;
-        r.u.data.checksum = e->checksum;
-        tierFileNo = e->fileNo;
+    d->busy = e && serveRedirect(c, m, e);
+    d->partial = e && e->state != OBJ_SEALED && !d->busy && m->h.type == WIRE_FETCHR &&
+                 (m->u.fetch.flags & WIRE_FETCHR_PARTIAL_OK);
+    d->st = !e                      ? OBJ_ST_NOTFOUND
+            : d->busy || d->partial ? OBJ_ST_OK
+                                    : objTablePin(t, e, ENGINE_HOLDER_CONN(c->id));
+    if (d->partial && !c->ops->grantRead)
+        d->rs = relayOpen(c, m, e, &d->relayWhy);
+    if (d->st == OBJ_ST_SPILLED) {
+        d->tierFd = objTableTierOpen(t, e); /* opened before any unlink */
+        d->spilled.u.data.size = e->dataSize;
+        d->spilled.u.data.metaSize = e->metaSize;
+        d->spilled.u.data.checksum = e->checksum;
+        d->tierFileNo = e->fileNo;
     }
     objTableUnlock(t);
-    if (busy) {
-        serveBusy(c, m, e);
-        return 0;
-    }
-    if (partial)
-        return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m, rs, relayWhy);
-    if (st == OBJ_ST_SPILLED)
-        return serveSpilled(c, m, e, &r, tierFd, tierFileNo);
-    if (st == OBJ_ST_NOTFOUND) {
-        engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
-        return 0;
-    }
-    if (st != OBJ_ST_OK) {
-        engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
-        return 0;
-    }
-    c->pins++; /* capped above (and a stream transport stops reading at the cap) */
+}
+
+/* Send the pinned object e (its pin taken by serveDecide) to c: inline in
+ * a DATA, or opened to the requester's reads by RNDV (the whole object) or
+ * RPART (the bytes from an offset). Returns 0, or -1 when c is closing. */
+static int serveSendPinned(Conn *c, const WireMsg *m, ObjEntry *e)
+{
+    WireMsg r = {.h = {.reqId = m->h.reqId}};
+
+    c->pins++; /* capped in serveOnFetch (and a stream transport stops reading at the cap) */
     if (serveIsLarge(e))
         uploadAdd(c, e);
     uint64_t total = e->dataSize + e->metaSize;
@@ -1016,6 +982,44 @@ static int serveOnFetch(Conn *c, const WireMsg *m)
     r.u.data.offset = from;
     r.u.data.len = from ? total - from : 0;
     return engineSend(c, &r, NULL, 0, NULL);
+}
+
+/* FETCH or FETCHR m from c: decide under the lock (serveDecide), then
+ * send what was decided. Returns 0, or -1 when c must close. */
+static int serveOnFetch(Conn *c, const WireMsg *m)
+{
+    ServeDecision d;
+
+    if (m->h.reqId == 0) {
+        engineLog("warning", "%s: FETCH without a request id", c->desc);
+        return -1;
+    }
+    if (engineConnBusy(c)) { /* a peer past its window: no pin, no queued bytes */
+        engineSendError(c, m->h.reqId, WIRE_ERR_BUSY, "too many requests outstanding");
+        return 0;
+    }
+    serveDecide(c, m, &d);
+    if (d.sumWait) {
+        sumWaitAdd(c, m);
+        return 0;
+    }
+    if (d.busy) {
+        serveBusy(c, m, d.e);
+        return 0;
+    }
+    if (d.partial)
+        return c->ops->grantRead ? serveRelayRdma(c, m) : serveRelay(c, m, d.rs, d.relayWhy);
+    if (d.st == OBJ_ST_SPILLED)
+        return serveSpilled(c, m, d.e, &d.spilled, d.tierFd, d.tierFileNo);
+    if (d.st == OBJ_ST_NOTFOUND) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_NOTFOUND, "no such object on this node");
+        return 0;
+    }
+    if (d.st != OBJ_ST_OK) {
+        engineSendError(c, m->h.reqId, WIRE_ERR_NOTSEALED, "the object is not sealed");
+        return 0;
+    }
+    return serveSendPinned(c, m, d.e);
 }
 
 static int serveOnDone(Conn *c, const WireMsg *m)

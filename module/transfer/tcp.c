@@ -3,10 +3,13 @@
  * peer, non-blocking, driven by the engine's epoll.
  *
  * Object bytes never pass through a user-space buffer: a DATA frame's
- * payload is written with writev straight from the arena, and on the
- * receiving side recvPayload() points the socket's next bytes straight at
- * the destination object (only the few payload bytes that arrived in the
- * same read as the frame header are copied out of the small frame buffer).
+ * payload is written with writev straight from the arena, a piece at a
+ * time right after the session tagged it (its tag follows its last byte),
+ * and on the receiving side recvPayload() points the socket's next bytes
+ * straight at the destination object (only the few payload bytes that
+ * arrived in the same read as the frame header are copied out of the small
+ * frame buffer). An encrypted session (transfer-encrypt) writes each piece
+ * from a bounce buffer it was encrypted into.
  * Which bytes are frames and which payload is the framer's business
  * (framer.c, pure and fuzzed); this file does the reads and the calls.
  * Sockets get TCP_NODELAY (frames are small and latency matters) and
@@ -49,11 +52,23 @@ static const TransportOps tcpTransport;
 #define TCP_TXQ_MAX   (1u << 20)
 #define TCP_DRAIN_BUF (64u << 10) /* where a discarded payload is read to */
 
-/* One queued frame and the payload bytes that follow it. */
+/* The payload bytes tagged (or encrypted) at a time, just before they are
+ * written: the kernel's copy then reads them from the cache. */
+#define TCP_PIECE (256u << 10)
+
+/* One queued frame, the payload bytes that follow it and the payload's tag.
+ * In a session the payload goes out only as far as it was tagged (readyOff:
+ * tcpPrepare tags, or encrypts into the connection's bounce buffer, one
+ * piece ahead of the socket), and its tag after its last byte. */
 typedef struct TxItem {
     size_t frameLen, frameOff;
     const uint8_t *payload;
     size_t payloadLen, payloadOff;
+    size_t readyOff;           /* payload bytes tagged or encrypted: may be written */
+    int64_t paySeq;            /* the sequence number of the payload's tag; -1: none */
+    size_t tagLen, tagOff;     /* the tag's bytes (0 or OBJ_WIRE_MAC), and those written */
+    int ready;                 /* the whole payload and its tag are ready */
+    uint8_t tag[OBJ_WIRE_MAC]; /* valid once ready */
     void *cookie;
     struct TxItem *next;
     uint8_t frame[]; /* frameLen bytes */
@@ -75,6 +90,11 @@ typedef struct TcpConn {
     int failed;
     char failWhy[96];
     int rxPaused; /* requests are not read while the send side is over its caps */
+    /* An encrypted session's payload piece, encrypted from the arena and
+     * written from here (TCP_PIECE bytes, made at first use): the head
+     * item's payload bytes [bounceAt, its readyOff). */
+    uint8_t *bounce;
+    size_t bounceAt;
     TxItem *txHead, *txTail;
     size_t txBytes;  /* memory of the queued TxItems */
     uint32_t events; /* the epoll mask set for fd */
@@ -98,6 +118,7 @@ static void tcpFree(TcpConn *c)
     }
     objListUnlink(&c->all);
     framerDestroy(&c->sc.rx);
+    free(c->bounce);
     free(c);
 }
 
@@ -178,6 +199,113 @@ static int tcpFail(TcpConn *c, const char *why)
     return -1;
 }
 
+/* Make the next piece of it's payload ready to go (it is the first item
+ * whose payload is not all ready, so the session's payload context is its):
+ * tag it, or encrypt it into the bounce buffer once the piece before it was
+ * written; at the payload's end, finish its tag. Returns 0, or -1 when
+ * libcrypto failed (or no memory for the bounce buffer). */
+static int tcpPrepare(TcpConn *c, TxItem *it)
+{
+    WireMac *w = c->sc.base.txMac;
+    int encrypt = wireMacCrypt(w) == WIRE_CRYPT_ENCRYPT;
+
+    if (it->ready)
+        return 0;
+    if (encrypt && it->payloadOff < it->readyOff)
+        return 0; /* the bounce buffer still holds unwritten bytes */
+    if (!encrypt && it->readyOff - it->payloadOff >= TCP_PIECE)
+        return 0; /* a piece ahead is enough */
+    if (it->readyOff == 0 && wireMacPayloadBeginAt(w, (uint64_t)it->paySeq) == -1)
+        return -1;
+    size_t n = it->payloadLen - it->readyOff;
+    if (n > TCP_PIECE)
+        n = TCP_PIECE;
+    if (encrypt && n > 0) {
+        if (!c->bounce && !(c->bounce = malloc(TCP_PIECE)))
+            return -1;
+        if (wireMacPayloadCrypt(w, it->payload + it->readyOff, c->bounce, n) == -1)
+            return -1;
+        c->bounceAt = it->readyOff;
+    } else if (n > 0 && wireMacPayloadUpdate(w, it->payload + it->readyOff, n) == -1) {
+        return -1;
+    }
+    it->readyOff += n;
+    if (it->readyOff == it->payloadLen) {
+        if (wireMacPayloadEnd(w, it->tag) == -1)
+            return -1;
+        it->ready = 1;
+    }
+    return 0;
+}
+
+/* Gather what of the queue can be written now into iov (at most max
+ * entries): each item's frame, its payload as far as it is ready, its tag,
+ * stopping after the first payload that is not all ready (and, encrypting,
+ * after one whose last piece in the bounce buffer is not all written: the
+ * next payload's first piece would overwrite it). Returns the entries, or
+ * -1 when tcpPrepare failed. */
+static int tcpGather(TcpConn *c, struct iovec *iov, int max)
+{
+    int encrypt = wireMacCrypt(c->sc.base.txMac) == WIRE_CRYPT_ENCRYPT;
+    int n = 0;
+
+    for (TxItem *it = c->txHead; it && n + 3 <= max; it = it->next) {
+        if (it->frameOff < it->frameLen)
+            iov[n++] = (struct iovec){it->frame + it->frameOff, it->frameLen - it->frameOff};
+        if (tcpPrepare(c, it) == -1)
+            return -1;
+        if (it->payloadOff < it->readyOff) {
+            const uint8_t *from =
+                encrypt ? c->bounce + (it->payloadOff - c->bounceAt) : it->payload + it->payloadOff;
+            iov[n++] = (struct iovec){(void *)from, it->readyOff - it->payloadOff};
+        }
+        if (!it->ready)
+            break;
+        if (it->tagOff < it->tagLen)
+            iov[n++] = (struct iovec){it->tag + it->tagOff, it->tagLen - it->tagOff};
+        if (encrypt && it->payloadOff < it->payloadLen)
+            break;
+    }
+    return n;
+}
+
+/* w bytes went out: move the queue on, reporting engineOnSendDone for the
+ * items done. Returns 0, or -1 when a callback closed c. */
+static int tcpAdvance(TcpConn *c, size_t left)
+{
+    while (c->txHead) {
+        TxItem *it = c->txHead;
+        size_t take = it->frameLen - it->frameOff;
+        take = left < take ? left : take;
+        it->frameOff += take;
+        left -= take;
+        take = it->readyOff - it->payloadOff;
+        take = left < take ? left : take;
+        it->payloadOff += take;
+        left -= take;
+        if (it->payloadOff == it->payloadLen) {
+            take = it->tagLen - it->tagOff;
+            take = left < take ? left : take;
+            it->tagOff += take;
+            left -= take;
+        }
+        if (it->frameOff < it->frameLen || it->payloadOff < it->payloadLen ||
+            it->tagOff < it->tagLen)
+            break;
+        c->txHead = it->next;
+        if (!c->txHead)
+            c->txTail = NULL;
+        void *cookie = it->cookie;
+        c->txBytes -= sizeof(*it) + it->frameLen;
+        free(it);
+        if (cookie)
+            host->onSendDone(&c->sc.base, cookie);
+        if (c->closed)
+            return -1;
+    }
+    return 0;
+}
+
 /* Write as much of the queue as the socket takes. Returns 0, or -1 when the
  * connection failed (tcpFail: closed later, from its own event). Completed
  * items with a cookie report engineOnSendDone in order. */
@@ -188,13 +316,10 @@ static int tcpFlush(TcpConn *c)
     c->flushing = 1;
     while (c->txHead) {
         struct iovec iov[TCP_MAX_IOV];
-        int n = 0;
-        for (TxItem *it = c->txHead; it && n + 2 <= TCP_MAX_IOV; it = it->next) {
-            if (it->frameOff < it->frameLen)
-                iov[n++] = (struct iovec){it->frame + it->frameOff, it->frameLen - it->frameOff};
-            if (it->payloadOff < it->payloadLen)
-                iov[n++] = (struct iovec){(void *)(it->payload + it->payloadOff),
-                                          it->payloadLen - it->payloadOff};
+        int n = tcpGather(c, iov, TCP_MAX_IOV);
+        if (n < 0) {
+            c->flushing = 0;
+            return tcpFail(c, "cannot tag or encrypt a payload (libcrypto failed)");
         }
         ssize_t w = n ? writev(c->fd, iov, n) : 0;
         if (w < 0) {
@@ -205,33 +330,11 @@ static int tcpFlush(TcpConn *c)
             c->flushing = 0;
             return tcpFail(c, why);
         }
-        size_t left = (size_t)w;
         if (w > 0)
             c->sc.base.txStallSinceUs = utilMonoUs(); /* it moved */
-        while (c->txHead) {
-            TxItem *it = c->txHead;
-            size_t f = it->frameLen - it->frameOff;
-            size_t take = left < f ? left : f;
-            it->frameOff += take;
-            left -= take;
-            size_t p = it->payloadLen - it->payloadOff;
-            take = left < p ? left : p;
-            it->payloadOff += take;
-            left -= take;
-            if (it->frameOff < it->frameLen || it->payloadOff < it->payloadLen)
-                break;
-            c->txHead = it->next;
-            if (!c->txHead)
-                c->txTail = NULL;
-            void *cookie = it->cookie;
-            c->txBytes -= sizeof(*it) + it->frameLen;
-            free(it);
-            if (cookie)
-                host->onSendDone(&c->sc.base, cookie);
-            if (c->closed) {
-                c->flushing = 0;
-                return -1;
-            }
+        if (tcpAdvance(c, (size_t)w) == -1) {
+            c->flushing = 0;
+            return -1;
         }
         if (n == 0)
             break;
@@ -247,14 +350,15 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
 {
     TcpConn *c = (TcpConn *)base;
     TxItem *it;
+    int64_t paySeq = -1;
 
     uint8_t frame[TCP_FRAME_MAX];
 
     if (c->closed || c->failed)
         return -1;
     int len = wireEncode(m, frame, sizeof(frame));
-    if (len >= 0) /* the session's tags (a pass over a DATA payload) */
-        len = wireSeal(base->txMac, frame, sizeof(frame), len, payload, payload ? payloadLen : 0);
+    if (len >= 0) /* the frame's tag; the payload's is made as it goes out */
+        len = wireSeal(base->txMac, frame, sizeof(frame), len, &paySeq);
     if (len < 0) {
         host->log("warning", "%s: cannot encode %s", base->desc, wireTypeName(m->h.type));
         return -1;
@@ -269,6 +373,10 @@ static int tcpSend(Conn *base, WireMsg *m, const void *payload, size_t payloadLe
         c->sc.base.txStallSinceUs = utilMonoUs();
     it->payload = payload;
     it->payloadLen = payload ? payloadLen : 0;
+    it->paySeq = paySeq;
+    it->tagLen = paySeq >= 0 ? OBJ_WIRE_MAC : 0;
+    it->readyOff = paySeq >= 0 ? 0 : it->payloadLen; /* no session: all of it, untagged */
+    it->ready = paySeq < 0;
     it->cookie = cookie;
     if (c->txTail)
         c->txTail->next = it;

@@ -6,6 +6,7 @@
  * byte order and alignment. The frame layout, field by field, and the
  * session handshake: docs/architecture.md, "Wire frames".
  */
+#include "ghash.h"
 #include "wire.h"
 
 #include <limits.h>
@@ -659,29 +660,92 @@ int wireSessionKeys(const char *secret, size_t secretLen, const WireTranscript *
     return 0;
 }
 
-/* GMAC is AES-GCM with everything fed as additional data: one keyed
- * context per direction, a fresh IV (domain, sequence number) per tag. The
- * key schedule and the GHASH tables are made once, at wireMacNew. */
+/* GMAC is AES-GCM with everything fed as additional data: a keyed context
+ * for frame tags and one for payloads (a payload's tag may still be under
+ * way when later frames are tagged: the sender computes it as the bytes go
+ * out), a fresh IV (domain, sequence number) per tag. The key schedule and
+ * the GHASH tables are made once, at wireMacNew (and wireMacSetEncrypt). */
 struct WireMac {
-    EVP_CIPHER_CTX *ctx;
-    uint64_t seq;     /* the next frame's */
-    uint64_t lastSeq; /* the last frame tagged: its payload's */
-    int payloadOk;    /* no libcrypto failure since wireMacPayloadBegin */
+    GhashKey gkey;       /* payload tags where the CPU has the vector GHASH (ghash.h) */
+    GhashState gstate;   /* ... the payload under way */
+    uint8_t ekj0[16];    /* ... and its AES_K(J0), which masks the tag */
+    int fast;            /* payload tags go through ghash.c, not libcrypto */
+    EVP_CIPHER_CTX *ctx; /* frame tags */
+    EVP_CIPHER_CTX *pay; /* payload tags, or payload encryption (GCM) */
+    EVP_CIPHER_CTX *ecb; /* fast: the raw block cipher, for J0 */
+    uint64_t seq;        /* the next frame's */
+    uint64_t lastSeq;    /* the last frame tagged: its payload's */
+    int payloadOk;       /* no libcrypto failure since the payload began */
+    int crypt;           /* WIRE_CRYPT_NONE, _ENCRYPT or _DECRYPT: what pay does */
 };
+
+/* May payload tags use ghash.c? Yes where the CPU runs it, unless
+ * OBJSTORE_GHASH=libcrypto (for comparisons: bench/ab-fetch.sh). */
+static int wireFastGhash(void)
+{
+    static int fast = -1;
+    if (fast == -1) {
+        const char *env = getenv("OBJSTORE_GHASH");
+        fast = ghashAvailable() && !(env && strcmp(env, "libcrypto") == 0);
+    }
+    return fast;
+}
+
+/* Set w up for ghash.c: the raw cipher and the hash key H = AES_K(0).
+ * Returns 0, or -1 (libcrypto failed: w keeps using libcrypto). */
+static int wireFastInit(WireMac *w, const uint8_t key[OBJ_WIRE_KEY])
+{
+    uint8_t zero[16] = {0}, h[16];
+    int outLen = 0;
+
+    w->ecb = EVP_CIPHER_CTX_new();
+    if (!w->ecb)
+        return -1;
+    if (EVP_EncryptInit_ex(w->ecb, EVP_aes_256_ecb(), NULL, key, NULL) != 1 ||
+        EVP_CIPHER_CTX_set_padding(w->ecb, 0) != 1 ||
+        EVP_EncryptUpdate(w->ecb, h, &outLen, zero, 16) != 1 || outLen != 16) {
+        EVP_CIPHER_CTX_free(w->ecb);
+        w->ecb = NULL;
+        return -1;
+    }
+    ghashKeyInit(&w->gkey, h);
+    OPENSSL_cleanse(h, sizeof(h));
+    w->fast = 1;
+    return 0;
+}
+
+/* Key a fresh AES-256-GCM context with 12-byte IVs, for encryption (or GMAC)
+ * or for decryption. Returns it, or NULL. */
+static EVP_CIPHER_CTX *wireGcmNew(const uint8_t key[OBJ_WIRE_KEY], int decrypt)
+{
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+
+    if (!ctx)
+        return NULL;
+    if (EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL, decrypt ? 0 : 1) != 1 ||
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) != 1 ||
+        EVP_CipherInit_ex(ctx, NULL, NULL, key, NULL, decrypt ? 0 : 1) != 1) {
+        EVP_CIPHER_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
 
 WireMac *wireMacNew(const uint8_t key[OBJ_WIRE_KEY])
 {
-    WireMac *w = calloc(1, sizeof(*w));
+    WireMac *w = aligned_alloc(64, (sizeof(WireMac) + 63) & ~(size_t)63);
 
     if (!w)
         return NULL;
-    w->ctx = EVP_CIPHER_CTX_new();
+    memset(w, 0, sizeof(*w));
+    w->ctx = wireGcmNew(key, 0);
     if (!w->ctx)
         goto out_free;
-    if (EVP_EncryptInit_ex(w->ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
-        EVP_CIPHER_CTX_ctrl(w->ctx, EVP_CTRL_GCM_SET_IVLEN, 12, NULL) != 1 ||
-        EVP_EncryptInit_ex(w->ctx, NULL, NULL, key, NULL) != 1)
+    w->pay = wireGcmNew(key, 0);
+    if (!w->pay)
         goto out_free_ctx;
+    if (wireFastGhash())
+        wireFastInit(w, key); /* should it fail, libcrypto tags the payloads */
     return w;
 
 out_free_ctx:
@@ -691,46 +755,70 @@ out_free:
     return NULL;
 }
 
+int wireMacSetEncrypt(WireMac *w, const uint8_t key[OBJ_WIRE_KEY], WireCrypt crypt)
+{
+    if (crypt == WIRE_CRYPT_DECRYPT) {
+        EVP_CIPHER_CTX *dec = wireGcmNew(key, 1);
+        if (!dec)
+            return -1;
+        EVP_CIPHER_CTX_free(w->pay);
+        w->pay = dec;
+    }
+    w->crypt = crypt;
+    return 0;
+}
+
+WireCrypt wireMacCrypt(const WireMac *w)
+{
+    return w ? (WireCrypt)w->crypt : WIRE_CRYPT_NONE;
+}
+
 void wireMacFree(WireMac *w)
 {
     if (!w)
         return;
     EVP_CIPHER_CTX_free(w->ctx);
+    EVP_CIPHER_CTX_free(w->pay);
+    EVP_CIPHER_CTX_free(w->ecb);
+    OPENSSL_cleanse(w, sizeof(*w));
     free(w);
 }
 
-/* Start a tag in domain dom for sequence number seq. Returns 0 or -1. */
-static int wireMacStart(WireMac *w, uint32_t dom, uint64_t seq)
+/* Start a tag in ctx, in domain dom for sequence number seq. Returns 0 or -1. */
+static int wireMacStart(EVP_CIPHER_CTX *ctx, uint32_t dom, uint64_t seq)
 {
     uint8_t iv[12];
 
     wirePut32(iv, dom);
     wirePut64(iv + 4, seq);
-    return EVP_EncryptInit_ex(w->ctx, NULL, NULL, NULL, iv) == 1 ? 0 : -1;
+    return EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, -1) == 1 ? 0 : -1;
 }
 
-/* Feed n bytes of p to the tag being computed. Returns 0 or -1. */
-static int wireMacFeed(WireMac *w, const uint8_t *p, size_t n)
+/* Feed n bytes of p to ctx: as additional data (out NULL: a tag only), or
+ * to be encrypted or decrypted into out (which may be p). Returns 0 or -1. */
+static int wireMacFeed(EVP_CIPHER_CTX *ctx, const uint8_t *p, uint8_t *out, size_t n)
 {
     while (n > 0) {
         int chunk = n > (1u << 30) ? (1 << 30) : (int)n, outLen = 0;
-        if (EVP_EncryptUpdate(w->ctx, NULL, &outLen, p, chunk) != 1)
+        if (EVP_CipherUpdate(ctx, out, &outLen, p, chunk) != 1)
             return -1;
         p += chunk;
+        if (out)
+            out += chunk;
         n -= (size_t)chunk;
     }
     return 0;
 }
 
-/* Finish the tag being computed into tag. Returns 0, or -1 with tag
- * unpredictable (it matches nothing). */
-static int wireMacFinish(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
+/* Finish the tag being computed in the encrypting ctx into tag. Returns 0,
+ * or -1 with tag unpredictable (it matches nothing). */
+static int wireMacFinish(EVP_CIPHER_CTX *ctx, uint8_t tag[OBJ_WIRE_MAC])
 {
     uint8_t none[16];
     int outLen = 0;
 
-    if (EVP_EncryptFinal_ex(w->ctx, none, &outLen) == 1 &&
-        EVP_CIPHER_CTX_ctrl(w->ctx, EVP_CTRL_GCM_GET_TAG, OBJ_WIRE_MAC, tag) == 1)
+    if (EVP_CipherFinal_ex(ctx, none, &outLen) == 1 &&
+        EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, OBJ_WIRE_MAC, tag) == 1)
         return 0;
     uint8_t junk[OBJ_WIRE_PROOF];
     wireProofUnguessable(junk);
@@ -741,71 +829,131 @@ static int wireMacFinish(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
 int wireMacFrame(WireMac *w, const uint8_t *frame, size_t len, uint8_t tag[OBJ_WIRE_MAC])
 {
     w->lastSeq = w->seq++;
-    if (wireMacStart(w, WIRE_IV_FRAME, w->lastSeq) == -1 || wireMacFeed(w, frame, len) == -1) {
-        wireMacFinish(w, tag);
+    if (wireMacStart(w->ctx, WIRE_IV_FRAME, w->lastSeq) == -1 ||
+        wireMacFeed(w->ctx, frame, NULL, len) == -1) {
+        wireMacFinish(w->ctx, tag);
         return -1;
     }
-    return wireMacFinish(w, tag);
+    return wireMacFinish(w->ctx, tag);
+}
+
+/* Is the payload under way tagged by ghash.c (a tag only, on a CPU that
+ * runs it)? */
+static int wireMacFastPayload(const WireMac *w)
+{
+    return w->fast && w->crypt == WIRE_CRYPT_NONE;
+}
+
+int wireMacPayloadBeginAt(WireMac *w, uint64_t seq)
+{
+    if (wireMacFastPayload(w)) {
+        uint8_t j0[16] = {0};
+        int outLen = 0;
+        wirePut32(j0, WIRE_IV_PAYLOAD); /* the IV, then a counter of 1 (GCM's J0) */
+        wirePut64(j0 + 4, seq);
+        j0[15] = 1;
+        ghashStart(&w->gstate);
+        w->payloadOk = EVP_EncryptUpdate(w->ecb, w->ekj0, &outLen, j0, 16) == 1 && outLen == 16;
+        return w->payloadOk ? 0 : -1;
+    }
+    w->payloadOk = wireMacStart(w->pay, WIRE_IV_PAYLOAD, seq) == 0;
+    return w->payloadOk ? 0 : -1;
 }
 
 int wireMacPayloadBegin(WireMac *w)
 {
-    w->payloadOk = wireMacStart(w, WIRE_IV_PAYLOAD, w->lastSeq) == 0;
-    return w->payloadOk ? 0 : -1;
+    return wireMacPayloadBeginAt(w, w->lastSeq);
 }
 
 int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n)
 {
-    if (w->payloadOk && wireMacFeed(w, p, n) == -1)
+    if (wireMacFastPayload(w)) {
+        if (w->payloadOk)
+            ghashUpdate(&w->gstate, &w->gkey, p, n);
+    } else if (w->payloadOk && wireMacFeed(w->pay, p, NULL, n) == -1) {
+        w->payloadOk = 0;
+    }
+    return w->payloadOk ? 0 : -1;
+}
+
+int wireMacPayloadCrypt(WireMac *w, const void *in, void *out, size_t n)
+{
+    if (w->crypt == WIRE_CRYPT_NONE)
+        return wireMacPayloadUpdate(w, in, n);
+    if (w->payloadOk && wireMacFeed(w->pay, in, out, n) == -1)
         w->payloadOk = 0;
     return w->payloadOk ? 0 : -1;
 }
 
 int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC])
 {
-    int rc = wireMacFinish(w, tag);
-    if (!w->payloadOk) {
+    if (w->crypt == WIRE_CRYPT_DECRYPT || !w->payloadOk) {
         uint8_t junk[OBJ_WIRE_PROOF];
         wireProofUnguessable(junk);
         memcpy(tag, junk, OBJ_WIRE_MAC);
+        w->payloadOk = 0;
         return -1;
     }
-    return rc;
+    if (wireMacFastPayload(w)) {
+        ghashFinishGmac(&w->gstate, &w->gkey, w->ekj0, tag);
+        return 0;
+    }
+    return wireMacFinish(w->pay, tag);
 }
 
-size_t wireTagsAfter(const WireMsg *m)
+int wireMacPayloadCheck(WireMac *w, const uint8_t tag[OBJ_WIRE_MAC])
 {
-    int payload = (m->h.type == WIRE_DATA && (m->u.data.size > 0 || m->u.data.metaSize > 0)) ||
-                  m->h.type == WIRE_PART; /* a PART always carries len >= 1 bytes */
-    return OBJ_WIRE_MAC * (payload ? 2u : 1u);
+    uint8_t mine[OBJ_WIRE_MAC], none[16];
+    int outLen = 0;
+
+    if (w->crypt != WIRE_CRYPT_DECRYPT)
+        return wireMacPayloadEnd(w, mine) == 0 && wireMacEqual(mine, tag) ? 0 : -1;
+    /* GCM decryption checks the tag itself, at its end. */
+    memcpy(mine, tag, OBJ_WIRE_MAC);
+    if (!w->payloadOk ||
+        EVP_CIPHER_CTX_ctrl(w->pay, EVP_CTRL_GCM_SET_TAG, OBJ_WIRE_MAC, mine) != 1 ||
+        EVP_CipherFinal_ex(w->pay, none, &outLen) != 1)
+        return -1;
+    return 0;
 }
 
-int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload, size_t payloadLen)
+int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n, uint8_t tag[OBJ_WIRE_MAC])
+{
+    if (wireMacPayloadBeginAt(w, seq) == -1 || wireMacPayloadUpdate(w, p, n) == -1) {
+        w->payloadOk = 0;
+        return wireMacPayloadEnd(w, tag);
+    }
+    return wireMacPayloadEnd(w, tag);
+}
+
+int wirePayloadTagged(const WireMsg *m)
+{
+    return (m->h.type == WIRE_DATA && (m->u.data.size > 0 || m->u.data.metaSize > 0)) ||
+           m->h.type == WIRE_PART; /* a PART always carries len >= 1 bytes */
+}
+
+int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, int64_t *paySeq)
 {
     WireHdr h;
 
+    *paySeq = -1;
     if (w == NULL)
         return len;
     if (len < OBJ_WIRE_HDR_LEN || wireDecodeHdr(buf, &h, NULL) == -1 ||
-        (size_t)len < OBJ_WIRE_HDR_LEN + (size_t)h.bodyLen || (payloadLen > 0 && payload == NULL))
+        (size_t)len < OBJ_WIRE_HDR_LEN + (size_t)h.bodyLen)
         return -1;
-    /* The payload's tag goes with a DATA frame whose sizes announce one (the
-     * receiver can only go by those), and with every PART; the sender's
-     * payload is that long. */
+    /* A payload's tag follows a DATA frame whose sizes announce one (the
+     * receiver can only go by those), and every PART. */
     int withPayload = h.type == WIRE_PART;
     if (h.type == WIRE_DATA && h.bodyLen >= WIRE_DATA_LEN)
         withPayload =
             wireGet64(buf + OBJ_WIRE_HDR_LEN) > 0 || wireGet64(buf + OBJ_WIRE_HDR_LEN + 8) > 0;
-    if ((size_t)len + OBJ_WIRE_MAC * (withPayload ? 2u : 1u) > cap)
+    if ((size_t)len + OBJ_WIRE_MAC > cap)
         return -1;
     if (wireMacFrame(w, buf, (size_t)len, buf + len) == -1)
         return -1;
-    len += OBJ_WIRE_MAC;
-    if (!withPayload)
-        return len;
-    if (wireMacPayloadBegin(w) == -1 || wireMacPayloadUpdate(w, payload, payloadLen) == -1 ||
-        wireMacPayloadEnd(w, buf + len) == -1)
-        return -1;
+    if (withPayload)
+        *paySeq = (int64_t)w->lastSeq;
     return len + OBJ_WIRE_MAC;
 }
 

@@ -22,12 +22,14 @@
  * frame after the connector's AUTH, in each direction, is followed by a
  * 16-byte tag: AES-256-GMAC under that direction's key over the header and
  * body, with the frame's sequence number (0, 1, ... per direction, never
- * sent) in the IV. A DATA frame whose payload is not empty carries a second
- * tag right after the first, over the payload bytes (same sequence number,
- * another IV domain); the payload follows that tag. So a frame injected,
- * replayed, reordered, dropped or altered by someone on the path fails its
- * tag and closes the connection. The bytes are authenticated, not
- * encrypted. Layout and costs: docs/architecture.md, docs/security.md.
+ * sent) in the IV. A DATA frame whose payload is not empty, and a PART,
+ * carry a second tag right after the payload's last byte, over the payload
+ * (same sequence number, another IV domain), so that a sender tags the
+ * bytes as they go out. So a frame injected, replayed, reordered, dropped
+ * or altered by someone on the path fails its tag and closes the
+ * connection. The bytes are authenticated, and on TCP encrypted too when
+ * either node asks (OBJ_FEAT_ENCRYPT: AES-GCM, same key, IV and tag).
+ * Layout and costs: docs/architecture.md, docs/security.md.
  *
  * Decoding validates every field and never reads past the buffer: a frame
  * that fails is a protocol error that closes the connection. Pure C.
@@ -38,11 +40,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Version 3: every frame after the handshake carries a session MAC (version 2
- * proved the secret over the transcript but left the session unauthenticated;
- * version 1 proved it over the nonces only). */
+/* Version 4: a payload's tag follows the payload (version 3 put it before,
+ * which made the sender pass over the whole payload before its first byte
+ * went out); payloads may be encrypted (OBJ_FEAT_ENCRYPT). Version 3 added
+ * the session MAC, version 2 the proof over the transcript. */
 #define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
-#define OBJ_WIRE_VERSION  3
+#define OBJ_WIRE_VERSION  4
 #define OBJ_WIRE_HDR_LEN  16
 #define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
 #define OBJ_WIRE_NONCE    16
@@ -53,12 +56,15 @@
 #define OBJ_WIRE_SIZE_MAX (1ULL << 48) /* size and metaSize in DATA/RNDV, each */
 #define OBJ_WIRE_MAC      16           /* a session tag (AES-256-GMAC) */
 #define OBJ_WIRE_KEY      32           /* a session key, one per direction */
-/* The most a sealed frame takes: header, body, its tag and a payload's tag. */
-#define OBJ_WIRE_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + 2 * OBJ_WIRE_MAC)
+/* The most a sealed frame takes: header, body and its tag. */
+#define OBJ_WIRE_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + OBJ_WIRE_MAC)
 
 /* Feature bits in HELLO. */
 #define OBJ_FEAT_TCP  (1u << 0)
 #define OBJ_FEAT_RDMA (1u << 1)
+/* The node asks for encrypted payloads on TCP (transfer-encrypt yes): a
+ * session either side asks it of encrypts its TCP payloads both ways. */
+#define OBJ_FEAT_ENCRYPT (1u << 2)
 
 typedef enum WireType {
     WIRE_HELLO = 1, /* magic, version, features, nonce, proof (acceptor only), name */
@@ -217,31 +223,58 @@ int wireSessionKeys(const char *secret, size_t secretLen, const WireTranscript *
                     const uint8_t proofConnector[OBJ_WIRE_PROOF], uint8_t c2a[OBJ_WIRE_KEY],
                     uint8_t a2c[OBJ_WIRE_KEY]);
 
-/* One direction of an authenticated session: its key (in a cipher context)
+/* One direction of an authenticated session: its key (in cipher contexts)
  * and the sequence number of its next frame. */
 typedef struct WireMac WireMac;
-/* A direction keyed with key, at sequence 0. Returns NULL when libcrypto
- * cannot set it up (or out of memory). */
+/* What a direction does to payloads besides their tag: nothing (GMAC over
+ * them), or AES-GCM encryption (the sending direction) or decryption (the
+ * receiving one) with the same key, IV and tag (transfer-encrypt). */
+typedef enum WireCrypt {
+    WIRE_CRYPT_NONE = 0,
+    WIRE_CRYPT_ENCRYPT = 1,
+    WIRE_CRYPT_DECRYPT = 2
+} WireCrypt;
+/* A direction keyed with key, at sequence 0, payloads tagged only. Returns
+ * NULL when libcrypto cannot set it up (or out of memory). */
 WireMac *wireMacNew(const uint8_t key[OBJ_WIRE_KEY]);
+/* From the next payload on, payloads are encrypted (a sending direction)
+ * or decrypted (a receiving one) under key, the key w was made with.
+ * Returns 0, or -1 (libcrypto failed; w is unchanged). */
+int wireMacSetEncrypt(WireMac *w, const uint8_t key[OBJ_WIRE_KEY], WireCrypt crypt);
+/* What w does to payloads; NULL: WIRE_CRYPT_NONE. */
+WireCrypt wireMacCrypt(const WireMac *w);
 void wireMacFree(WireMac *w); /* NULL is fine */
 /* The tag of the next frame (len bytes: header and body); the sequence
  * number moves on. Returns 0, or -1 (libcrypto failed: treat as a mismatch). */
 int wireMacFrame(WireMac *w, const uint8_t *frame, size_t len, uint8_t tag[OBJ_WIRE_MAC]);
-/* The payload tag of the frame just tagged, over bytes given piece by
- * piece: begin, update for each piece in order, end. Each returns 0, or -1
- * (libcrypto failed; end then gives a tag that matches nothing). */
+/* A payload's tag, over its bytes given piece by piece in order: begin
+ * (with the sequence number of the frame it follows, or of the frame just
+ * tagged), then for each piece update (tagged only) or crypt (encrypted or
+ * decrypted into out, which may be in; tagged only when w does neither),
+ * then end (the sender's tag) or check (the receiver's: 0 when tag is the
+ * payload's). A payload is under way in one direction at a time; frames may
+ * be tagged meanwhile. Each returns 0, or -1 (libcrypto failed, or the
+ * check failed; end then gives a tag that matches nothing). */
+int wireMacPayloadBeginAt(WireMac *w, uint64_t seq);
 int wireMacPayloadBegin(WireMac *w);
 int wireMacPayloadUpdate(WireMac *w, const void *p, size_t n);
+int wireMacPayloadCrypt(WireMac *w, const void *in, void *out, size_t n);
 int wireMacPayloadEnd(WireMac *w, uint8_t tag[OBJ_WIRE_MAC]);
+int wireMacPayloadCheck(WireMac *w, const uint8_t tag[OBJ_WIRE_MAC]);
+/* The whole payload's tag at once (begin at seq, update, end), for senders
+ * of small payloads that do not encrypt. Returns 0 or -1 as end. */
+int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n, uint8_t tag[OBJ_WIRE_MAC]);
 /* Seal the frame of len bytes at buf (cap bytes of room) for sending under
- * w: append its tag and, for a DATA frame announcing a payload, the tag of
- * payload (payloadLen bytes); cap need only hold what is added. w NULL (no
- * session yet): nothing is added. Returns the new length, or -1 (no room,
- * len not a whole frame, or libcrypto failed). */
-int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, const void *payload, size_t payloadLen);
-/* How many tag bytes follow the frame m (decoded) in a session: the frame's
- * tag, and a DATA payload's tag when its payload is not empty. */
-size_t wireTagsAfter(const WireMsg *m);
+ * w: append its tag; cap need only hold what is added. *paySeq is the
+ * sequence number the payload's tag goes by when the frame announces a
+ * tagged payload (a DATA frame whose sizes are not both 0, a PART), else
+ * -1: that tag follows the payload's last byte. w NULL (no session yet):
+ * nothing is added. Returns the new length, or -1 (no room, len not a
+ * whole frame, or libcrypto failed). */
+int wireSeal(WireMac *w, uint8_t *buf, size_t cap, int len, int64_t *paySeq);
+/* In a session, is the payload that follows the decoded frame m followed
+ * by its tag (as wireSeal decides)? */
+int wirePayloadTagged(const WireMsg *m);
 /* Constant-time comparison of two tags; 1 if equal. */
 int wireMacEqual(const uint8_t a[OBJ_WIRE_MAC], const uint8_t b[OBJ_WIRE_MAC]);
 

@@ -78,9 +78,9 @@ static int fuzzOnFrame(Framer *f, const WireMsg *m, FuzzPay *pay, FuzzRun *run)
     fuzzCheck(n >= OBJ_WIRE_HDR_LEN, "a frame the framer delivered does not encode");
     run->digest = fuzzMix(run->digest, enc, (size_t)n);
     run->frames++;
-    if (m->h.type != WIRE_DATA)
+    if (m->h.type != WIRE_DATA && m->h.type != WIRE_PART)
         return 0;
-    uint64_t total = m->u.data.size + m->u.data.metaSize;
+    uint64_t total = m->h.type == WIRE_PART ? m->u.data.len : m->u.data.size + m->u.data.metaSize;
     if (total > FUZZ_PAY_MAX)
         return -1;
     memset(pay, 0, sizeof(*pay));
@@ -143,6 +143,18 @@ static void fuzzOnPayloadDone(const Framer *f, FuzzPay *pay, FuzzRun *run)
     memset(pay, 0, sizeof(*pay));
 }
 
+/* A session under fuzzKey: sealed (1), sealed and encrypted (2), or none
+ * (0); NULL for none, or when libcrypto fails. */
+static WireMac *fuzzMac(int sealed, WireCrypt crypt)
+{
+    WireMac *mac = sealed ? wireMacNew(fuzzKey) : NULL;
+    if (mac && sealed == 2 && wireMacSetEncrypt(mac, fuzzKey, crypt) == -1) {
+        wireMacFree(mac);
+        return NULL;
+    }
+    return mac;
+}
+
 /* Feed stream[0..len) to a fresh framer in reads of at most the sizes
  * cuts[] names (cycled; NULL: each read as large as the framer allows;
  * nCuts 0 with cuts non-NULL: one byte per read). */
@@ -150,7 +162,7 @@ static void fuzzFeed(const uint8_t *stream, size_t len, const uint8_t *cuts, siz
                      int sealed, FuzzRun *run)
 {
     Framer *f = malloc(sizeof(*f));
-    WireMac *mac = sealed ? wireMacNew(fuzzKey) : NULL;
+    WireMac *mac = fuzzMac(sealed, WIRE_CRYPT_DECRYPT);
     FuzzPay pay = {0};
     size_t off = 0, c = 0;
 
@@ -233,7 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, stream, len);
 
     FuzzRun whole, bytes, pieces;
-    int sealed = cuts[0] & 1;
+    int sealed = cuts[0] & 1 ? 1 + ((cuts[0] >> 1) & 1) : 0;
     fuzzFeed(copy, len, NULL, 0, sealed, &whole);
     fuzzFeed(copy, len, cuts, 0, sealed, &bytes);
     fuzzFeed(copy, len, cuts, FUZZ_CUTS, sealed, &pieces);
@@ -289,6 +301,8 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
             m.u.data.len = 1 + fuzzBelow((uint32_t)(m.u.data.size - m.u.data.offset));
             m.u.data.addr = fuzzRand();
             m.u.data.rkey = (uint32_t)fuzzRand();
+            if (m.h.type == WIRE_PART)
+                payLen = m.u.data.len;
             break;
         case WIRE_FETCH:
         case WIRE_FETCHR:
@@ -317,14 +331,26 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
         return at;
     for (size_t i = 0; i < payLen; i++)
         pay[i] = (uint8_t)fuzzRand();
+    int64_t paySeq = -1;
     int n = wireEncode(&m, out + at, cap - at);
     if (n >= 0)
-        n = wireSeal(tx, out + at, cap - at, n, pay, payLen);
-    if (n < 0 || at + (size_t)n + payLen > cap)
+        n = wireSeal(tx, out + at, cap - at, n, &paySeq);
+    if (n < 0 || at + (size_t)n + payLen + OBJ_WIRE_MAC > cap)
         return at;
     at += (size_t)n;
-    memcpy(out + at, pay, payLen);
-    return at + payLen;
+    if (paySeq < 0) { /* no session: the payload as it is */
+        memcpy(out + at, pay, payLen);
+        return at + payLen;
+    }
+    /* the payload (encrypted, when tx encrypts) and its tag after it */
+    if (wireMacPayloadBeginAt(tx, (uint64_t)paySeq) == -1 ||
+        wireMacPayloadCrypt(tx, pay, out + at, payLen) == -1)
+        return at;
+    if (wireMacCrypt(tx) == WIRE_CRYPT_NONE)
+        memcpy(out + at, pay, payLen);
+    at += payLen;
+    wireMacPayloadEnd(tx, out + at);
+    return at + OBJ_WIRE_MAC;
 }
 
 static void fuzzPutLe(uint8_t *p, uint64_t v, int bytes)
@@ -400,7 +426,7 @@ int main(int argc, char **argv)
         size_t n = 0, rounds = 0;
         for (; n < FUZZ_CUTS; n++)
             in[n] = (uint8_t)fuzzRand();
-        int sealed = in[0] & 1;
+        int sealed = in[0] & 1 ? 1 + ((in[0] >> 1) & 1) : 0;
         if (fuzzBelow(16) == 0) { /* random bytes */
             size_t len = fuzzBelow(2) ? fuzzBelow(64) : fuzzBelow(8192);
             for (size_t i = 0; i < len; i++)
@@ -408,7 +434,7 @@ int main(int argc, char **argv)
             rounds = 1;
         } else {
             size_t frames = 1 + fuzzBelow(8);
-            WireMac *tx = sealed ? wireMacNew(fuzzKey) : NULL;
+            WireMac *tx = fuzzMac(sealed, WIRE_CRYPT_ENCRYPT);
             fuzzCheck(tx != NULL || !sealed, "wireMacNew");
             for (size_t i = 0; i < frames; i++)
                 n = fuzzFrame(in, n, sizeof(in), tx);

@@ -53,6 +53,7 @@ STATS_FIELDS = (
     "checksums_deferred checksums_pending scrubbed_bytes arena_dirty_free_bytes "
     "node_name fetch_requests fetch_shared fetch_local_hits "
     "fetch_cancelled transfer_connections transfer_bad_frames transfer_refused_connections "
+    "transfer_encrypted_sessions "
     "transfer_hint_hits transfer_hint_fallbacks transfer_uploaded_bytes "
     "transfer_downloaded_bytes transfer_redirects transfer_redirected transfer_range_resumes "
     "transfer_relayed transfer_relay_follows transfer_checksum_waits "
@@ -513,7 +514,8 @@ WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR =
 WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING, WIRE_FETCHR, WIRE_PART = 8, 9, 10, 11, 12, 13
 WIRE_FETCHR_BUSY_OK, WIRE_FETCHR_PARTIAL_OK = 1, 2
 WIRE_MAGIC = 0x4F424A53
-WIRE_VERSION = 3  # module/transfer/wire.h OBJ_WIRE_VERSION
+WIRE_VERSION = 4  # module/transfer/wire.h OBJ_WIRE_VERSION
+WIRE_FEAT_TCP, WIRE_FEAT_RDMA, WIRE_FEAT_ENCRYPT = 1, 2, 4
 WIRE_HDR = struct.Struct("<BBHIQ")
 WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL",
                   7: "BUSY"}
@@ -562,21 +564,47 @@ def wire_session_keys(secret, proof_acceptor, proof_connector, *transcript):
 
 class WireMac:
     """One direction of a session MAC (wire.h): AES-256-GMAC, IV = domain (u32) + the
-    implicit sequence number (u64), 1 for a frame's header and body, 2 for its payload."""
+    implicit sequence number (u64), 1 for a frame's header and body, 2 for its payload.
+    encrypt: payloads are AES-GCM encrypted with the same key and IV (transfer-encrypt)."""
 
-    def __init__(self, key):
+    def __init__(self, key, encrypt=False):
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
         self.gcm = AESGCM(key)
         self.seq = 0
+        self.encrypt = encrypt
 
     def frame_tag(self, frame):
         tag = self.gcm.encrypt(struct.pack("<IQ", 1, self.seq), b"", frame)
         self.seq += 1
         return tag
 
+    def _payload_iv(self):
+        return struct.pack("<IQ", 2, self.seq - 1)
+
     def payload_tag(self, payload):
-        """The tag of the payload of the frame tagged last."""
-        return self.gcm.encrypt(struct.pack("<IQ", 2, self.seq - 1), b"", payload)
+        """The tag of the (plain) payload of the frame tagged last (GMAC)."""
+        return self.gcm.encrypt(self._payload_iv(), b"", payload)
+
+    def seal_payload(self, payload):
+        """The payload of the frame tagged last as it goes on the wire: its bytes
+        (encrypted when the session encrypts), then its tag."""
+        if self.encrypt:
+            return self.gcm.encrypt(self._payload_iv(), payload, b"")
+        return payload + self.payload_tag(payload)
+
+    def open_payload(self, wire):
+        """The payload bytes of what seal_payload made (bytes + tag); ValueError when the
+        tag does not check out."""
+        data, tag = wire[:-16], wire[-16:]
+        if self.encrypt:
+            from cryptography.exceptions import InvalidTag
+            try:
+                return self.gcm.decrypt(self._payload_iv(), wire, b"")
+            except InvalidTag:
+                raise ValueError("the payload fails its session MAC")
+        if not hmac.compare_digest(tag, self.payload_tag(data)):
+            raise ValueError("the payload fails its session MAC")
+        return data
 
 
 def wire_has_payload_tag(ftype, body):
@@ -588,13 +616,13 @@ def wire_has_payload_tag(ftype, body):
 
 
 def wire_seal(mac, frame, payload=b""):
-    """wireSeal: frame + its tag (+ a DATA or PART payload's tag) + payload; mac None: no
-    session."""
-    out = frame
-    if mac:
-        out += mac.frame_tag(frame)
-        if wire_has_payload_tag(frame[0], frame[WIRE_HDR.size:]):
-            out += mac.payload_tag(payload)
+    """A frame as a node sends it: frame + its tag, then payload (encrypted when the session
+    encrypts) + for a DATA or PART the payload's tag; mac None: no session."""
+    if not mac:
+        return frame + payload
+    out = frame + mac.frame_tag(frame)
+    if wire_has_payload_tag(frame[0], frame[WIRE_HDR.size:]):
+        return out + mac.seal_payload(payload)
     return out + payload
 
 
@@ -626,7 +654,7 @@ class WireSession:
         self.peer_proof = None
         self.peer_features = None
         self.tx = self.rx = None  # WireMac once the handshake is done
-        self.payload_tag = None   # the tag the payload being read must match
+        self.payload_tagged = False  # a tag follows the payload being read
 
     def close(self):
         self.sock.close()
@@ -646,8 +674,8 @@ class WireSession:
 
     def seal(self, frame, payload=b""):
         """frame (header + body, as wire_frame makes it, well-formed or not) as it goes on
-        the wire once the handshake is done: its tag under the session MAC, and for a DATA
-        frame that announces a payload or a PART the tag of payload; then payload."""
+        the wire once the handshake is done: its tag under the session MAC, then payload,
+        and for a DATA frame that announces a payload or a PART the payload's tag."""
         return wire_seal(self.tx, frame, payload)
 
     def send_frame(self, frame, payload=b""):
@@ -655,7 +683,7 @@ class WireSession:
 
     def recv_frame(self):
         """(type, flags, credits, req_id, body); in a session the frame's tag is checked
-        (AssertionError if wrong), and a DATA or PART payload's tag kept for
+        (AssertionError if wrong), and whether a tag follows its payload kept for
         recv_payload."""
         head = self.recv_exact(WIRE_HDR.size)
         t, fl, cr, n, rid = WIRE_HDR.unpack(head)
@@ -665,17 +693,18 @@ class WireSession:
             tag = self.recv_exact(16)
             assert hmac.compare_digest(tag, self.rx.frame_tag(head + body)), (
                 f"frame {t} from the other end fails its session MAC")
-            self.payload_tag = self.recv_exact(16) if wire_has_payload_tag(t, body) else None
+            self.payload_tagged = wire_has_payload_tag(t, body)
         return t, fl, cr, rid, body
 
     def recv_payload(self, n):
-        """The n payload bytes after a DATA or PART frame, checked against their tag in a
-        session."""
-        data = self.recv_exact(n)
-        if self.rx and n:
-            assert hmac.compare_digest(self.payload_tag, self.rx.payload_tag(data)), (
-                "the payload fails its session MAC")
-        return data
+        """The n payload bytes after a DATA or PART frame, checked against the tag after
+        them (and decrypted) in a session."""
+        if not (self.rx and self.payload_tagged):
+            return self.recv_exact(n)
+        try:
+            return self.rx.open_payload(self.recv_exact(n + 16))
+        except ValueError as e:
+            raise AssertionError(str(e))
 
     def recv_hello(self):
         """Read the other end's HELLO; remembers its nonce, name, features and proof (all
@@ -709,7 +738,9 @@ class WireSession:
                                else (mine, self.peer_proof))
         c2a, a2c = wire_session_keys(secret, acceptor, connector, *self.transcript())
         tx, rx = (c2a, a2c) if self.role == WIRE_ROLE_CONNECTOR else (a2c, c2a)
-        self.tx, self.rx = WireMac(tx), WireMac(rx)
+        # Payloads are encrypted when either side asked (module/transfer/engine.c).
+        encrypt = bool((self.features | (self.peer_features or 0)) & WIRE_FEAT_ENCRYPT)
+        self.tx, self.rx = WireMac(tx, encrypt), WireMac(rx, encrypt)
 
 
 class WirePeer(WireSession):

@@ -28,6 +28,7 @@ from objhelpers import (
     WIRE_FETCH,
     WIRE_HDR,
     WIRE_HELLO,
+    WIRE_VERSION,
     WirePeer,
     codes,
     fetch,
@@ -223,26 +224,25 @@ def test_rewritten_data_and_checksum_are_not_sealed(cl, uid):
         t, result = start_fetch(b, oid, 4000)
         version = relay.handshake()
         relay.pipe_b_to_a()
-        tags = 16 if version >= 3 else 0
+        assert version == WIRE_VERSION
         rewrote = False
         while True:  # A's frames to B: rewrite the DATA answer, pass the rest
             f = recv_frame(relay.to_a)
             if f is None:
                 break
             ftype, req_id, body, raw = f
-            trailer = recv_exact(relay.to_a, tags) if tags else b""
-            if trailer is None:
+            frame_tag = recv_exact(relay.to_a, 16)
+            if frame_tag is None:
                 break
             if ftype != WIRE_DATA:
-                relay.to_b.sendall(raw + trailer)
+                relay.to_b.sendall(raw + frame_tag)
                 continue
             size, meta_size, _ = struct.unpack("<QQQ", body)
-            if size + meta_size:
-                trailer += recv_exact(relay.to_a, tags) if tags else b""
             recv_exact(relay.to_a, size + meta_size)
+            payload_tag = recv_exact(relay.to_a, 16)  # after the payload
             relay.to_b.sendall(WIRE_HDR.pack(WIRE_DATA, 0, 0, 24, req_id)
                                + struct.pack("<QQQ", len(forged), 0, xxh3_64(forged))
-                               + trailer + forged)
+                               + frame_tag + forged + payload_tag)
             rewrote = True
             break
         t.join(15)
@@ -272,3 +272,102 @@ def test_peer_of_the_version_without_the_mac_is_refused_at_hello(make_cluster):
         peer.close()
     assert stats(a)["transfer_bad_frames"] > a0["transfer_bad_frames"]
     assert "HELLO protocol version differs from ours" in cl["A"].log()
+
+
+# ---- the payload's tag after the payload, and encrypted sessions (transfer-encrypt) ----
+
+FLIP_SIZE = (1 << 20) + 5  # more than one piece (256 KiB) each side tags or checks at once
+PIECE = 256 << 10          # module/transfer/tcp.c TCP_PIECE, framer.h FRAMER_PIECE
+
+
+@pytest.fixture(params=["plain", "encrypted"])
+def ecl(request, make_cluster):
+    """A (plain) and B; in "encrypted", B alone has transfer-encrypt yes, which is enough:
+    a session either side asks it of encrypts its TCP payloads both ways."""
+    cl = make_cluster(names=("A",), layout="own", memory="64mb", secret=SECRET,
+                      heartbeat=2000, node_ttl=20000)
+    encrypted = request.param == "encrypted"
+    cl.add_node("B", extra_args=("transfer-encrypt", "yes") if encrypted else ())
+    return cl, encrypted
+
+
+def relay_data_answer(relay, flip):
+    """Pass A's frames to B, the DATA answer's payload and its tag with bit 0 of the byte
+    at offset flip (into payload + tag; None: nothing) flipped. Returns the bytes of the
+    payload and its tag as they went by, or None if A sent no DATA."""
+    while True:
+        f = recv_frame(relay.to_a)
+        if f is None:
+            return None
+        ftype, _, body, raw = f
+        frame_tag = recv_exact(relay.to_a, 16)
+        if frame_tag is None:
+            return None
+        relay.to_b.sendall(raw + frame_tag)
+        if ftype != WIRE_DATA:
+            continue
+        size, meta_size, _ = struct.unpack("<QQQ", body)
+        wire = recv_exact(relay.to_a, size + meta_size + 16)  # the payload, then its tag
+        if wire is None:
+            return None
+        sent = bytearray(wire)
+        if flip is not None:
+            sent[flip] ^= 1
+        relay.to_b.sendall(bytes(sent))
+        return wire
+
+
+# Offset classes of a flipped bit: the first payload byte, both sides of a piece boundary,
+# the last payload byte, the tag after the payload.
+FLIPS = {"first byte": 0, "piece end": PIECE - 1, "next piece": PIECE,
+         "last byte": FLIP_SIZE - 1, "payload tag": FLIP_SIZE + 3}
+
+
+def test_a_bit_flipped_anywhere_in_a_payload_is_never_sealed(ecl, uid):
+    """A relay on the path flips one bit of the DATA answer's payload (or of the tag after
+    it) at each offset class: B seals nothing, counts a bad frame and lists no location;
+    with nothing flipped the same path delivers the object byte-exact. Encrypted, the
+    path never sees the object's bytes; authenticated only, it does (docs/security.md)."""
+    cl, encrypted = ecl
+    a, b = cl["A"].client(), cl["B"].client()
+    oid = uid(b"flip")
+    data = os.urandom(FLIP_SIZE)
+    put(a, oid, data)
+    wait_published(a, oid)
+    relay = Relay(cl)  # one listener: B keeps the address it looked up
+    try:
+        time.sleep(0.1)  # the relay's entry is in place before B first looks A up
+        for what, flip in list(FLIPS.items()) + [("nothing", None)]:
+            b0 = stats(b)
+            t, result = start_fetch(b, oid, 8000)
+            relay.handshake()
+            relay.pipe_b_to_a()
+            wire = relay_data_answer(relay, flip)
+            t.join(60)
+            for s in (relay.to_a, relay.to_b):
+                s.close()
+            check_flip(cl, oid, data, encrypted, what, flip, wire, result, b0)
+    finally:
+        relay.close()
+    assert "payload MAC mismatch" in cl["B"].log()
+
+
+def check_flip(cl, oid, data, encrypted, what, flip, wire, result, b0):
+    """What B made of the answer relayed with flip (test above)."""
+    a, b = cl["A"].client(), cl["B"].client()
+    assert wire is not None, f"{what}: A never answered B through the relay"
+    res = result.get("r")
+    if flip is None:
+        assert res is not None and codes(res)[0] == "OK", f"untouched path failed: {res}"
+        assert b.execute_command("OBJ.GET", oid) == data
+        assert (stats(b)["transfer_encrypted_sessions"] > 0) == encrypted
+        seen = data[PIECE:PIECE + 4096] in wire
+        assert seen != encrypted, (
+            "the object's bytes crossed an encrypted session in the clear" if encrypted
+            else "authenticated-only payloads are expected to travel as they are")
+        return
+    assert res is not None and codes(res)[0] != "OK", f"{what}: B accepted {res}"
+    assert b.execute_command("OBJ.EXISTS", oid) == 0, f"{what}: B sealed altered bytes"
+    assert stats(b)["transfer_bad_frames"] > b0["transfer_bad_frames"], (
+        f"{what}: the altered payload was not counted")
+    assert a.execute_command("SISMEMBER", b"objstore:{" + oid + b"}:loc", b"B") == 0

@@ -137,10 +137,11 @@ class FakeNode:
 
 
 def data_head(peer, req, size, checksum, body):
-    """The bytes of a DATA answer (frame, tags) and of its payload body, apart."""
+    """The bytes of a DATA answer apart: the frame with its tag, and the payload body with
+    the payload's tag after it."""
     frame = wire_frame(WIRE_DATA, struct.pack("<QQQ", size, 0, checksum), req_id=req)
     sealed = peer.seal(frame, body)
-    return sealed[:len(sealed) - len(body)], body
+    return sealed[:len(frame) + 16], sealed[len(frame) + 16:]
 
 
 def send_error(peer, req, code, text):
@@ -294,11 +295,13 @@ class FeedingHolder:
         assert oid == self.x and offset == 0, f"asked {oid!r} from {offset}"
         head, body = data_head(peer, req, len(self.xdata), xxh3_64(self.xdata), self.xdata)
         peer.send(head)
-        while self.sent < len(body):
+        while self.sent < len(self.xdata):
             with self.cv:
                 self.cv.wait_for(lambda: self.cmds, WAIT)
-                n = self.cmds.pop(0) if self.cmds else len(body)
-            peer.send(body[self.sent:self.sent + n])
+                n = self.cmds.pop(0) if self.cmds else len(self.xdata) - self.sent
+            # the payload's tag goes with its last byte
+            end = self.sent + n if self.sent + n < len(self.xdata) else len(body)
+            peer.send(body[self.sent:end])
             with self.cv:
                 self.sent += n
                 self.cv.notify_all()

@@ -487,26 +487,42 @@ static void test_frame_after_a_bad_one_is_never_delivered(void **state)
 
 static const uint8_t testKey[OBJ_WIRE_KEY] = {1, 2, 3};
 
-/* Append m sealed under tx, with its payload (len bytes of seed + i) when
- * it is a DATA frame. */
+/* Append m sealed under tx, with its payload (len bytes of seed + i, as
+ * tx encrypts them or not) and the payload's tag after it when it is a DATA
+ * frame. */
 static void testSealed(uint8_t *out, size_t *at, WireMac *tx, WireMsg *m, size_t len, uint8_t seed)
 {
     uint8_t pay[4096];
+    int64_t paySeq;
     assert_true(len <= sizeof(pay));
     for (size_t i = 0; i < len; i++)
         pay[i] = (uint8_t)(seed + i);
     int n = wireEncode(m, out + *at, TEST_STREAM_MAX - *at);
-    n = wireSeal(tx, out + *at, TEST_STREAM_MAX - *at, n, pay, len);
+    n = wireSeal(tx, out + *at, TEST_STREAM_MAX - *at, n, &paySeq);
     assert_true(n > 0);
     *at += (size_t)n;
-    memcpy(out + *at, pay, len);
+    if (paySeq < 0) {
+        assert_int_equal(len, 0);
+        return;
+    }
+    assert_int_equal(wireMacPayloadBeginAt(tx, (uint64_t)paySeq), 0);
+    assert_int_equal(wireMacPayloadCrypt(tx, pay, out + *at, len), 0);
+    if (wireMacCrypt(tx) == WIRE_CRYPT_NONE)
+        memcpy(out + *at, pay, len);
     *at += len;
+    assert_int_equal(wireMacPayloadEnd(tx, out + *at), 0);
+    *at += OBJ_WIRE_MAC;
 }
+
+/* Sessions are encrypted (transfer-encrypt) or not. */
+static int testEncrypt;
 
 /* A PING, a DATA with 1000 payload bytes, a FETCH: sealed at sequence 0..2. */
 static size_t testSession(uint8_t *s)
 {
     WireMac *tx = wireMacNew(testKey);
+    if (testEncrypt)
+        assert_int_equal(wireMacSetEncrypt(tx, testKey, WIRE_CRYPT_ENCRYPT), 0);
     size_t len = 0;
     WireMsg p = {.h = {.type = WIRE_PING, .reqId = 1}};
     WireMsg d = {.h = {.type = WIRE_DATA, .reqId = 2}};
@@ -531,6 +547,8 @@ static void testRunSession(const uint8_t *s, size_t len, size_t chunk, int disca
     size_t off = 0;
     int n = 0, done = 0;
     assert_non_null(rx);
+    if (testEncrypt)
+        assert_int_equal(wireMacSetEncrypt(rx, testKey, WIRE_CRYPT_DECRYPT), 0);
     framerInit(&testF);
     framerSetMac(&testF, rx);
     while (!done) {
@@ -541,6 +559,9 @@ static void testRunSession(const uint8_t *s, size_t len, size_t chunk, int disca
             if (e == FRAMER_MORE)
                 break;
             out[n++] = e == FRAMER_FRAME ? 'F' : e == FRAMER_PAYLOAD_DONE ? 'D' : 'E';
+            if (e == FRAMER_PAYLOAD_DONE && !discard) /* the bytes as sent, decrypted */
+                for (size_t i = 0; i < 1000; i++)
+                    assert_int_equal(dst[i], (uint8_t)(7 + i));
             if (e == FRAMER_ERROR) {
                 done = 1;
                 break;
@@ -561,33 +582,56 @@ static void test_sealed_frames_and_payload_are_delivered_however_cut(void **stat
 {
     uint8_t s[TEST_STREAM_MAX];
     char ev[16];
-    size_t len = testSession(s);
-    for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
-        testRunSession(s, len, chunk, 0, ev);
-        assert_string_equal(ev, "FFDF");
+    for (testEncrypt = 0; testEncrypt < 2; testEncrypt++) {
+        size_t len = testSession(s);
+        for (size_t chunk = 1; chunk <= len; chunk = chunk * 3 + 1) {
+            testRunSession(s, len, chunk, 0, ev);
+            assert_string_equal(ev, "FFDF");
+        }
     }
+    testEncrypt = 0;
 }
 
-/* Any byte altered: the frame it is in fails (F before it, then E); a
- * payload byte, or the payload's tag, fails at the payload's end, before
- * its end is reported. */
+/* Encrypted, the payload on the wire is not the object's bytes. */
+static void test_encrypted_payload_is_not_the_plain_bytes(void **state)
+{
+    uint8_t s[TEST_STREAM_MAX], t[TEST_STREAM_MAX];
+    size_t at = OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC + OBJ_WIRE_HDR_LEN + 24 + OBJ_WIRE_MAC;
+    testEncrypt = 0;
+    size_t len = testSession(s);
+    testEncrypt = 1;
+    assert_int_equal(testSession(t), len);
+    testEncrypt = 0;
+    size_t same = 0;
+    for (size_t i = 0; i < 1000; i++)
+        same += s[at + i] == t[at + i];
+    assert_true(same < 50);                       /* about 4 of 1000 by chance */
+    assert_memory_equal(s, t, at - OBJ_WIRE_MAC); /* frames travel as they are */
+}
+
+/* Any byte altered, in a session that encrypts or not: the frame it is in
+ * fails (F before it, then E); a payload byte, or the payload's tag (after
+ * the payload), fails at the payload's end, before its end is reported. */
 static void test_altered_byte_of_a_session_is_an_error(void **state)
 {
     uint8_t s[TEST_STREAM_MAX];
     char ev[16];
-    size_t len = testSession(s);
-    size_t ping = OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC;
-    size_t dataEnd = ping + OBJ_WIRE_HDR_LEN + 24 + 2 * OBJ_WIRE_MAC + 1000;
-    for (size_t i = 0; i < len; i++) {
-        s[i] ^= 0x10;
-        testRunSession(s, len, 4096, 0, ev);
-        /* the payload's tag fails with the payload it covers */
-        size_t payTag = dataEnd - 1000 - OBJ_WIRE_MAC;
-        const char *want = i < ping ? "E" : i < payTag ? "FE" : i < dataEnd ? "FFE" : "FFDE";
-        if (strcmp(ev, want) != 0)
-            fail_msg("byte %zu altered: events %s, expected %s", i, ev, want);
-        s[i] ^= 0x10;
+    for (testEncrypt = 0; testEncrypt < 2; testEncrypt++) {
+        size_t len = testSession(s);
+        size_t ping = OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC;
+        size_t payStart = ping + OBJ_WIRE_HDR_LEN + 24 + OBJ_WIRE_MAC;
+        size_t dataEnd = payStart + 1000 + OBJ_WIRE_MAC;
+        for (size_t i = 0; i < len; i++) {
+            s[i] ^= 0x10;
+            testRunSession(s, len, 4096, 0, ev);
+            const char *want = i < ping ? "E" : i < payStart ? "FE" : i < dataEnd ? "FFE" : "FFDE";
+            if (strcmp(ev, want) != 0)
+                fail_msg("byte %zu altered (encrypt %d): events %s, expected %s", i, testEncrypt,
+                         ev, want);
+            s[i] ^= 0x10;
+        }
     }
+    testEncrypt = 0;
 }
 
 /* A payload thrown away is not checked (nothing reads it), but its tag
@@ -597,7 +641,7 @@ static void test_discarded_payload_is_not_checked_but_keeps_the_sequence(void **
     uint8_t s[TEST_STREAM_MAX];
     char ev[16];
     size_t len = testSession(s);
-    s[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC + OBJ_WIRE_HDR_LEN + 24 + 2 * OBJ_WIRE_MAC + 5] ^= 1;
+    s[OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAC + OBJ_WIRE_HDR_LEN + 24 + OBJ_WIRE_MAC + 5] ^= 1;
     testRunSession(s, len, 4096, 1, ev);
     assert_string_equal(ev, "FFDF");
 }
@@ -656,6 +700,7 @@ int main(void)
         cmocka_unit_test_teardown(test_frame_after_a_bad_one_is_never_delivered, testTeardown),
         cmocka_unit_test(test_sealed_frames_and_payload_are_delivered_however_cut),
         cmocka_unit_test(test_altered_byte_of_a_session_is_an_error),
+        cmocka_unit_test(test_encrypted_payload_is_not_the_plain_bytes),
         cmocka_unit_test(test_discarded_payload_is_not_checked_but_keeps_the_sequence),
         cmocka_unit_test(test_replayed_dropped_or_untagged_frames_fail),
     };

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
+
 #include <cmocka.h>
 
 #include "transfer/wire.h"
@@ -714,7 +716,8 @@ static const TestBad testBadFrames[] = {
     {"HELLO magic 0", BASE_HELLO, {{OP_SET32, H + 0, 0}}, 0},
     {"HELLO version 1 (proofs over nonces only)", BASE_HELLO, {{OP_SET16, H + 4, 1}}, 0},
     {"HELLO version 2 (no session MAC)", BASE_HELLO, {{OP_SET16, H + 4, 2}}, 0},
-    {"HELLO version 4", BASE_HELLO, {{OP_SET16, H + 4, 4}}, 0},
+    {"HELLO version 3 (payload tag before the payload)", BASE_HELLO, {{OP_SET16, H + 4, 3}}, 0},
+    {"HELLO version 5", BASE_HELLO, {{OP_SET16, H + 4, 5}}, 0},
     {"HELLO version 0", BASE_HELLO, {{OP_SET16, H + 4, 0}}, 0},
     {"HELLO body of 5 bytes", BASE_HELLO, {{OP_SHRINK, 0, 58}}, 0},
     {"HELLO body without name", BASE_HELLO, {{OP_SHRINK, 0, 5}}, 0},
@@ -1284,15 +1287,20 @@ static void test_session_mac_known_answers(void **state)
     assert_int_equal(wireMacFrame(w, frame, (size_t)n, tag), 0);
     testHexN("4f1b0df50e93d66687f1a33e5048a507", wantTag, OBJ_WIRE_MAC);
     assert_memory_equal(tag, wantTag, OBJ_WIRE_MAC);
-    /* a DATA frame at sequence 2, sealed with its payload's tag */
+    /* a DATA frame at sequence 2, sealed; its payload's tag (after the
+     * payload), made later, goes by sequence 2 too */
     WireMsg d = {.h = {.type = WIRE_DATA, .reqId = 7}};
+    int64_t paySeq = -1;
     d.u.data.size = 5, d.u.data.checksum = 0x1122334455667788ULL;
     n = wireEncode(&d, frame, sizeof(frame));
-    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, "hello", 5), n + 2 * OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, 2);
     testHexN("3ab240e4c6e5791c9541f7c196f8338d", wantTag, OBJ_WIRE_MAC);
     assert_memory_equal(frame + n, wantTag, OBJ_WIRE_MAC);
+    assert_int_equal(wireMacFrame(w, frame, 1, tag), 0); /* a later frame meanwhile */
+    assert_int_equal(wireMacPayloadTag(w, (uint64_t)paySeq, "hello", 5, tag), 0);
     testHexN("3d9c79beaf42bcc1aa2b25978e54cb11", wantTag, OBJ_WIRE_MAC);
-    assert_memory_equal(frame + n + OBJ_WIRE_MAC, wantTag, OBJ_WIRE_MAC);
+    assert_memory_equal(tag, wantTag, OBJ_WIRE_MAC);
     wireMacFree(w);
 }
 
@@ -1324,9 +1332,9 @@ static void test_session_keys_depend_on_direction_and_proofs(void **state)
     assert_int_equal(wireSessionKeys("s", 1, &t, pa, pc, x, y), -1);
 }
 
-/* A receiver's view of a sealed DATA frame of n bytes (+ tags) and its
- * payload: 0 when the frame tag and the payload tag both check out under a
- * fresh receiver at sequence seq. */
+/* A receiver's view of a sealed DATA frame of n bytes (+ its tag) and its
+ * payload, whose tag is at frame + n + OBJ_WIRE_MAC: 0 when the frame tag
+ * and the payload tag both check out under a fresh receiver at sequence seq. */
 static int testVerifySealed(const uint8_t key[OBJ_WIRE_KEY], uint64_t seq, const uint8_t *frame,
                             int n, const uint8_t *pay, size_t payLen)
 {
@@ -1340,7 +1348,7 @@ static int testVerifySealed(const uint8_t key[OBJ_WIRE_KEY], uint64_t seq, const
     wireMacPayloadBegin(r);
     wireMacPayloadUpdate(r, pay, payLen / 2); /* in two pieces, as bytes land */
     wireMacPayloadUpdate(r, pay + payLen / 2, payLen - payLen / 2);
-    ok &= wireMacPayloadEnd(r, tag) == 0 && wireMacEqual(tag, frame + n + OBJ_WIRE_MAC);
+    ok &= wireMacPayloadCheck(r, frame + n + OBJ_WIRE_MAC) == 0;
     wireMacFree(r);
     return ok ? 0 : -1;
 }
@@ -1360,9 +1368,17 @@ static void test_session_mac_covers_every_byte_and_the_sequence(void **state)
     WireMac *w = wireMacNew(key);
     assert_non_null(w);
     wireMacFrame(w, frame, 1, frame + 100); /* the sender is at sequence 1 */
-    int sealed = wireSeal(w, frame, sizeof(frame), n, pay, sizeof(pay));
+    int64_t paySeq;
+    int sealed = wireSeal(w, frame, sizeof(frame), n, &paySeq);
+    assert_int_equal(sealed, n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, 1);
+    /* the payload's tag, kept here after the frame's for the test */
+    assert_int_equal(wireMacPayloadBeginAt(w, (uint64_t)paySeq), 0);
+    assert_int_equal(wireMacPayloadUpdate(w, pay, 60), 0); /* in pieces, as bytes go out */
+    assert_int_equal(wireMacPayloadUpdate(w, pay + 60, sizeof(pay) - 60), 0);
+    assert_int_equal(wireMacPayloadEnd(w, frame + sealed), 0);
+    sealed += OBJ_WIRE_MAC;
     wireMacFree(w);
-    assert_int_equal(sealed, n + 2 * OBJ_WIRE_MAC);
 
     assert_int_equal(testVerifySealed(key, 1, frame, n, pay, sizeof(pay)), 0);
     assert_int_equal(testVerifySealed(key, 0, frame, n, pay, sizeof(pay)), -1);   /* replay */
@@ -1382,8 +1398,9 @@ static void test_session_mac_covers_every_byte_and_the_sequence(void **state)
     }
 }
 
-/* What wireSeal adds: nothing without a session, one tag after most frames,
- * two after a DATA frame with a payload, never past the buffer. */
+/* What wireSeal adds: nothing without a session, one tag after every
+ * frame, never past the buffer; a payload tag is announced (paySeq) for a
+ * DATA frame with a payload and for a PART. */
 static void test_seal_adds_tags_only_in_a_session(void **state)
 {
     (void)state;
@@ -1391,24 +1408,133 @@ static void test_seal_adds_tags_only_in_a_session(void **state)
     WireMac *w = wireMacNew(key);
     WireMsg m = {.h = {.type = WIRE_PING, .reqId = 1}};
     int n = wireEncode(&m, frame, sizeof(frame));
+    int64_t paySeq = 0;
 
-    assert_int_equal(wireSeal(NULL, frame, sizeof(frame), n, NULL, 0), n);
-    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
-    assert_int_equal(wireTagsAfter(&m), OBJ_WIRE_MAC);
-    /* room for exactly the tags it adds is enough (frames packed in one buffer) */
-    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC, n, NULL, 0), n + OBJ_WIRE_MAC);
-    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC - 1, n, NULL, 0), -1);
+    assert_int_equal(wireSeal(NULL, frame, sizeof(frame), n, &paySeq), n);
+    assert_int_equal(paySeq, -1);
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, -1);
+    assert_false(wirePayloadTagged(&m));
+    /* room for exactly the tag it adds is enough (frames packed in one buffer) */
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC, n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, (size_t)n + OBJ_WIRE_MAC - 1, n, &paySeq), -1);
     m = (WireMsg){.h = {.type = WIRE_DATA, .reqId = 1}}; /* an empty object: no payload tag */
     n = wireEncode(&m, frame, sizeof(frame));
-    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, NULL, 0), n + OBJ_WIRE_MAC);
-    assert_int_equal(wireTagsAfter(&m), OBJ_WIRE_MAC);
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, -1);
+    assert_false(wirePayloadTagged(&m));
     m.u.data.metaSize = 1;
     n = wireEncode(&m, frame, sizeof(frame));
-    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, "x", 1), n + 2 * OBJ_WIRE_MAC);
-    assert_int_equal(wireTagsAfter(&m), 2 * OBJ_WIRE_MAC);
-    assert_int_equal(wireSeal(w, frame, (size_t)n + 2 * OBJ_WIRE_MAC - 1, n, "x", 1), -1);
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, 3); /* the fourth frame tagged */
+    assert_true(wirePayloadTagged(&m));
+    m = (WireMsg){.h = {.type = WIRE_PART, .reqId = 1}};
+    m.u.data.size = 10, m.u.data.offset = 2, m.u.data.len = 3;
+    n = wireEncode(&m, frame, sizeof(frame));
+    assert_int_equal(wireSeal(w, frame, sizeof(frame), n, &paySeq), n + OBJ_WIRE_MAC);
+    assert_int_equal(paySeq, 4);
+    assert_true(wirePayloadTagged(&m));
     wireMacFree(w);
     wireMacFree(NULL);
+}
+
+/* GMAC with libcrypto alone, for comparison: the tag of n bytes under key
+ * and the payload IV of sequence seq. */
+static void testGmacRef(const uint8_t key[OBJ_WIRE_KEY], uint64_t seq, const uint8_t *p, size_t n,
+                        uint8_t tag[OBJ_WIRE_MAC])
+{
+    uint8_t iv[12], none[16];
+    int outLen = 0;
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    assert_non_null(c);
+    iv[0] = 2, iv[1] = iv[2] = iv[3] = 0; /* the payload domain, little-endian */
+    for (int i = 0; i < 8; i++)
+        iv[4 + i] = (uint8_t)(seq >> (8 * i));
+    assert_int_equal(EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL), 1);
+    assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, 12, NULL), 1);
+    assert_int_equal(EVP_EncryptInit_ex(c, NULL, NULL, key, iv), 1);
+    if (n > 0)
+        assert_int_equal(EVP_EncryptUpdate(c, NULL, &outLen, p, (int)n), 1);
+    assert_int_equal(EVP_EncryptFinal_ex(c, none, &outLen), 1);
+    assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OBJ_WIRE_MAC, tag), 1);
+    EVP_CIPHER_CTX_free(c);
+}
+
+/* Payload tags (the vector GHASH of ghash.c where the CPU has it) are
+ * libcrypto's GMAC, for every length around the step sizes (16, 256, 512
+ * bytes) and however the bytes are cut into pieces. */
+static void test_payload_tag_is_libcrypto_gmac_however_fed(void **state)
+{
+    (void)state;
+    static uint8_t buf[3 * 4096 + 77];
+    uint8_t key[OBJ_WIRE_KEY], want[OBJ_WIRE_MAC], got[OBJ_WIRE_MAC];
+    unsigned seed = 12345;
+    testFill(buf, sizeof(buf), 9);
+    for (size_t n = 0; n <= sizeof(buf); n += n < 1100 ? 1 : 997) {
+        for (int i = 0; i < OBJ_WIRE_KEY; i++)
+            key[i] = (uint8_t)(n * 31 + (size_t)i);
+        WireMac *w = wireMacNew(key);
+        assert_non_null(w);
+        testGmacRef(key, n, buf, n, want);
+        assert_int_equal(wireMacPayloadTag(w, n, buf, n, got), 0);
+        if (memcmp(want, got, OBJ_WIRE_MAC) != 0)
+            fail_msg("payload tag of %zu bytes in one piece differs from libcrypto's", n);
+        assert_int_equal(wireMacPayloadBeginAt(w, n), 0);
+        for (size_t at = 0; at < n;) {
+            seed = seed * 1103515245u + 12345u;
+            size_t piece = 1 + (seed >> 8) % (seed & 1 ? 700 : 33);
+            piece = piece < n - at ? piece : n - at;
+            assert_int_equal(wireMacPayloadUpdate(w, buf + at, piece), 0);
+            at += piece;
+        }
+        assert_int_equal(wireMacPayloadEnd(w, got), 0);
+        if (memcmp(want, got, OBJ_WIRE_MAC) != 0)
+            fail_msg("payload tag of %zu bytes in pieces differs from libcrypto's", n);
+        wireMacFree(w);
+    }
+}
+
+/* An encrypted payload decrypts, in pieces and in place, to the bytes sent
+ * and checks; a ciphertext bit flipped, the tag altered or the wrong
+ * sequence fails the check. */
+static void test_encrypted_payload_roundtrip_and_check(void **state)
+{
+    (void)state;
+    uint8_t key[OBJ_WIRE_KEY] = {5}, pay[300], wire[300], got[300], tag[OBJ_WIRE_MAC];
+    WireMac *tx = wireMacNew(key);
+    assert_non_null(tx);
+    assert_int_equal(wireMacSetEncrypt(tx, key, WIRE_CRYPT_ENCRYPT), 0);
+    assert_int_equal(wireMacCrypt(tx), WIRE_CRYPT_ENCRYPT);
+    testFill(pay, sizeof(pay), 11);
+    assert_int_equal(wireMacPayloadBeginAt(tx, 3), 0);
+    assert_int_equal(wireMacPayloadCrypt(tx, pay, wire, 100), 0);
+    assert_int_equal(wireMacPayloadCrypt(tx, pay + 100, wire + 100, 200), 0);
+    assert_int_equal(wireMacPayloadEnd(tx, tag), 0);
+    assert_memory_not_equal(pay, wire, sizeof(pay));
+    wireMacFree(tx);
+
+    for (int round = 0; round < 4; round++) {
+        WireMac *rx = wireMacNew(key);
+        assert_non_null(rx);
+        assert_int_equal(wireMacSetEncrypt(rx, key, WIRE_CRYPT_DECRYPT), 0);
+        memcpy(got, wire, sizeof(got));
+        uint8_t t[OBJ_WIRE_MAC];
+        memcpy(t, tag, sizeof(t));
+        if (round == 1)
+            got[299] ^= 1; /* the last byte */
+        if (round == 2)
+            t[0] ^= 1;
+        assert_int_equal(wireMacPayloadBeginAt(rx, round == 3 ? 4 : 3), 0);
+        for (size_t at = 0; at < sizeof(got); at += 7) /* pieces as a socket cuts them */
+            wireMacPayloadCrypt(rx, got + at, got + at,
+                                sizeof(got) - at < 7 ? sizeof(got) - at : 7);
+        int ok = wireMacPayloadCheck(rx, t) == 0;
+        assert_int_equal(ok, round == 0);
+        if (round == 0)
+            assert_memory_equal(got, pay, sizeof(pay));
+        wireMacFree(rx);
+    }
+    assert_int_equal(wireMacCrypt(NULL), WIRE_CRYPT_NONE);
 }
 
 int main(void)
@@ -1453,6 +1579,8 @@ int main(void)
         cmocka_unit_test(test_session_keys_depend_on_direction_and_proofs),
         cmocka_unit_test(test_session_mac_covers_every_byte_and_the_sequence),
         cmocka_unit_test(test_seal_adds_tags_only_in_a_session),
+        cmocka_unit_test(test_encrypted_payload_roundtrip_and_check),
+        cmocka_unit_test(test_payload_tag_is_libcrypto_gmac_however_fed),
     };
     return cmocka_run_group_tests(tests, testSetup, NULL);
 }

@@ -41,6 +41,20 @@ BufferObject *bufferNew(ClientObject *c, const void *id, size_t idLen, int state
     return b;
 }
 
+/* See buffer.h. */
+PyObject *bufferFill(BufferObject *b, void *data, Py_ssize_t size, const char *meta,
+                     Py_ssize_t metaLen)
+{
+    b->data = data;
+    b->size = size;
+    b->meta = PyBytes_FromStringAndSize(meta, metaLen);
+    if (b->meta == NULL) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    return (PyObject *)b;
+}
+
 /*
  * Give the Buffer's hold on the node back: a pin is released, an unsealed
  * creation aborted. With the GIL held; never blocks on the client mutex (a

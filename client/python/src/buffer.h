@@ -49,6 +49,10 @@ extern PyTypeObject BufferType;
 
 /* A new Buffer over bytes of c (c may be NULL for copies). Returns it or NULL. */
 BufferObject *bufferNew(ClientObject *c, const void *id, size_t idLen, int state);
+/* Point a new Buffer at size bytes at data, with a copy of the metadata. Returns b, or
+ * NULL when the copy fails (then b is dropped: its pin or creation given back). */
+PyObject *bufferFill(BufferObject *b, void *data, Py_ssize_t size, const char *meta,
+                     Py_ssize_t metaLen);
 /* _set_after_seal_hook(fn or None): a callable run between the seal and the pin of a
  * seal with live views (tests only). Returns None or NULL. */
 PyObject *modSetAfterSealHook(PyObject *mod, PyObject *fn);

@@ -286,21 +286,12 @@ static PyObject *clientPinIn(ClientObject *c, PyObject *args)
     }
     if (c->zeroCopy) {
         b->pinned = 1;
-        b->data = (unsigned char *)p.view.data;
-        b->size = (Py_ssize_t)p.view.size;
-        b->meta = PyBytes_FromStringAndSize(p.view.meta, (Py_ssize_t)p.view.metaSize);
-    } else {
-        b->reply = p.copy;
-        b->data = (unsigned char *)p.copy->element[0]->str;
-        b->size = (Py_ssize_t)p.copy->element[0]->len;
-        b->meta =
-            PyBytes_FromStringAndSize(p.copy->element[1]->str, (Py_ssize_t)p.copy->element[1]->len);
+        return bufferFill(b, (void *)p.view.data, (Py_ssize_t)p.view.size, p.view.meta,
+                          (Py_ssize_t)p.view.metaSize);
     }
-    if (b->meta == NULL) {
-        Py_DECREF(b);
-        return NULL;
-    }
-    return (PyObject *)b;
+    b->reply = p.copy;
+    return bufferFill(b, p.copy->element[0]->str, (Py_ssize_t)p.copy->element[0]->len,
+                      p.copy->element[1]->str, (Py_ssize_t)p.copy->element[1]->len);
 }
 
 PYOBJ_COUNTED_METHOD(clientPin, ClientObject, self)
@@ -345,14 +336,11 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
         if (b == NULL)
             return NULL;
         b->own = malloc(size > 0 ? (size_t)size : 1);
-        b->meta = PyBytes_FromStringAndSize(o.meta, metaLen);
-        if (b->own == NULL || b->meta == NULL) {
+        if (b->own == NULL) {
             Py_DECREF(b);
             return PyErr_NoMemory();
         }
-        b->data = b->own;
-        b->size = size;
-        return (PyObject *)b;
+        return bufferFill(b, b->own, size, o.meta, metaLen);
     }
     if (clientRun(c, clientCreateOp, &o) < 0)
         return NULL;
@@ -361,15 +349,8 @@ static PyObject *clientCreateIn(ClientObject *c, PyObject *args)
         clientQueue(c, PENDING_ABORT, o.id, o.idLen, NULL);
         return NULL;
     }
-    b->data = o.data;
-    b->size = size;
     b->gen = o.gen;
-    b->meta = PyBytes_FromStringAndSize(o.meta, metaLen);
-    if (b->meta == NULL) {
-        Py_DECREF(b);
-        return NULL;
-    }
-    return (PyObject *)b;
+    return bufferFill(b, o.data, size, o.meta, metaLen);
 }
 
 PYOBJ_COUNTED_METHOD(clientCreate, ClientObject, self)

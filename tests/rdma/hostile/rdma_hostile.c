@@ -197,10 +197,11 @@ static int sendBytes(HConn *c, const uint8_t *buf, size_t len)
 static int sendMsg(HConn *c, WireMsg *m)
 {
     uint8_t buf[OBJ_WIRE_FRAME_MAX];
+    int64_t paySeq; /* this tool sends no payloads */
     int len = wireEncode(m, buf, sizeof(buf));
 
     if (len >= 0)
-        len = wireSeal(c->tx, buf, sizeof(buf), len, NULL, 0);
+        len = wireSeal(c->tx, buf, sizeof(buf), len, &paySeq);
     if (len < 0)
         die("wireEncode");
     return sendBytes(c, buf, (size_t)len);
@@ -232,9 +233,10 @@ static int sendPings(HConn *c, int n, uint64_t *reqId)
 
     for (int i = 0; i < n && i < 256; i++) {
         WireMsg p = {.h = {.type = WIRE_PING, .reqId = (*reqId)++}};
+        int64_t paySeq;
         int len = wireEncode(&p, buf + at, sizeof(buf) - at);
         if (len >= 0)
-            len = wireSeal(c->tx, buf + at, sizeof(buf) - at, len, NULL, 0);
+            len = wireSeal(c->tx, buf + at, sizeof(buf) - at, len, &paySeq);
         if (len < 0)
             die("wireEncode");
         at += (size_t)len;
