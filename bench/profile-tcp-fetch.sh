@@ -4,7 +4,8 @@
 #
 #   bench/profile-tcp-fetch.sh LABEL [MODULE=build/objstore.so] [SIZE=16m] [SECONDS=5]
 #
-# Two nodes on loopback (A owns the objects, B fetches them with FROM A:
+# Two nodes on loopback, arenas prefaulted (a steady state: no first touch
+# of arena pages in the figures) (A owns the objects, B fetches them with FROM A:
 # obj-benchmark -t fetch --tcp -c 1), the module's default session (MAC on,
 # transfer-encrypt as MODULE_ARGS says, e.g. MODULE_ARGS="transfer-encrypt yes").
 # While obj-benchmark runs, perf records each node's process on its own; the
@@ -13,7 +14,8 @@
 # zeroing (memset, the kernel's page clearing), page faults, the rest. The
 # fetch's MB/s is printed beside a one-stream iperf3 of the same seconds,
 # taken right before. Appends to bench/results/profile-tcp-fetch.txt (OUT
-# names another file). PERF=0: no profile, only the two rates and each
+# names another file) and a row to the .csv beside it (docs/benchmarks.md's
+# table, bench/tables.py). PERF=0: no profile, only the two rates and each
 # node's CPU per fetch (bench/encrypt-cost.sh runs it so).
 # Every tool runs under `timeout`; what it starts is stopped on exit.
 set -euo pipefail
@@ -39,7 +41,8 @@ for n in A B; do
     [ "$n" = B ] && port=$PB dir="directory 127.0.0.1:$PA"
     # shellcheck disable=SC2086
     redis-server "$W/secret.conf" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-        --dir "$W/$n" --loadmodule "$SO" memory 1gb node-name "$n" transfer-port "$(freePort)" \
+        --dir "$W/$n" --loadmodule "$SO" memory 512mb prefault yes node-name "$n" \
+        transfer-port "$(freePort)" \
         rdma-port 0 $dir ${MODULE_ARGS:-} >"$W/$n.log" 2>&1 &
     PIDS+=($!)
 done
@@ -52,8 +55,14 @@ done
 IP=$(freePort)
 timeout 60 iperf3 -s -1 -p "$IP" >/dev/null 2>&1 &
 sleep 0.5
-IPERF=$(timeout 60 iperf3 -c 127.0.0.1 -p "$IP" -t "$SECS" -J |
-    /usr/bin/python3 -c 'import json,sys; print("%.0f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 8e6))')
+# Its rate, and its CPU per byte on each side (iperf3's own accounting), the
+# reference for the engines' CPU per byte.
+read -r IPERF IPERF_TX_NS IPERF_RX_NS < <(timeout 60 iperf3 -c 127.0.0.1 -p "$IP" -t "$SECS" -J |
+    /usr/bin/python3 -c '
+import json, sys
+e = json.load(sys.stdin)["end"]; r = e["sum_received"]; c = e["cpu_utilization_percent"]
+ns = lambda pct: pct / 100 * r["seconds"] * 1e9 / r["bytes"]
+print("%.0f %.4f %.4f" % (r["bits_per_second"] / 8e6, ns(c["host_total"]), ns(c["remote_total"])))')
 
 # cpuOf PID: the process's CPU seconds so far (utime + stime).
 TCK=$(getconf CLK_TCK)
@@ -62,7 +71,9 @@ cpuOf() { awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "/proc/$1/stat"; 
 # the one that moves and checks a fetch's bytes.
 engineCpuOf() {
     for t in /proc/"$1"/task/*; do
-        [ "$(cat "$t/comm")" = obj-engine ] && awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "$t/stat"
+        if [ "$(cat "$t/comm")" = obj-engine ]; then
+            awk -v t="$TCK" '{ printf "%.3f", ($14 + $15) / t }' "$t/stat"
+        fi
     done
 }
 RECS=()
@@ -96,6 +107,7 @@ passes() {
             p = $1; sub("%", "", p); d = $2; s = $NF
             if (s ~ /copy_(to|from)_iter|copy_user|rep_movs|memcpy_orig/) k = "kernel copy (socket)"
             else if (d ~ /libcrypto/) k = "payload tag / cipher (libcrypto)"
+            else if (s ~ /^ghash/) k = "payload tag (ghash.c)"
             else if (d ~ /libxxhash/) k = "checksum (XXH3)"
             else if (s ~ /memset|clear_page/) k = "zeroing (scrub, fresh pages)"
             else if (s ~ /fault|handle_mm|do_anonymous|filemap/) k = "page faults"
@@ -103,6 +115,9 @@ passes() {
             else k = "other"
             t[k] += p
         } END { for (k in t) printf "    %-36s %5.1f%%\n", k, t[k] }' | sort -k1,1
+    echo "    the top symbols:"
+    timeout 300 perf report -i "$W/$1.data" --no-children --sort dso,sym --stdio 2>/dev/null |
+        grep -E '^ +[0-9.]+%' | head -n 8 | sed 's/^ */      /'
 }
 {
     echo "# bench/profile-tcp-fetch.sh $LABEL $SO $SIZE $SECS ${MODULE_ARGS:+(MODULE_ARGS=$MODULE_ARGS)}  ($(date -u '+%Y-%m-%d %H:%M'), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg))"
@@ -117,6 +132,17 @@ passes() {
             bytes = r * s * size; a = (a1 - a0) * 1e9 / bytes; b = (b1 - b0) * 1e9 / bytes
             printf "%s: engine threads, CPU per byte: A (sending) %.3f ns, B (receiving) %.3f ns; memcpy %.3f ns/B (same run): A %.1f passes, B %.1f passes, both %.1f\n",
                 l, a, b, m, a / m, b / m, (a + b) / m }'
+    echo "$LABEL: iperf3's own CPU per byte (same run): sender $IPERF_TX_NS ns, receiver $IPERF_RX_NS ns"
+    CSV=${OUT%.txt}.csv
+    [ -s "$CSV" ] || echo "label,size,args,fetch_mbs,iperf3_mbs,ratio,cpu_a_us,cpu_b_us,engine_a_ns_per_b,engine_b_ns_per_b,memcpy_ns_per_b,iperf3_tx_ns_per_b,iperf3_rx_ns_per_b,load" >"$CSV"
+    awk -v l="$LABEL" -v size="$SIZE" -v args="${MODULE_ARGS:-}" -v f="$MBS" -v i="$IPERF" \
+        -v r="$RPS" -v s="$SECS" -v sz="$(numfmt --from=iec "${SIZE^^}")" -v a0="$CA0" -v a1="$CA1" \
+        -v b0="$CB0" -v b1="$CB1" -v e0="$EA0" -v e1="$EA1" -v g0="$EB0" -v g1="$EB1" -v m="$MEMCPY" \
+        -v load="$(cut -d' ' -f1 /proc/loadavg)" -v itx="$IPERF_TX_NS" -v irx="$IPERF_RX_NS" 'BEGIN {
+            n = r * s; bytes = n * sz
+            printf "%s,%s,%s,%s,%s,%.3f,%.0f,%.0f,%.4f,%.4f,%.4f,%s,%s,%s\n", l, size, args, f, i, f / i,
+                (a1 - a0) * 1e6 / n, (b1 - b0) * 1e6 / n, (e1 - e0) * 1e9 / bytes,
+                (g1 - g0) * 1e9 / bytes, m, itx, irx, load }' >>"$CSV"
     [ "$PERF" = 0 ] && exit 0
     for n in A B; do
         echo "  node $n (A: the owner, sending; B: fetching), share of its samples by pass:"

@@ -184,7 +184,29 @@ def table_mac_cost_path(root):
             "\n\nThe frame tag (`wireMacFrame`, best of batches): " + ", ".join(tags) + ".")
 
 
+# ---- a large TCP fetch against one-stream iperf3, and its CPU (profile-tcp-fetch.csv, -------------
+# encrypt-cost.csv: bench/profile-tcp-fetch.sh, bench/encrypt-cost.sh) ---------------------------
+
+def table_tcp_fetch(root, name):
+    rows = []
+    for r in rows_of(root, name):
+        m = float(r["memcpy_ns_per_b"])
+        a, b = float(r["engine_a_ns_per_b"]), float(r["engine_b_ns_per_b"])
+        it, ir = float(r["iperf3_tx_ns_per_b"]), float(r["iperf3_rx_ns_per_b"])
+        rows.append([r["label"], r["size"], r["fetch_mbs"], r["iperf3_mbs"],
+                     f"{float(r['ratio']):.2f}x", f"{a:.3f} / {b:.3f}",
+                     f"{it:.3f} / {ir:.3f}", f"{(a + b) / (it + ir):.2f}x", f"{m:.3f}",
+                     f"{(a + b) / m:.1f}", r["load"]])
+    return md_table(["run", "object", "fetch MB/s", "iperf3 MB/s", "fetch / iperf3",
+                     "CPU ns per byte, owner / fetcher (engine threads)",
+                     "iperf3 CPU ns per byte, sender / receiver", "CPU per byte / iperf3's",
+                     "memcpy ns per byte", "both engines in memcpy passes", "load"],
+                    "llrrrrrrrrr", rows)
+
+
 TABLES = {
+    "profile-tcp-fetch": lambda root: table_tcp_fetch(root, "profile-tcp-fetch.csv"),
+    "encrypt-cost": lambda root: table_tcp_fetch(root, "encrypt-cost.csv"),
     "bench-tcp": table_bench_tcp,
     "rdma-vs-perftest": table_rdma_vs_perftest,
     "directory-cluster": table_directory_cluster,
