@@ -585,7 +585,14 @@ class Chaos:
         if isinstance(r, Exception):
             last[o.oid] = f"{name}: {r}"
             return
-        data, meta = c.execute_command("OBJ.GET", o.oid, "WITHMETA")
+        try:
+            data, meta = c.execute_command("OBJ.GET", o.oid, "WITHMETA")
+        except ResponseError as e:
+            # The copy went between the fetch and the read (a replica the node dropped
+            # as stale once the directory answered again, late on a busy machine): not
+            # fetched yet, so the object stays pending and the check tries again.
+            last[o.oid] = f"{name}: fetched, then gone before the read ({e})"
+            return
         if not self.verify(o.oid, data, meta, f"fetch after heal on {name}"):
             pending.pop(o.oid, None)
         elif gen_of(meta) != o.gen:
