@@ -55,6 +55,9 @@ static const TransportOps tcpTransport;
 /* The payload bytes tagged (or encrypted) at a time, just before they are
  * written: the kernel's copy then reads them from the cache. */
 #define TCP_PIECE (256u << 10)
+/* How far ahead of the socket payload bytes are tagged: what one write may
+ * move (the pieces are still in the cache when the kernel copies them). */
+#define TCP_AHEAD (2048u << 10)
 
 /* One queued frame, the payload bytes that follow it and the payload's tag.
  * In a session the payload goes out only as far as it was tagged (readyOff:
@@ -204,7 +207,7 @@ static int tcpFail(TcpConn *c, const char *why)
  * tag it, or encrypt it into the bounce buffer once the piece before it was
  * written; at the payload's end, finish its tag. Returns 0, or -1 when
  * libcrypto failed (or no memory for the bounce buffer). */
-static int tcpPrepare(TcpConn *c, TxItem *it)
+static int tcpPreparePiece(TcpConn *c, TxItem *it)
 {
     WireMac *w = c->sc.base.txMac;
     int encrypt = wireMacCrypt(w) == WIRE_CRYPT_ENCRYPT;
@@ -213,8 +216,8 @@ static int tcpPrepare(TcpConn *c, TxItem *it)
         return 0;
     if (encrypt && it->payloadOff < it->readyOff)
         return 0; /* the bounce buffer still holds unwritten bytes */
-    if (!encrypt && it->readyOff - it->payloadOff >= TCP_PIECE)
-        return 0; /* a piece ahead is enough */
+    if (!encrypt && it->readyOff - it->payloadOff >= TCP_AHEAD)
+        return 0; /* enough is ready */
     if (it->readyOff == 0 && wireMacPayloadBeginAt(w, (uint64_t)it->paySeq) == -1)
         return -1;
     size_t n = it->payloadLen - it->readyOff;
@@ -235,6 +238,22 @@ static int tcpPrepare(TcpConn *c, TxItem *it)
             return -1;
         it->ready = 1;
     }
+    return 0;
+}
+
+/* Tag pieces of it's payload until TCP_AHEAD bytes are ready and unwritten
+ * (so that one write moves that much: each write costs the loopback or the
+ * NIC path its fixed share), or its one encrypted piece. Returns 0 or -1
+ * as tcpPreparePiece. */
+static int tcpPrepare(TcpConn *c, TxItem *it)
+{
+    size_t before;
+
+    do {
+        before = it->readyOff;
+        if (tcpPreparePiece(c, it) == -1)
+            return -1;
+    } while (!it->ready && it->readyOff != before && it->readyOff - it->payloadOff < TCP_AHEAD);
     return 0;
 }
 
