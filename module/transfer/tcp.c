@@ -61,8 +61,8 @@ static const TransportOps tcpTransport;
 
 /* One queued frame, the payload bytes that follow it and the payload's tag.
  * In a session the payload goes out only as far as it was tagged (readyOff:
- * tcpPrepare tags, or encrypts into the connection's bounce buffer, one
- * piece ahead of the socket), and its tag after its last byte. */
+ * tcpPrepare tags, or encrypts into the connection's bounce buffer, up to
+ * TCP_AHEAD bytes ahead of the socket), and its tag after its last byte. */
 typedef struct TxItem {
     size_t frameLen, frameOff;
     const uint8_t *payload;
@@ -93,8 +93,8 @@ typedef struct TcpConn {
     int failed;
     char failWhy[96];
     int rxPaused; /* requests are not read while the send side is over its caps */
-    /* An encrypted session's payload piece, encrypted from the arena and
-     * written from here (TCP_PIECE bytes, made at first use): the head
+    /* An encrypted session's payload pieces, encrypted from the arena and
+     * written from here (TCP_AHEAD bytes, made at first use): the head
      * item's payload bytes [bounceAt, its readyOff). */
     uint8_t *bounce;
     size_t bounceAt;
@@ -204,8 +204,9 @@ static int tcpFail(TcpConn *c, const char *why)
 
 /* Make the next piece of it's payload ready to go (it is the first item
  * whose payload is not all ready, so the session's payload context is its):
- * tag it, or encrypt it into the bounce buffer once the piece before it was
- * written; at the payload's end, finish its tag. Returns 0, or -1 when
+ * tag it, or encrypt it into the bounce buffer while that has room (it
+ * starts over once all it held was written); at the payload's end, finish
+ * its tag. Returns 0, or -1 when
  * libcrypto failed (or no memory for the bounce buffer). */
 static int tcpPreparePiece(TcpConn *c, TxItem *it)
 {
@@ -214,21 +215,25 @@ static int tcpPreparePiece(TcpConn *c, TxItem *it)
 
     if (it->ready)
         return 0;
-    if (encrypt && it->payloadOff < it->readyOff)
-        return 0; /* the bounce buffer still holds unwritten bytes */
     if (!encrypt && it->readyOff - it->payloadOff >= TCP_AHEAD)
         return 0; /* enough is ready */
-    if (it->readyOff == 0 && wireMacPayloadBeginAt(w, (uint64_t)it->paySeq) == -1)
-        return -1;
     size_t n = it->payloadLen - it->readyOff;
     if (n > TCP_PIECE)
         n = TCP_PIECE;
+    if (encrypt) {
+        if (it->payloadOff == it->readyOff)
+            c->bounceAt = it->readyOff; /* all it held went out: start it over */
+        if (it->readyOff - c->bounceAt + n > TCP_AHEAD)
+            return 0; /* the bounce buffer is full of unwritten bytes */
+    }
+    if (it->readyOff == 0 && wireMacPayloadBeginAt(w, (uint64_t)it->paySeq) == -1)
+        return -1;
     if (encrypt && n > 0) {
-        if (!c->bounce && !(c->bounce = malloc(TCP_PIECE)))
+        if (!c->bounce && !(c->bounce = malloc(TCP_AHEAD)))
             return -1;
-        if (wireMacPayloadCrypt(w, it->payload + it->readyOff, c->bounce, n) == -1)
+        if (wireMacPayloadCrypt(w, it->payload + it->readyOff,
+                                c->bounce + (it->readyOff - c->bounceAt), n) == -1)
             return -1;
-        c->bounceAt = it->readyOff;
     } else if (n > 0 && wireMacPayloadUpdate(w, it->payload + it->readyOff, n) == -1) {
         return -1;
     }
@@ -241,10 +246,10 @@ static int tcpPreparePiece(TcpConn *c, TxItem *it)
     return 0;
 }
 
-/* Tag pieces of it's payload until TCP_AHEAD bytes are ready and unwritten
- * (so that one write moves that much: each write costs the loopback or the
- * NIC path its fixed share), or its one encrypted piece. Returns 0 or -1
- * as tcpPreparePiece. */
+/* Tag (or encrypt into the bounce buffer) pieces of it's payload until
+ * TCP_AHEAD bytes are ready and unwritten, so that one write moves that
+ * much: each write costs the loopback or the NIC path its fixed share.
+ * Returns 0 or -1 as tcpPreparePiece. */
 static int tcpPrepare(TcpConn *c, TxItem *it)
 {
     size_t before;
