@@ -35,8 +35,12 @@
 
 /* ---- tunables ----------------------------------------------------------------- */
 
-#define OBJ_DIR_CONNECT_TIMEOUT_MS 500
-#define OBJ_DIR_COMMAND_TIMEOUT_MS 1000
+/* A directory that does not answer a connect or a command in this time is
+ * unreachable for now (the command fails, the connection is dropped and
+ * dialled again with backoff). Long enough that a busy host's directory
+ * Redis (a fork, a loaded machine) is not taken for a dead one. */
+#define OBJ_DIR_CONNECT_TIMEOUT_MS 2000
+#define OBJ_DIR_COMMAND_TIMEOUT_MS 5000
 #define OBJ_DIR_STOP_TIMEOUT_MS    500
 #define OBJ_DIR_BACKOFF_MIN_MS     100
 #define OBJ_DIR_BACKOFF_MAX_MS     2000
