@@ -205,9 +205,10 @@ static int tcpFail(TcpConn *c, const char *why)
 /* Make the next piece of it's payload ready to go (it is the first item
  * whose payload is not all ready, so the session's payload context is its):
  * tag it, or encrypt it into the bounce buffer while that has room (it
- * starts over once all it held was written); at the payload's end, finish
- * its tag. Returns 0, or -1 when
- * libcrypto failed (or no memory for the bounce buffer). */
+ * starts over once all it held was written), unless TCP_AHEAD bytes are
+ * ready and unwritten already; at the payload's end, finish its tag.
+ * Returns 0, or -1 when libcrypto failed (or no memory for the bounce
+ * buffer). */
 static int tcpPreparePiece(TcpConn *c, TxItem *it)
 {
     WireMac *w = c->sc.base.txMac;
@@ -258,7 +259,7 @@ static int tcpPrepare(TcpConn *c, TxItem *it)
         before = it->readyOff;
         if (tcpPreparePiece(c, it) == -1)
             return -1;
-    } while (!it->ready && it->readyOff != before && it->readyOff - it->payloadOff < TCP_AHEAD);
+    } while (!it->ready && it->readyOff != before); /* a piece moved, and room is left */
     return 0;
 }
 

@@ -919,10 +919,9 @@ int wireMacPayloadCheck(WireMac *w, const uint8_t tag[OBJ_WIRE_MAC])
 
 int wireMacPayloadTag(WireMac *w, uint64_t seq, const void *p, size_t n, uint8_t tag[OBJ_WIRE_MAC])
 {
-    if (wireMacPayloadBeginAt(w, seq) == -1 || wireMacPayloadUpdate(w, p, n) == -1) {
-        w->payloadOk = 0;
-        return wireMacPayloadEnd(w, tag);
-    }
+    /* A failed begin or update clears payloadOk: end then fails, tag junk. */
+    wireMacPayloadBeginAt(w, seq);
+    wireMacPayloadUpdate(w, p, n);
     return wireMacPayloadEnd(w, tag);
 }
 
