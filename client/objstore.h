@@ -74,7 +74,8 @@ typedef enum ObjErr {
     OBJ_ERR_NOTSUPPORTED, /* NOTSUPPORTED */
     OBJ_ERR_CHECKSUM,     /* CHECKSUM */
     OBJ_ERR_BUSY,         /* BUSY */
-    OBJ_ERR_AUTH          /* NOPERM, NOAUTH, WRONGPASS: authentication or ACL */
+    OBJ_ERR_AUTH,         /* NOPERM, NOAUTH, WRONGPASS: authentication or ACL */
+    OBJ_ERR_DRAINING      /* DRAINING: the node is draining (since 0.5) */
 } ObjErr;
 
 typedef struct ObjClient ObjClient;

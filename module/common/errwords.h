@@ -54,6 +54,8 @@
       "OBJ.FETCH: a peer refused the request as malformed (e.g. an offset past the end)")          \
     X(INTERNAL, OBJ_ERR_OTHER, ObjstoreError, NODE,                                                \
       "OBJ.FETCH: a peer could not serve the object (out of memory, a spill read failed)")         \
+    X(DRAINING, OBJ_ERR_DRAINING, NodeDraining, NODE,                                              \
+      "the node is draining (OBJ.DRAIN): it takes no new objects or copies")                       \
     X(NOAUTH, OBJ_ERR_AUTH, AuthError, SERVER, "the connection has not authenticated")             \
     X(WRONGPASS, OBJ_ERR_AUTH, AuthError, SERVER, "wrong user name or password")                   \
     X(BADMETA, OBJ_ERR_OTHER, BadMetadata, CLIENT,                                                 \

@@ -23,7 +23,7 @@ __all__ = [
     "connect", "broadcast", "BroadcastError", "Client", "Buffer", "Creation", "ObjectArray", "FOREVER",
     "ObjstoreError", "BadArgument", "ObjectNotFound", "ObjectExists", "OutOfMemory",
     "NotSealed", "WrongState", "Timeout", "Unavailable", "NotSupported", "ChecksumMismatch",
-    "Busy", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
+    "Busy", "NodeDraining", "AuthError", "ConnectionFailed", "ZeroCopyUnavailable", "ClientClosed",
     "ClientForked", "BadMetadata", "PickledObject", "models",
 ]
 
@@ -89,6 +89,11 @@ class ChecksumMismatch(ObjstoreError):
 
 class Busy(ObjstoreError):
     """BUSY: a peer's limit was reached; try again."""
+
+
+class NodeDraining(ObjstoreError):
+    """DRAINING: the node is draining (drain()): it takes no new objects; put them on
+    another node."""
 
 
 class AuthError(ObjstoreError):
