@@ -9,10 +9,11 @@
  * after background checksums were taken (an object whose checksum is pending
  * cannot be spilled yet).
  * A step tries what the command needs (an arena block, or the object in
- * memory); when the arena is full it picks cold primaries, queues their
- * spills and waits for them; when nothing can be moved it answers OOM with
- * the reason. The reply callback finishes the command exactly as it would
- * have finished without the wait. Design: docs/tiers.md.
+ * memory); when the arena is full it picks cold primaries (protected
+ * copies count as primaries here), queues their spills and waits for them;
+ * when nothing can be moved it answers OOM with the reason. The reply
+ * callback finishes the command exactly as it would have finished without
+ * the wait. Design: docs/tiers.md.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -459,9 +460,9 @@ static void spillOnEvent(int fd, void *user, int mask)
 
 /* ---- stepping a request --------------------------------------------------------------- */
 
-/* Make room for need bytes for r: spill a batch of cold primaries, or wait
- * for spills in flight, or answer OOM. Caller holds the table lock; it is
- * released here. */
+/* Make room for need bytes for r: spill a batch of cold primaries or
+ * protected copies, or wait for spills in flight, or answer OOM. Caller
+ * holds the table lock; it is released here. */
 static void reqMakeRoom(SpillReq *r, uint64_t need)
 {
     ObjEntry *victims[SPILL_BATCH];

@@ -6,14 +6,15 @@
  * a holder index (holder id -> what it created and pinned) so that a client
  * disconnect or a failed transfer is cleaned up without walking every
  * object; and an LRU list of unpinned replicas for eviction when the arena
- * runs short. Primary copies are never on that list. The index hash is
- * seeded per table, so clients cannot choose ids that collide.
+ * runs short. Primary and protected copies are never on that list. The
+ * index hash is seeded per table, so clients cannot choose ids that collide.
  *
- * Sealed primaries in memory sit on two recency lists, the hot set the spill
- * tier leaves alone (docs/tiers.md): probation (used at most once since they
- * came into memory) and protected (used again; capped, its oldest fall back
- * to probation). Spill victims come from probation first, so a one-time scan
- * of many objects only churns probation.
+ * Sealed primaries and protected copies in memory sit on two recency lists,
+ * the hot set the spill tier leaves alone (docs/tiers.md): probation (used at
+ * most once since they came into memory) and protected (used again; capped,
+ * its oldest fall back to probation; no relation to a protected copy).
+ * Spill victims come from probation first, so a one-time scan of many
+ * objects only churns probation.
  */
 #include "objtable.h"
 
@@ -156,6 +157,14 @@ ObjEntry *objTableFind(ObjTable *t, const void *id, size_t idLen)
 
 /* ---- LRU of evictable replicas --------------------------------------------- */
 
+/* Is e an ordinary replica: evicted when unpinned, never spilled? A
+ * protected copy counts toward the object's want and is treated as a
+ * primary by eviction and the spill tier. */
+static int copyEvictable(const ObjEntry *e)
+{
+    return e->replica && !e->protect;
+}
+
 static int lruLinked(const ObjEntry *e)
 {
     return !objListEmpty(&e->lru);
@@ -182,7 +191,7 @@ static void lruAppend(ObjTable *t, ObjEntry *e)
     t->lruBytes += allocBlockSize(e->block);
 }
 
-/* ---- the hot set: sealed primaries in memory ------------------------------------ */
+/* ---- the hot set: sealed primaries and protected copies in memory ---------------- */
 
 static int residLinked(const ObjEntry *e)
 {
@@ -225,11 +234,12 @@ static void residDemote(ObjTable *t)
     }
 }
 
-/* A sealed primary in memory was used (or just arrived, used=0): record it
- * as the most recent of its list, promoting it once it has been used again. */
+/* A sealed primary or protected copy in memory was used (or just arrived,
+ * used=0): record it as the most recent of its list, promoting it once it
+ * has been used again. */
 static void residTouch(ObjTable *t, ObjEntry *e, int used)
 {
-    if (e->state != OBJ_SEALED || e->replica || e->deleting || e->tier != OBJ_TIER_MEMORY)
+    if (e->state != OBJ_SEALED || copyEvictable(e) || e->deleting || e->tier != OBJ_TIER_MEMORY)
         return;
     if (used && e->uses < UINT32_MAX)
         e->uses++;
@@ -324,14 +334,16 @@ static void entryFree(ObjTable *t, ObjEntry *e)
     objHeapFree(OBJ_HEAP_STORE, e);
 }
 
-/* The last pin went: finish a deferred delete or make a replica evictable. */
+/* The last pin went: finish a deferred delete or make a replica in memory
+ * evictable (a spilled one, demoted while on the tier, waits for its
+ * restore). */
 static void entryUnpinned(ObjTable *t, ObjEntry *e)
 {
     t->st.pinnedObjects--;
     if (e->deleting) {
         t->st.deleting--;
         entryFree(t, e);
-    } else if (e->replica && e->state == OBJ_SEALED) {
+    } else if (copyEvictable(e) && e->state == OBJ_SEALED && e->tier == OBJ_TIER_MEMORY) {
         lruAppend(t, e);
     }
 }
@@ -343,6 +355,8 @@ static ObjStatus entryRemove(ObjTable *t, ObjEntry *e)
     if (e->state == OBJ_SEALED) {
         t->st.sealed--;
         t->st.bytesSealed -= e->dataSize + e->metaSize;
+        if (e->protect)
+            t->st.protectedObjects--;
     } else {
         t->st.created--;
     }
@@ -531,6 +545,7 @@ ObjStatus objTableCreateEntry(ObjTable *t, const void *id, size_t idLen, uint64_
     e->metaSize = metaSize;
     e->staleBytes = allocBlockDirtyBytes(b) < need ? allocBlockDirtyBytes(b) : need;
     e->state = OBJ_CREATED;
+    e->want = 1;
     e->creator = holder;
     e->createdMs = utilWallMs();
     e->lastUse = ++t->tick;
@@ -764,12 +779,40 @@ void objTableSetMaxObjects(ObjTable *t, uint64_t max)
     t->st.maxObjects = max;
 }
 
+ObjCopy objTableCopyOf(const ObjEntry *e)
+{
+    if (!e->replica)
+        return OBJ_COPY_PRIMARY;
+    return e->protect ? OBJ_COPY_PROTECTED : OBJ_COPY_REPLICA;
+}
+
+/* See objtable.h. A copy that becomes a primary or protected keeps its
+ * place in the hot set when it had one (a protected copy taking ownership
+ * is no use of it). */
+void objTableSetCopy(ObjTable *t, ObjEntry *e, ObjCopy c)
+{
+    if (e->state != OBJ_SEALED || e->deleting)
+        return;
+    if (e->protect)
+        t->st.protectedObjects--;
+    e->replica = c != OBJ_COPY_PRIMARY;
+    e->protect = c == OBJ_COPY_PROTECTED;
+    if (e->protect)
+        t->st.protectedObjects++;
+    if (copyEvictable(e)) {
+        residRemove(t, e);
+        if (e->pins == 0 && e->tier == OBJ_TIER_MEMORY && !lruLinked(e))
+            lruAppend(t, e);
+    } else {
+        lruRemove(t, e);
+        if (!residLinked(e))
+            residTouch(t, e, 0);
+    }
+}
+
 void objTableMarkReplica(ObjTable *t, ObjEntry *e)
 {
-    e->replica = 1;
-    residRemove(t, e);
-    if (e->state == OBJ_SEALED && e->pins == 0 && !e->deleting && !lruLinked(e))
-        lruAppend(t, e);
+    objTableSetCopy(t, e, OBJ_COPY_REPLICA);
 }
 
 /* ---- the spill tier ---------------------------------------------------------------- */
@@ -824,6 +867,7 @@ int objTableSpillDone(ObjTable *t, ObjEntry *e, uint64_t holder, int ok, uint64_
     int kept = ok && e->pins == 1 && !e->deleting;
 
     if (kept) {
+        residRemove(t, e); /* the pick took it off; a spilled entry is on no list */
         allocPut(t->alloc, e->block);
         e->block = NULL;
         e->tier = OBJ_TIER_SPILLED;
@@ -936,9 +980,41 @@ void objTableAllocStats(ObjTable *t, AllocStats *st)
     allocGetStats(t->alloc, st);
 }
 
+/* Is visible entry e on exactly the lists its copy kind and state call for:
+ * the eviction list when an unpinned ordinary replica in memory, the hot
+ * set when a sealed primary or protected copy in memory? 0 or -1. */
+static int checkEntryLists(const ObjEntry *e)
+{
+    if ((e->protect && !e->replica) || e->want == 0)
+        return -1;
+    if (e->state != OBJ_SEALED)
+        return e->protect || lruLinked(e) || residLinked(e) ? -1 : 0;
+    int mem = e->tier == OBJ_TIER_MEMORY;
+    if (lruLinked(e) != (copyEvictable(e) && mem && e->pins == 0))
+        return -1;
+    return residLinked(e) != (!copyEvictable(e) && mem) ? -1 : 0;
+}
+
+/* Does every entry of hot-set list l belong there (hot says which list)?
+ * Adds the bytes of its hot entries to *hotBytes. 0 or -1. */
+static int checkResidList(const ObjList *l, int hot, uint64_t *hotBytes)
+{
+    ObjListLink *it;
+
+    objListForEach(l, it) {
+        const ObjEntry *e = objListEntry(it, ObjEntry, resid);
+        if (e->hot != hot || copyEvictable(e) || e->deleting || e->state != OBJ_SEALED ||
+            e->tier != OBJ_TIER_MEMORY)
+            return -1;
+        if (hot)
+            *hotBytes += e->dataSize + e->metaSize;
+    }
+    return 0;
+}
+
 int objTableCheck(ObjTable *t)
 {
-    uint64_t n = 0, sealed = 0, created = 0, bytes = 0;
+    uint64_t n = 0, sealed = 0, created = 0, bytes = 0, prot = 0, hotBytes = 0;
 
     if (allocCheck(t->alloc) != 0)
         return -1;
@@ -951,9 +1027,12 @@ int objTableCheck(ObjTable *t)
             if (e->block && (allocBlockOffset(e->block) != e->offset ||
                              allocBlockSize(e->block) < e->dataSize + e->metaSize))
                 return -1;
+            if (checkEntryLists(e) != 0)
+                return -1;
             n++;
             if (e->state == OBJ_SEALED) {
                 sealed++;
+                prot += e->protect != 0;
                 bytes += e->dataSize + e->metaSize;
             } else {
                 created++;
@@ -961,13 +1040,17 @@ int objTableCheck(ObjTable *t)
         }
     }
     if (n != t->st.objects || sealed != t->st.sealed || created != t->st.created ||
-        bytes != t->st.bytesSealed)
+        bytes != t->st.bytesSealed || prot != t->st.protectedObjects)
         return -1;
     ObjListLink *l;
     objListForEach(&t->lru, l) {
         const ObjEntry *e = objListEntry(l, ObjEntry, lru);
-        if (e->pins || !e->replica || e->deleting || e->state != OBJ_SEALED)
+        if (e->pins || !copyEvictable(e) || e->deleting || e->state != OBJ_SEALED ||
+            e->tier != OBJ_TIER_MEMORY)
             return -1;
     }
-    return 0;
+    if (checkResidList(&t->protected, 1, &hotBytes) != 0 ||
+        checkResidList(&t->probation, 0, &hotBytes) != 0)
+        return -1;
+    return hotBytes == t->protectedBytes ? 0 : -1;
 }

@@ -69,8 +69,10 @@ typedef struct ObjEntry {
     uint64_t dataSize;
     uint64_t metaSize;
     ObjState state;
-    int deleting; /* unlinked from the index, freed when pins reach 0 */
-    int replica;  /* a fetched copy: may be evicted when unpinned */
+    int deleting;  /* unlinked from the index, freed when pins reach 0 */
+    int replica;   /* a fetched copy: may be evicted when unpinned (unless protect) */
+    int protect;   /* a replica that counts toward want: never evicted, spilled like a primary */
+    uint32_t want; /* how many copies the object should have (1 unless asked for more) */
     ObjPinCount pins;
     uint64_t creator;      /* holder that created it */
     int64_t createdMs;     /* wall clock */
@@ -93,6 +95,7 @@ typedef struct ObjTableStats {
     uint64_t maxObjects;             /* objTableSetMaxObjects; 0: no limit */
     uint64_t limitErrors;            /* creates refused at maxObjects (also counted in oomErrors) */
     uint64_t tierObjects, tierBytes; /* spilled (or being restored): their bytes are on disk */
+    uint64_t protectedObjects;       /* visible sealed copies of kind OBJ_COPY_PROTECTED */
 } ObjTableStats;
 
 /* What the table asks of the spill tier: drop a file of an entry that is
@@ -186,7 +189,20 @@ void objTableSetEvictHook(ObjTable *t, void (*fn)(const ObjEntry *e, void *arg),
  * pinned: each costs heap outside the arena) at max; 0: no limit. Lowering
  * it below the current count refuses new entries until enough go. */
 void objTableSetMaxObjects(ObjTable *t, uint64_t max);
-/* Mark a sealed entry as a replica (evictable when unpinned). */
+/* What a copy on this node is (docs/tiers.md#copy-kinds). The primary and a
+ * protected copy count toward the object's want: neither is ever evicted,
+ * both are spilled under pressure; an ordinary replica is evicted (LRU) and
+ * never spilled. PROTECTED is replica && protect. */
+typedef enum ObjCopy { OBJ_COPY_PRIMARY = 0, OBJ_COPY_PROTECTED, OBJ_COPY_REPLICA } ObjCopy;
+/* The kind of e's copy. Caller holds the table lock. Can't fail. */
+ObjCopy objTableCopyOf(const ObjEntry *e);
+/* Make sealed entry e (not deleting) a copy of kind c, moving it between
+ * the eviction list (unpinned ordinary replicas in memory) and the spill
+ * candidates (primaries and protected copies in memory); counts
+ * protectedObjects. A spilled copy made a REPLICA stays on the tier until it
+ * is read back, then is evictable. No-op for a created or deleting entry. */
+void objTableSetCopy(ObjTable *t, ObjEntry *e, ObjCopy c);
+/* objTableSetCopy(t, e, OBJ_COPY_REPLICA): evictable when unpinned. */
 void objTableMarkReplica(ObjTable *t, ObjEntry *e);
 
 /* ---- the spill tier (docs/tiers.md) ------------------------------------------------------ */
@@ -194,10 +210,10 @@ void objTableMarkReplica(ObjTable *t, ObjEntry *e);
 /* Install the tier's callbacks; lruOnly picks victims by recency alone (the
  * baseline the benchmark compares with) instead of the scan-resistant hot set. */
 void objTableSetTier(ObjTable *t, const ObjTierOps *ops, int lruOnly);
-/* Choose cold, unpinned, sealed primaries in memory to spill so that a block
- * of `need` bytes can fit: at most max of them, coldest first, until what is
- * free plus what they give back reaches need (with a margin for
- * fragmentation). Each is marked SPILLING and pinned by holder. Returns how
+/* Choose cold, unpinned, sealed primaries and protected copies in memory to
+ * spill so that a block of `need` bytes can fit: at most max of them,
+ * coldest first, until what is free plus what they give back reaches need
+ * (with a margin for fragmentation). Each is marked SPILLING and pinned by holder. Returns how
  * many were chosen (0: nothing can be moved). */
 size_t objTableSpillPick(ObjTable *t, uint64_t need, uint64_t holder, ObjEntry **out, size_t max);
 /* A spill of e ended (ok: its file fileNo holds the bytes). Returns 1 when e

@@ -1599,7 +1599,7 @@ static void testRandomWorkloadMatchesModelAndKeepsInvariants(void **state)
         } else if (dice < 95) {
             modelHolderGone(t, md, holder);
         } else if (m && m->sealed) {
-            objTableMarkReplica(t, m->e);
+            objTableSetCopy(t, m->e, (ObjCopy)(testRand(&seed) % 3));
         }
         assert_int_equal(objTableCheck(t), 0);
         if (op % RW_VERIFY_EVERY == 0)
@@ -1983,6 +1983,197 @@ static void testLruOnlyPicksTheLeastRecentlyUsed(void **state)
     objTableSpillDone(t, out[0], OBJ_HOLDER_TIER, 0, 0);
 }
 
+/* ---- copy kinds: primary, protected, replica ---------------------------------------- */
+
+/* A sealed copy of kind c (fetched, then made what a replica manager would). */
+static ObjEntry *testPutCopy(ObjTable *t, const char *id, uint64_t size, ObjCopy c)
+{
+    ObjEntry *e = testPutReplica(t, id, size);
+    objTableSetCopy(t, e, c);
+    assert_int_equal(objTableCopyOf(e), c);
+    return e;
+}
+
+static void testANewObjectWantsOneCopyAndIsAPrimary(void **state)
+{
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testPut(t, "a", KIB, ALICE);
+    assert_int_equal(e->want, 1);
+    assert_int_equal(objTableCopyOf(e), OBJ_COPY_PRIMARY);
+    assert_int_equal(objTableCopyOf(testPutReplica(t, "r", KIB)), OBJ_COPY_REPLICA);
+    assert_int_equal(testStats(t).protectedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+/* An arena of 8 x 1 KiB filled with protected p0..p3 and replicas r0..r3,
+ * interleaved so that each protected copy is older than a replica: a flood
+ * of new objects takes every replica and no protected copy. */
+static void testProtectedCopiesSurviveAnArenaFloodThatEvictsReplicas(void **state)
+{
+    ObjTable *t = testTable(8 * KIB);
+    char id[16];
+    for (unsigned i = 0; i < 4; i++) {
+        testPutCopy(t, testId(id, sizeof(id), 'p', i), KIB, OBJ_COPY_PROTECTED);
+        testPutReplica(t, testId(id, sizeof(id), 'r', i), KIB);
+    }
+    ObjEntry *e = NULL;
+    for (unsigned i = 0; i < 4; i++) {
+        assert_int_equal(testTryCreate(t, testId(id, sizeof(id), 'n', i), KIB, BOB, &e), OBJ_ST_OK);
+        assert_null(testFind(t, testId(id, sizeof(id), 'r', i)));
+        assert_int_equal(objTableCheck(t), 0);
+    }
+    assert_int_equal(testTryCreate(t, "one-more", KIB, BOB, &e), OBJ_ST_OOM);
+    for (unsigned i = 0; i < 4; i++)
+        assert_non_null(testFind(t, testId(id, sizeof(id), 'p', i)));
+    ObjTableStats st = testStats(t);
+    assert_int_equal(st.evictions, 4);
+    assert_int_equal(st.protectedObjects, 4);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testMaxObjectsNeverEvictsAProtectedCopy(void **state)
+{
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e;
+    objTableSetMaxObjects(t, 2);
+    testPutCopy(t, "protected", 0, OBJ_COPY_PROTECTED);
+    testPutReplica(t, "replica", 0);
+    assert_int_equal(testTryCreate(t, "new", 0, ALICE, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "replica"));
+    assert_int_equal(objTableSeal(t, e, ALICE, 0), OBJ_ST_OK);
+    assert_int_equal(testTryCreate(t, "newer", 0, ALICE, &e), OBJ_ST_LIMIT);
+    assert_non_null(testFind(t, "protected"));
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testADemotedProtectedCopyBecomesEvictable(void **state)
+{
+    ObjTable *t = testTable(2 * KIB);
+    ObjEntry *p = testPutCopy(t, "p", KIB, OBJ_COPY_PROTECTED), *e = NULL;
+    testPut(t, "a", KIB, ALICE);
+    assert_int_equal(testTryCreate(t, "new", KIB, BOB, &e), OBJ_ST_OOM);
+    objTableSetCopy(t, p, OBJ_COPY_REPLICA);
+    assert_int_equal(testStats(t).protectedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(testTryCreate(t, "new", KIB, BOB, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "p"));
+    assert_int_equal(testStats(t).evictions, 1);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testSpillPickTakesProtectedCopiesLikePrimaries(void **state)
+{
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *p = testPutCopy(t, "p", MIB, OBJ_COPY_PROTECTED);
+    testPutReplica(t, "r", MIB);
+    ObjEntry *a = testPut(t, "a", MIB, ALICE), *out[8];
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    assert_ptr_equal(out[0], p); /* the coldest of the spill candidates */
+    assert_int_equal(objTableSpillDone(t, p, OBJ_HOLDER_TIER, 1, 3), 1);
+    assert_int_equal(p->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(objTableSpillPick(t, 4 * MIB, OBJ_HOLDER_TIER, out, 8), 1);
+    assert_ptr_equal(out[0], a); /* never the replica */
+    objTableSpillDone(t, a, OBJ_HOLDER_TIER, 0, 0);
+    assert_int_equal(objTableRestoreBegin(t, p, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    objTableRestoreDone(t, p, OBJ_HOLDER_TIER, 1);
+    assert_int_equal(p->tier, OBJ_TIER_MEMORY);
+    assert_int_equal(objTableCopyOf(p), OBJ_COPY_PROTECTED);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testSetCopyRoundTripsKeepTheInvariants(void **state)
+{
+    static const ObjCopy kinds[] = {OBJ_COPY_PROTECTED, OBJ_COPY_PRIMARY, OBJ_COPY_REPLICA,
+                                    OBJ_COPY_PROTECTED, OBJ_COPY_REPLICA, OBJ_COPY_PRIMARY,
+                                    OBJ_COPY_PRIMARY,   OBJ_COPY_REPLICA, OBJ_COPY_REPLICA};
+    ObjTable *t = testTierTable(8 * MIB, 0);
+    ObjEntry *idle = testPut(t, "unpinned", KIB, ALICE);
+    ObjEntry *pinned = testPut(t, "pinned", KIB, ALICE);
+    assert_int_equal(objTablePin(t, pinned, BOB), OBJ_ST_OK);
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        objTableSetCopy(t, idle, kinds[i]);
+        objTableSetCopy(t, pinned, kinds[(i + 1) % 9]);
+        assert_int_equal(objTableCopyOf(idle), kinds[i]);
+        assert_int_equal(objTableCopyOf(pinned), kinds[(i + 1) % 9]);
+        assert_int_equal(testStats(t).protectedObjects,
+                         (kinds[i] == OBJ_COPY_PROTECTED) +
+                             (kinds[(i + 1) % 9] == OBJ_COPY_PROTECTED));
+        assert_int_equal(objTableCheck(t), 0);
+    }
+    assert_int_equal(objTableUnpin(t, pinned, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+/* A copy demoted while on the tier stays there (a spilled replica is not
+ * evictable: it has no arena block), and is evictable once read back. */
+static void testASpilledCopyDemotedToAReplicaIsEvictableOnceRestored(void **state)
+{
+    ObjTable *t = testTierTable(MIB, 0);
+    ObjEntry *p = testPutCopy(t, "p", MIB, OBJ_COPY_PROTECTED), *e = NULL;
+    testSpill(t, p, 4);
+    objTableSetCopy(t, p, OBJ_COPY_REPLICA);
+    assert_int_equal(p->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(objTableRestoreBegin(t, p, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    objTableRestoreDone(t, p, OBJ_HOLDER_TIER, 0); /* a failed read: still spilled */
+    assert_int_equal(p->tier, OBJ_TIER_SPILLED);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(objTableRestoreBegin(t, p, OBJ_HOLDER_TIER), OBJ_ST_OK);
+    objTableRestoreDone(t, p, OBJ_HOLDER_TIER, 1);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(testTryCreate(t, "new", MIB, BOB, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "p"));
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+/* A copy demoted while being spilled or restored lands where its kind says. */
+static void testACopyDemotedMidSpillOrRestoreEndsOnTheEvictionList(void **state)
+{
+    ObjTable *t = testTierTable(2 * MIB, 0);
+    ObjEntry *p = testPutCopy(t, "p", MIB, OBJ_COPY_PROTECTED), *out[1], *e = NULL;
+    assert_int_equal(objTableSpillPick(t, MIB, OBJ_HOLDER_TIER, out, 1), 1);
+    objTableSetCopy(t, p, OBJ_COPY_REPLICA);
+    assert_int_equal(objTableCheck(t), 0);
+    assert_int_equal(objTableSpillDone(t, p, OBJ_HOLDER_TIER, 0, 1), 0); /* write failed */
+    assert_int_equal(objTableCheck(t), 0);
+    testPut(t, "a", MIB, ALICE);
+    assert_int_equal(testTryCreate(t, "new", MIB, BOB, &e), OBJ_ST_OK);
+    assert_null(testFind(t, "p"));
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testProtectedObjectsCountVisibleProtectedCopies(void **state)
+{
+    ObjTable *t = testTable(MIB);
+    ObjEntry *a = testPutCopy(t, "a", KIB, OBJ_COPY_PROTECTED);
+    ObjEntry *b = testPutCopy(t, "b", KIB, OBJ_COPY_PROTECTED);
+    testPutCopy(t, "c", KIB, OBJ_COPY_PROTECTED);
+    assert_int_equal(testStats(t).protectedObjects, 3);
+    objTableSetCopy(t, a, OBJ_COPY_PROTECTED); /* no change: counted once */
+    assert_int_equal(testStats(t).protectedObjects, 3);
+    objTableSetCopy(t, a, OBJ_COPY_PRIMARY); /* took ownership */
+    assert_int_equal(testStats(t).protectedObjects, 2);
+    assert_int_equal(objTablePin(t, b, BOB), OBJ_ST_OK);
+    assert_int_equal(objTableDelete(t, b), OBJ_ST_DEFERRED); /* gone from view at once */
+    assert_int_equal(testStats(t).protectedObjects, 1);
+    objTableSetCopy(t, b, OBJ_COPY_REPLICA); /* a deleting entry changes nothing */
+    assert_int_equal(testStats(t).protectedObjects, 1);
+    assert_int_equal(objTableHolderGone(t, BOB), 0);
+    assert_int_equal(objTableDelete(t, testFind(t, "c")), OBJ_ST_OK);
+    assert_int_equal(testStats(t).protectedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
+static void testSetCopyOfACreatedObjectChangesNothing(void **state)
+{
+    ObjTable *t = testTable(MIB);
+    ObjEntry *e = testCreate(t, "c", KIB, ALICE);
+    objTableSetCopy(t, e, OBJ_COPY_PROTECTED);
+    assert_int_equal(objTableCopyOf(e), OBJ_COPY_PRIMARY);
+    assert_int_equal(testStats(t).protectedObjects, 0);
+    assert_int_equal(objTableCheck(t), 0);
+}
+
 #define TEST(fn) cmocka_unit_test_teardown(fn, testTeardown)
 
 int main(void)
@@ -2068,6 +2259,16 @@ int main(void)
         TEST(testRestoreWithoutRoomIsOom),
         TEST(testAOneTimeScanDoesNotMakeHotObjectsTheVictims),
         TEST(testLruOnlyPicksTheLeastRecentlyUsed),
+        TEST(testANewObjectWantsOneCopyAndIsAPrimary),
+        TEST(testProtectedCopiesSurviveAnArenaFloodThatEvictsReplicas),
+        TEST(testMaxObjectsNeverEvictsAProtectedCopy),
+        TEST(testADemotedProtectedCopyBecomesEvictable),
+        TEST(testSpillPickTakesProtectedCopiesLikePrimaries),
+        TEST(testSetCopyRoundTripsKeepTheInvariants),
+        TEST(testASpilledCopyDemotedToAReplicaIsEvictableOnceRestored),
+        TEST(testACopyDemotedMidSpillOrRestoreEndsOnTheEvictionList),
+        TEST(testProtectedObjectsCountVisibleProtectedCopies),
+        TEST(testSetCopyOfACreatedObjectChangesNothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
