@@ -104,9 +104,23 @@ static int nSides;
     } while (0)
 
 /* A READY connection's frame of a request type: the one side that handles
- * that type gets it. Returns its answer, or -1 (logged) when none does. */
+ * that type gets it; an ERROR naming a request goes to every side that
+ * handles ERROR (each knows its own reqIds and ignores the others). Returns
+ * the answer (-1 if any side's is), or -1 (logged) when no side takes it. */
 static int engineDispatchFrame(Conn *c, const WireMsg *m)
 {
+    if (m->h.type == WIRE_ERROR) {
+        int rc = 0, taken = 0;
+        for (int i = 0; i < nSides && c->state == CONN_READY; i++) {
+            if (sides[i]->onFrame[WIRE_ERROR]) {
+                taken = 1;
+                if (sides[i]->onFrame[WIRE_ERROR](c, m) == -1)
+                    rc = -1;
+            }
+        }
+        if (taken)
+            return rc;
+    }
     for (int i = 0; i < nSides; i++)
         if (sides[i]->onFrame[m->h.type])
             return sides[i]->onFrame[m->h.type](c, m);
@@ -119,6 +133,9 @@ static int engineDispatchFrame(Conn *c, const WireMsg *m)
 static pthread_mutex_t queueLock = PTHREAD_MUTEX_INITIALIZER;
 static EngineCmd *queueHead, *queueTail;
 static uint64_t nextSeq = 1;
+/* REPLs queued (ReplReq.link): linked in place, so that queueing one cannot
+ * fail and its answer always comes on the engine thread. */
+static ObjList replQueue = {&replQueue, &replQueue};
 
 /* Queue a command and wake the loop. Can't fail except on OOM, where the
  * command is dropped with a log line (a cancel lost this way only delays
@@ -159,11 +176,31 @@ void engineSubmitFetch(FetchReq *req)
     if (!c) {
         for (size_t i = 0; i < req->n; i++)
             snprintf(req->items[i].err, sizeof(req->items[i].err), "OOM out of memory");
-        eng.cfg.onFetchDone(req);
+        engineFetchDone(req);
         return;
     }
     c->req = req;
     enginePost(c);
+}
+
+void engineFetchDone(FetchReq *req)
+{
+    if (req->done)
+        req->done(req);
+    else
+        eng.cfg.onFetchDone(req);
+}
+
+void engineSubmitRepl(ReplReq *r)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&queueLock);
+    r->seq = nextSeq++;
+    objListPushBack(&replQueue, &r->link);
+    pthread_mutex_unlock(&queueLock);
+    if (write(eng.evfd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN)
+        engineLog("warning", "cannot wake the engine: %s", strerror(errno));
 }
 
 void engineCancelFetch(uint64_t seq, int timedOut)
@@ -268,10 +305,14 @@ static void engineDrainQueue(void)
 
     if (read(eng.evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
         engineLog("warning", "eventfd read: %s", strerror(errno));
+    ObjList repls = {&repls, &repls};
     pthread_mutex_lock(&queueLock);
     c = queueHead;
     queueHead = queueTail = NULL;
+    objListSpliceBack(&repls, &replQueue);
     pthread_mutex_unlock(&queueLock);
+    for (ObjListLink *l; (l = objListPopFront(&repls));)
+        ENGINE_EACH_SIDE(submitRepl, objListEntry(l, ReplReq, link));
     while (c) {
         EngineCmd *next = c->next;
         switch (c->type) {
@@ -401,6 +442,28 @@ void engineStatsEnd(void)
 EngineTransportStats *engineTpStats(int tp)
 {
     return tp == TP_RDMA ? &eng.st.rdma : &eng.st.tcp;
+}
+
+int engineTransportFor(const DirNode *n, FetchVia via, char *err, size_t errLen)
+{
+    int rdmaOk = eng.tp[TP_RDMA] && (n->features & OBJ_FEAT_RDMA) && n->rdmaPort > 0;
+    int tcpOk = eng.tp[TP_TCP] && n->tcpPort > 0;
+
+    if (via == FETCH_VIA_RDMA) {
+        if (rdmaOk)
+            return TP_RDMA;
+        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' cannot be reached over RDMA", n->name);
+        return -1;
+    }
+    if (via == FETCH_VIA_AUTO && rdmaOk)
+        return TP_RDMA;
+    if (tcpOk)
+        return TP_TCP;
+    if (!eng.tp[TP_TCP])
+        snprintf(err, errLen, "NOTSUPPORTED TCP transfers are off on this node (transfer-port 0)");
+    else
+        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
+    return -1;
 }
 
 int engineTpIndex(const TransportOps *ops)
@@ -814,6 +877,8 @@ int engineOnFrame(Conn *c, const WireMsg *m)
                 break;
             case WIRE_FETCH:
             case WIRE_FETCHR:
+            case WIRE_REPL:
+            case WIRE_HELD:
             case WIRE_DONE:
             case WIRE_DATA:
             case WIRE_RNDV:

@@ -46,7 +46,35 @@ typedef struct FetchReq {
     int64_t deadlineUs; /* utilMonoUs() deadline, 0 = none */
     FetchItem *items;
     ObjListLink link; /* the requesting side's list of live requests */
+    /* Engine-internal requests (a REPL's fetch, repl.c): when set, done runs
+     * instead of cfg->onFetchDone, and the request is not counted as an
+     * OBJ.FETCH one (fetch_requests). doneArg is the caller's. NULL for
+     * every request from the Redis thread. */
+    void (*done)(struct FetchReq *req);
+    void *doneArg;
 } FetchReq;
+
+/* REPL flags (engineSubmitRepl), the wire's. */
+#define ENGINE_REPL_PROTECT WIRE_REPL_PROTECT /* the copy counts toward want */
+#define ENGINE_REPL_OWN     WIRE_REPL_OWN     /* the target takes ownership from the asker */
+
+/* One REPL: ask node `target` to hold a counted copy of id (repl.c). The
+ * caller allocates it and fills everything above `ok`; the engine answers
+ * through cfg->onReplDone exactly once, after which it never touches it. */
+typedef struct ReplReq {
+    uint64_t seq;                       /* set by engineSubmitRepl */
+    void *owner;                        /* for the callback */
+    char target[OBJ_WIRE_NAME_MAX + 1]; /* the node asked to hold a copy */
+    char id[OBJ_ID_MAX];
+    size_t idLen;
+    uint64_t checksum;  /* the generation asked for */
+    uint32_t flags;     /* ENGINE_REPL_* */
+    uint32_t want;      /* 1..OBJ_WIRE_WANT_MAX */
+    int64_t deadlineUs; /* utilMonoUs() by which the engine answers (0: none) */
+    int ok;             /* out: 1 when the target answered HELD */
+    char err[192];      /* out: "" or "CODE message" */
+    ObjListLink link;   /* the engine's list of REPLs under way */
+} ReplReq;
 
 typedef struct EngineConfig {
     ObjTable *table;
@@ -74,6 +102,18 @@ typedef struct EngineConfig {
     /* A fetched object was sealed, or a failed one aborted: local waiters
      * for that id should look again. */
     void (*onChanged)(const char *id, size_t idLen);
+    /* A REPL this node sent is over (r->ok, r->err). */
+    void (*onReplDone)(ReplReq *r);
+    /* Target side: peer asked this node to hold id (flags, want, checksum),
+     * and the object is sealed here with that checksum (fetched now, or
+     * held already). Make the copy count: returns 0, or -1 with err "CODE
+     * message" (e.g. "DRAINING ..."). May take the table lock. NULL: this
+     * node takes no counted copies (REPL is answered NOTSUPPORTED). */
+    int (*onReplicated)(const char *peer, const char *id, size_t idLen, uint64_t checksum,
+                        uint32_t flags, uint32_t want, char *err, size_t errLen);
+    /* Target side, before fetching: may this node take a copy now? Returns
+     * 0, or -1 with err "CODE message" (a draining node). NULL: always. */
+    int (*mayReplicate)(char *err, size_t errLen);
     void (*log)(const char *level, const char *msg);
 } EngineConfig;
 
@@ -85,6 +125,11 @@ void engineStop(void);
 
 /* Queue a fetch; req->seq is assigned before this returns. */
 void engineSubmitFetch(FetchReq *req);
+/* Queue a REPL (any thread); r->seq is assigned before this returns, and
+ * cfg->onReplDone(r) runs exactly once, on the engine thread: HELD (r->ok
+ * 1), the target's ERROR, "TIMEOUT ..." at r->deadlineUs, "UNAVAILABLE ..."
+ * when the target cannot be reached or its connection closes. */
+void engineSubmitRepl(ReplReq *r);
 /* Cancel a fetch by seq (timedOut: its deadline passed; else its client
  * left); harmless if it already finished. */
 void engineCancelFetch(uint64_t seq, int timedOut);
@@ -123,6 +168,9 @@ typedef struct EngineStats {
     /* FETCHes that found their object sealed with its checksum still being
      * taken, and waited for it before any byte was sent. */
     uint64_t checksumWaits;
+    /* REPLs (repl.c): sent, answered HELD here, sent and not answered HELD,
+     * and the bytes received by the fetches REPLs made here. */
+    uint64_t replRequests, replServed, replFailed, replBytes;
 } EngineStats;
 void engineGetStats(EngineStats *st);
 

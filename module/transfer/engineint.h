@@ -38,6 +38,9 @@ struct Peer {
 };
 
 /* engine.c */
+/* Hand a finished fetch back: to its done hook (an engine-internal
+ * request), else to cfg->onFetchDone. After it the engine never touches req. */
+void engineFetchDone(FetchReq *req);
 int engineSend(Conn *c, WireMsg *m, const void *payload, size_t len, void *cookie);
 void engineSendError(Conn *c, uint64_t reqId, WireErr code, const char *text);
 Conn *engineConnFor(const DirNode *node, int tp, char *err, size_t errLen);
@@ -61,6 +64,9 @@ void engineLookupNode(const char *name);
 const DirNode *engineNodeCached(const char *name);
 /* Forget the cached address of name (it led nowhere). */
 void engineNodeForget(const char *name);
+/* Which transport reaches node n for via (RDMA first for auto)? Returns
+ * TP_*, or -1 with a "NOTSUPPORTED ..." reason in err. */
+int engineTransportFor(const DirNode *n, FetchVia via, char *err, size_t errLen);
 /* The existing connection of transport tp to node name, or NULL. */
 Conn *engineConnExisting(const char *name, int tp);
 
@@ -74,6 +80,7 @@ typedef struct EngineSide {
     /* Work queued by the Redis thread (engine.h). */
     void (*submit)(FetchReq *req);
     void (*cancel)(uint64_t seq, int timedOut);
+    void (*submitRepl)(ReplReq *r);
     void (*dirResult)(uint64_t xid, DirResult *res);
     /* The answer to engineLookupNode; the core frees res after every side. */
     void (*nodeResult)(const DirResult *res);

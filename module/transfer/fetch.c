@@ -76,8 +76,10 @@ static void submitItem(FetchReq *r, size_t idx)
 
 static void fetchSubmit(FetchReq *r)
 {
-    engineStatsBegin()->fetchRequests++;
-    engineStatsEnd();
+    if (!r->done) { /* an engine-internal fetch is no OBJ.FETCH */
+        engineStatsBegin()->fetchRequests++;
+        engineStatsEnd();
+    }
     r->remaining = r->n;
     objListPushFront(&liveReqs, &r->link);
     /* Only the last item can complete r and hand it back: read n first. */
@@ -284,7 +286,7 @@ static void fetchCancel(uint64_t seq, int timedOut)
     }
     r->remaining = 0;
     objListUnlink(&r->link);
-    engineConfig()->onFetchDone(r);
+    engineFetchDone(r);
 }
 
 static void fetchShutdown(void)

@@ -68,7 +68,7 @@ void xferItemDone(FetchReq *r, size_t idx, const char *err)
     snprintf(it->err, sizeof(it->err), "%s", err);
     if (--r->remaining == 0) {
         reqUnlinkLive(r);
-        engineConfig()->onFetchDone(r);
+        engineFetchDone(r);
     }
 }
 
@@ -273,24 +273,7 @@ void xferKick(Conn *c)
 /* Which transport reaches node for x->via? Returns TP_* or -1 (why in err). */
 static int pickTransport(const Transfer *x, const DirNode *n, char *err, size_t errLen)
 {
-    int rdmaOk = engineTransport(TP_RDMA) && (n->features & OBJ_FEAT_RDMA) && n->rdmaPort > 0;
-    int tcpOk = engineTransport(TP_TCP) && n->tcpPort > 0;
-
-    if (x->via == FETCH_VIA_RDMA) {
-        if (rdmaOk)
-            return TP_RDMA;
-        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' cannot be reached over RDMA", n->name);
-        return -1;
-    }
-    if (x->via == FETCH_VIA_AUTO && rdmaOk)
-        return TP_RDMA;
-    if (tcpOk)
-        return TP_TCP;
-    if (!engineTransport(TP_TCP))
-        snprintf(err, errLen, "NOTSUPPORTED TCP transfers are off on this node (transfer-port 0)");
-    else
-        snprintf(err, errLen, "NOTSUPPORTED node '%.64s' has no TCP transfer port", n->name);
-    return -1;
+    return engineTransportFor(n, x->via, err, errLen);
 }
 
 void xferUseConn(Transfer *x, Conn *c, int tp)

@@ -30,6 +30,8 @@
 #define WIRE_PART_LEN     40
 #define WIRE_RPART_LEN    52 /* PART's fields, then addr u64, rkey u32 */
 #define WIRE_ERROR_FIXED  4
+#define WIRE_REPL_FIXED   18 /* flags u32, want u32, checksum u64, idLen u16, then the id */
+#define WIRE_HELD_LEN     8  /* checksum u64 */
 /* The message a proof signs: label, role, three length-prefixed names, two
  * feature fields, two nonces (see wireProof in wire.h). */
 #define WIRE_PROOF_LABEL "objstore-proof-v2"
@@ -45,6 +47,7 @@
 _Static_assert(WIRE_HELLO_FIXED + OBJ_WIRE_NAME_MAX <= OBJ_WIRE_MAX_BODY, "HELLO too long");
 _Static_assert(WIRE_FETCH_FIXED + OBJ_WIRE_ID_MAX <= OBJ_WIRE_MAX_BODY, "FETCH too long");
 _Static_assert(WIRE_ERROR_FIXED + OBJ_WIRE_TEXT_MAX <= OBJ_WIRE_MAX_BODY, "ERROR too long");
+_Static_assert(WIRE_REPL_FIXED + OBJ_WIRE_ID_MAX <= OBJ_WIRE_MAX_BODY, "REPL too long");
 _Static_assert(OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY <= INT_MAX, "frame length must fit an int");
 _Static_assert(OBJ_WIRE_NAME_MAX <= UINT16_MAX && OBJ_WIRE_ID_MAX <= UINT16_MAX &&
                    OBJ_WIRE_TEXT_MAX <= UINT16_MAX,
@@ -69,13 +72,24 @@ static const struct {
     [WIRE_FETCHR] = {"FETCHR", WIRE_FETCHR_FIXED + 1, WIRE_FETCHR_FIXED + OBJ_WIRE_ID_MAX},
     [WIRE_PART] = {"PART", WIRE_PART_LEN, WIRE_PART_LEN},
     [WIRE_RPART] = {"RPART", WIRE_RPART_LEN, WIRE_RPART_LEN},
+    [WIRE_REPL] = {"REPL", WIRE_REPL_FIXED + 1, WIRE_REPL_FIXED + OBJ_WIRE_ID_MAX},
+    [WIRE_HELD] = {"HELD", WIRE_HELD_LEN, WIRE_HELD_LEN},
 };
 
 static const char *const wireErrNames[WIRE_ERR_MAX + 1] = {
-    [WIRE_ERR_NOTFOUND] = "NOTFOUND", [WIRE_ERR_NOTSEALED] = "NOTSEALED",
-    [WIRE_ERR_OOM] = "OOM",           [WIRE_ERR_AUTH] = "AUTH",
-    [WIRE_ERR_PROTO] = "PROTO",       [WIRE_ERR_INTERNAL] = "INTERNAL",
+    [WIRE_ERR_NOTFOUND] = "NOTFOUND",
+    [WIRE_ERR_NOTSEALED] = "NOTSEALED",
+    [WIRE_ERR_OOM] = "OOM",
+    [WIRE_ERR_AUTH] = "AUTH",
+    [WIRE_ERR_PROTO] = "PROTO",
+    [WIRE_ERR_INTERNAL] = "INTERNAL",
     [WIRE_ERR_BUSY] = "BUSY",
+    [WIRE_ERR_WRONGSTATE] = "WRONGSTATE",
+    [WIRE_ERR_NOTSUPPORTED] = "NOTSUPPORTED",
+    [WIRE_ERR_UNAVAILABLE] = "UNAVAILABLE",
+    [WIRE_ERR_TIMEOUT] = "TIMEOUT",
+    [WIRE_ERR_CHECKSUM] = "CHECKSUM",
+    [WIRE_ERR_DRAINING] = "DRAINING",
 };
 
 /* ---- little-endian helpers ------------------------------------------------------- */
@@ -123,7 +137,8 @@ static uint64_t wireGet64(const uint8_t *p)
 static int wireNeedsReqId(int type)
 {
     return type == WIRE_FETCH || type == WIRE_DATA || type == WIRE_RNDV || type == WIRE_DONE ||
-           type == WIRE_FETCHR || type == WIRE_PART || type == WIRE_RPART;
+           type == WIRE_FETCHR || type == WIRE_PART || type == WIRE_RPART || type == WIRE_REPL ||
+           type == WIRE_HELD;
 }
 
 /* ---- decoding ---------------------------------------------------------------------- */
@@ -243,6 +258,42 @@ static int wireDecodeFetchR(const uint8_t *b, uint32_t len, WireMsg *m, const ch
         return -1;
     m->u.fetch.offset = offset;
     m->u.fetch.flags = flags;
+    return 0;
+}
+
+/* Are a REPL's flags and want in range? */
+static int wireReplOk(uint32_t flags, uint32_t want)
+{
+    return (flags & ~WIRE_REPL_FLAGS) == 0 && want >= 1 && want <= OBJ_WIRE_WANT_MAX;
+}
+
+/* Decode a REPL body: flags, want, checksum, then an id as FETCH's. Returns
+ * 0, or -1 with *why set (unknown flags, want out of range, a bad id). */
+static int wireDecodeRepl(const uint8_t *b, uint32_t len, WireMsg *m, const char **why)
+{
+    if (len < WIRE_REPL_FIXED) {
+        *why = "REPL body too short";
+        return -1;
+    }
+    uint32_t flags = wireGet32(b), want = wireGet32(b + 4);
+    if (!wireReplOk(flags, want)) {
+        *why = "REPL flags or want out of range";
+        return -1;
+    }
+    uint16_t idLen = wireGet16(b + 16);
+    if (idLen == 0 || idLen > OBJ_WIRE_ID_MAX) {
+        *why = "REPL id length out of range";
+        return -1;
+    }
+    if (len != WIRE_REPL_FIXED + (uint32_t)idLen) {
+        *why = "REPL body length does not match its id length";
+        return -1;
+    }
+    m->u.repl.flags = flags;
+    m->u.repl.want = want;
+    m->u.repl.checksum = wireGet64(b + 8);
+    m->u.repl.idLen = idLen;
+    m->u.repl.id = (const char *)(b + WIRE_REPL_FIXED);
     return 0;
 }
 
@@ -381,6 +432,15 @@ int wireDecodeBody(const uint8_t *body, WireMsg *m, const char **why)
             return wireDecodeData(body, len, 1, m, why);
         case WIRE_ERROR:
             return wireDecodeError(body, len, m, why);
+        case WIRE_REPL:
+            return wireDecodeRepl(body, len, m, why);
+        case WIRE_HELD:
+            if (len != WIRE_HELD_LEN) {
+                *why = "HELD body length is not 8";
+                return -1;
+            }
+            m->u.held.checksum = wireGet64(body);
+            return 0;
         default: /* DONE, PING, PONG */
             if (len != 0) {
                 *why = "DONE/PING/PONG body is not empty";
@@ -450,6 +510,15 @@ static int wireEncodeCheck(WireMsg *m, uint32_t *bodyLen)
                 (m->u.error.textLen > 0 && m->u.error.text == NULL))
                 return -1;
             *bodyLen = WIRE_ERROR_FIXED + m->u.error.textLen;
+            return 0;
+        case WIRE_REPL:
+            if (!wireReplOk(m->u.repl.flags, m->u.repl.want) || m->u.repl.idLen == 0 ||
+                m->u.repl.idLen > OBJ_WIRE_ID_MAX || m->u.repl.id == NULL)
+                return -1;
+            *bodyLen = WIRE_REPL_FIXED + m->u.repl.idLen;
+            return 0;
+        case WIRE_HELD:
+            *bodyLen = WIRE_HELD_LEN;
             return 0;
         default: /* DONE, PING, PONG */
             *bodyLen = 0;
@@ -526,6 +595,16 @@ int wireEncode(WireMsg *m, uint8_t *buf, size_t cap)
             wirePut16(b + 2, m->u.error.textLen);
             if (m->u.error.textLen > 0)
                 memmove(b + WIRE_ERROR_FIXED, m->u.error.text, m->u.error.textLen);
+            break;
+        case WIRE_REPL: /* the id first: it may overlap where the fixed fields go */
+            memmove(b + WIRE_REPL_FIXED, m->u.repl.id, m->u.repl.idLen);
+            wirePut32(b, m->u.repl.flags);
+            wirePut32(b + 4, m->u.repl.want);
+            wirePut64(b + 8, m->u.repl.checksum);
+            wirePut16(b + 16, m->u.repl.idLen);
+            break;
+        case WIRE_HELD:
+            wirePut64(b, m->u.held.checksum);
             break;
         default:
             break;
@@ -975,4 +1054,12 @@ const char *wireErrName(int code)
     if (code <= 0 || code > WIRE_ERR_MAX)
         return "UNKNOWN";
     return wireErrNames[code];
+}
+
+int wireErrByName(const char *word, size_t len)
+{
+    for (int code = 1; code <= WIRE_ERR_MAX; code++)
+        if (word && strlen(wireErrNames[code]) == len && !memcmp(wireErrNames[code], word, len))
+            return code;
+    return 0;
 }

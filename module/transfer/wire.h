@@ -40,12 +40,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Version 4: a payload's tag follows the payload (version 3 put it before,
- * which made the sender pass over the whole payload before its first byte
- * went out); payloads may be encrypted (OBJ_FEAT_ENCRYPT). Version 3 added
- * the session MAC, version 2 the proof over the transcript. */
+/* Version 5: REPL and HELD (a node asks another to hold a counted copy),
+ * and the error codes they answer with. Version 4: a payload's tag follows
+ * the payload (version 3 put it before, which made the sender pass over the
+ * whole payload before its first byte went out); payloads may be encrypted
+ * (OBJ_FEAT_ENCRYPT). Version 3 added the session MAC, version 2 the proof
+ * over the transcript. */
 #define OBJ_WIRE_MAGIC    0x4F424A53u /* "OBJS" */
-#define OBJ_WIRE_VERSION  4
+#define OBJ_WIRE_VERSION  5
 #define OBJ_WIRE_HDR_LEN  16
 #define OBJ_WIRE_MAX_BODY 4096 /* bodies are small: ids, names, error texts */
 #define OBJ_WIRE_NONCE    16
@@ -56,6 +58,7 @@
 #define OBJ_WIRE_SIZE_MAX (1ULL << 48) /* size and metaSize in DATA/RNDV, each */
 #define OBJ_WIRE_MAC      16           /* a session tag (AES-256-GMAC) */
 #define OBJ_WIRE_KEY      32           /* a session key, one per direction */
+#define OBJ_WIRE_WANT_MAX 16           /* REPL: the most copies an object may want */
 /* The most a sealed frame takes: header, body and its tag. */
 #define OBJ_WIRE_FRAME_MAX (OBJ_WIRE_HDR_LEN + OBJ_WIRE_MAX_BODY + OBJ_WIRE_MAC)
 
@@ -95,13 +98,24 @@ typedef enum WireType {
      * send DONE; nothing follows in the stream. A relay's key opens only
      * bytes that have landed there. The requester asks again for the rest. */
     WIRE_RPART = 14,
-    WIRE_TYPE_MAX = 14
+    /* Hold a counted copy of an object (replicas, repair, drain): flags
+     * (WIRE_REPL_*), want (1..OBJ_WIRE_WANT_MAX), checksum (the generation
+     * asked for), id. The receiver fetches it the ordinary way unless it
+     * holds it already, and answers HELD, or ERROR with the same reqId. */
+    WIRE_REPL = 15,
+    WIRE_HELD = 16, /* checksum: the copy asked for by REPL reqId is held here */
+    WIRE_TYPE_MAX = 16
 } WireType;
 
 /* FETCHR flags. */
 #define WIRE_FETCHR_BUSY_OK    (1u << 0) /* the requester may go elsewhere or come back */
 #define WIRE_FETCHR_PARTIAL_OK (1u << 1) /* ... and takes what a relay has landed (PART) */
 #define WIRE_FETCHR_FLAGS      (WIRE_FETCHR_BUSY_OK | WIRE_FETCHR_PARTIAL_OK)
+
+/* REPL flags. */
+#define WIRE_REPL_PROTECT 1u /* the copy counts toward want (never evicted) */
+#define WIRE_REPL_OWN     2u /* the receiver takes ownership from the asker (drain) */
+#define WIRE_REPL_FLAGS   (WIRE_REPL_PROTECT | WIRE_REPL_OWN)
 
 /* Error codes carried by WIRE_ERROR (same words as the command errors). */
 typedef enum WireErr {
@@ -114,7 +128,14 @@ typedef enum WireErr {
     /* the connection holds as many pins as it may, or (FETCHR with BUSY_OK)
      * every upload slot of the node is taken: ask another holder */
     WIRE_ERR_BUSY = 7,
-    WIRE_ERR_MAX = 7
+    /* Version 5, for REPL's answers: the command error words they carry. */
+    WIRE_ERR_WRONGSTATE = 8,
+    WIRE_ERR_NOTSUPPORTED = 9,
+    WIRE_ERR_UNAVAILABLE = 10,
+    WIRE_ERR_TIMEOUT = 11,
+    WIRE_ERR_CHECKSUM = 12,
+    WIRE_ERR_DRAINING = 13, /* the node is draining: it takes no new copies */
+    WIRE_ERR_MAX = 13
 } WireErr;
 
 typedef struct WireHdr {
@@ -155,6 +176,16 @@ typedef struct WireMsg {
                 len; /* PART and RPART only: len >= 1, offset + len <= size + metaSize */
         } data;
         struct {
+            uint32_t flags;    /* WIRE_REPL_* */
+            uint32_t want;     /* 1..OBJ_WIRE_WANT_MAX */
+            uint64_t checksum; /* the generation asked for */
+            const char *id;
+            uint16_t idLen; /* 1..OBJ_WIRE_ID_MAX */
+        } repl;
+        struct {
+            uint64_t checksum;
+        } held;
+        struct {
             uint16_t code; /* WireErr */
             const char *text;
             uint16_t textLen; /* 0..OBJ_WIRE_TEXT_MAX */
@@ -165,8 +196,8 @@ typedef struct WireMsg {
 /* Decode a header from exactly OBJ_WIRE_HDR_LEN bytes. Returns 0, or -1 with
  * a static reason in *why (unknown type, non-zero flags, body too long, a
  * body length no message of that type can have, reqId 0 on FETCH, FETCHR,
- * DATA, RNDV, PART, RPART or DONE). Checking the length per type here means a reader never
- * waits for a body that cannot be valid. why may be NULL. */
+ * DATA, RNDV, PART, RPART, DONE, REPL or HELD). Checking the length per type here means a reader
+ * never waits for a body that cannot be valid. why may be NULL. */
 int wireDecodeHdr(const uint8_t *buf, WireHdr *h, const char **why);
 /* Decode the body of a message whose header is m->h (already decoded) from
  * exactly m->h.bodyLen bytes (body may be NULL if that is 0). Returns 0, or
@@ -280,5 +311,7 @@ int wireMacEqual(const uint8_t a[OBJ_WIRE_MAC], const uint8_t b[OBJ_WIRE_MAC]);
 
 const char *wireTypeName(int type);
 const char *wireErrName(int code); /* "NOTFOUND", ... */
+/* The WireErr whose name is the len bytes at word, or 0 when none is. */
+int wireErrByName(const char *word, size_t len);
 
 #endif /* OBJSTORE_WIRE_H */

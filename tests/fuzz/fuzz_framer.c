@@ -324,6 +324,16 @@ static size_t fuzzFrame(uint8_t *out, size_t at, size_t cap, WireMac *tx)
             m.u.error.textLen = (uint16_t)fuzzBelow(OBJ_WIRE_TEXT_MAX + 1);
             m.u.error.text = (const char *)fuzzText;
             break;
+        case WIRE_REPL:
+            m.u.repl.flags = (uint32_t)fuzzBelow(WIRE_REPL_FLAGS + 1);
+            m.u.repl.want = (uint32_t)(1 + fuzzBelow(OBJ_WIRE_WANT_MAX));
+            m.u.repl.checksum = fuzzRand();
+            m.u.repl.idLen = (uint16_t)(1 + fuzzBelow(OBJ_WIRE_ID_MAX));
+            m.u.repl.id = (const char *)fuzzText;
+            break;
+        case WIRE_HELD:
+            m.u.held.checksum = fuzzRand();
+            break;
         default:
             break;
     }

@@ -75,6 +75,8 @@ static uint64_t fuzzInteresting(void)
                                  0xFFFFFFFF,
                                  OBJ_WIRE_SIZE_MAX,
                                  OBJ_WIRE_SIZE_MAX + 1,
+                                 OBJ_WIRE_WANT_MAX,
+                                 OBJ_WIRE_WANT_MAX + 1,
                                  UINT64_MAX};
     return v[fuzzBelow(sizeof(v) / sizeof(v[0]))];
 }
@@ -157,6 +159,16 @@ static size_t fuzzValidFrame(uint8_t *buf, size_t cap)
             m.u.error.code = (uint16_t)(1 + fuzzBelow(WIRE_ERR_MAX));
             m.u.error.textLen = fuzzBelow(3) ? fuzzLen(OBJ_WIRE_TEXT_MAX) : 0;
             m.u.error.text = text;
+            break;
+        case WIRE_REPL:
+            m.u.repl.flags = (uint32_t)fuzzBelow(WIRE_REPL_FLAGS + 1);
+            m.u.repl.want = fuzzLen(OBJ_WIRE_WANT_MAX);
+            m.u.repl.checksum = fuzzRand();
+            m.u.repl.idLen = fuzzLen(OBJ_WIRE_ID_MAX);
+            m.u.repl.id = text;
+            break;
+        case WIRE_HELD:
+            m.u.held.checksum = fuzzRand();
             break;
         default:
             break;

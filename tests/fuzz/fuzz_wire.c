@@ -98,6 +98,15 @@ static void fuzzCheckEqual(const WireMsg *a, const WireMsg *b)
             if (a->u.error.textLen > 0)
                 FUZZ_CHECK(memcmp(a->u.error.text, b->u.error.text, a->u.error.textLen) == 0);
             break;
+        case WIRE_REPL:
+            FUZZ_CHECK(a->u.repl.flags == b->u.repl.flags && a->u.repl.want == b->u.repl.want);
+            FUZZ_CHECK(a->u.repl.checksum == b->u.repl.checksum);
+            FUZZ_CHECK(a->u.repl.idLen == b->u.repl.idLen);
+            FUZZ_CHECK(memcmp(a->u.repl.id, b->u.repl.id, a->u.repl.idLen) == 0);
+            break;
+        case WIRE_HELD:
+            FUZZ_CHECK(a->u.held.checksum == b->u.held.checksum);
+            break;
         default:
             break;
     }
@@ -146,6 +155,15 @@ static void fuzzCheckDecodedIsValid(const WireMsg *m)
         case WIRE_ERROR:
             FUZZ_CHECK(m->u.error.code >= 1 && m->u.error.code <= WIRE_ERR_MAX);
             FUZZ_CHECK(m->u.error.textLen <= OBJ_WIRE_TEXT_MAX);
+            break;
+        case WIRE_REPL:
+            FUZZ_CHECK(m->h.reqId != 0);
+            FUZZ_CHECK((m->u.repl.flags & ~WIRE_REPL_FLAGS) == 0);
+            FUZZ_CHECK(m->u.repl.want >= 1 && m->u.repl.want <= OBJ_WIRE_WANT_MAX);
+            FUZZ_CHECK(m->u.repl.idLen >= 1 && m->u.repl.idLen <= OBJ_WIRE_ID_MAX);
+            break;
+        case WIRE_HELD:
+            FUZZ_CHECK(m->h.reqId != 0);
             break;
         default:
             break;
@@ -353,6 +371,16 @@ static void fuzzEncode(const uint8_t *data, size_t size)
             m.u.error.code = (uint16_t)fuzzTake(&r, 2);
             m.u.error.textLen = (uint16_t)fuzzTake(&r, 2);
             m.u.error.text = fuzzTakeBytes(&r, m.u.error.textLen);
+            break;
+        case WIRE_REPL:
+            m.u.repl.flags = (uint32_t)fuzzTake(&r, 4);
+            m.u.repl.want = (uint32_t)fuzzTake(&r, 4);
+            m.u.repl.checksum = fuzzTake(&r, 8);
+            m.u.repl.idLen = (uint16_t)fuzzTake(&r, 2);
+            m.u.repl.id = fuzzTakeBytes(&r, m.u.repl.idLen);
+            break;
+        case WIRE_HELD:
+            m.u.held.checksum = fuzzTake(&r, 8);
             break;
         default:
             break;

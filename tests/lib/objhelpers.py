@@ -512,13 +512,16 @@ def stat_delta(before, after, *fields):
 
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)
 WIRE_CREDIT, WIRE_PING, WIRE_PONG, WIRE_RING, WIRE_FETCHR, WIRE_PART = 8, 9, 10, 11, 12, 13
+WIRE_RPART, WIRE_REPL, WIRE_HELD = 14, 15, 16
 WIRE_FETCHR_BUSY_OK, WIRE_FETCHR_PARTIAL_OK = 1, 2
+WIRE_REPL_PROTECT, WIRE_REPL_OWN = 1, 2
 WIRE_MAGIC = 0x4F424A53
-WIRE_VERSION = 4  # module/transfer/wire.h OBJ_WIRE_VERSION
+WIRE_VERSION = 5  # module/transfer/wire.h OBJ_WIRE_VERSION
 WIRE_FEAT_TCP, WIRE_FEAT_RDMA, WIRE_FEAT_ENCRYPT = 1, 2, 4
 WIRE_HDR = struct.Struct("<BBHIQ")
 WIRE_ERR_NAMES = {1: "NOTFOUND", 2: "NOTSEALED", 3: "OOM", 4: "AUTH", 5: "PROTO", 6: "INTERNAL",
-                  7: "BUSY"}
+                  7: "BUSY", 8: "WRONGSTATE", 9: "NOTSUPPORTED", 10: "UNAVAILABLE", 11: "TIMEOUT",
+                  12: "CHECKSUM", 13: "DRAINING"}
 
 
 def wire_frame(ftype, body=b"", req_id=0, flags=0, credits=0, body_len=None):

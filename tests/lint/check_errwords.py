@@ -40,7 +40,7 @@ BASE_CLASS = "ObjstoreError"
 # error ends the session, never a fetch), and the RDMA log prefix.
 NOT_ERROR_WORDS = {
     "ASK", "MOVED", "CLUSTER", "CONFIG", "AUTH", "ERR",
-    "HELLO", "FETCH", "FETCHR", "DATA", "RNDV", "PART", "RPART", "ERROR", "RDMA",
+    "HELLO", "FETCH", "FETCHR", "DATA", "RNDV", "PART", "RPART", "REPL", "HELD", "ERROR", "RDMA",
 }
 LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 MESSAGE_ARG = re.compile(r"OBJ_EW_\w+\s*,\s*$")

@@ -161,6 +161,16 @@ static void testAssertMsgEqual(const WireMsg *a, const WireMsg *b)
             if (a->u.error.textLen > 0)
                 assert_memory_equal(a->u.error.text, b->u.error.text, a->u.error.textLen);
             break;
+        case WIRE_REPL:
+            assert_int_equal(a->u.repl.flags, b->u.repl.flags);
+            assert_int_equal(a->u.repl.want, b->u.repl.want);
+            assert_true(a->u.repl.checksum == b->u.repl.checksum);
+            assert_int_equal(a->u.repl.idLen, b->u.repl.idLen);
+            assert_memory_equal(a->u.repl.id, b->u.repl.id, a->u.repl.idLen);
+            break;
+        case WIRE_HELD:
+            assert_true(a->u.held.checksum == b->u.held.checksum);
+            break;
         default:
             break;
     }
@@ -279,6 +289,22 @@ static void test_fixed_body_layouts(void **state)
     assert_int_equal(wireEncode(&e, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 6);
     assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, err, sizeof(err));
 
+    WireMsg rp = testMsg(WIRE_REPL, 5);
+    rp.u.repl.flags = WIRE_REPL_PROTECT | WIRE_REPL_OWN;
+    rp.u.repl.want = 3;
+    rp.u.repl.checksum = 0x1122334455667788ULL;
+    rp.u.repl.id = "ab";
+    rp.u.repl.idLen = 2;
+    const uint8_t repl[20] = {3,    0,    0,    0,    3,    0,    0, 0, 0x88, 0x77,
+                              0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 2, 0, 'a',  'b'};
+    assert_int_equal(wireEncode(&rp, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 20);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, repl, sizeof(repl));
+
+    WireMsg hd = testMsg(WIRE_HELD, 5);
+    hd.u.held.checksum = 0x1122334455667788ULL;
+    assert_int_equal(wireEncode(&hd, buf, sizeof(buf)), OBJ_WIRE_HDR_LEN + 8);
+    assert_memory_equal(buf + OBJ_WIRE_HDR_LEN, repl + 8, 8);
+
     /* The slot ring's CREDIT (8) and RING (11) are gone: neither encodes. */
     WireMsg c = testMsg(8, 0);
     assert_int_equal(wireEncode(&c, buf, sizeof(buf)), -1);
@@ -338,6 +364,30 @@ static void test_roundtrip_fetch(void **state)
     m.u.fetch.id = testId512;
     m.u.fetch.idLen = OBJ_WIRE_ID_MAX;
     testRoundTrip(&m);
+}
+
+static void test_roundtrip_repl_and_held(void **state)
+{
+    (void)state;
+    for (uint32_t flags = 0; flags <= WIRE_REPL_FLAGS; flags++) {
+        WireMsg m = testMsg(WIRE_REPL, 1);
+        m.u.repl.flags = flags;
+        m.u.repl.want = 1;
+        m.u.repl.id = "k";
+        m.u.repl.idLen = 1;
+        testRoundTrip(&m);
+        m.h.reqId = UINT64_MAX;
+        m.u.repl.want = OBJ_WIRE_WANT_MAX;
+        m.u.repl.checksum = UINT64_MAX;
+        m.u.repl.id = testId512;
+        m.u.repl.idLen = OBJ_WIRE_ID_MAX;
+        testRoundTrip(&m);
+    }
+    WireMsg h = testMsg(WIRE_HELD, 1);
+    testRoundTrip(&h);
+    h.h.reqId = UINT64_MAX;
+    h.u.held.checksum = UINT64_MAX;
+    testRoundTrip(&h);
 }
 
 static void test_roundtrip_fetchr(void **state)
@@ -569,6 +619,18 @@ static void test_encode_rejects_out_of_range_fields(void **state)
     bad[n] = testMsg(WIRE_ERROR, 0), bad[n].u.error.code = 1, bad[n].u.error.text = testText256,
     bad[n++].u.error.textLen = OBJ_WIRE_TEXT_MAX + 1;
     bad[n] = testMsg(WIRE_ERROR, 0), bad[n].u.error.code = 1, bad[n++].u.error.textLen = 2;
+    bad[n++] = testMsg(WIRE_HELD, 0);
+    WireMsg repl = testMsg(WIRE_REPL, 1);
+    repl.u.repl.want = 2, repl.u.repl.id = "a", repl.u.repl.idLen = 1;
+    assert_true(wireEncode(&repl, buf, sizeof(buf)) > 0); /* the base below is valid */
+    bad[n] = repl, bad[n++].h.reqId = 0;
+    bad[n] = repl, bad[n++].u.repl.want = 0;
+    bad[n] = repl, bad[n++].u.repl.want = OBJ_WIRE_WANT_MAX + 1;
+    bad[n] = repl, bad[n++].u.repl.flags = WIRE_REPL_FLAGS + 1;
+    bad[n] = repl, bad[n++].u.repl.flags = 1u << 31;
+    bad[n] = repl, bad[n++].u.repl.idLen = 0;
+    bad[n] = repl, bad[n].u.repl.id = testId512, bad[n++].u.repl.idLen = OBJ_WIRE_ID_MAX + 1;
+    bad[n] = repl, bad[n++].u.repl.id = NULL;
 
     for (size_t i = 0; i < n; i++) {
         if (wireEncode(&bad[i], buf, sizeof(buf)) != -1) {
@@ -609,6 +671,9 @@ enum {
     BASE_ERROR_MAX,
     BASE_PING,
     BASE_PONG,
+    BASE_REPL,
+    BASE_REPL_MAX,
+    BASE_HELD,
     BASE_COUNT
 };
 
@@ -669,6 +734,19 @@ static WireMsg testBase(int which)
             return m;
         case BASE_PING:
             return testMsg(WIRE_PING, 0);
+        case BASE_REPL:
+        case BASE_REPL_MAX:
+            m = testMsg(WIRE_REPL, 6);
+            m.u.repl.flags = WIRE_REPL_PROTECT;
+            m.u.repl.want = 2;
+            m.u.repl.checksum = 0x5678;
+            m.u.repl.id = which == BASE_REPL ? "abc" : testId512;
+            m.u.repl.idLen = which == BASE_REPL ? 3 : OBJ_WIRE_ID_MAX;
+            return m;
+        case BASE_HELD:
+            m = testMsg(WIRE_HELD, 6);
+            m.u.held.checksum = 0x5678;
+            return m;
         default:
             return testMsg(WIRE_PONG, 0);
     }
@@ -717,7 +795,8 @@ static const TestBad testBadFrames[] = {
     {"HELLO version 1 (proofs over nonces only)", BASE_HELLO, {{OP_SET16, H + 4, 1}}, 0},
     {"HELLO version 2 (no session MAC)", BASE_HELLO, {{OP_SET16, H + 4, 2}}, 0},
     {"HELLO version 3 (payload tag before the payload)", BASE_HELLO, {{OP_SET16, H + 4, 3}}, 0},
-    {"HELLO version 5", BASE_HELLO, {{OP_SET16, H + 4, 5}}, 0},
+    {"HELLO version 4 (no REPL, HELD)", BASE_HELLO, {{OP_SET16, H + 4, 4}}, 0},
+    {"HELLO version 6", BASE_HELLO, {{OP_SET16, H + 4, 6}}, 0},
     {"HELLO version 0", BASE_HELLO, {{OP_SET16, H + 4, 0}}, 0},
     {"HELLO body of 5 bytes", BASE_HELLO, {{OP_SHRINK, 0, 58}}, 0},
     {"HELLO body without name", BASE_HELLO, {{OP_SHRINK, 0, 5}}, 0},
@@ -782,6 +861,27 @@ static const TestBad testBadFrames[] = {
     {"ERROR text longer than textLen", BASE_ERROR, {{OP_SET16, H + 2, 3}}, 0},
     {"ERROR trailing byte", BASE_ERROR, {{OP_GROW, 0, 1}}, 0},
     {"ERROR 3-byte body", BASE_ERROR, {{OP_SHRINK, 0, 5}}, 0},
+    /* REPL: flags, want, checksum, idLen, id */
+    {"REPL reqId 0", BASE_REPL, {{OP_SET64, 8, 0}}, 0},
+    {"REPL flags 4", BASE_REPL, {{OP_SET32, H + 0, 4}}, 0},
+    {"REPL flags 2^31", BASE_REPL, {{OP_SET32, H + 0, 1u << 31}}, 0},
+    {"REPL want 0", BASE_REPL, {{OP_SET32, H + 4, 0}}, 0},
+    {"REPL want 17", BASE_REPL, {{OP_SET32, H + 4, OBJ_WIRE_WANT_MAX + 1}}, 0},
+    {"REPL want 2^32-1", BASE_REPL, {{OP_SET32, H + 4, UINT32_MAX}}, 0},
+    {"REPL idLen 0", BASE_REPL, {{OP_SET16, H + 16, 0}, {OP_SHRINK, 0, 3}}, 0},
+    {"REPL idLen 0, trailing id", BASE_REPL, {{OP_SET16, H + 16, 0}}, 0},
+    {"REPL idLen 513", BASE_REPL_MAX, {{OP_GROW, 0, 1}, {OP_SET16, H + 16, 513}}, 0},
+    {"REPL idLen 0xFFFF", BASE_REPL, {{OP_SET16, H + 16, 0xFFFF}}, 0},
+    {"REPL id shorter than idLen", BASE_REPL, {{OP_SET16, H + 16, 4}}, 0},
+    {"REPL id longer than idLen", BASE_REPL, {{OP_SET16, H + 16, 2}}, 0},
+    {"REPL trailing byte", BASE_REPL, {{OP_GROW, 0, 1}}, 0},
+    {"REPL without its id", BASE_REPL, {{OP_SHRINK, 0, 3}}, 0},
+    {"REPL 17-byte body", BASE_REPL, {{OP_SHRINK, 0, 4}}, 0},
+    /* HELD: checksum, exactly 8 bytes */
+    {"HELD reqId 0", BASE_HELD, {{OP_SET64, 8, 0}}, 0},
+    {"HELD 7 bytes", BASE_HELD, {{OP_SHRINK, 0, 1}}, 0},
+    {"HELD 9 bytes", BASE_HELD, {{OP_GROW, 0, 1}}, 0},
+    {"HELD empty", BASE_HELD, {{OP_SHRINK, 0, 8}}, 0},
 };
 
 #undef H
@@ -894,6 +994,12 @@ static void test_header_rejects_impossible_frames(void **state)
         {"old CREDIT empty", 8, 0, 0, 0},
         {"PING 1", WIRE_PING, 0, 1, 0},
         {"PONG 16", WIRE_PONG, 0, 16, 0},
+        {"REPL 18", WIRE_REPL, 0, 18, 1},
+        {"REPL 531", WIRE_REPL, 0, 531, 1},
+        {"REPL reqId 0", WIRE_REPL, 0, 21, 0},
+        {"HELD 7", WIRE_HELD, 0, 7, 1},
+        {"HELD 9", WIRE_HELD, 0, 9, 1},
+        {"HELD reqId 0", WIRE_HELD, 0, 8, 0},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint8_t hdr[OBJ_WIRE_HDR_LEN];
@@ -1223,18 +1329,27 @@ static void test_proof_equal_compares_every_byte(void **state)
 static void test_type_and_error_names(void **state)
 {
     (void)state;
-    const char *types[] = {"UNKNOWN", "HELLO", "AUTH", "FETCH",   "DATA",   "RNDV", "DONE", "ERROR",
-                           "UNKNOWN", "PING",  "PONG", "UNKNOWN", "FETCHR", "PART", "RPART"};
+    const char *types[] = {"UNKNOWN", "HELLO", "AUTH",    "FETCH", "DATA", "RNDV",
+                           "DONE",    "ERROR", "UNKNOWN", "PING",  "PONG", "UNKNOWN",
+                           "FETCHR",  "PART",  "RPART",   "REPL",  "HELD"};
     for (int t = 0; t <= WIRE_TYPE_MAX; t++)
         assert_string_equal(wireTypeName(t), types[t]);
     assert_string_equal(wireTypeName(WIRE_TYPE_MAX + 1), "UNKNOWN");
     assert_string_equal(wireTypeName(-1), "UNKNOWN");
     assert_string_equal(wireTypeName(256), "UNKNOWN");
 
-    const char *errs[] = {"UNKNOWN", "NOTFOUND", "NOTSEALED", "OOM",
-                          "AUTH",    "PROTO",    "INTERNAL",  "BUSY"};
+    const char *errs[] = {"UNKNOWN",     "NOTFOUND", "NOTSEALED", "OOM",        "AUTH",
+                          "PROTO",       "INTERNAL", "BUSY",      "WRONGSTATE", "NOTSUPPORTED",
+                          "UNAVAILABLE", "TIMEOUT",  "CHECKSUM",  "DRAINING"};
     for (int c = 0; c <= WIRE_ERR_MAX; c++)
         assert_string_equal(wireErrName(c), errs[c]);
+    for (int c = 1; c <= WIRE_ERR_MAX; c++)
+        assert_int_equal(wireErrByName(errs[c], strlen(errs[c])), c);
+    assert_int_equal(wireErrByName("NOTFOUNDX", 9), 0);
+    assert_int_equal(wireErrByName("NOTFOUND", 7), 0); /* a prefix is not the word */
+    assert_int_equal(wireErrByName("UNKNOWN", 7), 0);
+    assert_int_equal(wireErrByName("", 0), 0);
+    assert_int_equal(wireErrByName(NULL, 0), 0);
     assert_string_equal(wireErrName(WIRE_ERR_MAX + 1), "UNKNOWN");
     assert_string_equal(wireErrName(-3), "UNKNOWN");
 }
@@ -1548,6 +1663,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_auth),
         cmocka_unit_test(test_roundtrip_fetch),
         cmocka_unit_test(test_roundtrip_fetchr),
+        cmocka_unit_test(test_roundtrip_repl_and_held),
         cmocka_unit_test(test_roundtrip_part_and_its_range_rules),
         cmocka_unit_test(test_roundtrip_rpart_and_its_range_rules),
         cmocka_unit_test(test_fetchr_refuses_unknown_flags_and_offsets),
