@@ -19,7 +19,7 @@
 #define OBJ_HIDDEN __attribute__((visibility("hidden")))
 
 #define OBJ_CLIENT_ERRSTR_LEN 512
-#define OBJ_CLIENT_MAX_ARGS   8
+#define OBJ_CLIENT_MAX_ARGS   12
 
 /* Commands of one pipelined OBJ.RELEASE batch, at most (a longer one is sent in chunks). */
 #define OBJ_CLIENT_RELEASE_BATCH 128

@@ -60,6 +60,18 @@ __attribute__((visibility("hidden"))) int objClientCreateGen(ObjClient *c, const
                                                              const void *meta, size_t metaLen,
                                                              void **data, uint64_t *gen);
 
+/* objClientSealReplicas and objClientPutPartsReplicas that also tell whether the node
+ * counted the holders: *counted (may be NULL) 1 when it answered a count (an object of
+ * several copies), 0 when it answered OK (one copy; *holders is then 1). Returns 0 or -1. */
+__attribute__((visibility("hidden"))) int objClientSealCounted(ObjClient *c, const void *id,
+                                                               size_t idLen, int replicas,
+                                                               long long waitMs, int *holders,
+                                                               int *counted);
+__attribute__((visibility("hidden"))) int
+objClientPutPartsCounted(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
+                         size_t size, const void *meta, size_t metaLen, int replicas,
+                         long long waitMs, int *holders, int *counted);
+
 /* After objClientSeal: pin the object this client created at data with generation gen,
  * and only it (a pin of another object under id is given back: OBJ_ERR_WRONGSTATE).
  * Returns 0 with *out set, or -1 with the error recorded. */

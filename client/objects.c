@@ -2,12 +2,15 @@
  * objects.c - the client library's calls on one object: create, seal and
  * abort (the zero-copy write), the copying put (inline, or through the
  * arena with copy threads for a large object) and get, delete, exists and
- * info.
+ * info. A put or seal may ask for several copies (REPLICAS k, WAIT ms): the
+ * node then answers how many live nodes hold the object (docs/cluster.md,
+ * "Copies, repair and drain").
  */
 #include "objstore.h"
 #include "objalloc.h"
 #include "objclient_core.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,14 +90,96 @@ int objClientCreate(ObjClient *c, const void *id, size_t idLen, size_t size, con
     return objClientCreateGen(c, id, idLen, size, meta, metaLen, data, NULL);
 }
 
-/* OBJ.SEAL id. Returns 0, or -1 with the error recorded. */
-int objClientSeal(ObjClient *c, const void *id, size_t idLen)
+/* ---- copies: REPLICAS k [WAIT ms] and the holder count ----------------------------------- */
+
+/* The text of a put's or a seal's copy options; lives as long as its CmdArgs. */
+typedef struct CopyArgs {
+    char replicas[16];
+    char waitMs[32];
+} CopyArgs;
+
+/*
+ * Add REPLICAS k (replicas > 0; 0: the node's default, no option) and WAIT ms
+ * (waitMs >= 0 and replicas != 1; OBJ_WAIT_DEFAULT: the node's
+ * replica-timeout, no option) to a, their text in buf. Returns 0, or -1
+ * (BADARG) for a negative replicas or a waitMs below OBJ_WAIT_DEFAULT; the
+ * range 1..replicas-max is the node's to check.
+ */
+static int copyArgsAdd(ObjClient *c, CmdArgs *a, int replicas, long long waitMs, CopyArgs *buf)
 {
+    if (replicas < 0)
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG replicas %d (use 1 or more, 0 = the node's default)", replicas);
+    if (waitMs < OBJ_WAIT_DEFAULT)
+        return clientFail(c, OBJ_ERR_BADARG,
+                          "BADARG wait %lld ms (use >= 0, 0 = do not wait, %d = the node's "
+                          "replica-timeout)",
+                          waitMs, OBJ_WAIT_DEFAULT);
+    if (replicas > 0) {
+        snprintf(buf->replicas, sizeof(buf->replicas), "%d", replicas);
+        argsAddStr(a, "REPLICAS");
+        argsAddStr(a, buf->replicas);
+    }
+    if (waitMs >= 0 && replicas != 1) {
+        snprintf(buf->waitMs, sizeof(buf->waitMs), "%lld", waitMs);
+        argsAddStr(a, "WAIT");
+        argsAddStr(a, buf->waitMs);
+    }
+    return 0;
+}
+
+/*
+ * Judge the reply r (NULL: the call failed, the error is recorded) of a put
+ * or a seal: `OK` for an object of one copy (*holders 1, *counted 0), an
+ * integer for one of several (*holders that count, *counted 1). holders and
+ * counted may be NULL. Frees r. Returns 0, or -1 with the error recorded.
+ */
+static int holdersVerdict(ObjClient *c, const char *cmd, redisReply *r, int *holders, int *counted)
+{
+    int n = 1, isCount = 0;
+
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= INT_MAX) {
+        n = (int)r->integer;
+        isCount = 1;
+    } else if (r->type != REDIS_REPLY_STATUS) {
+        clientFailShape(c, cmd, r);
+        freeReplyObject(r);
+        return -1;
+    }
+    freeReplyObject(r);
+    if (holders != NULL)
+        *holders = n;
+    if (counted != NULL)
+        *counted = isCount;
+    return clientOk(c);
+}
+
+/* See objclient_int.h. Returns 0, or -1 with the error recorded. */
+int objClientSealCounted(ObjClient *c, const void *id, size_t idLen, int replicas, long long waitMs,
+                         int *holders, int *counted)
+{
+    CopyArgs copies;
     CmdArgs a;
 
-    if (clientIdCommand(c, "OBJ.SEAL", id, idLen, &a) < 0)
+    if (clientIdCommand(c, "OBJ.SEAL", id, idLen, &a) < 0 ||
+        copyArgsAdd(c, &a, replicas, waitMs, &copies) < 0)
         return -1;
-    return clientCallStatus(c, &a);
+    return holdersVerdict(c, "OBJ.SEAL", clientCall(c, &a), holders, counted);
+}
+
+/* OBJ.SEAL id [REPLICAS k] [WAIT ms]. Returns 0, or -1 with the error recorded. */
+int objClientSealReplicas(ObjClient *c, const void *id, size_t idLen, int replicas,
+                          long long waitMs, int *holders)
+{
+    return objClientSealCounted(c, id, idLen, replicas, waitMs, holders, NULL);
+}
+
+/* OBJ.SEAL id: the node's default copies and wait. Returns 0, or -1 with the error recorded. */
+int objClientSeal(ObjClient *c, const void *id, size_t idLen)
+{
+    return objClientSealCounted(c, id, idLen, 0, OBJ_WAIT_DEFAULT, NULL, NULL);
 }
 
 /* OBJ.ABORT id. Returns 0, or -1 with the error recorded. */
@@ -208,12 +293,21 @@ static int putViaArena(ObjClient *c, size_t size)
     return 0;
 }
 
-/* OBJ.PUT id data [META m] of parts joined (one round trip). */
+/* The copies a put asks for, and what the node answered about them. */
+typedef struct PutCopies {
+    int replicas;     /* 0: the node's default */
+    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
+    int *holders;     /* out (may be NULL): holdersVerdict */
+    int *counted;     /* out (may be NULL): holdersVerdict */
+} PutCopies;
+
+/* OBJ.PUT id data [META m] [REPLICAS k] [WAIT ms] of parts joined (one round trip). */
 static int putInline(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
-                     size_t size, const void *meta, size_t metaLen)
+                     size_t size, const void *meta, size_t metaLen, const PutCopies *pc)
 {
     unsigned char *joined = NULL;
     const void *data = "";
+    CopyArgs copies;
     CmdArgs a;
     int rv;
 
@@ -232,18 +326,24 @@ static int putInline(ObjClient *c, const void *id, size_t idLen, const ObjPart *
         argsAddStr(&a, "META");
         argsAdd(&a, meta, metaLen);
     }
-    rv = clientCallStatus(c, &a);
+    copyArgsAdd(c, &a, pc->replicas, pc->waitMs, &copies); /* checked by the caller */
+    rv = holdersVerdict(c, "OBJ.PUT", clientCall(c, &a), pc->holders, pc->counted);
     objFree(joined);
     return rv;
 }
 
-int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
-                      size_t size, const void *meta, size_t metaLen)
+/* objClientPutParts with the copies of pc: inline in one OBJ.PUT, or
+ * create, copy and seal through the arena. Returns 0, or -1 with the error
+ * recorded (a seal that failed aborts the object). */
+static int putParts(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
+                    size_t size, const void *meta, size_t metaLen, const PutCopies *pc)
 {
+    CopyArgs copies;
     CmdArgs a;
     void *dst;
 
-    if (clientIdCommand(c, "OBJ.PUT", id, idLen, &a) < 0)
+    if (clientIdCommand(c, "OBJ.PUT", id, idLen, &a) < 0 ||
+        copyArgsAdd(c, &a, pc->replicas, pc->waitMs, &copies) < 0)
         return -1;
     if ((parts == NULL && n > 0) || (meta == NULL && metaLen > 0))
         return clientFail(c, OBJ_ERR_BADARG,
@@ -259,11 +359,12 @@ int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart 
     if (arena < 0)
         return -1;
     if (!arena)
-        return putInline(c, id, idLen, parts, n, size, meta, metaLen);
+        return putInline(c, id, idLen, parts, n, size, meta, metaLen, pc);
     if (objClientCreate(c, id, idLen, size, meta, metaLen, &dst) < 0)
         return -1;
     copyParts(dst, parts, n, size, c->putThreads ? c->putThreads : OBJ_PUT_THREADS_DEFAULT);
-    if (objClientSeal(c, id, idLen) < 0) {
+    if (objClientSealCounted(c, id, idLen, pc->replicas, pc->waitMs, pc->holders, pc->counted) <
+        0) {
         ObjErr err = c->err;
         char msg[OBJ_CLIENT_ERRSTR_LEN];
         snprintf(msg, sizeof(msg), "%s", c->errstr);
@@ -273,17 +374,56 @@ int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart 
     return 0;
 }
 
-/* OBJ.PUT id data [META m], or create, copy and seal for a large object
- * when the arena maps. Returns 0, or -1 with the error recorded. */
-int objClientPut(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
-                 const void *meta, size_t metaLen)
+/* putParts with the node's default copies. Returns 0, or -1 with the error recorded. */
+int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts, size_t n,
+                      size_t size, const void *meta, size_t metaLen)
+{
+    PutCopies pc = {.replicas = 0, .waitMs = OBJ_WAIT_DEFAULT};
+
+    return putParts(c, id, idLen, parts, n, size, meta, metaLen, &pc);
+}
+
+/* putParts with replicas copies. Returns 0, or -1 with the error recorded. */
+int objClientPutPartsReplicas(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts,
+                              size_t n, size_t size, const void *meta, size_t metaLen, int replicas,
+                              long long waitMs, int *holders)
+{
+    PutCopies pc = {.replicas = replicas, .waitMs = waitMs, .holders = holders};
+
+    return putParts(c, id, idLen, parts, n, size, meta, metaLen, &pc);
+}
+
+/* See objclient_int.h. Returns 0, or -1 with the error recorded. */
+int objClientPutPartsCounted(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts,
+                             size_t n, size_t size, const void *meta, size_t metaLen, int replicas,
+                             long long waitMs, int *holders, int *counted)
+{
+    PutCopies pc = {replicas, waitMs, holders, counted};
+
+    return putParts(c, id, idLen, parts, n, size, meta, metaLen, &pc);
+}
+
+/* objClientPutPartsReplicas of one part: data's size bytes. Returns 0, or -1
+ * with the error recorded. */
+int objClientPutReplicas(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
+                         const void *meta, size_t metaLen, int replicas, long long waitMs,
+                         int *holders)
 {
     ObjPart part = {.data = data, .len = size, .offset = 0};
 
     if (c != NULL && data == NULL && size > 0)
         return clientFail(c, OBJ_ERR_BADARG,
                           "BADARG objClientPut: data or meta is NULL with a non-zero length");
-    return objClientPutParts(c, id, idLen, &part, 1, size, meta, metaLen);
+    return objClientPutPartsReplicas(c, id, idLen, &part, 1, size, meta, metaLen, replicas, waitMs,
+                                     holders);
+}
+
+/* OBJ.PUT id data [META m], or create, copy and seal for a large object
+ * when the arena maps. Returns 0, or -1 with the error recorded. */
+int objClientPut(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
+                 const void *meta, size_t metaLen)
+{
+    return objClientPutReplicas(c, id, idLen, data, size, meta, metaLen, 0, OBJ_WAIT_DEFAULT, NULL);
 }
 
 /*

@@ -23,9 +23,9 @@ extern "C" {
  * against, encoded like OBJSTORE_VERSION, so that a program built against a
  * newer header can refuse an older library. */
 #define OBJSTORE_VERSION_MAJOR  0
-#define OBJSTORE_VERSION_MINOR  4
+#define OBJSTORE_VERSION_MINOR  5
 #define OBJSTORE_VERSION_PATCH  0
-#define OBJSTORE_VERSION_STRING "0.4.0"
+#define OBJSTORE_VERSION_STRING "0.5.0"
 #define OBJSTORE_VERSION                                                                           \
     ((OBJSTORE_VERSION_MAJOR << 16) | (OBJSTORE_VERSION_MINOR << 8) | OBJSTORE_VERSION_PATCH)
 unsigned objVersion(void);
@@ -196,6 +196,62 @@ int objClientPutParts(ObjClient *c, const void *id, size_t idLen, const ObjPart 
  * Returns 0, or -1 (BADARG outside 0..64; or a NULL client). Since 0.4. */
 #define OBJ_PUT_THREADS_DEFAULT 2
 int objClientSetPutThreads(ObjClient *c, int threads);
+
+/*
+ * Copies (since 0.5; docs/cluster.md, "Copies, repair and drain"). An object
+ * may ask for `replicas` copies on distinct live nodes: the node that seals
+ * it places the others, and answers once that many hold it (checked against
+ * its checksum) or when the wait runs out, with how many do, like Redis's
+ * WAIT: fewer holders than asked is not an error (the node's repair goes
+ * on). replicas: 0 = the node's default (config `replicas`), else 1 to the
+ * node's replicas-max (BADARG above). waitMs: OBJ_WAIT_DEFAULT = the node's
+ * replica-timeout, 0 = do not wait (*holders 1 at once, the copies go on),
+ * > 0 ms; not sent for replicas 1. *holders (may be NULL): the live nodes
+ * holding the object when the node answered, this one included (1 for an
+ * object of one copy). A draining node refuses new objects with
+ * OBJ_ERR_DRAINING.
+ */
+#define OBJ_WAIT_DEFAULT (-1)
+/* objClientSeal with replicas copies and the wait. Returns 0, or -1. */
+int objClientSealReplicas(ObjClient *c, const void *id, size_t idLen, int replicas,
+                          long long waitMs, int *holders);
+/* objClientPut with replicas copies and the wait. Returns 0, or -1. */
+int objClientPutReplicas(ObjClient *c, const void *id, size_t idLen, const void *data, size_t size,
+                         const void *meta, size_t metaLen, int replicas, long long waitMs,
+                         int *holders);
+/* objClientPutParts with replicas copies and the wait. Returns 0, or -1. */
+int objClientPutPartsReplicas(ObjClient *c, const void *id, size_t idLen, const ObjPart *parts,
+                              size_t n, size_t size, const void *meta, size_t metaLen, int replicas,
+                              long long waitMs, int *holders);
+
+/*
+ * Drain (since 0.5): the node refuses new objects (DRAINING) and moves its
+ * primaries and protected copies to other nodes, so that it can leave
+ * without losing any (docs/cluster.md, "Copies, repair and drain").
+ */
+typedef enum ObjDrainState {
+    OBJ_DRAIN_IDLE = 0, /* not draining (never, or cancelled) */
+    OBJ_DRAIN_DRAINING, /* moving its objects */
+    OBJ_DRAIN_DRAINED   /* nothing left to move: the node may stop */
+} ObjDrainState;
+/* What OBJ.DRAIN answers: the drain's state and progress. */
+typedef struct ObjDrainStatus {
+    ObjDrainState state;
+    uint64_t objectsLeft;  /* primaries and protected copies still to move */
+    uint64_t objectsMoved; /* moved so far */
+    uint64_t bytesMoved;
+    uint64_t failures;   /* moves that failed */
+    char lastError[256]; /* the last failure's error, "" when none */
+} ObjDrainStatus;
+/* Start draining the node (a drain under way is joined) and, for waitMs >
+ * 0, wait up to that long for it to end; 0: answer at once. *st (may be
+ * NULL): the state when the node answered. Returns 0, or -1. */
+int objClientDrain(ObjClient *c, long long waitMs, ObjDrainStatus *st);
+/* The drain's state and progress now (OBJ.DRAIN STATUS). Returns 0, or -1. */
+int objClientDrainStatus(ObjClient *c, ObjDrainStatus *st);
+/* Stop draining: the node takes new objects again (OBJ.DRAIN CANCEL); what
+ * moved stays moved. *st (may be NULL) as objClientDrain. Returns 0, or -1. */
+int objClientDrainCancel(ObjClient *c, ObjDrainStatus *st);
 
 /* Copying variant: bytes travel through the Redis connection. */
 /* *data is malloc'ed (free with objClientFreeData); timeout as objClientPin. */

@@ -136,3 +136,20 @@ def test_remote_mode_puts_inline(big_server, source):
         assert np.array_equal(np.frombuffer(c.get("remote", kind="bytes"), np.uint8),
                               source[:4 << 20])
         c.delete("remote")
+
+
+@pytest.mark.parametrize("zero_copy", [True, False], ids=["zero-copy", "remote"])
+def test_a_put_of_one_copy_returns_none(big_server, zero_copy):
+    """Without replicas (the node's default: one copy) put, put_object and a seal answer
+    None, as before copies existed; only an object of several copies counts holders."""
+    with objstore.connect("127.0.0.1", big_server.port, zero_copy=zero_copy) as c:
+        tag = "zc" if zero_copy else "remote"
+        assert c.put(f"one-{tag}-small", b"x" * 100) is None
+        assert c.put(f"one-{tag}-large", np.ones(2 << 20, np.uint8)) is None
+        assert c.put_object(f"one-{tag}-obj", {"a": 1}) is None
+        creation = c.create(f"one-{tag}-created", 8)
+        with creation as view:
+            view[:] = b"12345678"
+        assert creation.holders is None
+        for suffix in ("small", "large", "obj", "created"):
+            c.delete(f"one-{tag}-{suffix}")

@@ -479,6 +479,61 @@ static void testBadIdsAreBadArg(ObjClient *c)
               "create with a NULL data pointer");
 }
 
+/* ---- copies -------------------------------------------------------------------------------- */
+
+/* A put or seal with the node's default copies (one, here) counts one holder,
+ * inline and through the arena. */
+static void testDefaultPutCountsOneHolder(ObjClient *c)
+{
+    const char *small = tid("copies-small"), *big = tid("copies-big"), *sealed = tid("copies-seal");
+    size_t bigSize = 2u << 20;
+    unsigned char *src = malloc(bigSize);
+    int holders = -1;
+    void *dst;
+
+    check(src != NULL, NULL, "allocate 2 MiB");
+    fillPattern(src, bigSize, 7);
+    expectOk(c,
+             objClientPutReplicas(c, small, strlen(small), "abc", 3, NULL, 0, 0, OBJ_WAIT_DEFAULT,
+                                  &holders),
+             "inline put with the node's default copies");
+    check(holders == 1, c, "an inline put of one copy counts 1 holder, not %d", holders);
+    holders = -1;
+    expectOk(c,
+             objClientPutReplicas(c, big, strlen(big), src, bigSize, NULL, 0, 0, OBJ_WAIT_DEFAULT,
+                                  &holders),
+             "2 MiB put with the node's default copies");
+    check(holders == 1, c, "a put through the arena of one copy counts 1 holder, not %d", holders);
+    expectOk(c, objClientCreate(c, sealed, strlen(sealed), 4, NULL, 0, &dst), "create");
+    memcpy(dst, "seal", 4);
+    holders = -1;
+    expectOk(c, objClientSealReplicas(c, sealed, strlen(sealed), 0, OBJ_WAIT_DEFAULT, &holders),
+             "seal with the node's default copies");
+    check(holders == 1, c, "a seal of one copy counts 1 holder, not %d", holders);
+    expectOk(c, objClientDelete(c, small, strlen(small)), "delete");
+    expectOk(c, objClientDelete(c, big, strlen(big)), "delete");
+    expectOk(c, objClientDelete(c, sealed, strlen(sealed)), "delete");
+    free(src);
+}
+
+/* Copy options the library refuses before sending anything. */
+static void testBadCopyOptionsAreBadArg(ObjClient *c)
+{
+    const char *id = tid("copies-bad");
+    int exists = 1;
+
+    expectErr(c, objClientPutReplicas(c, id, strlen(id), "x", 1, NULL, 0, -1, 0, NULL),
+              OBJ_ERR_BADARG, "put with replicas -1");
+    expectErr(c, objClientPutReplicas(c, id, strlen(id), "x", 1, NULL, 0, 2, -2, NULL),
+              OBJ_ERR_BADARG, "put with wait -2 ms");
+    expectErr(c, objClientSealReplicas(c, id, strlen(id), -3, 0, NULL), OBJ_ERR_BADARG,
+              "seal with replicas -3");
+    expectErr(c, objClientDrain(c, -1, NULL), OBJ_ERR_BADARG, "drain with wait -1 ms");
+    expectErr(c, objClientDrainStatus(c, NULL), OBJ_ERR_BADARG, "drain status into NULL");
+    expectOk(c, objClientExists(c, id, strlen(id), &exists), "exists");
+    check(!exists, c, "a refused put left nothing behind");
+}
+
 /* ---- zero-copy ------------------------------------------------------------------------------ */
 
 /* The 8 MiB round trip: written in place, read in place by two clients and copied. */
@@ -1396,6 +1451,8 @@ int main(int argc, char **argv)
     testGetOfMissingIdTimesOut(c);
     testZeroByteObjectRoundTrips(c);
     testBadIdsAreBadArg(c);
+    testDefaultPutCountsOneHolder(c);
+    testBadCopyOptionsAreBadArg(c);
     testBigObjectZeroCopyRoundTrip(c);
     testPinsCountUp(c);
     testPinOfMissingId(c);

@@ -180,6 +180,33 @@ def _timeout_ms(timeout):
     return ms
 
 
+REPLICAS_MAX = 16  # the most copies any node takes (its replicas-max is at most this)
+
+
+def _replicas_arg(replicas):
+    """A put's copy count for the library: None -> 0 (the node's default), else 1 to
+    REPLICAS_MAX (the node refuses more than its replicas-max: BadArgument)."""
+    if replicas is None:
+        return 0
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise TypeError(f"replicas is an int, not {type(replicas).__name__}")
+    if not 1 <= replicas <= REPLICAS_MAX:
+        raise ValueError(f"replicas must be 1 to {REPLICAS_MAX}, not {replicas}")
+    return replicas
+
+
+def _wait_ms_arg(wait_ms):
+    """How long a put's node waits for its copies: None -> -1 (the node's
+    replica-timeout), else ms >= 0 (0: do not wait)."""
+    if wait_ms is None:
+        return -1
+    if isinstance(wait_ms, bool) or not isinstance(wait_ms, int):
+        raise TypeError(f"wait_ms is an int, not {type(wait_ms).__name__}")
+    if not 0 <= wait_ms < 2**62:
+        raise ValueError(f"wait_ms must be >= 0, not {wait_ms}")
+    return wait_ms
+
+
 def _meta_arg(meta):
     if meta is None:
         return b""
@@ -302,11 +329,13 @@ class Creation:
     """A created object being written: use as `with client.create(id, n) as view:`.
     Leaving the block seals it; an exception aborts it."""
 
-    def __init__(self, buf, dtype=None, shape=None):
+    def __init__(self, buf, dtype=None, shape=None, replicas=0, wait_ms=-1):
         self.buffer = buf
         self._views = []
         self._dtype = dtype
         self._shape = shape
+        self._copies = (replicas, wait_ms)
+        self.holders = None  # after the seal of an object of several copies: the count
 
     @property
     def view(self):
@@ -327,8 +356,11 @@ class Creation:
         self._views.clear()
 
     def seal(self):
+        """Seal; for an object of several copies, return (and keep in .holders) how
+        many live nodes hold it (as put())."""
         self._drop_views()
-        self.buffer.seal()
+        self.holders = self.buffer.seal(*self._copies)
+        return self.holders
 
     def abort(self):
         self._drop_views()
@@ -386,26 +418,37 @@ class Client:
         return self._c.command(args)
 
     # -- put / create
-    def put(self, id, value, meta=None):
+    def put(self, id, value, meta=None, *, replicas=None, wait_ms=None):
         """Store value (bytes, numpy array, torch CPU tensor, anything with the buffer
         protocol) under id: one copy from value's memory into the arena, then sealed.
-        dtype and shape travel in the metadata, so get() gives the same kind back."""
+        dtype and shape travel in the metadata, so get() gives the same kind back.
+
+        replicas=k (None: the node's default, config `replicas`): copies on k distinct
+        live nodes, placed by the node. For k >= 2 put returns how many live nodes hold
+        the object when the node answered: k, or fewer when wait_ms (None: the node's
+        replica-timeout; 0: do not wait) ran out first, which is not an error (the
+        node's repair goes on). An object of one copy returns None. NodeDraining: the
+        node is draining and takes no new objects."""
         key = _id(id)
+        copies = (_replicas_arg(replicas), _wait_ms_arg(wait_ms))
         buf, header = _value_parts(value, meta)
         n = memoryview(buf).nbytes
-        self._c.put(key, [buf], [0], n, header)
+        return self._c.put(key, [buf], [0], n, header, *copies)
 
     def set_put_threads(self, n):
         """Threads that copy a large put (1 MiB and up) into the arena; 0: the
         library's default (2). Smaller puts go in one round trip either way."""
         self._c.set_put_threads(n)
 
-    def create(self, id, size, meta=None, *, dtype=None, shape=None):
+    def create(self, id, size, meta=None, *, dtype=None, shape=None, replicas=None,
+               wait_ms=None):
         """A writable view of a new object's arena bytes: `with client.create(id, n) as v`
         seals on leaving, aborts on an exception. With dtype (and shape) the view is a
-        numpy array and get() returns one."""
+        numpy array and get() returns one. replicas, wait_ms: as put(), applied at the
+        seal (the Creation's .holders then has the count)."""
         key = _id(id)
         user = _meta_arg(meta)
+        copies = (_replicas_arg(replicas), _wait_ms_arg(wait_ms))
         if dtype is not None:
             np = _numpy()
             dt = np.dtype(dtype)
@@ -413,8 +456,8 @@ class Client:
             size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
             header = _encode_header({"kind": "numpy", "dtype": np.lib.format.dtype_to_descr(dt),
                                      "shape": list(shape)}, user)
-            return Creation(self._c.create(key, _size_arg(size), header), dt, shape)
-        return Creation(self._c.create(key, _size_arg(size), user))
+            return Creation(self._c.create(key, _size_arg(size), header), dt, shape, *copies)
+        return Creation(self._c.create(key, _size_arg(size), user), None, None, *copies)
 
     # -- get
     def pin(self, id, timeout=None):
@@ -455,11 +498,13 @@ class Client:
         return (value, user) if with_meta else value
 
     # -- Python objects
-    def put_object(self, id, obj, meta=None):
+    def put_object(self, id, obj, meta=None, *, replicas=None, wait_ms=None):
         """Pickle obj (protocol 5): its out-of-band buffers (numpy arrays, torch tensors,
-        ...) are copied once, straight into the arena, each aligned to 64 bytes."""
+        ...) are copied once, straight into the arena, each aligned to 64 bytes.
+        replicas, wait_ms and what it returns: as put()."""
         key = _id(id)
         user = _meta_arg(meta)
+        copies = (_replicas_arg(replicas), _wait_ms_arg(wait_ms))
         buffers = []
         if "torch" in sys.modules:  # without torch loaded obj holds no tensor
             from . import torch as tensors
@@ -476,7 +521,7 @@ class Client:
             table.append([pos, raw.nbytes])
             pos += raw.nbytes
         header = _encode_header({"kind": "pickle5", "plen": len(data), "bufs": table}, user)
-        self._c.put(key, parts, offsets, pos, header)
+        return self._c.put(key, parts, offsets, pos, header, *copies)
 
     def get_object(self, id, timeout=None, copy=False):
         """The object put by put_object; its arrays and torch tensors are zero-copy views
@@ -506,7 +551,8 @@ class Client:
         return self._c.command(("OBJ.EXISTS", _id(id))) == 1
 
     def info(self, id):
-        """OBJ.INFO as a dict (state, size, meta_size, offset, pins, checksum, ...)."""
+        """OBJ.INFO as a dict (state, size, meta_size, offset, pins, checksum, replicas:
+        the copies it wants, copy: "primary", "protected" or "replica", ...)."""
         return _fields(self._c.command(("OBJ.INFO", _id(id))))
 
     def stats(self):
@@ -514,10 +560,36 @@ class Client:
         return _fields(self._c.command(("OBJ.STATS",)))
 
     def locate(self, id):
-        """OBJ.LOCATE: {size, meta_size, checksum, locations: [node names]}."""
+        """OBJ.LOCATE: {size, meta_size, checksum, locations: [node names], replicas: the
+        copies it wants, owner: the node named primary ("" when none), protected: [the
+        nodes whose copies count toward replicas]}."""
         out = _fields(self._c.command(("OBJ.LOCATE", _id(id))))
-        out["locations"] = [_text(n) for n in out.get("locations", [])]
+        for field in ("locations", "protected"):
+            if field in out:
+                out[field] = [_text(n) for n in out[field] or []]
+        out.setdefault("locations", [])
         return out
+
+    # -- drain (docs/cluster.md, "Copies, repair and drain")
+    def drain(self, wait_ms=None):
+        """OBJ.DRAIN: this node refuses new objects (NodeDraining) and moves its
+        primaries and protected copies to other nodes; a drain under way is joined.
+        wait_ms: wait up to that long for the drain to end (None or 0: answer at once).
+        Returns drain_status()'s dict, as it stood when the node answered."""
+        args = ["OBJ.DRAIN"]
+        if wait_ms:
+            args += ["WAIT", _wait_ms_arg(wait_ms)]
+        return _drain_fields(self._c.command(args))
+
+    def drain_status(self):
+        """OBJ.DRAIN STATUS: {state: "idle", "draining" or "drained", objects_left,
+        objects_moved, bytes_moved, failures, last_error}."""
+        return _drain_fields(self._c.command(("OBJ.DRAIN", "STATUS")))
+
+    def drain_cancel(self):
+        """OBJ.DRAIN CANCEL: the node takes new objects again (what moved stays moved).
+        Returns drain_status()'s dict."""
+        return _drain_fields(self._c.command(("OBJ.DRAIN", "CANCEL")))
 
     def nodes(self):
         """OBJ.NODES: one dict per live node."""
@@ -597,6 +669,14 @@ class _ListIter:
 
 def _text(v):
     return v.decode(errors="replace") if isinstance(v, bytes) else v
+
+
+def _drain_fields(reply):
+    """OBJ.DRAIN's reply as a dict; last_error is a str ("" when none)."""
+    out = _fields(reply)
+    last = out.get("last_error")
+    out["last_error"] = "" if last is None else _text(last) if isinstance(last, bytes) else str(last)
+    return out
 
 
 def _fields(reply):

@@ -19,7 +19,7 @@ import time
 import warnings
 
 from . import (ID_MAX, BroadcastError, Client, ObjectNotFound, ObjstoreError, _id,
-               _named_clients, _timeout_ms)
+               _named_clients, _replicas_arg, _timeout_ms, _wait_ms_arg)
 
 __all__ = ["publish", "latest", "versions", "get_state_dict", "load", "broadcast",
            "drop", "ModelError"]
@@ -285,13 +285,17 @@ def _previous(client, key):
                for tname, part, dtype, shape, nbytes in entries}
 
 
-def publish(client, name, state_dict_or_module, version=None, retain=None):
+def publish(client, name, state_dict_or_module, version=None, retain=None, *, replicas=None,
+            wait_ms=None):
     """Publish a state dict (or an nn.Module's) as version `version` of name (None: the
     latest + 1) and return the version. Each tensor is a part object; a tensor whose
     bytes equal the previous version's is referenced, not stored again. The version
     becomes current atomically (OBJ.VPUBLISH); retain=n then drops all but the n newest
     versions on every node. On any failure nothing is published and the new parts are
-    deleted."""
+    deleted. replicas=k (None: the node's default): each new part and the manifest is
+    put with k copies on distinct nodes (Client.put; wait_ms as there), so the version
+    outlives the death of its writer's node; a part taken over from the previous
+    version keeps the copies it was put with."""
     if not isinstance(client, Client):
         raise TypeError(f"publish takes an objstore Client, not {type(client).__name__}")
     key = _name(name)
@@ -300,6 +304,9 @@ def publish(client, name, state_dict_or_module, version=None, retain=None):
     if retain is not None and (isinstance(retain, bool) or not isinstance(retain, int)
                                or retain < 1):
         raise ValueError(f"retain is an int >= 1, not {retain!r}")
+    copies = {"replicas": replicas, "wait_ms": wait_ms}
+    _replicas_arg(replicas)
+    _wait_ms_arg(wait_ms)
     tensors = _state_dict(state_dict_or_module)
     last, prev = _previous(client, key)
     if version is None:
@@ -309,7 +316,8 @@ def publish(client, name, state_dict_or_module, version=None, retain=None):
     try:
         for i, (tname, t, dtype) in enumerate(tensors):
             nbytes = t.numel() * t.element_size()
-            part = _place(client, prev.get(tname), stem + b"%d" % i, t, dtype, nbytes, made)
+            part = _place(client, prev.get(tname), stem + b"%d" % i, t, dtype, nbytes, made,
+                          copies)
             parts.append(part)
             entries.append({"name": tname, "part": _show(part), "dtype": dtype,
                             "shape": list(t.shape), "strides": _contiguous_strides(t.shape),
@@ -317,7 +325,8 @@ def publish(client, name, state_dict_or_module, version=None, retain=None):
         doc = {"objmodel": MANIFEST_FORMAT, "name": _show(key), "version": version,
                "tensors": entries}
         mid = stem + b"manifest"
-        client.put(mid, json.dumps(doc, separators=(",", ":")).encode(), meta=MANIFEST_META)
+        client.put(mid, json.dumps(doc, separators=(",", ":")).encode(), meta=MANIFEST_META,
+                   **copies)
         made.append(mid)
         _vpublish(client, key, version, mid, retain, list(dict.fromkeys(parts)))
     except BaseException:
@@ -330,16 +339,17 @@ def publish(client, name, state_dict_or_module, version=None, retain=None):
     return version
 
 
-def _place(client, old, pid, t, dtype, nbytes, made):
+def _place(client, old, pid, t, dtype, nbytes, made, copies):
     """The part id that holds t's bytes: old's part when its bytes are the same (compared
-    against the local copy, else by checksum after storing t), else pid, newly stored."""
+    against the local copy, else by checksum after storing t), else pid, newly stored
+    (with copies: put()'s replicas and wait_ms)."""
     if old is not None and old[1:] == (dtype, tuple(t.shape), nbytes):
         same = _same_as_local(client, old[0], t, nbytes)
         if same:
             return old[0]
     else:
         same = False
-    client.put(pid, t)
+    client.put(pid, t, **copies)
     made.append(pid)
     if same is None and _same_by_checksum(client, pid, old[0]):
         client.delete(pid)

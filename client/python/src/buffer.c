@@ -205,6 +205,10 @@ typedef struct SealOp {
     BufferObject *b;
     int pinAfter;
     int sealed;
+    int replicas;     /* copies asked for (0: the node's default) */
+    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
+    int holders;      /* out: the node's holder count */
+    int counted;      /* out: whether it answered one (an object of several copies) */
 } SealOp;
 
 /*
@@ -225,7 +229,8 @@ static int bufferSealOp(ClientObject *c, void *arg, SavedErr *e)
     size_t idLen = (size_t)PyBytes_GET_SIZE(b->id);
     ObjBuffer view;
 
-    if (objClientSeal(c->oc, id, idLen) < 0)
+    if (objClientSealCounted(c->oc, id, idLen, s->replicas, s->waitMs, &s->holders, &s->counted) <
+        0)
         return -1;
     s->sealed = 1;
     if (s->pinAfter) {
@@ -252,27 +257,36 @@ static int bufferPutCopyOp(ClientObject *c, void *arg, SavedErr *e)
 {
     SealOp *s = arg;
     BufferObject *b = s->b;
+    ObjPart part = {.data = b->data, .len = (size_t)b->size, .offset = 0};
 
-    if (objClientPut(c->oc, PyBytes_AS_STRING(b->id), (size_t)PyBytes_GET_SIZE(b->id), b->data,
-                     (size_t)b->size, PyBytes_AS_STRING(b->meta),
-                     (size_t)PyBytes_GET_SIZE(b->meta)) < 0)
+    if (objClientPutPartsCounted(c->oc, PyBytes_AS_STRING(b->id), (size_t)PyBytes_GET_SIZE(b->id),
+                                 &part, 1, (size_t)b->size, PyBytes_AS_STRING(b->meta),
+                                 (size_t)PyBytes_GET_SIZE(b->meta), s->replicas, s->waitMs,
+                                 &s->holders, &s->counted) < 0)
         return -1;
     s->sealed = 1;
     return 0;
 }
 
-PyDoc_STRVAR(bufferSealDoc, "seal()\n--\n\n"
-                            "Seal a created object: it becomes immutable and visible. Views\n"
-                            "still alive keep it pinned (and stay writable: do not write).");
+PyDoc_STRVAR(bufferSealDoc,
+             "seal(replicas=0, wait_ms=-1)\n--\n\n"
+             "Seal a created object: it becomes immutable and visible. Views\n"
+             "still alive keep it pinned (and stay writable: do not write).\n"
+             "replicas: copies on distinct nodes (0: the node's default); wait_ms:\n"
+             "how long the node waits for them (-1: its replica-timeout). Returns\n"
+             "the node's count of holders for an object of several copies, else None.");
 
-/* seal(): see bufferSealDoc. Returns None, or NULL with the exception set (an object
- * whose seal failed stays created, so that the caller can abort it). */
-static PyObject *bufferSealIn(BufferObject *b, PyObject *unused)
+/* seal(replicas=0, wait_ms=-1): see bufferSealDoc. Returns the holder count or None, or
+ * NULL with the exception set (an object whose seal failed stays created, so that the
+ * caller can abort it). */
+static PyObject *bufferSealIn(BufferObject *b, PyObject *args)
 {
     int remote = b->state == BUF_COPY_CREATE;
-    SealOp s = {.b = b, .pinAfter = b->exports > 0};
+    SealOp s = {.b = b, .pinAfter = b->exports > 0, .waitMs = OBJ_WAIT_DEFAULT};
     int rv;
 
+    if (!PyArg_ParseTuple(args, "|iL", &s.replicas, &s.waitMs))
+        return NULL;
     if (b->state != BUF_CREATED && !remote)
         return PyErr_Format(PyExc_ValueError, "only a created object can be sealed");
     rv = clientRun(b->client, remote ? bufferPutCopyOp : bufferSealOp, &s);
@@ -290,6 +304,8 @@ static PyObject *bufferSealIn(BufferObject *b, PyObject *unused)
     }
     if (rv < 0)
         return NULL; /* sealed, but the views' object is gone: no new views */
+    if (s.counted)
+        return PyLong_FromLong(s.holders);
     Py_RETURN_NONE;
 }
 
@@ -489,7 +505,7 @@ static PyGetSetDef bufferGetSet[] = {
 
 static PyMethodDef bufferMethods[] = {
     {"release", (PyCFunction)bufferReleaseMethod, METH_NOARGS, bufferReleaseDoc},
-    {"seal", (PyCFunction)bufferSeal, METH_NOARGS, bufferSealDoc},
+    {"seal", (PyCFunction)bufferSeal, METH_VARARGS, bufferSealDoc},
     {"abort", (PyCFunction)bufferAbort, METH_NOARGS, bufferAbortDoc},
     {"_set_layout", (PyCFunction)bufferSetLayout, METH_VARARGS, bufferLayoutDoc},
     {"__dlpack__", (PyCFunction)(void (*)(void))bufferDlpack, METH_VARARGS | METH_KEYWORDS,

@@ -419,6 +419,10 @@ typedef struct PutOp {
     const char *id, *meta;
     size_t idLen, metaLen;
     Parts parts;
+    int replicas;     /* copies asked for (0: the node's default) */
+    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
+    int holders;      /* out: the node's holder count */
+    int counted;      /* out: whether it answered one (an object of several copies) */
 } PutOp;
 
 /* The put (a ClientOp): objClientPutParts, which sends a small object inline in one
@@ -440,24 +444,26 @@ static int clientPutOp(ClientObject *c, void *arg, SavedErr *e)
         parts[i] = (ObjPart){p->views[i].buf, (size_t)p->views[i].len, p->offsets[i]};
     if (!c->zeroCopy)
         objClientPutInline(c->oc);
-    rv = objClientPutParts(c->oc, o->id, o->idLen, parts, (size_t)p->n, p->total, o->meta,
-                           o->metaLen);
+    rv = objClientPutPartsCounted(c->oc, o->id, o->idLen, parts, (size_t)p->n, p->total, o->meta,
+                                  o->metaLen, o->replicas, o->waitMs, &o->holders, &o->counted);
     if (parts != &one)
         free(parts);
     return rv;
 }
 
-/* put(id, parts, offsets, size, meta): one object of size bytes made of the parts at
- * their offsets, sealed. Returns None, or NULL with the exception set (nothing left). */
+/* put(id, parts, offsets, size, meta, replicas, wait_ms): one object of size bytes made
+ * of the parts at their offsets, sealed, with replicas copies (0: the node's default).
+ * Returns the node's holder count for an object of several copies, else None; or NULL
+ * with the exception set (nothing left). */
 static PyObject *clientPutIn(ClientObject *c, PyObject *args)
 {
     PyObject *idObj, *bufs, *offs;
     Py_ssize_t total, metaLen = 0;
-    PutOp o = {.meta = NULL};
+    PutOp o = {.meta = NULL, .waitMs = OBJ_WAIT_DEFAULT};
     int rv;
 
-    if (!PyArg_ParseTuple(args, "OO!O!n|y#", &idObj, &PyList_Type, &bufs, &PyList_Type, &offs,
-                          &total, &o.meta, &metaLen) ||
+    if (!PyArg_ParseTuple(args, "OO!O!n|y#iL", &idObj, &PyList_Type, &bufs, &PyList_Type, &offs,
+                          &total, &o.meta, &metaLen, &o.replicas, &o.waitMs) ||
         idArg(idObj, &o.id, &o.idLen) < 0)
         return NULL;
     o.metaLen = (size_t)metaLen;
@@ -467,6 +473,8 @@ static PyObject *clientPutIn(ClientObject *c, PyObject *args)
     partsFree(&o.parts);
     if (rv < 0)
         return NULL;
+    if (o.counted)
+        return PyLong_FromLong(o.holders);
     Py_RETURN_NONE;
 }
 
@@ -651,9 +659,11 @@ static PyMethodDef clientMethods[] = {
     {"create", (PyCFunction)clientCreate, METH_VARARGS,
      "create(id, size, meta=b'')\n--\n\nA writable Buffer of a new object; seal() or abort()."},
     {"put", (PyCFunction)clientPut, METH_VARARGS,
-     "put(id, parts, offsets, size, meta=b'')\n--\n\n"
+     "put(id, parts, offsets, size, meta=b'', replicas=0, wait_ms=-1)\n--\n\n"
      "One object of the parts at their offsets, sealed: one OBJ.PUT under 1 MiB (and in "
-     "remote mode), else create, copy with the copy threads, seal."},
+     "remote mode), else create, copy with the copy threads, seal. replicas: copies on "
+     "distinct nodes (0: the node's default); wait_ms: how long the node waits for them "
+     "(-1: its replica-timeout). Returns the holder count for several copies, else None."},
     {"set_put_threads", (PyCFunction)clientSetPutThreads, METH_VARARGS,
      "set_put_threads(n)\n--\n\nCopy threads of a large put (0: the library's default)."},
     {"set_pin_cache", (PyCFunction)clientSetPinCache, METH_VARARGS,
