@@ -195,6 +195,16 @@ void engineSubmitRepl(ReplReq *r)
 {
     uint64_t one = 1;
 
+    if (!__atomic_load_n(&eng.running, __ATOMIC_ACQUIRE)) { /* no thread would ever answer */
+        pthread_mutex_lock(&queueLock);
+        r->seq = nextSeq++;
+        pthread_mutex_unlock(&queueLock);
+        r->ok = 0;
+        snprintf(r->err, sizeof(r->err), "UNAVAILABLE the transfer engine is not running");
+        if (eng.cfg.onReplDone)
+            eng.cfg.onReplDone(r);
+        return;
+    }
     pthread_mutex_lock(&queueLock);
     r->seq = nextSeq++;
     objListPushBack(&replQueue, &r->link);

@@ -128,7 +128,9 @@ void engineSubmitFetch(FetchReq *req);
 /* Queue a REPL (any thread); r->seq is assigned before this returns, and
  * cfg->onReplDone(r) runs exactly once, on the engine thread: HELD (r->ok
  * 1), the target's ERROR, "TIMEOUT ..." at r->deadlineUs, "UNAVAILABLE ..."
- * when the target cannot be reached or its connection closes. */
+ * when the target cannot be reached or its connection closes (or the
+ * engine stops: then on the thread that calls engineStop). When the engine
+ * is not running, "UNAVAILABLE ..." at once, on the caller's thread. */
 void engineSubmitRepl(ReplReq *r);
 /* Cancel a fetch by seq (timedOut: its deadline passed; else its client
  * left); harmless if it already finished. */
