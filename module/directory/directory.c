@@ -41,6 +41,7 @@ static size_t dirConfigCheck(const DirConfig *cfg)
         strnlen(cfg->addr, sizeof(cfg->addr)) >= sizeof(cfg->addr) ||
         strnlen(cfg->seeds, sizeof(cfg->seeds)) >= sizeof(cfg->seeds) ||
         strnlen(cfg->rdmaAddr, sizeof(cfg->rdmaAddr)) >= sizeof(cfg->rdmaAddr) ||
+        strnlen(cfg->label, sizeof(cfg->label)) >= sizeof(cfg->label) ||
         (cfg->seeds[0] == '\0' && (cfg->port <= 0 || cfg->port > 65535)) || cfg->tcpPort < 0 ||
         cfg->tcpPort > 65535 || cfg->rdmaPort < 0 || cfg->rdmaPort > 65535 ||
         cfg->heartbeatMs <= 0 || cfg->ttlMs <= cfg->heartbeatMs)
@@ -99,6 +100,7 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     dir.stopping = 0;
     dir.needSnapshot = 1;
     dir.serverUp = 0;
+    dir.beatNow = 0; /* draining stays: it is the node's, not this start's */
     dir.accepting = 1;
     pthread_mutex_unlock(&dir.lock);
 }
@@ -244,19 +246,58 @@ static void dirEnqueueRead(DirOp *op)
 }
 
 void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
-                DirCopy copy)
+                DirCopy copy, uint32_t want, const char *takeoverFrom)
 {
     DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
     op->size = size;
     op->metaSize = metaSize;
     op->checksum = checksum;
     op->copy = copy;
+    op->want = want > 0 ? want : 1;
+    if (takeoverFrom != NULL && takeoverFrom[0] != '\0' && copy == DIR_COPY_PRIMARY) {
+        size_t n = strnlen(takeoverFrom, OBJ_DIR_NAME_MAX - 1);
+        op->takeover = dirMalloc(n + 1);
+        memcpy(op->takeover, takeoverFrom, n);
+        op->takeover[n] = '\0';
+        op->resync = 1; /* a takeover obeys the re-publish's rules, not a fresh seal's */
+    }
     dirEnqueueWrite(op);
 }
 
 void dirUnpublish(const char *id, size_t idLen)
 {
     dirEnqueueWrite(dirOpNew(DIR_OP_UNPUBLISH, id, idLen));
+}
+
+/* See directory.h: the flag is read by every heartbeat, and one is due now. */
+void dirSetDraining(int on)
+{
+    pthread_mutex_lock(&dir.lock);
+    dir.draining = on != 0;
+    if (dir.accepting) {
+        dir.beatNow = 1;
+        pthread_cond_signal(&dir.wake);
+    }
+    pthread_mutex_unlock(&dir.lock);
+}
+
+void dirClaim(const char *id, size_t idLen, int ttlMs, DirResultFn *cb, void *arg)
+{
+    DirOp *op = dirOpNew(DIR_OP_CLAIM, id, idLen);
+    op->size = ttlMs > 0 ? (uint64_t)ttlMs : 1;
+    op->cb = cb;
+    op->arg = arg;
+    dirEnqueueRead(op);
+}
+
+/* A barrier is a read in the FIFO: the thread answers it only after every
+ * write queued before it (see dirRunBarrier). */
+void dirBarrier(DirResultFn *cb, void *arg)
+{
+    DirOp *op = dirOpNew(DIR_OP_BARRIER, NULL, 0);
+    op->cb = cb;
+    op->arg = arg;
+    dirEnqueueRead(op);
 }
 
 void dirLookup(const char *id, size_t idLen, DirResultFn *cb, void *arg)

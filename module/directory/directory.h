@@ -13,18 +13,23 @@
  * Keys (hash tags keep an object's keys in one cluster slot, so a lookup is
  * one round trip to one shard; nothing is a key every node writes):
  *   objstore:node:<name>    hash  addr, tcp_port, rdma_addr, rdma_port,
- *                                 features, heartbeat_ms   (PEXPIRE ttl)
+ *                                 features, heartbeat_ms, label, draining
+ *                                 (PEXPIRE ttl)
  *   objstore:nodes:{b<k>}   set   names of the registered nodes of bucket k,
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
- *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits), or
- *                                 after a purge only tomb (PEXPIRE, versions.c)
+ *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits),
+ *                                 want, owner (the primary's node), or after a
+ *                                 purge only tomb (PEXPIRE, versions.c)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
+ *   objstore:{<id>}:prot    set   the holders whose copies count toward want
+ *                                 (primary and protected copies)
+ *   objstore:{<id>}:claim   string  the node repairing id (PX, dirClaim)
  *   objstore:{<name>}:versions  hash  a name's versions (versions.c)
  *   objstore:purgelog       stream  purged ids and generations (versions.c)
  *   objstore:mark:{<tag>}:<name>  string  this node's marker on the master
  *                                 serving slot(<tag>) (PX ttl, docs/cluster.md)
  *   (an id that is empty or starts with '}' cannot be its own hash tag:
- *   objstore:h{<hex CRC16(id)>}:<id>:meta and :loc instead, slotsObjKey)
+ *   objstore:h{<hex CRC16(id)>}:<id>:meta, :loc, ... instead, slotsObjKey)
  *
  * The thread registers the node and renews it every heartbeat, so a dead
  * node drops out by itself when its key expires. Publish/unpublish requests
@@ -46,12 +51,22 @@
 #define OBJ_DIR_SEEDS_MAX 16 /* seeds a `directory` list may name */
 
 /* What kind of copy a publish speaks for. The directory keeps one meta per
- * id and converges on the primary's: a primary's publish replaces a meta of
- * another generation (size, meta size or checksum differ) and resets the
- * location set to itself; a replica's is added only to a meta of its own
- * generation (or creates one where there is none), and is refused otherwise:
- * it is a copy of an id that now names another object (docs/cluster.md). */
-typedef enum DirCopy { DIR_COPY_PRIMARY = 0, DIR_COPY_REPLICA = 1 } DirCopy;
+ * id and converges on the primary's: a primary's fresh seal replaces a meta
+ * of another generation (size, meta size or checksum differ) and resets the
+ * location and protected sets to itself; a replica's or protected copy's is
+ * added only to a meta of its own generation (or creates one where there is
+ * none), and is refused otherwise: it is a copy of an id that now names
+ * another object. A primary's re-publish or takeover of the generation that
+ * meta.owner gives to another node is refused as moved (DirConfig.moved);
+ * of another generation, while meta.owner names another node, as stale
+ * (DirConfig.staleReplica). docs/cluster.md, "Copies". */
+typedef enum DirCopy {
+    DIR_COPY_PRIMARY = 0,
+    DIR_COPY_REPLICA = 1,
+    DIR_COPY_PROTECTED = 2 /* counts toward want (in the prot set), not the owner's */
+} DirCopy;
+
+#define OBJ_DIR_LABEL_MAX 64
 
 typedef struct DirConfig {
     char host[256]; /* directory Redis (when seeds is empty) */
@@ -63,19 +78,30 @@ typedef struct DirConfig {
     int tcpPort;
     char rdmaAddr[OBJ_DIR_ADDR_MAX]; /* "" when no RDMA */
     int rdmaPort;
-    uint32_t features;   /* OBJ_FEAT_* (wire.h) */
-    int heartbeatMs;     /* renew interval, e.g. 1000 */
+    uint32_t features;             /* OBJ_FEAT_* (wire.h) */
+    char label[OBJ_DIR_LABEL_MAX]; /* failure domain (rack, zone); "" when none */
+    int heartbeatMs;               /* renew interval, e.g. 1000 */
     long long tombTtlMs; /* how long a purge's tombstone lives; <= 0: OBJ_DIR_TOMB_TTL_MS */
     int ttlMs;           /* node key lifetime, e.g. 5000 */
     /* Where notices and warnings go ("notice", "warning"), from the directory
      * thread; NULL: nowhere. */
     void (*log)(const char *level, const char *msg);
     /* Called on the directory thread when the directory refused this node's
-     * replica of id (checksum: the replica's) because the id names another
-     * object now; the node may drop that copy. NULL: nothing is called. */
+     * copy of id (checksum: the copy's) because the id names another object
+     * now: a replica or protected copy of another generation, or a primary's
+     * re-publish of another generation while meta.owner names another node;
+     * the node may drop that copy. NULL: nothing is called. */
     void (*staleReplica)(const char *id, size_t idLen, uint64_t checksum);
+    /* Called on the directory thread when the directory refused this node's
+     * primary of id as moved: a re-publish or takeover of the id's
+     * generation (checksum) while meta.owner names owner, another node. The
+     * directory has already taken this node out of the id's protected set;
+     * the node demotes its copy to a REPLICA and publishes it as such. NULL:
+     * nothing is called. */
+    void (*moved)(const char *id, size_t idLen, uint64_t checksum, const char *owner);
     /* Called on the directory thread just before a publish is sent: whether
-     * this node still holds that copy of id (sealed, same checksum and kind).
+     * this node still holds that copy of id (sealed, same checksum and kind:
+     * PRIMARY, PROTECTED or REPLICA).
      * A copy deleted since its publish was queued (or since a re-publish
      * listed it) is not published: a primary's publish takes the id's entry
      * over, so a late one of a deleted generation would replace the entry of
@@ -99,7 +125,10 @@ typedef struct DirNode {
     char rdmaAddr[OBJ_DIR_ADDR_MAX];
     int rdmaPort;
     uint32_t features;
-    int64_t heartbeatMs; /* wall clock of its last heartbeat */
+    int64_t heartbeatMs;           /* wall clock of its last heartbeat */
+    char label[OBJ_DIR_LABEL_MAX]; /* its failure domain, "" when none */
+    int draining;                  /* it takes no new objects (dirSetDraining) */
+    int prot; /* object lookups: in the id's protected set (a holder whose copy counts) */
 } DirNode;
 
 typedef enum DirStatus {
@@ -124,6 +153,9 @@ typedef struct DirResult {
                                         * directory cannot be reached, e.g. "cannot connect to
                                         * directory 127.0.0.1:6379: Connection refused") */
     uint64_t size, metaSize, checksum; /* of the object (lookups) */
+    uint32_t want;                     /* lookups: copies wanted (meta.want, 1 when absent) */
+    char owner[OBJ_DIR_NAME_MAX];      /* lookups: meta.owner, "" when absent */
+    int ownerLive;                     /* lookups: owner is among the live nodes listed */
     DirNode *nodes;                    /* live locations (lookups) or all live nodes (dirNodes) */
     size_t count;
     /* The lookup's key, copied, so callbacks need no state of their own. */
@@ -137,11 +169,11 @@ typedef struct DirResult {
 typedef void DirResultFn(DirResult *res, void *arg);
 
 /* For re-publishing: call emit(id, idLen, size, metaSize, checksum, copy,
- * emitArg) for every sealed local object. Runs on the directory thread. emit only
+ * want, emitArg) for every sealed local object. Runs on the directory thread. emit only
  * copies its arguments (the network I/O happens after the snapshot returns),
  * so the snapshot may hold the object table's lock while it iterates. */
 typedef void DirEmitFn(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
-                       uint64_t checksum, DirCopy copy, void *emitArg);
+                       uint64_t checksum, DirCopy copy, uint32_t want, void *emitArg);
 typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
 
 /* Start the directory thread. Returns 0, or -1 (with errno) when the thread
@@ -160,11 +192,30 @@ void dirServerUp(void);
 /* Unregister (best effort, bounded by a short timeout) and join the thread. */
 void dirStop(void);
 
-/* Queue a publication / removal of this node as a location of id (copy:
- * whether this node holds id's primary or a replica, see DirCopy). */
+/* Queue a publication of this node as a location of id (copy: which kind
+ * of copy this node holds, see DirCopy; want: how many copies id should
+ * have, 0 taken as 1). A PRIMARY's publish is a fresh seal when takeoverFrom
+ * is NULL, and replaces any other generation; with takeoverFrom (a node
+ * name; "" names none) it takes the id's ownership from that node, as a
+ * re-publish does from no owner or from this node (see DirCopy). */
 void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
-                DirCopy copy);
+                DirCopy copy, uint32_t want, const char *takeoverFrom);
+/* Queue the removal of this node as a location (and holder) of id. */
 void dirUnpublish(const char *id, size_t idLen);
+/* Mark this node draining (on != 0) or not in its registration (field
+ * draining): written by the thread's next turn, and with every heartbeat.
+ * Any thread. */
+void dirSetDraining(int on);
+/* Claim id for ttlMs: SET objstore:{<id>}:claim <this node> NX PX ttlMs, or
+ * PEXPIRE when this node holds it already. cb runs as for dirLookup:
+ * DIR_FOUND won (or renewed), DIR_REFUSED another node holds it (err
+ * "BUSY ... '<node>'"), DIR_UNAVAILABLE. */
+void dirClaim(const char *id, size_t idLen, int ttlMs, DirResultFn *cb, void *arg);
+/* cb runs once every publish and unpublish queued before this call has been
+ * answered by the directory (DIR_FOUND), or with DIR_UNAVAILABLE when the
+ * directory cannot be reached (or is not running: then at once, as for
+ * dirLookup). */
+void dirBarrier(DirResultFn *cb, void *arg);
 /* Look id up; cb(res, arg) runs later on the directory thread, exactly once
  * (also when the directory is down: res->status == DIR_UNAVAILABLE). Only
  * when the directory thread is not running (before dirStart, after dirStop)
@@ -202,9 +253,10 @@ void dirVersionRequest(DirVerKind kind, const char *name, size_t nameLen, uint64
 typedef struct DirStats {
     int connected;
     uint64_t publishes, unpublishes, lookups, reconnects, errors, queued;
-    uint64_t staleReplicas; /* replica publishes refused: the id names another object now */
-    uint64_t purgesApplied; /* local copies handed to DirConfig.purged (log or tombstone) */
-    char lastError[128];    /* text of the latest error counted in errors, or "" */
+    uint64_t staleReplicas;  /* replica publishes refused: the id names another object now */
+    uint64_t purgesApplied;  /* local copies handed to DirConfig.purged (log or tombstone) */
+    uint64_t movedPrimaries; /* primary publishes refused as moved (DirConfig.moved) */
+    char lastError[128];     /* text of the latest error counted in errors, or "" */
 } DirStats;
 void dirGetStats(DirStats *st);
 

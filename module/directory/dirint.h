@@ -14,6 +14,7 @@
  *   publish.c  writes: publish/unpublish, heartbeat, re-publish, unregister
  *   lookup.c   reads: object lookups, node lookups, listings, the node cache
  *   versions.c named versions, purges and the purge log
+ *   claim.c    repair claims and write barriers
  *   thread.c   the directory thread: connect, run the queue, sleep
  *   directory.c  start, stop and the public API
  * Everything here runs on the directory thread unless it says otherwise.
@@ -89,8 +90,10 @@ typedef enum DirOpKind {
     DIR_OP_UNPUBLISH,
     DIR_OP_LOOKUP,
     DIR_OP_LIST,
-    DIR_OP_NODE,   /* one node's entry, by name (in id) */
-    DIR_OP_VERSION /* a version request or a purge (DirVerReq, versions.c) */
+    DIR_OP_NODE,    /* one node's entry, by name (in id) */
+    DIR_OP_VERSION, /* a version request or a purge (DirVerReq, versions.c) */
+    DIR_OP_CLAIM,   /* dirClaim: claimMs in size */
+    DIR_OP_BARRIER  /* dirBarrier: answered once the writes before it were */
 } DirOpKind;
 
 /* The arguments of a DIR_OP_VERSION, copied (the name is the op's id). */
@@ -154,7 +157,10 @@ typedef struct DirOp {
     DirOpKind kind;
     uint64_t size, metaSize, checksum; /* publish */
     DirCopy copy;                      /* publish */
+    uint32_t want;                     /* publish: copies wanted (>= 1) */
     int resync;                        /* publish: from a re-publish, not a fresh seal */
+    char *takeover;                    /* publish: the owner it takes over from, or NULL */
+    int writesAhead;                   /* barrier: taken while writes before it wait */
     size_t cmdIndex;                   /* publish, unpublish: its script's place in the batch */
     DirVerReq *ver;                    /* DIR_OP_VERSION */
     DirResultFn *cb;                   /* lookup, list */
@@ -179,6 +185,8 @@ typedef struct DirState {
     size_t pendingReads;   /* lookups + listings in the queue */
     int needSnapshot;      /* re-publish everything at the next chance */
     int serverUp;          /* dirServerUp: if down, connect at once and start backoff anew */
+    int draining;          /* dirSetDraining: the registration's draining field */
+    int beatNow;           /* dirSetDraining: renew the registration at the next turn */
     DirStats stats;
 
     /* Owned by the directory thread (set up before it starts). */
@@ -306,6 +314,11 @@ void dirRunNode(DirOp *op);
 
 void dirRunVersion(DirOp *op);
 void dirFollowPurges(void);
+
+/* ---- claim.c ------------------------------------------------------------------------ */
+
+void dirRunClaim(DirOp *op);
+void dirRunBarrier(DirOp *op);
 
 /* ---- thread.c ----------------------------------------------------------------------- */
 

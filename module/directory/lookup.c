@@ -1,6 +1,6 @@
 /*
- * lookup.c - the directory's reads: object lookups (meta hash + location
- * set in one round, then the listed nodes' hashes the node cache cannot
+ * lookup.c - the directory's reads: object lookups (meta hash, location
+ * and prot sets in one round, then the listed nodes' hashes the node cache cannot
  * answer), single node lookups and listings of every live node. Each read
  * answers its callback exactly once, also when a shard is down. Replies are
  * parsed strictly: a malformed entry is the entry's fault (DIR_NOTFOUND),
@@ -69,26 +69,41 @@ static int dirHashText(const redisReply *h, const char *field, char *buf, size_t
     return 0;
 }
 
-/* Fills res's size fields from a meta hash. Returns 0, or -1 with *why set. */
+/* Fills res's size fields, want and owner from a meta hash (want absent:
+ * 1; owner absent: ""). Returns 0, or -1 with *why set. */
 static int dirParseMeta(const redisReply *h, DirResult *res, const char **why)
 {
-    if (dirHashU64(h, "size", UINT64_MAX, &res->size) != 0)
+    uint64_t want = 1;
+    res->owner[0] = '\0';
+    if (dirHashGet(h, "want") != NULL &&
+        (dirHashU64(h, "want", UINT32_MAX, &want) != 0 || want == 0))
+        *why = "want is not a positive decimal number";
+    else if (dirHashGet(h, "owner") != NULL &&
+             dirHashText(h, "owner", res->owner, sizeof(res->owner)) != 0)
+        *why = "owner is not a node name";
+    else if (dirHashU64(h, "size", UINT64_MAX, &res->size) != 0)
         *why = "size is not a decimal number";
     else if (dirHashU64(h, "meta_size", UINT64_MAX, &res->metaSize) != 0)
         *why = "meta_size is not a decimal number";
     else if (dirHashHex64(h, "checksum", &res->checksum) != 0)
         *why = "checksum is not 16 hex digits";
-    else
+    else {
+        res->want = (uint32_t)want;
         return 0;
+    }
     return -1;
 }
 
 /* Fills a DirNode from a node hash. Returns 0, or -1 when a field is
- * missing or malformed. */
+ * missing or malformed; label and draining may be absent ("", 0). */
 static int dirParseNode(const redisReply *h, const redisReply *name, DirNode *n)
 {
-    uint64_t tcpPort, rdmaPort, features, beat;
+    uint64_t tcpPort, rdmaPort, features, beat, draining = 0;
+    n->label[0] = '\0';
     if (h->elements % 2 != 0 || dirHashText(h, "addr", n->addr, sizeof(n->addr)) != 0 ||
+        (dirHashGet(h, "label") != NULL &&
+         dirHashText(h, "label", n->label, sizeof(n->label)) != 0) ||
+        (dirHashGet(h, "draining") != NULL && dirHashU64(h, "draining", 1, &draining) != 0) ||
         dirHashText(h, "rdma_addr", n->rdmaAddr, sizeof(n->rdmaAddr)) != 0 ||
         dirHashU64(h, "tcp_port", 65535, &tcpPort) != 0 ||
         dirHashU64(h, "rdma_port", 65535, &rdmaPort) != 0 ||
@@ -101,6 +116,8 @@ static int dirParseNode(const redisReply *h, const redisReply *name, DirNode *n)
     n->rdmaPort = (int)rdmaPort;
     n->features = (uint32_t)features;
     n->heartbeatMs = (int64_t)beat;
+    n->draining = (int)draining;
+    n->prot = 0; /* per object: set by the lookup from its prot set */
     return 0;
 }
 
@@ -238,42 +255,58 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
         dirResultSet(res, DIR_UNAVAILABLE, "directory error: %s", r->str);
 }
 
-/* Adds the two reads of each lookup, its meta hash and its location set,
- * to a batch; can't fail. */
+/* The reads of each lookup, in this order, all on the id's slot. */
+enum { DIR_LOOKUP_META, DIR_LOOKUP_LOC, DIR_LOOKUP_PROT, DIR_LOOKUP_CMDS };
+
+/* Adds the reads of each lookup, its meta hash, its location set and its
+ * prot set, to a batch; can't fail. */
 static void dirAddLookups(DirBatch *b, DirOp *const *ops, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        size_t metaLen, locLen;
+        size_t metaLen, locLen, protLen;
         char *metaKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":meta", &metaLen);
         char *locKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":loc", &locLen);
+        char *protKey = dirObjKey(ops[i]->id, ops[i]->idLen, ":prot", &protLen);
         const char *hget[] = {"HGETALL", metaKey};
         size_t hgetLen[] = {7, metaLen};
         const char *smem[] = {"SMEMBERS", locKey};
         size_t smemLen[] = {8, locLen};
+        const char *pmem[] = {"SMEMBERS", protKey};
+        size_t pmemLen[] = {8, protLen};
         dirBatchAdd(b, metaKey, metaLen, 2, hget, hgetLen);
         dirBatchAdd(b, locKey, locLen, 2, smem, smemLen);
+        dirBatchAdd(b, protKey, protLen, 2, pmem, pmemLen);
         free(metaKey);
         free(locKey);
+        free(protKey);
     }
 }
 
 /*
- * The verdict on one lookup from its first round (mc: the meta hash, lc:
- * the location set). Returns 0 with r's status set, or 1 when the object
- * exists and its listed nodes must be read first (dirLookupNodesVerdict
- * then sets the status).
+ * The verdict on one lookup from its first round (mc: the meta hash, then
+ * the location set and the prot set). Returns 0 with r's status set, or 1
+ * when the object exists and its listed nodes must be read first
+ * (dirLookupNodesVerdict then sets the status).
  */
-static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc, const DirCmd *lc)
+static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc)
 {
-    const redisReply *meta = mc->reply, *loc = lc->reply;
+    const DirCmd *lc = mc + DIR_LOOKUP_LOC, *pc = mc + DIR_LOOKUP_PROT;
+    const redisReply *meta = mc->reply, *loc = lc->reply, *prot = pc->reply;
     const char *why = NULL;
-    if (meta == NULL || loc == NULL)
-        dirResultSet(r, DIR_UNAVAILABLE, "%s", dirCmdWhy(meta == NULL ? mc : lc));
+    r->want = 1;
+    if (meta == NULL || loc == NULL || prot == NULL)
+        dirResultSet(r, DIR_UNAVAILABLE, "%s",
+                     dirCmdWhy(meta == NULL  ? mc
+                               : loc == NULL ? lc
+                                             : pc));
     else if (meta->type == REDIS_REPLY_ERROR)
         dirSetReplyError(r, meta, "the meta hash");
     else if (loc->type == REDIS_REPLY_ERROR)
         dirSetReplyError(r, loc, "the location set");
-    else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY)
+    else if (prot->type == REDIS_REPLY_ERROR)
+        dirSetReplyError(r, prot, "the protected set");
+    else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY ||
+             prot->type != REDIS_REPLY_ARRAY)
         dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
     else if (meta->elements == 0)
         dirResultSet(r, DIR_NOTFOUND, "object is not in the directory");
@@ -289,19 +322,37 @@ static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc, const DirCmd *lc
     return 0;
 }
 
+/* Whether the set reply s (an array of strings) holds name. */
+static int dirSetHas(const redisReply *s, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < s->elements; i++)
+        if (s->element[i]->type == REDIS_REPLY_STRING && s->element[i]->len == len &&
+            memcmp(s->element[i]->str, name, len) == 0)
+            return 1;
+    return 0;
+}
+
 /*
  * The verdict on a lookup whose object exists, from the node hashes of its
  * location set loc (read at cacheNow into nb, from command *next on, which
  * it advances): DIR_FOUND with every live node, DIR_UNAVAILABLE when none
- * is live and some shard did not answer, else DIR_NOTFOUND. Can't fail.
+ * is live and some shard did not answer, else DIR_NOTFOUND. Each live node
+ * is marked prot when the prot set lists it, and r->ownerLive says whether
+ * the owner is one of them. Can't fail.
  */
 static void dirLookupNodesVerdict(DirResult *r, const DirBatch *nb, size_t *next,
-                                  const redisReply *loc, int64_t cacheNow)
+                                  const redisReply *loc, const redisReply *prot, int64_t cacheNow)
 {
     char down[sizeof(r->err)] = "";
     size_t malformed = 0, unreachable = 0;
     dirCollectNodes(nb, next, (const redisReply *const *)loc->element, loc->elements, cacheNow, r,
                     NULL, &malformed, &unreachable, down, sizeof(down));
+    for (size_t i = 0; i < r->count; i++) {
+        r->nodes[i].prot = dirSetHas(prot, r->nodes[i].name);
+        if (r->owner[0] != '\0' && strcmp(r->nodes[i].name, r->owner) == 0)
+            r->ownerLive = 1;
+    }
     if (r->count > 0)
         dirResultSet(r, DIR_FOUND, "");
     else if (unreachable > 0)
@@ -324,8 +375,8 @@ static void dirAnswerLookups(DirOp **ops, DirResult **res, size_t n)
 }
 
 /*
- * Looks n objects up together: the meta hash and location set of each in
- * one round over the shards (an object's two keys share its {id} slot, so
+ * Looks n objects up together: the meta hash, location and prot sets of
+ * each in one round over the shards (an object's keys share its {id} slot, so
  * each lookup is one round trip to one shard), then the hashes of the
  * listed nodes the node cache cannot answer in another (none, usually). A
  * location whose shard does not answer is left out; only when no location
@@ -360,19 +411,23 @@ void dirDoLookups(ObjList *writes, DirOp **ops, size_t n)
         dirTakeWriteReplies(&b, writes);
 
     for (size_t i = 0; i < n; i++) {
-        const DirCmd *mc = &b.cmds[first + 2 * i], *lc = mc + 1;
+        const DirCmd *mc = &b.cmds[first + DIR_LOOKUP_CMDS * i];
+        const redisReply *loc = mc[DIR_LOOKUP_LOC].reply;
         res[i] = dirResultNew(ops[i]->id, ops[i]->idLen);
-        needNodes[i] = (unsigned char)dirLookupMetaVerdict(res[i], mc, lc);
+        needNodes[i] = (unsigned char)dirLookupMetaVerdict(res[i], mc);
         if (needNodes[i])
-            dirAddNodeFetches(&nb, (const redisReply *const *)lc->reply->element,
-                              lc->reply->elements, cacheNow);
+            dirAddNodeFetches(&nb, (const redisReply *const *)loc->element, loc->elements,
+                              cacheNow);
     }
     dirBatchRun(&nb);
 
     size_t next = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        const DirCmd *mc = &b.cmds[first + DIR_LOOKUP_CMDS * i];
         if (needNodes[i])
-            dirLookupNodesVerdict(res[i], &nb, &next, b.cmds[first + 2 * i + 1].reply, cacheNow);
+            dirLookupNodesVerdict(res[i], &nb, &next, mc[DIR_LOOKUP_LOC].reply,
+                                  mc[DIR_LOOKUP_PROT].reply, cacheNow);
+    }
     dirBatchFree(&nb);
     dirBatchFree(&b);
     dirAnswerLookups(ops, res, n);

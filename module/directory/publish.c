@@ -13,54 +13,76 @@
 #include <string.h>
 
 /*
- * Publishes one copy, atomically: KEYS[1] = loc set, KEYS[2] = meta hash,
- * ARGV = node, "p" (a primary's fresh seal), "P" (a primary's re-publish) or
- * "r" (a replica), size, meta_size, checksum. A meta that is a tombstone of
- * this very generation (field tomb, see versions.c) refuses all but a fresh
- * seal (returns 2: the copy was purged while this node was away). A meta of
- * another generation (any of the three differs, or none at all) is
- * replaced, and the location set reset to this node, only by a primary or
- * where there is no meta; a replica of another generation than the meta's
- * is refused (returns 0), so that whoever publishes last, the meta names
- * the primary's generation and every listed node holds it. Returns 1 when
- * this node is listed.
+ * The verdict on one publish, shared by dirPublishScript and
+ * dirPublishMetaScript (KEYS[MK] = meta hash; ARGV = node, kind, size,
+ * meta_size, checksum, want, takeover). kind is "p" (a primary's fresh
+ * seal), "P" (a primary's re-publish or takeover from the node ARGV[7], ""
+ * for none), "q" (a protected copy) or "r" (a replica). Leaves in v:
+ *   2  a tombstone of this very generation (field tomb, see versions.c)
+ *      refuses all but a fresh seal: the copy was purged while away;
+ *   a string  "P" of the meta's generation while meta.owner names another
+ *      node (not ARGV[7]): moved, v is that owner;
+ *   0  refused as stale: "P" of another generation while meta.owner names
+ *      another node, or "q"/"r" of another generation than the meta's;
+ *   1  the meta is this copy's (a primary sets owner and want; a protected
+ *      copy sets want where it is absent);
+ *   3  the meta was replaced by this copy's generation (no meta, another
+ *      generation's, or a tombstone of another): the sets are to be reset.
+ * So whoever publishes last, the meta names the primary's generation, every
+ * listed node holds it, and a primary that lost its ownership does not win
+ * it back by re-publishing.
  */
-#define DIR_PUBLISH_META_CHECK                                                                     \
-    "local m = redis.call('HMGET', KEYS[MK], 'size', 'meta_size', 'checksum', 'tomb') "            \
-    "if m[4] and ARGV[2] ~= 'p' and m[4] == ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5] then "     \
-    "return 2 end "
+#define DIR_PUBLISH_VERDICT                                                                        \
+    "local m = redis.call('HMGET', KEYS[MK], 'size', 'meta_size', 'checksum', 'tomb', 'owner', "   \
+    "'want') "                                                                                     \
+    "local me, k, v = ARGV[1], ARGV[2], 1 "                                                        \
+    "local same = m[1] == ARGV[3] and m[2] == ARGV[4] and m[3] == ARGV[5] "                        \
+    "if m[4] and k ~= 'p' and m[4] == ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5] then v = 2 "     \
+    "elseif k == 'P' and m[5] and m[5] ~= me and not (same and m[5] == ARGV[7]) then "             \
+    "if same then v = m[5] else v = 0 end "                                                        \
+    "elseif not same and (k == 'q' or k == 'r') and m[3] then v = 0 "                              \
+    "else "                                                                                        \
+    "if not same then "                                                                            \
+    "redis.call('DEL', KEYS[MK]) "                                                                 \
+    "redis.call('HSET', KEYS[MK], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "    \
+    "v = 3 end "                                                                                   \
+    "if k == 'p' or k == 'P' then redis.call('HSET', KEYS[MK], 'owner', me, 'want', ARGV[6]) "     \
+    "elseif k == 'q' and (v == 3 or not m[6]) then redis.call('HSET', KEYS[MK], 'want', ARGV[6]) " \
+    "end end "
+
+/*
+ * Publishes one copy, atomically: KEYS[1] = loc set, KEYS[2] = meta hash,
+ * KEYS[3] = prot set, ARGV as for DIR_PUBLISH_VERDICT. A replaced meta
+ * resets both sets; a listed primary or protected copy joins the prot set,
+ * a replica leaves it (a demoted copy), and so does a primary refused as
+ * moved. Returns 1 when this node is listed, else the verdict (0, 2, or
+ * the owner's name as a string for moved).
+ */
 static const char dirPublishScript[] =
-    "local MK = 2 " DIR_PUBLISH_META_CHECK
-    "if m[1] ~= ARGV[3] or m[2] ~= ARGV[4] or m[3] ~= ARGV[5] then "
-    "if ARGV[2] == 'r' and m[3] then return 0 end "
-    "redis.call('DEL', KEYS[1], KEYS[2]) "
-    "redis.call('HSET', KEYS[2], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
-    "end "
-    "redis.call('SADD', KEYS[1], ARGV[1]) "
-    "return 1";
+    "local MK = 2 " DIR_PUBLISH_VERDICT "if v == 3 then redis.call('DEL', KEYS[1], KEYS[3]) end "
+    "if v == 1 or v == 3 then "
+    "redis.call('SADD', KEYS[1], me) "
+    "if k == 'r' then redis.call('SREM', KEYS[3], me) else redis.call('SADD', KEYS[3], me) end "
+    "return 1 end "
+    "if type(v) == 'string' then redis.call('SREM', KEYS[3], me) end "
+    "return v";
 
 /*
  * The meta half of dirPublishScript, for a slot being migrated (see
- * dirPublishAsked): KEYS[1] = meta hash, the same ARGV. Returns 0 (a
- * replica refused), 1 (the meta is this copy's: add the location), 2 (a
- * tombstone of this generation) or 3 (the meta was replaced: reset the
- * location set to this node).
+ * dirPublishAsked): KEYS[1] = meta hash, the same ARGV. Returns the
+ * verdict of DIR_PUBLISH_VERDICT: 0, 1, 2, 3 or the owner's name (moved).
  */
-static const char dirPublishMetaScript[] =
-    "local MK = 1 " DIR_PUBLISH_META_CHECK
-    "if m[1] == ARGV[3] and m[2] == ARGV[4] and m[3] == ARGV[5] then return 1 end "
-    "if ARGV[2] == 'r' and m[3] then return 0 end "
-    "redis.call('DEL', KEYS[1]) "
-    "redis.call('HSET', KEYS[1], 'size', ARGV[3], 'meta_size', ARGV[4], 'checksum', ARGV[5]) "
-    "return 3";
+static const char dirPublishMetaScript[] = "local MK = 1 " DIR_PUBLISH_VERDICT "return v";
 
-/* Removes one location and, atomically with it, the object's meta once no
- * location is left (a tombstone stays until it expires). KEYS[1] = loc
- * set, KEYS[2] = meta hash, ARGV[1] = node. */
+/* Removes one location and holder and, atomically with them, the object's
+ * meta once no location is left (a tombstone stays until it expires).
+ * KEYS[1] = loc set, KEYS[2] = meta hash, KEYS[3] = prot set, ARGV[1] =
+ * node. */
 static const char dirUnpublishScript[] =
     "redis.call('SREM', KEYS[1], ARGV[1]) "
+    "redis.call('SREM', KEYS[3], ARGV[1]) "
     "if redis.call('SCARD', KEYS[1]) == 0 and redis.call('HEXISTS', KEYS[2], 'tomb') == 0 then "
-    "redis.call('DEL', KEYS[2]) end "
+    "redis.call('DEL', KEYS[2], KEYS[3]) end "
     "return 1";
 
 /*
@@ -93,15 +115,19 @@ int dirHeartbeat(void)
 {
     char tcpPort[16], rdmaPort[16], features[16], beat[24];
     char ttl[24];
+    pthread_mutex_lock(&dir.lock);
+    const char *draining = dir.draining ? "1" : "0";
+    pthread_mutex_unlock(&dir.lock);
     snprintf(tcpPort, sizeof(tcpPort), "%d", dir.cfg.tcpPort);
     snprintf(rdmaPort, sizeof(rdmaPort), "%d", dir.cfg.rdmaPort);
     snprintf(features, sizeof(features), "%" PRIu32, dir.cfg.features);
     snprintf(beat, sizeof(beat), "%" PRId64, dirWallMs());
     snprintf(ttl, sizeof(ttl), "%d", dir.cfg.ttlMs);
 
-    const char *hset[] = {"HSET",     dir.nodeKey, "addr",           dir.cfg.addr, "tcp_port",
-                          tcpPort,    "rdma_addr", dir.cfg.rdmaAddr, "rdma_port",  rdmaPort,
-                          "features", features,    "heartbeat_ms",   beat};
+    const char *hset[] = {"HSET",        dir.nodeKey, "addr",           dir.cfg.addr, "tcp_port",
+                          tcpPort,       "rdma_addr", dir.cfg.rdmaAddr, "rdma_port",  rdmaPort,
+                          "features",    features,    "heartbeat_ms",   beat,         "label",
+                          dir.cfg.label, "draining",  draining};
     enum { HSET_ARGC = sizeof(hset) / sizeof(hset[0]) };
     size_t hsetLen[HSET_ARGC];
     for (int i = 0; i < HSET_ARGC; i++)
@@ -259,22 +285,40 @@ void dirCheckMarks(const DirBatch *b)
 
 /* ---- writes ---------------------------------------------------------------------------- */
 
-/* The arguments of a publish after the script and its key count: node,
- * "p" or "r", size, meta_size, checksum (in a's buffers). */
-enum { DIR_PUBLISH_ARGS = 5 };
+/* The arguments of a publish after the script and its keys: node, kind
+ * ("p", "P", "q" or "r", see DIR_PUBLISH_VERDICT), size, meta_size,
+ * checksum, want, takeover (in a's buffers, or op's). */
+enum { DIR_PUBLISH_ARGS = 7 };
 typedef struct DirPublishArgs {
-    char size[24], metaSize[24], checksum[24];
+    char size[24], metaSize[24], checksum[24], want[16];
     const char *argv[DIR_PUBLISH_ARGS];
     size_t lens[DIR_PUBLISH_ARGS];
 } DirPublishArgs;
+
+/* The script's kind letter of a publish: a primary's publish is a fresh
+ * seal ("p") unless it comes from a re-publish or takes over ("P"). */
+static const char *dirPublishKind(const DirOp *op)
+{
+    if (op->copy == DIR_COPY_REPLICA)
+        return "r";
+    if (op->copy == DIR_COPY_PROTECTED)
+        return "q";
+    return op->resync ? "P" : "p";
+}
 
 static void dirPublishArgs(const DirOp *op, DirPublishArgs *a)
 {
     snprintf(a->size, sizeof(a->size), "%" PRIu64, op->size);
     snprintf(a->metaSize, sizeof(a->metaSize), "%" PRIu64, op->metaSize);
     snprintf(a->checksum, sizeof(a->checksum), "%016" PRIx64, op->checksum);
-    const char *kind = op->copy == DIR_COPY_REPLICA ? "r" : op->resync ? "P" : "p";
-    const char *argv[] = {dir.cfg.nodeName, kind, a->size, a->metaSize, a->checksum};
+    snprintf(a->want, sizeof(a->want), "%" PRIu32, op->want > 0 ? op->want : 1);
+    const char *argv[] = {dir.cfg.nodeName,
+                          dirPublishKind(op),
+                          a->size,
+                          a->metaSize,
+                          a->checksum,
+                          a->want,
+                          op->takeover ? op->takeover : ""};
     for (int i = 0; i < DIR_PUBLISH_ARGS; i++) {
         a->argv[i] = argv[i];
         a->lens[i] = i == 0 ? dir.nameLen : strlen(argv[i]);
@@ -296,21 +340,59 @@ static redisReply *dirAskAndRun(int m, int argc, const char **argv, const size_t
     return dirReadFrom(m);
 }
 
+/* Runs one single-key command on master m after ASKING (see
+ * dirPublishAsked), discarding its answer. Returns 0, or -1 when m was
+ * lost. */
+static int dirAskStep(int m, int argc, const char **argv, const size_t *lens)
+{
+    redisReply *r = dirAskAndRun(m, argc, argv, lens);
+    freeReplyObject(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* The set steps of a publish answered ASK, after its meta half answered
+ * verdict (DIR_PUBLISH_VERDICT's): the location and prot sets reset (3),
+ * this node added to them (1, 3; a replica leaves prot), or taken out of
+ * prot (moved). Returns 0, or -1 when m was lost. */
+static int dirPublishAskedSets(int m, const DirOp *op, const redisReply *verdict,
+                               const char *locKey, size_t locLen, const char *protKey,
+                               size_t protLen)
+{
+    long long v = verdict != NULL && verdict->type == REDIS_REPLY_INTEGER ? verdict->integer : 0;
+    int moved = verdict != NULL && verdict->type == REDIS_REPLY_STRING;
+    const char *delLoc[] = {"DEL", locKey}, *delProt[] = {"DEL", protKey};
+    size_t delLocLen[] = {3, locLen}, delProtLen[] = {3, protLen};
+    if (v == 3 &&
+        (dirAskStep(m, 2, delLoc, delLocLen) != 0 || dirAskStep(m, 2, delProt, delProtLen) != 0))
+        return -1;
+    const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
+    size_t saddLen[] = {4, locLen, dir.nameLen};
+    if ((v == 1 || v == 3) && dirAskStep(m, 3, sadd, saddLen) != 0)
+        return -1;
+    int join = (v == 1 || v == 3) && op->copy != DIR_COPY_REPLICA;
+    const char *prot[] = {join ? "SADD" : "SREM", protKey, dir.cfg.nodeName};
+    size_t protLens[] = {4, protLen, dir.nameLen};
+    if ((v == 1 || v == 3 || moved) && dirAskStep(m, 3, prot, protLens) != 0)
+        return -1;
+    return 0;
+}
+
 /*
- * A publish answered ASK: its slot is moving to master m, and neither of
- * the id's keys is left on the old one. The importing master refuses a
- * script on both keys until both are there (TRYAGAIN), so the publish runs
- * there in steps, each after ASKING: the meta half of the script, then (as
- * it answered) the location set reset and this node added. Not atomic, but
- * only while this slot migrates. c->reply ends as the meta script's
- * answer, or NULL when m was lost (the publish is then sent again).
+ * A publish answered ASK: its slot is moving to master m, and none of the
+ * id's keys is left on the old one. The importing master refuses a script
+ * on several keys until all are there (TRYAGAIN), so the publish runs there
+ * in steps, each after ASKING: the meta half of the script, then (as it
+ * answered) the set steps (dirPublishAskedSets). Not atomic, but only while
+ * this slot migrates. c->reply ends as the meta script's answer, or NULL
+ * when m was lost (the publish is then sent again).
  */
 static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
 {
     const DirOp *op = askArg;
-    size_t metaLen, locLen;
+    size_t metaLen, locLen, protLen;
     char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
     char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
+    char *protKey = dirObjKey(op->id, op->idLen, ":prot", &protLen);
     DirPublishArgs a;
     dirPublishArgs(op, &a);
     const char *eval[4 + DIR_PUBLISH_ARGS] = {"EVAL", dirPublishMetaScript, "1", metaKey};
@@ -318,29 +400,14 @@ static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
     memcpy(eval + 4, a.argv, sizeof(a.argv));
     memcpy(evalLen + 4, a.lens, sizeof(a.lens));
     c->reply = dirAskAndRun(m, 4 + DIR_PUBLISH_ARGS, eval, evalLen);
-    long long verdict =
-        c->reply != NULL && c->reply->type == REDIS_REPLY_INTEGER ? c->reply->integer : 0;
-    const char *del[] = {"DEL", locKey};
-    size_t delLen[] = {3, locLen};
-    const char *sadd[] = {"SADD", locKey, dir.cfg.nodeName};
-    size_t saddLen[] = {4, locLen, dir.nameLen};
-    int lost = 0;
-    if (verdict == 3) {
-        redisReply *r = dirAskAndRun(m, 2, del, delLen);
-        lost = r == NULL;
-        freeReplyObject(r);
-    }
-    if ((verdict == 1 || verdict == 3) && !lost) {
-        redisReply *r = dirAskAndRun(m, 3, sadd, saddLen);
-        lost = r == NULL;
-        freeReplyObject(r);
-    }
-    if (lost) {
+    if (c->reply != NULL &&
+        dirPublishAskedSets(m, op, c->reply, locKey, locLen, protKey, protLen) != 0) {
         freeReplyObject(c->reply);
         c->reply = NULL;
     }
     free(metaKey);
     free(locKey);
+    free(protKey);
 }
 
 /* Adds the command of one publish or unpublish to a batch: one script on
@@ -348,32 +415,38 @@ static void dirPublishAsked(DirCmd *c, int m, const void *askArg)
  * op->cmdIndex is where it went. */
 void dirAddWrite(DirBatch *b, DirOp *op)
 {
-    size_t metaLen, locLen;
+    size_t metaLen, locLen, protLen;
     char *metaKey = dirObjKey(op->id, op->idLen, ":meta", &metaLen);
     char *locKey = dirObjKey(op->id, op->idLen, ":loc", &locLen);
+    char *protKey = dirObjKey(op->id, op->idLen, ":prot", &protLen);
 
     if (op->kind == DIR_OP_PUBLISH) {
         DirPublishArgs a;
         dirPublishArgs(op, &a);
-        const char *eval[5 + DIR_PUBLISH_ARGS] = {"EVAL", dirPublishScript, "2", locKey, metaKey};
-        size_t evalLen[5 + DIR_PUBLISH_ARGS] = {4, sizeof(dirPublishScript) - 1, 1, locLen,
-                                                metaLen};
-        memcpy(eval + 5, a.argv, sizeof(a.argv));
-        memcpy(evalLen + 5, a.lens, sizeof(a.lens));
-        dirBatchAdd(b, locKey, locLen, 5 + DIR_PUBLISH_ARGS, eval, evalLen);
+        enum { HEAD = 6 };
+        const char *eval[HEAD + DIR_PUBLISH_ARGS] = {"EVAL", dirPublishScript, "3",
+                                                     locKey, metaKey,          protKey};
+        size_t evalLen[HEAD + DIR_PUBLISH_ARGS] = {
+            4, sizeof(dirPublishScript) - 1, 1, locLen, metaLen, protLen};
+        memcpy(eval + HEAD, a.argv, sizeof(a.argv));
+        memcpy(evalLen + HEAD, a.lens, sizeof(a.lens));
+        dirBatchAdd(b, locKey, locLen, HEAD + DIR_PUBLISH_ARGS, eval, evalLen);
         b->cmds[b->n - 1].onAsk = dirPublishAsked;
         b->cmds[b->n - 1].askArg = op;
     } else {
-        const char *eval[] = {"EVAL", dirUnpublishScript, "2", locKey, metaKey, dir.cfg.nodeName};
-        size_t evalLen[] = {4, sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, dir.nameLen};
-        dirBatchAdd(b, locKey, locLen, 6, eval, evalLen);
+        const char *eval[] = {"EVAL",  dirUnpublishScript, "3", locKey, metaKey,
+                              protKey, dir.cfg.nodeName};
+        size_t evalLen[] = {4,          sizeof(dirUnpublishScript) - 1, 1, locLen, metaLen, protLen,
+                            dir.nameLen};
+        dirBatchAdd(b, locKey, locLen, 7, eval, evalLen);
     }
     op->cmdIndex = b->n - 1;
     free(metaKey);
     free(locKey);
+    free(protKey);
 }
 
-/* A publish the directory refused: this node's replica of op's id is of
+/* A publish the directory refused: this node's copy of op's id is of
  * another generation than the one the directory names (the id was deleted
  * and created again elsewhere). Counted, logged, and handed to the node,
  * which may drop that copy (dir.cfg.staleReplica). */
@@ -383,11 +456,30 @@ static void dirNoteStaleReplica(const DirOp *op)
     dir.stats.staleReplicas++;
     pthread_mutex_unlock(&dir.lock);
     dirLog("verbose",
-           "directory: not listing this node's replica of '%.*s': the id now names another "
+           "directory: not listing this node's %s of '%.*s': the id now names another "
            "object (checksum %016" PRIx64 " is not the directory's)",
+           op->copy == DIR_COPY_PRIMARY ? "primary" : "copy",
            (int)(op->idLen > 64 ? 64 : op->idLen), op->id, op->checksum);
     if (dir.cfg.staleReplica != NULL)
         dir.cfg.staleReplica(op->id, op->idLen, op->checksum);
+}
+
+/* A primary's re-publish or takeover the directory refused as moved: the
+ * id's ownership is with another node (r: its name). Counted, logged, and
+ * handed to the node, which demotes its copy (dir.cfg.moved). */
+static void dirNoteMoved(const DirOp *op, const redisReply *r)
+{
+    char owner[OBJ_DIR_NAME_MAX];
+    size_t n = r->len < sizeof(owner) - 1 ? (size_t)r->len : sizeof(owner) - 1;
+    memcpy(owner, r->str, n);
+    owner[n] = '\0';
+    pthread_mutex_lock(&dir.lock);
+    dir.stats.movedPrimaries++;
+    pthread_mutex_unlock(&dir.lock);
+    dirLog("verbose", "directory: this node's primary of '%.*s' moved to node '%.64s'",
+           (int)(op->idLen > 64 ? 64 : op->idLen), op->id, owner);
+    if (dir.cfg.moved != NULL)
+        dir.cfg.moved(op->id, op->idLen, op->checksum, owner);
 }
 
 /*
@@ -417,6 +509,8 @@ void dirTakeWriteReplies(const DirBatch *b, ObjList *writes)
                 dirApplyPurge(op->id, op->idLen, gen, n);
             } else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
                 dirNoteStaleReplica(op);
+            } else if (r->type == REDIS_REPLY_STRING) {
+                dirNoteMoved(op, r);
             }
         } else {
             unpublishes++;
@@ -496,7 +590,7 @@ int dirSendWrites(ObjList *list)
 /* The emit function handed to the snapshot callback: it only copies, so the
  * callback may hold its own locks while it iterates. */
 static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t metaSize,
-                           uint64_t checksum, DirCopy copy, void *emitArg)
+                           uint64_t checksum, DirCopy copy, uint32_t want, void *emitArg)
 {
     ObjList *col = emitArg;
     DirOp *op = dirOpNew(DIR_OP_PUBLISH, id, idLen);
@@ -504,6 +598,7 @@ static void dirCollectEmit(const char *id, size_t idLen, uint64_t size, uint64_t
     op->metaSize = metaSize;
     op->checksum = checksum;
     op->copy = copy;
+    op->want = want > 0 ? want : 1;
     op->resync = 1;
     objListPushBack(col, &op->link);
 }

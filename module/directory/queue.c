@@ -45,14 +45,19 @@ void dirTakeLocked(ObjList *out, size_t max)
 
 /* Moves every lookup and listing to the back of out (keeping their order),
  * leaving the writes queued: used while the directory is down, to answer
- * the reads at once. */
+ * the reads at once. A barrier behind a write is marked writesAhead: it
+ * cannot be answered yet, so it fails. */
 void dirTakeReadsLocked(ObjList *out)
 {
     ObjListLink *l, *tmp;
+    int writes = 0;
     objListForEachSafe(&dir.queue, l, tmp) {
         DirOp *op = dirOpOf(l);
-        if (dirOpIsWrite(op))
+        if (dirOpIsWrite(op)) {
+            writes = 1;
             continue;
+        }
+        op->writesAhead = writes;
         objListUnlink(l);
         dirCountLocked(op, -1);
         objListPushBack(out, l);

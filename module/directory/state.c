@@ -149,6 +149,8 @@ DirOp *dirOpNew(DirOpKind kind, const char *id, size_t idLen)
 /* Frees an op from dirOpNew (in no list). Accepts NULL. */
 void dirOpFree(DirOp *op)
 {
+    if (op != NULL)
+        free(op->takeover);
     if (op != NULL && op->ver != NULL) {
         for (size_t i = 0; i < op->ver->nIds; i++)
             free(op->ver->ids[i]);
@@ -209,7 +211,8 @@ void dirResultSet(DirResult *res, DirStatus status, const char *fmt, ...)
 void dirFailOne(DirOp *op, const char *why)
 {
     if (!dirOpIsWrite(op)) {
-        DirResult *res = dirResultNew(op->kind == DIR_OP_LIST ? NULL : op->id, op->idLen);
+        int noId = op->kind == DIR_OP_LIST || op->kind == DIR_OP_BARRIER;
+        DirResult *res = dirResultNew(noId ? NULL : op->id, op->idLen);
         dirResultSet(res, DIR_UNAVAILABLE, "%s", why);
         op->cb(res, op->arg);
     }

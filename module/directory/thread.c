@@ -132,6 +132,10 @@ static void dirRunBatch(ObjList *work)
                 dirRunNode(op);
             else if (op->kind == DIR_OP_VERSION)
                 dirRunVersion(op);
+            else if (op->kind == DIR_OP_CLAIM)
+                dirRunClaim(op);
+            else if (op->kind == DIR_OP_BARRIER)
+                dirRunBarrier(op);
             else
                 dirRunList(op);
         }
@@ -154,11 +158,18 @@ static void dirWaitLocked(int64_t deadlineMs)
 }
 
 /* What the thread does next, once the lock is dropped. */
-typedef enum DirNext { DIR_NEXT_SLEPT, DIR_NEXT_WORK, DIR_NEXT_SNAPSHOT, DIR_NEXT_STOP } DirNext;
+typedef enum DirNext {
+    DIR_NEXT_SLEPT,
+    DIR_NEXT_WORK,
+    DIR_NEXT_SNAPSHOT,
+    DIR_NEXT_BEAT, /* renew the registration now (dirSetDraining) */
+    DIR_NEXT_STOP
+} DirNext;
 
 /*
- * With dir.lock held, picks the next piece of work -- while some shard is
- * down (up == 0) only the reads, else a batch of the queue (writes alone
+ * With dir.lock held, picks the next piece of work -- a registration
+ * renewal asked for (dirSetDraining), while some shard is down (up == 0)
+ * only the reads, else a batch of the queue (writes alone
  * first wait OBJ_DIR_WRITE_DELAY_MS for company), or a re-publish after a
  * queue overflow -- or sleeps until the next deadline and says so. Work is
  * moved to the back of work.
@@ -176,6 +187,11 @@ static DirNext dirNextLocked(int up, ObjList *work)
                 dir.backoffMs = OBJ_DIR_BACKOFF_MIN_MS;
                 return DIR_NEXT_SLEPT;
             }
+        }
+        if (dir.beatNow) {
+            dir.beatNow = 0;
+            if (dir.haveMap)
+                return DIR_NEXT_BEAT;
         }
         if (!up) {
             if (dir.pendingReads > 0) {
@@ -238,6 +254,8 @@ void *dirThreadMain(void *unused)
             dirRunBatch(&work);
         else if (next == DIR_NEXT_SNAPSHOT)
             dirRepublish();
+        else if (next == DIR_NEXT_BEAT)
+            dirHeartbeat();
     }
 
     dirUnregister();

@@ -78,15 +78,16 @@ static const char dirVerLatestScript[] = "local l = redis.call('HGET', KEYS[1], 
                                          "if not l then return false end "
                                          "return {l, redis.call('HGET', KEYS[1], 'm' .. l)}";
 
-/* KEYS = meta, loc; ARGV[1] = the tombstone's TTL. Turns a known object's
- * entry into a tombstone of its generation (the meta hash holding only
- * tomb = "size:meta_size:checksum", expiring; no location) and returns that
+/* KEYS = meta, loc, prot; ARGV[1] = the tombstone's TTL. Turns a known
+ * object's entry into a tombstone of its generation (the meta hash holding
+ * only tomb = "size:meta_size:checksum", expiring; no location, no holder)
+ * and returns that
  * generation, or nil for an id the directory does not know. */
 static const char dirPurgeScript[] =
     "local m = redis.call('HMGET', KEYS[1], 'size', 'meta_size', 'checksum') "
     "if not m[3] then return false end "
     "local g = m[1] .. ':' .. m[2] .. ':' .. m[3] "
-    "redis.call('DEL', KEYS[1], KEYS[2]) "
+    "redis.call('DEL', KEYS[1], KEYS[2], KEYS[3]) "
     "redis.call('HSET', KEYS[1], 'tomb', g) "
     "redis.call('PEXPIRE', KEYS[1], ARGV[1]) "
     "return g";
@@ -154,14 +155,16 @@ static int dirPurgeIds(char *const *ids, const size_t *idLens, size_t n, DirResu
     snprintf(ttl, sizeof(ttl), "%lld",
              dir.cfg.tombTtlMs > 0 ? dir.cfg.tombTtlMs : (long long)OBJ_DIR_TOMB_TTL_MS);
     for (size_t i = 0; i < n; i++) {
-        size_t ml, ll;
+        size_t ml, ll, pl;
         char *meta = dirObjKey(ids[i], idLens[i], ":meta", &ml);
         char *loc = dirObjKey(ids[i], idLens[i], ":loc", &ll);
-        const char *argv[] = {"EVAL", dirPurgeScript, "2", meta, loc, ttl};
-        size_t lens[] = {4, sizeof(dirPurgeScript) - 1, 1, ml, ll, strlen(ttl)};
-        dirBatchAdd(&b, meta, ml, 6, argv, lens);
+        char *prot = dirObjKey(ids[i], idLens[i], ":prot", &pl);
+        const char *argv[] = {"EVAL", dirPurgeScript, "3", meta, loc, prot, ttl};
+        size_t lens[] = {4, sizeof(dirPurgeScript) - 1, 1, ml, ll, pl, strlen(ttl)};
+        dirBatchAdd(&b, meta, ml, 7, argv, lens);
         free(meta);
         free(loc);
+        free(prot);
     }
     dirBatchRun(&b);
     int rc = 0;

@@ -174,7 +174,7 @@ static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
         objTableUnlock(objNode.table);
         for (size_t i = 0; i < b.n; i++) {
             emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
-                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY,
+                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY, 1,
                  emitArg);
             free(b.ids[i]);
         }
@@ -351,7 +351,7 @@ void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
         dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
-                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY);
+                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY, 1, NULL);
 }
 
 int objRemoteDirRunning(void)

@@ -498,7 +498,7 @@ void xferReceived(Transfer *x, const uint64_t *landedSum)
     objTableLock(t);
     objTableSeal(t, e, ENGINE_HOLDER_XFER(x->xid), sum);
     objTableMarkReplica(t, e);
-    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum, DIR_COPY_REPLICA);
+    dirPublish(x->id, x->idLen, e->dataSize, e->metaSize, sum, DIR_COPY_REPLICA, 1, NULL);
     objTableUnlock(t);
     x->entry = NULL; /* the table owns it now */
     if (engineConfig()->onChanged)

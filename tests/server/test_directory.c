@@ -242,7 +242,7 @@ static void testSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
     __atomic_add_fetch(&testSnapCalls, 1, __ATOMIC_SEQ_CST);
     for (size_t i = 0; i < TEST_SNAP_COUNT; i++)
         emit(testSnap[i].id, testSnap[i].idLen, testSnap[i].size, testSnap[i].metaSize,
-             testSnap[i].checksum, DIR_COPY_PRIMARY, emitArg);
+             testSnap[i].checksum, DIR_COPY_PRIMARY, 1, emitArg);
 }
 
 /* A result box a callback fills and the test waits on. */
@@ -350,6 +350,28 @@ static void testWaitDrained(void)
     assert_int_equal(st.queued, 0);
 }
 
+/* What the moved and staleReplica callbacks saw (directory thread). */
+static pthread_mutex_t testNoteLock = PTHREAD_MUTEX_INITIALIZER;
+static int testMovedCalls, testStaleCalls;
+static char testMovedOwner[OBJ_DIR_NAME_MAX];
+
+static void testMoved(const char *id, size_t idLen, uint64_t checksum, const char *owner)
+{
+    (void)id, (void)idLen, (void)checksum;
+    pthread_mutex_lock(&testNoteLock);
+    testMovedCalls++;
+    snprintf(testMovedOwner, sizeof(testMovedOwner), "%s", owner);
+    pthread_mutex_unlock(&testNoteLock);
+}
+
+static void testStale(const char *id, size_t idLen, uint64_t checksum)
+{
+    (void)id, (void)idLen, (void)checksum;
+    pthread_mutex_lock(&testNoteLock);
+    testStaleCalls++;
+    pthread_mutex_unlock(&testNoteLock);
+}
+
 static DirConfig testConfig(void)
 {
     DirConfig cfg;
@@ -362,6 +384,8 @@ static DirConfig testConfig(void)
     cfg.features = OBJ_FEAT_TCP;
     cfg.heartbeatMs = TEST_HB_MS;
     cfg.ttlMs = TEST_TTL_MS;
+    cfg.moved = testMoved;
+    cfg.staleReplica = testStale;
     return cfg;
 }
 
@@ -398,6 +422,11 @@ static int testSetup(void **state)
     redisReply *r = testCmd("FLUSHALL");
     freeReplyObject(r);
     __atomic_store_n(&testSnapCalls, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&testNoteLock);
+    testMovedCalls = testStaleCalls = 0;
+    testMovedOwner[0] = '\0';
+    pthread_mutex_unlock(&testNoteLock);
+    dirSetDraining(0);
     DirConfig cfg = testConfig();
     if (dirStart(&cfg, testSnapshot, NULL) != 0)
         return -1;
@@ -426,11 +455,11 @@ static void test_start_registers_node_with_ttl(void **state)
     (void)state;
     redisReply *r = testCmd("HGETALL objstore:node:" TEST_NODE);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(r->elements, 12);
+    assert_int_equal(r->elements, 16);
     freeReplyObject(r);
 
     r = testCmd("HMGET objstore:node:" TEST_NODE " addr tcp_port rdma_addr rdma_port features "
-                "heartbeat_ms");
+                "heartbeat_ms label draining");
     assert_string_equal(r->element[0]->str, "127.0.0.1");
     assert_string_equal(r->element[1]->str, "7001");
     assert_string_equal(r->element[2]->str, "");
@@ -440,6 +469,8 @@ static void test_start_registers_node_with_ttl(void **state)
     clock_gettime(CLOCK_REALTIME, &ts);
     long long beat = atoll(r->element[5]->str), now = (long long)ts.tv_sec * 1000;
     assert_true(beat > now - 5000 && beat < now + 5000);
+    assert_string_equal(r->element[6]->str, "");
+    assert_string_equal(r->element[7]->str, "0");
     freeReplyObject(r);
 
     long long pttl = testCmdInt("PTTL objstore:node:" TEST_NODE);
@@ -471,7 +502,7 @@ static void test_first_connect_publishes_snapshot(void **state)
 static void test_publish_then_lookup_finds_this_node(void **state)
 {
     (void)state;
-    dirPublish("obj-1", 5, 4096, 16, TEST_CHECKSUM, DIR_COPY_PRIMARY);
+    dirPublish("obj-1", 5, 4096, 16, TEST_CHECKSUM, DIR_COPY_PRIMARY, 1, NULL);
     DirResult *res = testLookup("obj-1", 5);
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 4096);
@@ -506,7 +537,7 @@ static void test_lookup_of_unknown_id_is_notfound(void **state)
 static void test_unpublish_last_location_deletes_meta(void **state)
 {
     (void)state;
-    dirPublish("obj-2", 5, 1, 0, 1, DIR_COPY_PRIMARY);
+    dirPublish("obj-2", 5, 1, 0, 1, DIR_COPY_PRIMARY, 1, NULL);
     dirUnpublish("obj-2", 5);
     DirResult *res = testLookup("obj-2", 5);
     assert_int_equal(res->status, DIR_NOTFOUND);
@@ -517,7 +548,7 @@ static void test_unpublish_last_location_deletes_meta(void **state)
 static void test_unpublish_keeps_meta_while_peer_holds_it(void **state)
 {
     (void)state;
-    dirPublish("obj-3", 5, 10, 0, 2, DIR_COPY_PRIMARY);
+    dirPublish("obj-3", 5, 10, 0, 2, DIR_COPY_PRIMARY, 1, NULL);
     testWaitDrained();
     testAddPeer(TEST_PEER, "7002", "obj-3", 5, 5000);
     dirUnpublish("obj-3", 5);
@@ -532,7 +563,7 @@ static void test_unpublish_keeps_meta_while_peer_holds_it(void **state)
 static void test_lookup_lists_both_locations_until_peer_expires(void **state)
 {
     (void)state;
-    dirPublish("obj-4", 5, 10, 0, 3, DIR_COPY_PRIMARY);
+    dirPublish("obj-4", 5, 10, 0, 3, DIR_COPY_PRIMARY, 1, NULL);
     testWaitDrained();
     testAddPeer(TEST_PEER, "7002", "obj-4", 5, TEST_PEER_TTL);
     DirResult *res = testLookup("obj-4", 5);
@@ -598,7 +629,7 @@ static void test_binary_id_with_nul_and_braces(void **state)
 {
     (void)state;
     static const char id[] = {'a', '\0', '{', 'b', '}', 'c', '\xff'};
-    dirPublish(id, sizeof(id), 77, 7, TEST_CHECKSUM, DIR_COPY_PRIMARY);
+    dirPublish(id, sizeof(id), 77, 7, TEST_CHECKSUM, DIR_COPY_PRIMARY, 1, NULL);
     DirResult *res = testLookup(id, sizeof(id));
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 77);
@@ -654,7 +685,7 @@ static void test_malformed_entries_are_notfound(void **state)
 static void test_malformed_node_entry_is_skipped(void **state)
 {
     (void)state;
-    dirPublish("obj-6", 5, 10, 0, 3, DIR_COPY_PRIMARY);
+    dirPublish("obj-6", 5, 10, 0, 3, DIR_COPY_PRIMARY, 1, NULL);
     testWaitDrained(); /* a publish that creates the meta resets the location set */
     testAddPeer(TEST_PEER, "notaport", "obj-6", 5, 5000);
     DirResult *res = testLookup("obj-6", 5);
@@ -729,8 +760,8 @@ static void test_lookup_reads_node_entries_once_per_heartbeat(void **state)
 static void test_lookup_sees_the_writes_queued_before_it(void **state)
 {
     (void)state;
-    dirPublish("obj-9", 5, 10, 0, 3, DIR_COPY_PRIMARY);
-    dirPublish("obj-a", 5, 20, 0, 4, DIR_COPY_PRIMARY);
+    dirPublish("obj-9", 5, 10, 0, 3, DIR_COPY_PRIMARY, 1, NULL);
+    dirPublish("obj-a", 5, 20, 0, 4, DIR_COPY_PRIMARY, 1, NULL);
     dirUnpublish("obj-9", 5);
     DirResult *res = testLookup("obj-9", 5);
     assert_int_equal(res->status, DIR_NOTFOUND);
@@ -741,7 +772,7 @@ static void test_lookup_sees_the_writes_queued_before_it(void **state)
     assert_int_equal(res->count, 1);
     dirResultFree(res);
     dirUnpublish("obj-a", 5);
-    dirPublish("obj-a", 5, 30, 0, 5, DIR_COPY_PRIMARY);
+    dirPublish("obj-a", 5, 30, 0, 5, DIR_COPY_PRIMARY, 1, NULL);
     res = testLookup("obj-a", 5);
     assert_int_equal(res->status, DIR_FOUND);
     assert_int_equal(res->size, 30);
@@ -757,7 +788,7 @@ static void test_many_publishes_are_pipelined_in_order(void **state)
     char id[32];
     for (int i = 0; i < 2000; i++) {
         int n = snprintf(id, sizeof(id), "many-%d", i);
-        dirPublish(id, (size_t)n, (uint64_t)i, 0, (uint64_t)i, DIR_COPY_PRIMARY);
+        dirPublish(id, (size_t)n, (uint64_t)i, 0, (uint64_t)i, DIR_COPY_PRIMARY, 1, NULL);
         if (i % 2 == 1)
             dirUnpublish(id, (size_t)n);
     }
@@ -798,8 +829,8 @@ static void test_lookup_while_stopped_answers_unavailable_at_once(void **state)
     assert_int_equal(b.calls, 2);
     assert_int_equal(b.res->status, DIR_UNAVAILABLE);
     testBoxDestroy(&b);
-    dirPublish("x", 1, 1, 0, 0, DIR_COPY_PRIMARY); /* dropped without effect */
-    dirStop();                                     /* idempotent */
+    dirPublish("x", 1, 1, 0, 0, DIR_COPY_PRIMARY, 1, NULL); /* dropped without effect */
+    dirStop();                                              /* idempotent */
 }
 
 static void test_start_rejects_bad_config(void **state)
@@ -829,7 +860,7 @@ static void test_start_rejects_bad_config(void **state)
 static void test_directory_restart_reregisters_and_republishes(void **state)
 {
     (void)state;
-    dirPublish("before", 6, 5, 0, 5, DIR_COPY_PRIMARY);
+    dirPublish("before", 6, 5, 0, 5, DIR_COPY_PRIMARY, 1, NULL);
     testWaitDrained();
 
     testServerStop();
@@ -851,7 +882,7 @@ static void test_directory_restart_reregisters_and_republishes(void **state)
     testBoxDestroy(&b);
 
     /* Writes wait for the directory. */
-    dirPublish("during", 6, 6, 0, 6, DIR_COPY_PRIMARY);
+    dirPublish("during", 6, 6, 0, 6, DIR_COPY_PRIMARY, 1, NULL);
     DirStats st;
     dirGetStats(&st);
     assert_int_equal(st.connected, 0);
@@ -894,7 +925,7 @@ static void test_queue_overflow_drops_and_republishes(void **state)
     char id[16];
     for (int i = 0; i < 8; i++) {
         int n = snprintf(id, sizeof(id), "q-%d", i);
-        dirPublish(id, (size_t)n, 1, 0, 1, DIR_COPY_PRIMARY);
+        dirPublish(id, (size_t)n, 1, 0, 1, DIR_COPY_PRIMARY, 1, NULL);
     }
     DirStats st;
     dirGetStats(&st);
@@ -913,6 +944,375 @@ static void test_queue_overflow_drops_and_republishes(void **state)
 #else
     skip();
 #endif
+}
+
+/* ---- copies: want, owner, the prot set, moved, claims, barriers, draining ---------- */
+
+/* Waits (bounded) for a barrier behind everything queued so far. */
+static void testBarrier(void)
+{
+    TestBox b;
+    testBoxInit(&b);
+    dirBarrier(testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    testBoxDestroy(&b);
+}
+
+/* HGET of one field of a meta hash, "" when absent; the caller frees. */
+static char *testMetaField(const char *id, const char *field)
+{
+    redisReply *r = testCmd("HGET objstore:{%s}:meta %s", id, field);
+    char *v = strdup(r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    assert_non_null(v);
+    return v;
+}
+
+static void testAssertMeta(const char *id, const char *field, const char *want)
+{
+    char *v = testMetaField(id, field);
+    assert_string_equal(v, want);
+    free(v);
+}
+
+static int testMovedSeen(char *owner, size_t cap)
+{
+    pthread_mutex_lock(&testNoteLock);
+    int n = testMovedCalls;
+    snprintf(owner, cap, "%s", testMovedOwner);
+    pthread_mutex_unlock(&testNoteLock);
+    return n;
+}
+
+static int testStaleSeen(void)
+{
+    pthread_mutex_lock(&testNoteLock);
+    int n = testStaleCalls;
+    pthread_mutex_unlock(&testNoteLock);
+    return n;
+}
+
+/* A barrier answers once the writes queued before it were: what they wrote
+ * is in the directory when its callback runs. */
+static void test_barrier_answers_after_the_writes_before_it(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 50; i++) {
+        char id[16];
+        int n = snprintf(id, sizeof(id), "bar-%d", i);
+        dirPublish(id, (size_t)n, 1, 0, 1, DIR_COPY_PRIMARY, 1, NULL);
+    }
+    testBarrier();
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{bar-49}:loc " TEST_NODE), 1);
+}
+
+static void test_barrier_while_stopped_answers_unavailable_at_once(void **state)
+{
+    (void)state;
+    dirStop();
+    TestBox b;
+    testBoxInit(&b);
+    dirBarrier(testBoxFn, &b);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.res->status, DIR_UNAVAILABLE);
+    testBoxDestroy(&b);
+}
+
+/* A barrier behind a write the directory cannot take fails, it does not
+ * pretend the write was answered. */
+static void test_barrier_behind_an_unsent_write_is_unavailable(void **state)
+{
+    (void)state;
+    testServerStop();
+    dirPublish("bar-x", 5, 1, 0, 1, DIR_COPY_PRIMARY, 1, NULL);
+    TestBox b;
+    testBoxInit(&b);
+    dirBarrier(testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    assert_int_equal(res->status, DIR_UNAVAILABLE);
+    dirResultFree(res);
+    testBoxDestroy(&b);
+}
+
+/* A primary's publish names this node the owner, with its want, and lists it
+ * as a holder; a lookup answers want, owner, ownerLive and prot. */
+static void test_primary_publish_sets_owner_want_and_prot(void **state)
+{
+    (void)state;
+    dirPublish("own-1", 5, 10, 0, 7, DIR_COPY_PRIMARY, 3, NULL);
+    testBarrier();
+    testAssertMeta("own-1", "owner", TEST_NODE);
+    testAssertMeta("own-1", "want", "3");
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{own-1}:prot " TEST_NODE), 1);
+
+    testAddPeer(TEST_PEER, "7002", "own-1", 5, 5000); /* a plain replica holder */
+    DirResult *res = testLookup("own-1", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->want, 3);
+    assert_string_equal(res->owner, TEST_NODE);
+    assert_int_equal(res->ownerLive, 1);
+    assert_int_equal(res->count, 2);
+    assert_int_equal(testFindNode(res, TEST_NODE)->prot, 1);
+    assert_int_equal(testFindNode(res, TEST_PEER)->prot, 0);
+    dirResultFree(res);
+}
+
+/* A meta written before copies existed (no want, no owner) reads as want 1,
+ * no owner. */
+static void test_lookup_of_an_old_meta_is_want_one_without_owner(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{old}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001"));
+    testAddPeer(TEST_PEER, "7002", "old", 3, 5000);
+    DirResult *res = testLookup("old", 3);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->want, 1);
+    assert_string_equal(res->owner, "");
+    assert_int_equal(res->ownerLive, 0);
+    dirResultFree(res);
+}
+
+/* The owner named by the meta but not live: ownerLive 0. */
+static void test_owner_not_live_is_reported(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{dead}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001 owner gone-node want 2"));
+    freeReplyObject(testCmd("SADD objstore:{dead}:loc gone-node"));
+    dirPublish("dead", 4, 1, 0, 1, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    DirResult *res = testLookup("dead", 4);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_string_equal(res->owner, "gone-node");
+    assert_int_equal(res->ownerLive, 0);
+    assert_int_equal(res->want, 2);
+    assert_int_equal(res->count, 1);
+    assert_int_equal(res->nodes[0].prot, 1);
+    dirResultFree(res);
+}
+
+/* A protected copy joins the prot set (and sets want where the meta has
+ * none); demoted to a replica it leaves it; unpublished it leaves both. */
+static void test_protected_joins_prot_and_a_replica_leaves_it(void **state)
+{
+    (void)state;
+    dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 1);
+    testAssertMeta("pro-1", "want", "2");
+    testAssertMeta("pro-1", "owner", ""); /* a protected copy owns nothing */
+
+    dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_REPLICA, 2, NULL);
+    testBarrier();
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 0);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:loc " TEST_NODE), 1);
+
+    dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 1);
+    dirUnpublish("pro-1", 5);
+    testBarrier();
+    assert_int_equal(
+        testCmdInt("EXISTS objstore:{pro-1}:meta objstore:{pro-1}:loc objstore:{pro-1}:prot"), 0);
+}
+
+/* A protected copy of another generation than the meta's is refused as a
+ * replica's is. */
+static void test_protected_of_another_generation_is_refused(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{pro-2}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001 owner " TEST_PEER " want 2"));
+    dirPublish("pro-2", 5, 1, 0, 2, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    assert_int_equal(testCmdInt("EXISTS objstore:{pro-2}:prot objstore:{pro-2}:loc"), 0);
+    assert_int_equal(testStaleSeen(), 1);
+}
+
+/* A takeover from the owner named in the meta moves the ownership here; a
+ * re-publish or takeover while another node owns the generation is refused
+ * as moved (callback, counted, out of the prot set); of another generation
+ * it is refused as stale. A fresh seal always wins. */
+static void test_takeover_moved_and_stale_primaries(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{tk}:meta size 5 meta_size 0 checksum "
+                            "0000000000000005 owner " TEST_PEER " want 2"));
+    freeReplyObject(testCmd("SADD objstore:{tk}:loc " TEST_PEER " " TEST_NODE));
+    freeReplyObject(testCmd("SADD objstore:{tk}:prot " TEST_PEER " " TEST_NODE));
+
+    /* Moved: the takeover names some other node than the owner. */
+    dirPublish("tk", 2, 5, 0, 5, DIR_COPY_PRIMARY, 2, "someone-else");
+    testBarrier();
+    char owner[OBJ_DIR_NAME_MAX];
+    assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
+    assert_string_equal(owner, TEST_PEER);
+    testAssertMeta("tk", "owner", TEST_PEER);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{tk}:prot " TEST_NODE), 0);
+    DirStats st;
+    dirGetStats(&st);
+    assert_int_equal(st.movedPrimaries, 1);
+
+    /* Stale: another generation while the peer owns the id. */
+    dirPublish("tk", 2, 6, 0, 6, DIR_COPY_PRIMARY, 2, TEST_PEER);
+    testBarrier();
+    assert_int_equal(testStaleSeen(), 1);
+    testAssertMeta("tk", "size", "5");
+
+    /* Takeover from the owner: ownership moves here, the sets keep the peer. */
+    dirPublish("tk", 2, 5, 0, 5, DIR_COPY_PRIMARY, 3, TEST_PEER);
+    testBarrier();
+    testAssertMeta("tk", "owner", TEST_NODE);
+    testAssertMeta("tk", "want", "3");
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{tk}:prot " TEST_NODE), 1);
+    assert_int_equal(testCmdInt("SCARD objstore:{tk}:loc"), 2);
+
+    /* A fresh seal of another generation replaces it all, whoever owned it. */
+    freeReplyObject(testCmd("HSET objstore:{tk}:meta owner " TEST_PEER));
+    dirPublish("tk", 2, 9, 0, 9, DIR_COPY_PRIMARY, 1, NULL);
+    testBarrier();
+    testAssertMeta("tk", "owner", TEST_NODE);
+    testAssertMeta("tk", "size", "9");
+    assert_int_equal(testCmdInt("SCARD objstore:{tk}:prot"), 1);
+    assert_int_equal(testCmdInt("SCARD objstore:{tk}:loc"), 1);
+    assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
+}
+
+/* The snapshot's re-publish of a primary whose generation another node owns
+ * now is refused as moved (a returning old owner). */
+static void test_republish_of_a_moved_primary_is_refused(void **state)
+{
+    (void)state;
+    dirStop();
+    freeReplyObject(testCmd("FLUSHALL"));
+    /* testSnap[0] is owned by the peer now; this node's re-publish runs at start. */
+    freeReplyObject(testCmd("HSET objstore:{snap-1}:meta size 100 meta_size 10 checksum "
+                            "1111111111111111 owner " TEST_PEER " want 2"));
+    freeReplyObject(testCmd("SADD objstore:{snap-1}:loc " TEST_PEER));
+    freeReplyObject(testCmd("SADD objstore:{snap-1}:prot " TEST_PEER " " TEST_NODE));
+    DirConfig cfg = testConfig();
+    assert_int_equal(dirStart(&cfg, testSnapshot, NULL), 0);
+    char owner[OBJ_DIR_NAME_MAX];
+    for (int64_t deadline = testNowMs() + TEST_WAIT_MS; testNowMs() < deadline; testSleepMs(20))
+        if (testMovedSeen(owner, sizeof(owner)) > 0)
+            break;
+    assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
+    assert_string_equal(owner, TEST_PEER);
+    testAssertMeta("snap-1", "owner", TEST_PEER);
+    assert_int_equal(testCmdInt("SISMEMBER objstore:{snap-1}:prot " TEST_NODE), 0);
+    testAssertMeta("snap-2", "owner", TEST_NODE); /* the others are this node's */
+}
+
+/* A purge's tombstone takes the holders too. */
+static void test_purge_removes_the_prot_set(void **state)
+{
+    (void)state;
+    dirPublish("pg", 2, 1, 0, 1, DIR_COPY_PRIMARY, 2, NULL);
+    testBarrier();
+    TestBox b;
+    testBoxInit(&b);
+    const char *ids[] = {"pg"};
+    size_t lens[] = {2};
+    dirVersionRequest(DIR_V_PURGE, "", 0, 0, 0, 1, ids, lens, testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    testBoxDestroy(&b);
+    assert_int_equal(testCmdInt("EXISTS objstore:{pg}:prot objstore:{pg}:loc"), 0);
+}
+
+static DirResult *testClaim(const char *id, int ttlMs)
+{
+    TestBox b;
+    testBoxInit(&b);
+    dirClaim(id, strlen(id), ttlMs, testBoxFn, &b);
+    DirResult *res = testBoxWait(&b, TEST_WAIT_MS);
+    assert_non_null(res);
+    testBoxDestroy(&b);
+    return res;
+}
+
+/* A claim is won once, renewed by its holder, refused to others while it
+ * lives, and free again once it expired. */
+static void test_claim_is_won_renewed_and_refused(void **state)
+{
+    (void)state;
+    DirResult *res = testClaim("cl", 500);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    redisReply *r = testCmd("GET objstore:{cl}:claim");
+    assert_string_equal(r->str, TEST_NODE);
+    freeReplyObject(r);
+    res = testClaim("cl", 60000); /* already mine: renewed */
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+    assert_true(testCmdInt("PTTL objstore:{cl}:claim") > 1000);
+
+    freeReplyObject(testCmd("SET objstore:{cl2}:claim " TEST_PEER " PX 300"));
+    res = testClaim("cl2", 1000);
+    assert_int_equal(res->status, DIR_REFUSED);
+    assert_non_null(strstr(res->err, "BUSY"));
+    assert_non_null(strstr(res->err, TEST_PEER));
+    dirResultFree(res);
+    const char *key = "objstore:{cl2}:claim";
+    assert_int_equal(testWaitExists(key, strlen(key), 0, TEST_WAIT_MS), 0);
+    res = testClaim("cl2", 1000);
+    assert_int_equal(res->status, DIR_FOUND);
+    dirResultFree(res);
+}
+
+/* The label of the config and the draining flag are registration fields,
+ * and node lookups and listings read them. */
+static void test_label_and_draining_are_registered(void **state)
+{
+    (void)state;
+    dirStop();
+    DirConfig cfg = testConfig();
+    snprintf(cfg.label, sizeof(cfg.label), "rack-7");
+    assert_int_equal(dirStart(&cfg, testSnapshot, NULL), 0);
+    testWaitDrained();
+    redisReply *r = testCmd("HMGET objstore:node:" TEST_NODE " label draining");
+    assert_string_equal(r->element[0]->str, "rack-7");
+    assert_string_equal(r->element[1]->str, "0");
+    freeReplyObject(r);
+
+    dirSetDraining(1);
+    for (int64_t deadline = testNowMs() + TEST_WAIT_MS; testNowMs() < deadline; testSleepMs(10)) {
+        r = testCmd("HGET objstore:node:" TEST_NODE " draining");
+        int on = r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0;
+        freeReplyObject(r);
+        if (on)
+            break;
+    }
+    DirResult *res = testList();
+    assert_int_equal(res->status, DIR_FOUND);
+    const DirNode *me = testFindNode(res, TEST_NODE);
+    assert_non_null(me);
+    assert_string_equal(me->label, "rack-7");
+    assert_int_equal(me->draining, 1);
+    dirResultFree(res);
+
+    testAddPeer(TEST_PEER, "7002", NULL, 0, 5000); /* written without the new fields */
+    res = testList();
+    const DirNode *peer = testFindNode(res, TEST_PEER);
+    assert_non_null(peer);
+    assert_string_equal(peer->label, "");
+    assert_int_equal(peer->draining, 0);
+    dirResultFree(res);
+
+    /* Renewed with every heartbeat: a wiped field comes back. */
+    freeReplyObject(testCmd("HSET objstore:node:" TEST_NODE " draining 0"));
+    testSleepMs(3 * TEST_HB_MS);
+    r = testCmd("HGET objstore:node:" TEST_NODE " draining");
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+    dirSetDraining(0);
 }
 
 int main(void)
@@ -967,6 +1367,30 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory_restart_reregisters_and_republishes,
                                         testSetup, testTeardown),
         cmocka_unit_test_setup_teardown(test_queue_overflow_drops_and_republishes, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_barrier_answers_after_the_writes_before_it, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_barrier_while_stopped_answers_unavailable_at_once,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_barrier_behind_an_unsent_write_is_unavailable,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_primary_publish_sets_owner_want_and_prot, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_lookup_of_an_old_meta_is_want_one_without_owner,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_owner_not_live_is_reported, testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_protected_joins_prot_and_a_replica_leaves_it,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_protected_of_another_generation_is_refused, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_takeover_moved_and_stale_primaries, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_republish_of_a_moved_primary_is_refused, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_purge_removes_the_prot_set, testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_claim_is_won_renewed_and_refused, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_label_and_draining_are_registered, testSetup,
                                         testTeardown),
     };
     return cmocka_run_group_tests_name("directory", tests, testGroupSetup, testGroupTeardown);

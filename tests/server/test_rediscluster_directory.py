@@ -119,7 +119,8 @@ def test_put_locate_fetch_byte_exact_across_nodes(cl, uid):
 
 def test_directory_keys_spread_over_all_masters(rc, cl, uid):
     """The scaled-down form of the million-object measurement (bench/directory-cluster.sh
-    publishes the million): exactly 2 keys per object, on every master."""
+    publishes the million): exactly 3 keys per object (meta, locations, holders), on
+    every master."""
     n = 3000
     per_node = n // len(NAMES)
     for k, name in enumerate(NAMES):
@@ -136,16 +137,16 @@ def test_directory_keys_spread_over_all_masters(rc, cl, uid):
                 for p in rc.master_ports()}
 
     # A drained queue may still have its last round in flight: wait for it.
-    wait_until(lambda: sum(len(k) for k in keys_per_master().values()) >= 2 * n, 10.0,
+    wait_until(lambda: sum(len(k) for k in keys_per_master().values()) >= 3 * n, 10.0,
                what=f"the directory keys of all {n} objects")
     per_master = keys_per_master()
     assert len(per_master) == 3
     total = sum(len(k) for k in per_master.values())
-    assert total == 2 * n, f"{total} directory keys for {n} objects (expected 2 per object)"
+    assert total == 3 * n, f"{total} directory keys for {n} objects (expected 3 per object)"
     for port, keys in per_master.items():
-        assert len(keys) > n // 3 * 2 // 2, (
+        assert len(keys) > n // 3 * 3 // 2, (
             f"master {port} holds {len(keys)} of {total} object keys: not spread")
-    # An object's two keys share a slot, so a lookup is one round trip to one shard.
+    # An object's keys share a slot, so a lookup is one round trip to one shard.
     for keys in per_master.values():
         for key in list(keys)[:50]:
             twin = key[:-3] + b"meta" if key.endswith(b":loc") else key[:-4] + b"loc"
@@ -266,7 +267,7 @@ def test_ids_with_any_braces_are_published_and_unpublished_in_one_slot(rc, cl, u
     for i, oid in enumerate(ids):
         get_exact(b, oid, payload(1000 + i, 70 + i))
         wait_locations(a, oid, ["A", "B"], timeout=10.0)
-    assert len(keys_holding(rc, u)) == 2 * len(ids), "two directory keys per object"
+    assert len(keys_holding(rc, u)) == 3 * len(ids), "three directory keys per object"
 
     drop(cl, ("A", "B"), *ids)  # A's delete may be DEFERRED behind the send's pin
     wait_drained(cl)
