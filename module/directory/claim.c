@@ -4,7 +4,7 @@
  * survivors repair it while the others wait; a barrier answers once the
  * writes queued before it have been answered, so a caller knows its
  * publish is visible before it asks other nodes to act on it. See
- * docs/cluster.md, "Copies".
+ * docs/cluster.md, "Copies, repair and drain".
  */
 #include "dirint.h"
 

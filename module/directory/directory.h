@@ -59,7 +59,7 @@
  * another object. A primary's re-publish or takeover of the generation that
  * meta.owner gives to another node is refused as moved (DirConfig.moved);
  * of another generation, while meta.owner names another node, as stale
- * (DirConfig.staleReplica). docs/cluster.md, "Copies". */
+ * (DirConfig.staleReplica). docs/cluster.md, "Copies, repair and drain". */
 typedef enum DirCopy {
     DIR_COPY_PRIMARY = 0,
     DIR_COPY_REPLICA = 1,
