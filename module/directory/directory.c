@@ -254,7 +254,7 @@ void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, 
     op->checksum = checksum;
     op->copy = copy;
     op->want = want > 0 ? want : 1;
-    if (takeoverFrom != NULL && takeoverFrom[0] != '\0' && copy == DIR_COPY_PRIMARY) {
+    if (takeoverFrom != NULL && copy == DIR_COPY_PRIMARY) {
         size_t n = strnlen(takeoverFrom, OBJ_DIR_NAME_MAX - 1);
         op->takeover = dirMalloc(n + 1);
         memcpy(op->takeover, takeoverFrom, n);

@@ -195,9 +195,11 @@ void dirStop(void);
 /* Queue a publication of this node as a location of id (copy: which kind
  * of copy this node holds, see DirCopy; want: how many copies id should
  * have, 0 taken as 1). A PRIMARY's publish is a fresh seal when takeoverFrom
- * is NULL, and replaces any other generation; with takeoverFrom (a node
- * name; "" names none) it takes the id's ownership from that node, as a
- * re-publish does from no owner or from this node (see DirCopy). */
+ * is NULL, and replaces any other generation; with takeoverFrom it is a
+ * takeover under the re-publish's rules: it takes the id's generation over
+ * from that node (a node name; "": from a meta without owner, e.g. after
+ * the directory lost it, keeping the other holders listed), as a re-publish
+ * does from no owner or from this node (see DirCopy). */
 void dirPublish(const char *id, size_t idLen, uint64_t size, uint64_t metaSize, uint64_t checksum,
                 DirCopy copy, uint32_t want, const char *takeoverFrom);
 /* Queue the removal of this node as a location (and holder) of id. */

@@ -1183,6 +1183,22 @@ static void test_takeover_moved_and_stale_primaries(void **state)
     assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
 }
 
+/* A takeover from "" takes an ownerless meta's generation over without
+ * resetting its other holders, as a fresh seal would. */
+static void test_takeover_from_no_owner_keeps_the_other_holders(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{tk0}:meta size 5 meta_size 0 checksum "
+                            "0000000000000005"));
+    freeReplyObject(testCmd("SADD objstore:{tk0}:loc " TEST_PEER));
+    freeReplyObject(testCmd("SADD objstore:{tk0}:prot " TEST_PEER));
+    dirPublish("tk0", 3, 5, 0, 5, DIR_COPY_PRIMARY, 2, "");
+    testBarrier();
+    testAssertMeta("tk0", "owner", TEST_NODE);
+    assert_int_equal(testCmdInt("SCARD objstore:{tk0}:loc"), 2);
+    assert_int_equal(testCmdInt("SCARD objstore:{tk0}:prot"), 2);
+}
+
 /* The snapshot's re-publish of a primary whose generation another node owns
  * now is refused as moved (a returning old owner). */
 static void test_republish_of_a_moved_primary_is_refused(void **state)
@@ -1385,6 +1401,8 @@ int main(void)
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_takeover_moved_and_stale_primaries, testSetup,
                                         testTeardown),
+        cmocka_unit_test_setup_teardown(test_takeover_from_no_owner_keeps_the_other_holders,
+                                        testSetup, testTeardown),
         cmocka_unit_test_setup_teardown(test_republish_of_a_moved_primary_is_refused, testSetup,
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_purge_removes_the_prot_set, testSetup, testTeardown),
