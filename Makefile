@@ -83,10 +83,10 @@ LDFLAGS += $(LDSAN) -pthread
 CFLAGS  += $(EXTRA_CFLAGS)
 
 # ---- the module: one static library per component, lowest layer first ---------------
-COMPONENTS := common store directory rdma transfer door redis
+COMPONENTS := common store directory rdma transfer replica door redis
 # The libraries of objstore.so in link order (a library before the ones it
 # needs). door is not among them: it is objstore-rdma.so, a module of its own.
-COMP_LIBS  := $(foreach c,redis transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
+COMP_LIBS  := $(foreach c,redis replica transfer rdma directory store common,$(BUILD)/lib/libobj_$(c).a)
 DOOR_LIBS  := $(foreach c,door rdma common,$(BUILD)/lib/libobj_$(c).a)
 define component_rule
 $(1)_OBJ := $$(patsubst %.c,$$(BUILD)/%.o,$$(wildcard module/$(1)/*.c))

@@ -22,6 +22,7 @@
 #include "stats.h"
 #include "spill.h"
 #include "sealer.h"
+#include "copies.h"
 #include "common/util.h"
 
 /* ---- argument parsing --------------------------------------------------------- */
@@ -58,9 +59,19 @@ typedef struct ObjOpts {
     int withMeta;
     RedisModuleString *match;
     uint64_t count;
+    uint32_t replicas; /* 0: not given */
+    long long waitMs;  /* -1: not given */
 } ObjOpts;
 
-enum { OPT_META = 1, OPT_TIMEOUT = 2, OPT_WITHMETA = 4, OPT_MATCH = 8, OPT_COUNT = 16 };
+enum {
+    OPT_META = 1,
+    OPT_TIMEOUT = 2,
+    OPT_WITHMETA = 4,
+    OPT_MATCH = 8,
+    OPT_COUNT = 16,
+    OPT_REPLICAS = 32,
+    OPT_WAIT = 64
+};
 
 /* Parse argv[from..argc) as options from the `allowed` set. Replies BADARG
  * and returns -1 on an unknown or repeated option or a missing value. */
@@ -71,6 +82,7 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
 
     memset(o, 0, sizeof(*o));
     o->timeoutMs = -1;
+    o->waitMs = -1;
     o->count = 10;
     for (int i = from; i < argc; i++) {
         int opt = 0, hasValue = 1;
@@ -84,6 +96,10 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
             opt = OPT_MATCH;
         else if (objArgIs(argv[i], "COUNT"))
             opt = OPT_COUNT;
+        else if (objArgIs(argv[i], "REPLICAS"))
+            opt = OPT_REPLICAS;
+        else if (objArgIs(argv[i], "WAIT"))
+            opt = OPT_WAIT;
         if (!(opt & allowed) || (seen & opt)) {
             size_t len;
             const char *s = RedisModule_StringPtrLen(argv[i], &len);
@@ -115,6 +131,27 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
                 o->timeoutMs = (long long)v;
                 break;
             }
+            case OPT_REPLICAS: {
+                size_t len;
+                const char *s = RedisModule_StringPtrLen(argv[++i], &len);
+                if (utilParseU64(s, len, &v) == -1 || v < 1 ||
+                    v > (uint64_t)objNode.cfg.replicasMax) {
+                    objReplyError(ctx, OBJ_EW_BADARG,
+                                  "REPLICAS must be an integer from 1 to %lld (replicas-max)",
+                                  objNode.cfg.replicasMax);
+                    return -1;
+                }
+                o->replicas = (uint32_t)v;
+                break;
+            }
+            case OPT_WAIT: {
+                size_t len;
+                const char *s = RedisModule_StringPtrLen(argv[++i], &len);
+                if (objArgTimeout(ctx, s, len, &v) == -1)
+                    return -1;
+                o->waitMs = (long long)v;
+                break;
+            }
             case OPT_COUNT:
                 if (argU64(ctx, argv[++i], "COUNT", &v) == -1)
                     return -1;
@@ -131,9 +168,40 @@ static int argOptions(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, i
 
 /* ---- commands --------------------------------------------------------------------- */
 
+/* The replica count a put or create asks for: REPLICAS, else the node's
+ * default `replicas` (never above replicas-max). */
+static uint32_t optWant(const ObjOpts *o)
+{
+    long long want = o->replicas ? o->replicas : objNode.cfg.replicas;
+
+    return (uint32_t)(want > objNode.cfg.replicasMax ? objNode.cfg.replicasMax : want);
+}
+
+/* How long a seal waits for its copies: WAIT, else replica-timeout. */
+static long long optWait(const ObjOpts *o)
+{
+    return o->waitMs >= 0 ? o->waitMs : objNode.cfg.replicaTimeoutMs;
+}
+
+/* Seal e (this client's) and answer: OK for an object of one copy; for
+ * more, the number of holders once the copies are placed or the wait ran
+ * out (a blocked client), or 1 at once where the client cannot wait. */
+static int sealAndAnswer(RedisModuleCtx *ctx, ObjEntry *e, long long waitMs)
+{
+    int blocked = e->want >= 2 && copiesExpect(ctx, e, waitMs);
+
+    sealerSeal(e, RedisModule_GetClientId(ctx));
+    waitersRecheck(e->id, e->idLen);
+    if (blocked)
+        return REDISMODULE_OK;
+    if (e->want >= 2)
+        return RedisModule_ReplyWithLongLong(ctx, 1);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
 static SpillFinish putFinish, createFinish;
 
-/* OBJ.PUT id data [META m] */
+/* OBJ.PUT id data [META m] [REPLICAS k] [WAIT ms] */
 static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     const char *id;
@@ -144,7 +212,8 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     if (argc < 3)
         return RedisModule_WrongArity(ctx);
     if (objArgId(ctx, argv[1], &id, &idLen) == -1 ||
-        argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
+        argOptions(ctx, argv, argc, 3, OPT_META | OPT_REPLICAS | OPT_WAIT, &o) == -1 ||
+        copiesRefuseWhileDraining(ctx))
         return REDISMODULE_OK;
     const char *data = RedisModule_StringPtrLen(argv[2], &dataLen);
     const char *meta = o.meta ? RedisModule_StringPtrLen(o.meta, &metaLen) : "";
@@ -152,29 +221,30 @@ static int ObjPut_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
 
     objTableLock(objNode.table);
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, dataLen, metaLen, holder, &e);
+    if (st == OBJ_ST_OK)
+        e->want = optWant(&o);
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OOM &&
-        spillBlockCreate(ctx, argv[1], argv[2], dataLen, o.meta, putFinish) == 0)
+        spillBlockCreate(ctx, argv[1], argv[2], dataLen, o.meta, optWant(&o), putFinish) == 0)
         return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
-    return putFinish(ctx, e, data, dataLen, meta, metaLen);
+    return putFinish(ctx, e, data, dataLen, meta, metaLen, optWait(&o));
 }
 
 /* The rest of OBJ.PUT once e is created for this client: write, seal,
- * publish, reply OK. Also after the client waited for room (a SpillFinish). */
+ * publish, answer (sealAndAnswer). Also after the client waited for room
+ * (a SpillFinish, waitMs 0). */
 static int putFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t dataLen,
-                     const char *meta, size_t metaLen)
+                     const char *meta, size_t metaLen, long long waitMs)
 {
     memcpy(objNode.arena.base + e->offset, data, dataLen);
     memcpy(objNode.arena.base + e->offset + dataLen, meta, metaLen);
-    sealerSeal(e, RedisModule_GetClientId(ctx));
     objNode.cnt.puts++;
-    waitersRecheck(e->id, e->idLen);
-    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return sealAndAnswer(ctx, e, waitMs);
 }
 
-/* OBJ.CREATE id size [META m] */
+/* OBJ.CREATE id size [META m] [REPLICAS k] */
 static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     const char *id;
@@ -186,26 +256,31 @@ static int ObjCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     if (argc < 3)
         return RedisModule_WrongArity(ctx);
     if (objArgId(ctx, argv[1], &id, &idLen) == -1 || argU64(ctx, argv[2], "size", &size) == -1 ||
-        argOptions(ctx, argv, argc, 3, OPT_META, &o) == -1)
+        argOptions(ctx, argv, argc, 3, OPT_META | OPT_REPLICAS, &o) == -1 ||
+        copiesRefuseWhileDraining(ctx))
         return REDISMODULE_OK;
     const char *meta = o.meta ? RedisModule_StringPtrLen(o.meta, &metaLen) : "";
 
     objTableLock(objNode.table);
     ObjStatus st = objTableCreateEntry(objNode.table, id, idLen, size, metaLen,
                                        RedisModule_GetClientId(ctx), &e);
+    if (st == OBJ_ST_OK)
+        e->want = optWant(&o);
     objTableUnlock(objNode.table);
-    if (st == OBJ_ST_OOM && spillBlockCreate(ctx, argv[1], NULL, size, o.meta, createFinish) == 0)
+    if (st == OBJ_ST_OOM &&
+        spillBlockCreate(ctx, argv[1], NULL, size, o.meta, optWant(&o), createFinish) == 0)
         return REDISMODULE_OK; /* the spill tier makes room; the client waits */
     if (st != OBJ_ST_OK)
         return objReplyStatus(ctx, st, "");
-    return createFinish(ctx, e, NULL, size, meta, metaLen);
+    return createFinish(ctx, e, NULL, size, meta, metaLen, 0);
 }
 
 /* The rest of OBJ.CREATE once e (size data bytes; data is NULL) is created
  * for this client: clear, write the metadata, reply the offset. */
 static int createFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t size,
-                        const char *meta, size_t metaLen)
+                        const char *meta, size_t metaLen, long long waitMs)
 {
+    (void)waitMs;
     /* Outside the lock: only this client can touch e. The metadata is
      * written next, so only the data part needs clearing. */
     objTableClearStale(e, objNode.arena.base, size);
@@ -269,22 +344,26 @@ static int ObjWrite_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, 
     return RedisModule_ReplyWithLongLong(ctx, (long long)dataLen);
 }
 
-/* OBJ.SEAL id */
+/* OBJ.SEAL id [REPLICAS k] [WAIT ms] */
 static int ObjSeal_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     const char *id;
     size_t idLen;
+    ObjOpts o;
 
-    if (argOnlyId(ctx, argv, argc, &id, &idLen) == -1)
+    if (argc < 2)
+        return RedisModule_WrongArity(ctx);
+    if (objArgId(ctx, argv[1], &id, &idLen) == -1 ||
+        argOptions(ctx, argv, argc, 2, OPT_REPLICAS | OPT_WAIT, &o) == -1)
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = ownCreated(ctx, id, idLen);
+    if (e && o.replicas)
+        e->want = o.replicas;
     objTableUnlock(objNode.table);
     if (!e)
         return REDISMODULE_OK;
-    sealerSeal(e, RedisModule_GetClientId(ctx));
-    waitersRecheck(id, idLen);
-    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return sealAndAnswer(ctx, e, optWait(&o));
 }
 
 /* OBJ.ABORT id */
@@ -390,10 +469,15 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
+    int copies = e && e->state == OBJ_SEALED && e->want >= 2 &&
+                 objTableCopyOf(e) != OBJ_COPY_REPLICA;
     ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
     objTableUnlock(objNode.table);
-    if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED)
+    if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED) {
         objRemoteUnpublish(id, idLen);
+        if (copies && objRemoteDirRunning())
+            copiesDeleted(id, idLen); /* its copies elsewhere go too */
+    }
     return objReplyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
 }
 
@@ -428,7 +512,8 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
         return objReplyStatus(ctx, OBJ_ST_NOTFOUND, "");
     char sum[17];
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)e.checksum);
-    RedisModule_ReplyWithArray(ctx, 22);
+    static const char *const copyNames[] = {"primary", "protected", "replica"};
+    RedisModule_ReplyWithArray(ctx, 26);
     RedisModule_ReplyWithSimpleString(ctx, "id");
     RedisModule_ReplyWithStringBuffer(ctx, id, idLen);
     RedisModule_ReplyWithSimpleString(ctx, "state");
@@ -452,7 +537,11 @@ static int ObjInfo_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     RedisModule_ReplyWithSimpleString(ctx, "replica");
     RedisModule_ReplyWithLongLong(ctx, e.replica);
     RedisModule_ReplyWithSimpleString(ctx, "tier");
-    return RedisModule_ReplyWithSimpleString(ctx, spillTierName(e.tier));
+    RedisModule_ReplyWithSimpleString(ctx, spillTierName(e.tier));
+    RedisModule_ReplyWithSimpleString(ctx, "replicas");
+    RedisModule_ReplyWithLongLong(ctx, e.want ? e.want : 1);
+    RedisModule_ReplyWithSimpleString(ctx, "copy");
+    return RedisModule_ReplyWithSimpleString(ctx, copyNames[objTableCopyOf(&e)]);
 }
 
 /* OBJ.LIST cursor [MATCH pattern] [COUNT n]. The reply must start with the
@@ -614,10 +703,21 @@ void objCommandsStats(ObjStatSink *sink)
     }
 #define OPTIONAL REDISMODULE_CMD_ARG_OPTIONAL
 
-static RedisModuleCommandArg argsPut[] = {
-    ARG("id", STRING, 0), ARG("data", STRING, 0), TOKARG("meta", "META", STRING, OPTIONAL), {0}};
-static RedisModuleCommandArg argsCreate[] = {
-    ARG("id", STRING, 0), ARG("size", INTEGER, 0), TOKARG("meta", "META", STRING, OPTIONAL), {0}};
+static RedisModuleCommandArg argsPut[] = {ARG("id", STRING, 0),
+                                          ARG("data", STRING, 0),
+                                          TOKARG("meta", "META", STRING, OPTIONAL),
+                                          TOKARG("replicas", "REPLICAS", INTEGER, OPTIONAL),
+                                          TOKARG("wait", "WAIT", INTEGER, OPTIONAL),
+                                          {0}};
+static RedisModuleCommandArg argsCreate[] = {ARG("id", STRING, 0),
+                                             ARG("size", INTEGER, 0),
+                                             TOKARG("meta", "META", STRING, OPTIONAL),
+                                             TOKARG("replicas", "REPLICAS", INTEGER, OPTIONAL),
+                                             {0}};
+static RedisModuleCommandArg argsSeal[] = {ARG("id", STRING, 0),
+                                           TOKARG("replicas", "REPLICAS", INTEGER, OPTIONAL),
+                                           TOKARG("wait", "WAIT", INTEGER, OPTIONAL),
+                                           {0}};
 static RedisModuleCommandArg argsWrite[] = {
     ARG("id", STRING, 0), ARG("offset", INTEGER, 0), ARG("data", STRING, 0), {0}};
 static RedisModuleCommandArg argsId[] = {ARG("id", STRING, 0), {0}};
@@ -646,7 +746,8 @@ static RedisModuleCommandArg argsList[] = {ARG("cursor", INTEGER, 0),
  * (a created object it owns, pins it holds): a script's client never
  * disconnects, so what it created or pinned would never be given back. */
 static const ObjCommandDef objCommands[] = {
-    {"obj.put", ObjPut_RedisCommand, "write", -3, "Create, write and seal an object in one call",
+    {"obj.put", ObjPut_RedisCommand, "write", -3,
+     "Create, write and seal an object in one call (and place its copies)",
      "O(N) in the object size", argsPut, OBJ_ACL_INSERT, NULL},
     {"obj.create", ObjCreate_RedisCommand, "write deny-script", -3,
      "Reserve a created object (reading as zeros); returns its offset in the shared arena",
@@ -654,9 +755,9 @@ static const ObjCommandDef objCommands[] = {
     {"obj.write", ObjWrite_RedisCommand, "write deny-script", 4,
      "Write bytes into a created object", "O(N) in the bytes written", argsWrite, OBJ_ACL_UPDATE,
      NULL},
-    {"obj.seal", ObjSeal_RedisCommand, "write deny-script", 2,
-     "Make a created object immutable and visible",
-     "O(1); the checksum of a large object is taken in the background", argsId, OBJ_ACL_UPDATE,
+    {"obj.seal", ObjSeal_RedisCommand, "write deny-script", -2,
+     "Make a created object immutable and visible (and place its copies)",
+     "O(1); the checksum of a large object is taken in the background", argsSeal, OBJ_ACL_UPDATE,
      NULL},
     {"obj.abort", ObjAbort_RedisCommand, "write fast deny-script", 2, "Discard a created object",
      "O(1)", argsId, OBJ_ACL_DELETE, NULL},
@@ -683,7 +784,8 @@ static const ObjCommandDef objCommands[] = {
 
 int objCommandsRegister(RedisModuleCtx *ctx)
 {
-    if (objRemoteRegisterCommands(ctx) == REDISMODULE_ERR) {
+    if (objRemoteRegisterCommands(ctx) == REDISMODULE_ERR ||
+        copiesRegisterCommands(ctx) == REDISMODULE_ERR) {
         RedisModule_Log(ctx, "warning", "cannot register the remote commands");
         return REDISMODULE_ERR;
     }

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "limits.h"
 #include "common/util.h"
+#include "replica/replica.h"
 
 #define CFG_STRING  1
 #define CFG_NUMERIC 2
@@ -58,6 +59,11 @@ static void applyReadMin(void)
 static void applyMaxObjects(void)
 {
     objLimitsApply();
+}
+
+static void applyRepair(void)
+{
+    objRemoteConfigChanged();
 }
 
 #define IMM REDISMODULE_CONFIG_IMMUTABLE
@@ -112,6 +118,14 @@ static ConfigDef configDefs[] = {
     NUM("spill-max", spillMax, IMM | MEM, 0, 0, 1LL << 50, NULL),
     STR("spill-policy", spillPolicy, IMM, "hot"),
     NUM("spill-serve-budget", spillServe, IMM | MEM, 64LL << 20, 1LL << 20, 1LL << 42, NULL),
+    NUM("replicas", replicas, 0, 1, 1, OBJ_REPLICAS_MAX, NULL),
+    NUM("replicas-max", replicasMax, 0, 8, 1, OBJ_REPLICAS_MAX, NULL),
+    NUM("replica-timeout", replicaTimeoutMs, 0, 5000, 0, 3600000, NULL),
+    STR("node-label", nodeLabel, IMM, ""),
+    NUM("repair-concurrency", repairConcurrency, 0, 2, 1, 64, applyRepair),
+    NUM("repair-interval", repairIntervalMs, 0, 10000, 100, 3600000, applyRepair),
+    BOOL("drain-on-shutdown", drainOnShutdown, 0, 0),
+    NUM("drain-timeout", drainTimeoutMs, 0, 60000, 0, 3600000, NULL),
 };
 #define N_CONFIG (sizeof(configDefs) / sizeof(configDefs[0]))
 

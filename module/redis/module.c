@@ -15,8 +15,12 @@
  *               remote.c (OBJ.FETCH/LOCATE/NODES; starts the engine),
  *               versions.c (OBJ.VPUBLISH .. OBJ.PURGE), spill.c (waits on
  *               the spill tier), sealer.c (background checksum and scrub),
+ *               copies.c (a seal's wait for its copies, OBJ.DRAIN),
  *               args.c (shared argument checks), reply.c, waiters.c,
  *               stats.c, limits.c, strdup.c
+ *   replica/    the replica manager thread (copies, repair, ownership,
+ *               drain): replica.c (thread, callbacks), place.c, repair.c,
+ *               drain.c
  *   door/       not part of objstore.so: objstore-rdma.so (Redis clients
  *               over RDMA): door.c, conntype.c; door.h names the counters
  *               it shares
@@ -43,6 +47,7 @@
 #include "node.h"
 #include "config.h"
 #include "remote.h"
+#include "copies.h"
 #include "commands.h"
 #include "versions.h"
 #include "waiters.h"
@@ -69,6 +74,7 @@ static void onClientChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub
 
 static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data)
 {
+    copiesDrainBeforeShutdown();
     objRemoteStop();
     sealerStop();
     spillStop();
@@ -134,6 +140,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         objStatsAdd(spillStats) == REDISMODULE_ERR || objStatsAdd(sealerStats) == REDISMODULE_ERR ||
         objStatsAdd(moduleDoorStats) == REDISMODULE_ERR ||
         objStatsAdd(objRemoteStats) == REDISMODULE_ERR ||
+        objStatsAdd(copiesStats) == REDISMODULE_ERR ||
         objCommandsRegister(ctx) == REDISMODULE_ERR ||
         objVersionsRegisterCommands(ctx) == REDISMODULE_ERR ||
         RedisModule_RegisterInfoFunc(ctx, objStatsInfo) == REDISMODULE_ERR ||

@@ -53,6 +53,15 @@ typedef struct ObjConfig {
     long long spillMax;       /* bytes the tier may hold; 0 = what the file system takes */
     long long spillServe;     /* spill-serve-budget: buffers serving spilled objects */
     char spillPolicy[16];     /* hot (recency and frequency) or lru (recency alone) */
+    /* Copies (docs/cluster.md, "Copies, repair and drain"). */
+    long long replicas;          /* an object's copies when a put names none */
+    long long replicasMax;       /* the most a put may ask for */
+    long long replicaTimeoutMs;  /* how long a seal waits for its copies (WAIT) */
+    char nodeLabel[64];          /* failure domain (rack, zone): copies go to distinct ones */
+    long long repairConcurrency; /* copies repair (and drain) make at once */
+    long long repairIntervalMs;  /* a full repair sweep at least this often */
+    long long drainOnShutdown;   /* 1: SHUTDOWN drains the node first */
+    long long drainTimeoutMs;    /* how long SHUTDOWN waits for its drain */
 } ObjConfig;
 
 typedef struct ObjCounters {

@@ -23,6 +23,7 @@
 #include "directory/directory.h"
 #include "directory/slots.h"
 #include "transfer/engine.h"
+#include "replica/replica.h"
 #include "acl.h"
 #include "cmdtable.h"
 #include "node.h"
@@ -112,7 +113,7 @@ static int remoteHolds(const char *id, size_t idLen, uint64_t checksum, DirCopy 
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
     int holds = e != NULL && e->state == OBJ_SEALED && !e->sumPending && e->checksum == checksum &&
-                (e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY) == copy;
+                objRemoteCopyKind(e) == copy;
     objTableUnlock(objNode.table);
     return holds;
 }
@@ -174,8 +175,7 @@ static void remoteSnapshot(DirEmitFn *emit, void *emitArg, void *arg)
         objTableUnlock(objNode.table);
         for (size_t i = 0; i < b.n; i++) {
             emit(b.ids[i], b.copy[i].idLen, b.copy[i].dataSize, b.copy[i].metaSize,
-                 b.copy[i].checksum, b.copy[i].replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY, 1,
-                 emitArg);
+                 b.copy[i].checksum, objRemoteCopyKind(&b.copy[i]), b.copy[i].want, emitArg);
             free(b.ids[i]);
         }
     } while (cursor != 0);
@@ -259,6 +259,9 @@ int objRemoteStart(RedisModuleCtx *ctx)
     ec.uploadSlots = (int)cfg->uploadSlots;
     ec.tierServeBudget = (uint64_t)cfg->spillServe;
     ec.onFetchDone = remoteFetchDone;
+    ec.onReplDone = replicaOnReplDone;
+    ec.onReplicated = replicaOnReplicated;
+    ec.mayReplicate = replicaMayReplicate;
     ec.onChanged = remoteChanged;
     ec.log = remoteLog;
     if (!remoteSecretRefuses(ctx, cfg)) {
@@ -297,6 +300,8 @@ int objRemoteStart(RedisModuleCtx *ctx)
     dc.staleReplica = remoteStaleReplica;
     dc.holds = remoteHolds;
     dc.purged = remotePurged;
+    dc.moved = replicaOnMoved;
+    snprintf(dc.label, sizeof(dc.label), "%s", cfg->nodeLabel);
     if (dc.port <= 0) {
         RedisModule_Log(ctx, "warning",
                         "no TCP port to reach the directory: set objstore.directory");
@@ -312,6 +317,18 @@ int objRemoteStart(RedisModuleCtx *ctx)
         goto out_stop_engine;
     }
     dirRunning = 1;
+    ReplicaConfig rc = {.table = objNode.table,
+                        .heartbeatMs = (int)cfg->heartbeatMs,
+                        .repairIntervalMs = (int)cfg->repairIntervalMs,
+                        .repairConcurrency = (int)cfg->repairConcurrency,
+                        .log = remoteLog};
+    snprintf(rc.nodeName, sizeof(rc.nodeName), "%s", cfg->nodeName);
+    if (replicaStart(&rc) == -1) {
+        RedisModule_Log(ctx, "warning", "cannot start the replica manager: %s", strerror(errno));
+        dirStop();
+        dirRunning = 0;
+        goto out_stop_engine;
+    }
     /* A timer fires in the event loop, after the server opened its ports. */
     RedisModule_CreateTimer(ctx, 0, remoteServerUp, NULL);
     objTableLock(objNode.table);
@@ -333,6 +350,7 @@ out_stop_engine:
  * there to take them (and free them). */
 void objRemoteStop(void)
 {
+    replicaStop(); /* first: it asks the directory and the engine */
     if (dirRunning)
         dirStop();
     dirRunning = 0;
@@ -345,13 +363,26 @@ void objRemoteConfigChanged(void)
 {
     if (engineRunning)
         engineSetRdmaReadMin((uint64_t)objNode.cfg.rdmaReadMin);
+    replicaConfigure((int)objNode.cfg.repairIntervalMs, (int)objNode.cfg.repairConcurrency);
+}
+
+DirCopy objRemoteCopyKind(const ObjEntry *e)
+{
+    switch (objTableCopyOf(e)) {
+        case OBJ_COPY_PRIMARY:
+            return DIR_COPY_PRIMARY;
+        case OBJ_COPY_PROTECTED:
+            return DIR_COPY_PROTECTED;
+        default:
+            return DIR_COPY_REPLICA;
+    }
 }
 
 void objRemotePublish(const ObjEntry *e)
 {
     if (dirRunning)
-        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum,
-                   e->replica ? DIR_COPY_REPLICA : DIR_COPY_PRIMARY, 1, NULL);
+        dirPublish(e->id, e->idLen, e->dataSize, e->metaSize, e->checksum, objRemoteCopyKind(e),
+                   e->want, NULL);
 }
 
 int objRemoteDirRunning(void)
@@ -684,7 +715,7 @@ static int locateReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return objReplyError(ctx, OBJ_EW_NOTFOUND, "%s", res->err[0] ? res->err : "no such object");
     }
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)res->checksum);
-    RedisModule_ReplyWithArray(ctx, 8);
+    RedisModule_ReplyWithArray(ctx, 14);
     RedisModule_ReplyWithSimpleString(ctx, "size");
     RedisModule_ReplyWithLongLong(ctx, (long long)res->size);
     RedisModule_ReplyWithSimpleString(ctx, "meta_size");
@@ -695,6 +726,18 @@ static int locateReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     RedisModule_ReplyWithArray(ctx, (long)res->count);
     for (size_t i = 0; i < res->count; i++)
         RedisModule_ReplyWithStringBuffer(ctx, res->nodes[i].name, strlen(res->nodes[i].name));
+    RedisModule_ReplyWithSimpleString(ctx, "replicas");
+    RedisModule_ReplyWithLongLong(ctx, res->want ? res->want : 1);
+    RedisModule_ReplyWithSimpleString(ctx, "owner");
+    RedisModule_ReplyWithStringBuffer(ctx, res->owner, strlen(res->owner));
+    RedisModule_ReplyWithSimpleString(ctx, "protected");
+    size_t nProt = 0;
+    for (size_t i = 0; i < res->count; i++)
+        nProt += res->nodes[i].prot != 0;
+    RedisModule_ReplyWithArray(ctx, (long)nProt);
+    for (size_t i = 0; i < res->count; i++)
+        if (res->nodes[i].prot)
+            RedisModule_ReplyWithStringBuffer(ctx, res->nodes[i].name, strlen(res->nodes[i].name));
     return REDISMODULE_OK;
 }
 
@@ -812,6 +855,10 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("tier_serve_shared", es.tierServeShared);
     STAT("tier_serve_waits", es.tierServeWaits);
     STAT("transfer_checksum_waits", es.checksumWaits);
+    STAT("repl_requests", es.replRequests);
+    STAT("repl_served", es.replServed);
+    STAT("repl_failed", es.replFailed);
+    STAT("repl_bytes", es.replBytes);
     STAT("rdma_enabled", engineRunning && engineRdmaEnabled());
     STAT("directory_connected", ds.connected);
     STAT("directory_publishes", ds.publishes);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include "redismodule.h"
 #include "stats.h"
+#include "directory/directory.h"
 #include "store/objtable.h"
 
 /* Start the engine and the directory client. Returns REDISMODULE_OK or
@@ -22,6 +23,8 @@ void objRemoteStop(void);
 int objRemoteRegisterCommands(RedisModuleCtx *ctx);
 /* A run-time setting changed (rdma-read-min): pass it on. */
 void objRemoteConfigChanged(void);
+/* The kind of copy e is, as the directory is told. */
+DirCopy objRemoteCopyKind(const ObjEntry *e);
 /* Tell the directory that this node holds / no longer holds an object. */
 void objRemotePublish(const ObjEntry *e);
 void objRemoteUnpublish(const char *id, size_t idLen);

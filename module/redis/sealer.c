@@ -34,6 +34,7 @@
 
 #include "node.h"
 #include "remote.h"
+#include "copies.h"
 #include "common/list.h"
 #include "store/checksum.h"
 
@@ -235,6 +236,7 @@ static void sealerOnDone(int fd, void *user, int mask)
         /* Only this thread frees entries (the engine unpins none that were
          * pending), so e is still the visible, sealed object. */
         objRemotePublish(e);
+        copiesSealed(e);
     }
     if (sl.onSettled)
         sl.onSettled();
@@ -332,8 +334,10 @@ ObjStatus sealerSeal(ObjEntry *e, uint64_t holder)
     objTableLock(objNode.table);
     st = objTableSeal(objNode.table, e, holder, sum);
     objTableUnlock(objNode.table);
-    if (st == OBJ_ST_OK)
+    if (st == OBJ_ST_OK) {
         objRemotePublish(e);
+        copiesSealed(e);
+    }
     return st;
 }
 

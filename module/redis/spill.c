@@ -46,6 +46,7 @@ typedef struct SpillReq {
     RedisModuleString *data, *meta; /* retained: REQ_PUT, REQ_CREATE */
     uint64_t size;                  /* data bytes: REQ_PUT, REQ_CREATE */
     SpillFinish *finish;            /* REQ_PUT, REQ_CREATE */
+    uint32_t want;                  /* REQ_PUT, REQ_CREATE: the object's replica count */
     int jobs;                       /* its spills still in flight */
     char fail[160];                 /* why one of its spills failed */
     ObjEntry *e;                    /* the result: created, or pinned by holder */
@@ -144,7 +145,8 @@ static int spillReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (r->kind == REQ_READ)
         return objReplyPinned(ctx, r->e, r->reply, r->holder);
     const char *data = r->data ? RedisModule_StringPtrLen(r->data, &dl) : NULL;
-    return r->finish(ctx, r->e, data, r->data ? dl : r->size, meta, ml);
+    r->e->want = r->want;
+    return r->finish(ctx, r->e, data, r->data ? dl : r->size, meta, ml, 0);
 }
 
 /* Redis is done with a finished request. A read that was never answered
@@ -216,7 +218,7 @@ static void reqStart(RedisModuleCtx *ctx, SpillReq *r)
 }
 
 int spillBlockCreate(RedisModuleCtx *ctx, RedisModuleString *id, RedisModuleString *data,
-                     uint64_t size, RedisModuleString *meta, SpillFinish *finish)
+                     uint64_t size, RedisModuleString *meta, uint32_t want, SpillFinish *finish)
 {
     size_t idLen;
     const char *idp = RedisModule_StringPtrLen(id, &idLen);
@@ -230,6 +232,7 @@ int spillBlockCreate(RedisModuleCtx *ctx, RedisModuleString *id, RedisModuleStri
         return 0;
     r->size = size;
     r->finish = finish;
+    r->want = want;
     if (data) {
         RedisModule_RetainString(NULL, data);
         r->data = data;

@@ -23,13 +23,14 @@ void spillStop(void);
  * client: the command's own finish (data is NULL for a CREATE, dataLen its
  * size). Returns REDISMODULE_OK. */
 typedef int SpillFinish(RedisModuleCtx *ctx, ObjEntry *e, const char *data, size_t dataLen,
-                        const char *meta, size_t metaLen);
+                        const char *meta, size_t metaLen, long long waitMs);
 /* An OBJ.PUT (data set) or OBJ.CREATE (data NULL) of size bytes found the
  * arena full: block the client while cold objects are spilled, then call
- * finish from the reply. Returns 0 when it took the command over, -1 when it
+ * finish from the reply (with the object's replica count want set, and
+ * waitMs 0: a reply cannot block again). Returns 0 when it took the command over, -1 when it
  * cannot (tier off, or the client cannot wait): the caller answers OOM. */
 int spillBlockCreate(RedisModuleCtx *ctx, RedisModuleString *id, RedisModuleString *data,
-                     uint64_t size, RedisModuleString *meta, SpillFinish *finish);
+                     uint64_t size, RedisModuleString *meta, uint32_t want, SpillFinish *finish);
 /* OBJ.GET / OBJ.PIN of a spilled object: block the client while it is read
  * back and checked, then reply as kind. Always replies or blocks; returns
  * REDISMODULE_OK. */

@@ -1,0 +1,421 @@
+/*
+ * replica.c - the replica manager's thread: its event queue (the answers
+ * of the directory and of the engine's REPL requests come back here), the
+ * live node set it reads every heartbeat (a change starts a repair sweep),
+ * the engine's and the directory's callbacks, and the drain's switch.
+ * Placement, repair and drain are place.c, repair.c and drain.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "replint.h"
+#include "common/util.h"
+
+RmState rm = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+/* How long the thread sleeps when nothing happens. */
+#define RM_TICK_MS 20
+
+void rmLog(const char *level, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+
+    if (!rm.cfg.log)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    rm.cfg.log(level, buf);
+}
+
+RmEv *rmEvNew(RmEvType type, void *ctx)
+{
+    RmEv *ev = calloc(1, sizeof(*ev));
+
+    if (ev) {
+        ev->type = type;
+        ev->ctx = ctx;
+        ev->repl.owner = ev;
+    }
+    return ev;
+}
+
+void rmEvPost(RmEv *ev)
+{
+    pthread_mutex_lock(&rm.lock);
+    objListPushBack(&rm.events, &ev->link);
+    pthread_cond_signal(&rm.wake);
+    pthread_mutex_unlock(&rm.lock);
+}
+
+void rmDirAnswer(DirResult *res, void *arg)
+{
+    RmEv *ev = arg;
+
+    ev->res = res;
+    rmEvPost(ev);
+}
+
+const DirNode *rmNode(const char *name)
+{
+    for (size_t i = 0; i < rm.nNodes; i++)
+        if (!strcmp(rm.nodes[i].name, name))
+            return &rm.nodes[i];
+    return NULL;
+}
+
+void rmAskNodes(void)
+{
+    if (rm.nodesAsked)
+        return;
+    RmEv *ev = rmEvNew(RM_EV_NODES, NULL);
+    if (!ev)
+        return;
+    rm.nodesAsked = 1;
+    dirListNodes(rmDirAnswer, ev);
+}
+
+/* A hash of the set of names (order does not matter). */
+static uint64_t rmNamesHash(const DirNode *nodes, size_t n)
+{
+    uint64_t h = n;
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = 1469598103934665603ULL;
+        for (const char *c = nodes[i].name; *c; c++)
+            x = (x ^ (uint8_t)*c) * 1099511628211ULL;
+        h += x * 0x9E3779B97F4A7C15ULL;
+    }
+    return h;
+}
+
+/* The live node set arrived: keep it; a change (a node died, came, or
+ * came back) starts a sweep and wakes placements waiting for a target. */
+static void rmOnNodes(DirResult *res)
+{
+    rm.nodesAsked = 0;
+    rm.nodesAtUs = utilMonoUs();
+    if (res->status != DIR_FOUND) {
+        dirResultFree(res);
+        return;
+    }
+    uint64_t h = rmNamesHash(res->nodes, res->count);
+    int changed = !rm.haveNodes || h != rm.nodesHash;
+    free(rm.nodes);
+    rm.nodes = res->nodes;
+    rm.nNodes = res->count;
+    res->nodes = NULL;
+    res->count = 0;
+    dirResultFree(res);
+    rm.nodesHash = h;
+    rm.haveNodes = 1;
+    if (changed) {
+        placeNodesChanged();
+        repairSweep();
+    }
+}
+
+ObjEntry *rmLocal(const char *id, size_t idLen, uint64_t checksum)
+{
+    ObjEntry *e = objTableFind(rm.cfg.table, id, idLen);
+
+    if (!e || e->state != OBJ_SEALED || e->sumPending || e->checksum != checksum)
+        return NULL;
+    return e;
+}
+
+int rmSetCopy(const char *id, size_t idLen, uint64_t checksum, ObjCopy c, uint32_t want,
+              const char *from)
+{
+    ObjTable *t = rm.cfg.table;
+    uint64_t size, metaSize;
+
+    objTableLock(t);
+    ObjEntry *e = rmLocal(id, idLen, checksum);
+    if (!e) {
+        objTableUnlock(t);
+        return -1;
+    }
+    objTableSetCopy(t, e, c);
+    e->want = want;
+    size = e->dataSize;
+    metaSize = e->metaSize;
+    objTableUnlock(t);
+    DirCopy dc = c == OBJ_COPY_PRIMARY     ? DIR_COPY_PRIMARY
+                 : c == OBJ_COPY_PROTECTED ? DIR_COPY_PROTECTED
+                                           : DIR_COPY_REPLICA;
+    dirPublish(id, idLen, size, metaSize, checksum, dc, want, c == OBJ_COPY_PRIMARY ? from : NULL);
+    return 0;
+}
+
+/* ---- the engine's and the directory's callbacks (their threads) ----------------------- */
+
+void replicaOnReplDone(ReplReq *r)
+{
+    rmEvPost(r->owner);
+}
+
+int replicaMayReplicate(char *err, size_t errLen)
+{
+    if (replicaDraining()) {
+        snprintf(err, errLen, "DRAINING the node is draining: it takes no copies");
+        return -1;
+    }
+    return 0;
+}
+
+int replicaOnReplicated(const char *peer, const char *id, size_t idLen, uint64_t checksum,
+                        uint32_t flags, uint32_t want, char *err, size_t errLen)
+{
+    ObjTable *t = rm.cfg.table;
+
+    if (replicaMayReplicate(err, errLen) == -1)
+        return -1;
+    objTableLock(t);
+    ObjEntry *e = rmLocal(id, idLen, checksum);
+    ObjCopy now = e ? objTableCopyOf(e) : OBJ_COPY_REPLICA;
+    objTableUnlock(t);
+    if (!e) {
+        snprintf(err, errLen, "NOTFOUND the copy is gone");
+        return -1;
+    }
+    ObjCopy c = (flags & ENGINE_REPL_OWN) || now == OBJ_COPY_PRIMARY ? OBJ_COPY_PRIMARY
+                                                                      : OBJ_COPY_PROTECTED;
+    if (rmSetCopy(id, idLen, checksum, c, want,
+                  (flags & ENGINE_REPL_OWN) && now != OBJ_COPY_PRIMARY ? peer : NULL) == -1) {
+        snprintf(err, errLen, "NOTFOUND the copy is gone");
+        return -1;
+    }
+    if ((flags & ENGINE_REPL_OWN) && now != OBJ_COPY_PRIMARY) {
+        pthread_mutex_lock(&rm.lock);
+        rm.st.takeovers++;
+        pthread_mutex_unlock(&rm.lock);
+    }
+    return 0;
+}
+
+void replicaOnMoved(const char *id, size_t idLen, uint64_t checksum, const char *owner)
+{
+    ObjTable *t = rm.cfg.table;
+
+    objTableLock(t);
+    ObjEntry *e = rmLocal(id, idLen, checksum);
+    int primary = e && objTableCopyOf(e) == OBJ_COPY_PRIMARY;
+    uint32_t want = e ? e->want : 1;
+    objTableUnlock(t);
+    if (!primary)
+        return;
+    rmLog("notice", "object '%.*s' is owned by '%s' now: this node's copy becomes a replica",
+          (int)(idLen > 64 ? 64 : idLen), id, owner);
+    rmSetCopy(id, idLen, checksum, OBJ_COPY_REPLICA, want, NULL);
+}
+
+/* ---- drain's switch (any thread) ------------------------------------------------------- */
+
+void replicaDrainStart(void)
+{
+    pthread_mutex_lock(&rm.lock);
+    if (rm.drain.state == REPLICA_DRAIN_IDLE) {
+        rm.drain.state = REPLICA_DRAIN_DRAINING;
+        rm.drainWanted = 1;
+        rm.drainFlagged = 1;
+        pthread_cond_signal(&rm.wake);
+    }
+    pthread_mutex_unlock(&rm.lock);
+}
+
+void replicaDrainCancel(void)
+{
+    pthread_mutex_lock(&rm.lock);
+    if (rm.drain.state != REPLICA_DRAIN_IDLE) {
+        rm.drain.state = REPLICA_DRAIN_IDLE;
+        rm.drainWanted = 0;
+        rm.drainFlagged = 1;
+        pthread_cond_signal(&rm.wake);
+    }
+    pthread_mutex_unlock(&rm.lock);
+}
+
+void replicaDrainGet(ReplicaDrainStatus *st)
+{
+    pthread_mutex_lock(&rm.lock);
+    *st = rm.drain;
+    pthread_mutex_unlock(&rm.lock);
+}
+
+int replicaDraining(void)
+{
+    pthread_mutex_lock(&rm.lock);
+    int on = rm.drain.state != REPLICA_DRAIN_IDLE;
+    pthread_mutex_unlock(&rm.lock);
+    return on;
+}
+
+void replicaGetStats(ReplicaStats *st)
+{
+    pthread_mutex_lock(&rm.lock);
+    *st = rm.st;
+    pthread_mutex_unlock(&rm.lock);
+}
+
+/* ---- the thread -------------------------------------------------------------------------- */
+
+void replicaPlace(const char *id, size_t idLen, uint64_t checksum, uint64_t bytes, uint32_t want,
+                  int64_t replyAtUs, ReplicaDoneFn *done, void *arg)
+{
+    Place *p = placeNew(PLACE_PUT, id, idLen, checksum, bytes, want, want > 1 ? want - 1 : 0,
+                        ENGINE_REPL_PROTECT);
+    RmEv *ev = p ? rmEvNew(RM_EV_PLACE, p) : NULL;
+
+    if (!ev || !rm.running) {
+        free(ev);
+        if (p) {
+            p->finished = 1;
+            free(p->id);
+            free(p);
+        }
+        if (done)
+            done(arg, 1);
+        return;
+    }
+    p->base = 1;
+    p->replyAtUs = replyAtUs;
+    p->done = done;
+    p->arg = arg;
+    rmEvPost(ev);
+}
+
+/* Act on one event. */
+static void rmDispatch(RmEv *ev)
+{
+    switch (ev->type) {
+        case RM_EV_PLACE:
+            placeStart(ev->ctx);
+            break;
+        case RM_EV_REPL:
+            placeOnRepl(ev->ctx, &ev->repl);
+            break;
+        case RM_EV_BARRIER:
+            placeOnBarrier(ev->ctx, ev->res);
+            break;
+        case RM_EV_NODES:
+            rmOnNodes(ev->res);
+            break;
+        case RM_EV_SWEEP:
+            repairOnLookup(ev->ctx, ev->res);
+            break;
+        case RM_EV_CLAIM:
+            repairOnClaim(ev->ctx, ev->res);
+            break;
+        case RM_EV_DRAIN:
+            drainOnLookup(ev->ctx, ev->res);
+            break;
+    }
+    free(ev);
+}
+
+static void *rmMain(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&rm.lock);
+    while (!rm.stop) {
+        ObjList todo;
+        objListInit(&todo);
+        objListSpliceBack(&todo, &rm.events);
+        pthread_mutex_unlock(&rm.lock);
+        ObjListLink *l;
+        while ((l = objListPopFront(&todo)) != NULL)
+            rmDispatch(objListEntry(l, RmEv, link));
+        int64_t now = utilMonoUs();
+        if (now - rm.nodesAtUs >= (int64_t)rm.cfg.heartbeatMs * 1000)
+            rmAskNodes();
+        placeTick(now);
+        repairTick(now);
+        drainTick(now);
+        pthread_mutex_lock(&rm.lock);
+        if (!objListEmpty(&rm.events) || rm.stop)
+            continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += RM_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&rm.wake, &rm.lock, &ts);
+    }
+    pthread_mutex_unlock(&rm.lock);
+    return NULL;
+}
+
+int replicaStart(const ReplicaConfig *cfg)
+{
+    if (rm.running) {
+        errno = EBUSY;
+        return -1;
+    }
+    rm.cfg = *cfg;
+    if (rm.cfg.heartbeatMs <= 0)
+        rm.cfg.heartbeatMs = 1000;
+    objListInit(&rm.events);
+    objListInit(&rm.places);
+    rm.stop = 0;
+    rm.haveNodes = 0;
+    rm.nodesAsked = 0;
+    rm.nodesAtUs = 0;
+    memset(&rm.drain, 0, sizeof(rm.drain));
+    if (pthread_create(&rm.thread, NULL, rmMain, NULL) != 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    rm.running = 1;
+    return 0;
+}
+
+/* Free the events still queued (after the thread has stopped). Answers of
+ * requests still out come later to a stopped manager: the directory and
+ * the engine stop after it and answer what they hold then (see stop order
+ * in module/redis/remote.c), so their events are only freed here. */
+static void rmDropEvents(void)
+{
+    ObjListLink *l;
+
+    while ((l = objListPopFront(&rm.events)) != NULL) {
+        RmEv *ev = objListEntry(l, RmEv, link);
+        if (ev->res)
+            dirResultFree(ev->res);
+        free(ev);
+    }
+}
+
+void replicaStop(void)
+{
+    if (!rm.running)
+        return;
+    pthread_mutex_lock(&rm.lock);
+    rm.stop = 1;
+    pthread_cond_signal(&rm.wake);
+    pthread_mutex_unlock(&rm.lock);
+    pthread_join(rm.thread, NULL);
+    rm.running = 0;
+    placeDropAll();
+    repairDropAll();
+    drainDropAll();
+    rmDropEvents();
+    free(rm.nodes);
+    rm.nodes = NULL;
+    rm.nNodes = 0;
+}
+
+void replicaConfigure(int repairIntervalMs, int repairConcurrency)
+{
+    pthread_mutex_lock(&rm.lock);
+    rm.cfg.repairIntervalMs = repairIntervalMs;
+    rm.cfg.repairConcurrency = repairConcurrency;
+    pthread_mutex_unlock(&rm.lock);
+}
