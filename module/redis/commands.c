@@ -469,8 +469,8 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         return REDISMODULE_OK;
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
-    int copies = e && e->state == OBJ_SEALED && e->want >= 2 &&
-                 objTableCopyOf(e) != OBJ_COPY_REPLICA;
+    int copies =
+        e && e->state == OBJ_SEALED && e->want >= 2 && objTableCopyOf(e) != OBJ_COPY_REPLICA;
     ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED) {

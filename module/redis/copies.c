@@ -84,9 +84,9 @@ static void sealWaitExpired(RedisModuleCtx *ctx, void *data)
 
 int copiesExpect(RedisModuleCtx *ctx, ObjEntry *e, long long waitMs)
 {
-    if (waitMs <= 0 ||
-        (RedisModule_GetContextFlags(ctx) & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
-                                             REDISMODULE_CTX_FLAGS_DENY_BLOCKING)))
+    if (waitMs <= 0 || (RedisModule_GetContextFlags(ctx) &
+                        (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA |
+                         REDISMODULE_CTX_FLAGS_DENY_BLOCKING)))
         return 0;
     SealWait *w = calloc(1, sizeof(*w));
     if (!w)
@@ -110,8 +110,7 @@ void copiesSealed(const ObjEntry *e)
 
     if (e->want < 2 || objTableCopyOf(e) != OBJ_COPY_PRIMARY)
         return;
-    objListForEach(&sealWaits, l)
-    {
+    objListForEach(&sealWaits, l) {
         SealWait *c = objListEntry(l, SealWait, link);
         if (c->e == e && c->gen == e->gen) {
             w = c;
@@ -121,8 +120,8 @@ void copiesSealed(const ObjEntry *e)
     if (w) {
         objListUnlink(&w->link);
         w->handed = 1;
-        replicaPlace(e->id, e->idLen, e->checksum, e->dataSize + e->metaSize, e->want,
-                     w->replyAtUs, sealWaitDone, w);
+        replicaPlace(e->id, e->idLen, e->checksum, e->dataSize + e->metaSize, e->want, w->replyAtUs,
+                     sealWaitDone, w);
         return;
     }
     replicaPlace(e->id, e->idLen, e->checksum, e->dataSize + e->metaSize, e->want, 0, NULL, NULL);

@@ -870,6 +870,7 @@ void objRemoteStats(ObjStatSink *sink)
     STAT("directory_queued", ds.queued);
     STAT("directory_stale_replicas", ds.staleReplicas);
     STAT("directory_purges_applied", ds.purgesApplied);
+    STAT("directory_moved_primaries", ds.movedPrimaries);
 #undef TPSTATS
 #undef STAT
 }

@@ -80,7 +80,8 @@ static uint64_t drainScan(void)
         cursor = objTableScan(rm.cfg.table, cursor, 256, drainCollect, NULL);
         objTableUnlock(rm.cfg.table);
     } while (cursor != 0);
-    objListForEach(&dr.todo, l) n++;
+    objListForEach(&dr.todo, l)
+        n++;
     return n;
 }
 
@@ -114,6 +115,8 @@ static void drainRetry(DrainItem *it, const char *why)
     objListPushBack(&dr.todo, &it->link);
 }
 
+static void drainPlaceDone(Place *p);
+
 void drainOnLookup(void *item, DirResult *res)
 {
     DrainItem *it = item;
@@ -130,7 +133,7 @@ void drainOnLookup(void *item, DirResult *res)
     }
     if (res->status != DIR_FOUND || res->checksum != it->checksum) {
         char why[200];
-        snprintf(why, sizeof(why), "'%.64s': %s", it->id,
+        snprintf(why, sizeof(why), "'%.64s': %.120s", it->id,
                  res->status == DIR_FOUND ? "the directory names another generation" : res->err);
         dirResultFree(res);
         drainRetry(it, why);
@@ -145,29 +148,33 @@ void drainOnLookup(void *item, DirResult *res)
         drainMoved(it);
         return;
     }
-    uint32_t flags = ENGINE_REPL_PROTECT | (it->copy == OBJ_COPY_PRIMARY ? ENGINE_REPL_OWN : 0);
-    Place *p = placeNew(PLACE_DRAIN, it->id, it->idLen, it->checksum, it->bytes, it->want, 1, flags);
+    /* A primary hands its ownership over with a new copy, or, when the
+     * others hold enough (or no other node can take one), to a holder. */
+    int primary = it->copy == OBJ_COPY_PRIMARY;
+    int protClass = !primary             ? PLACE_PROT_SKIP
+                    : others >= it->want ? PLACE_PROT_FIRST
+                                         : PLACE_PROT_LAST;
+    uint32_t flags = ENGINE_REPL_PROTECT | (primary ? ENGINE_REPL_OWN : 0);
+    Place *p =
+        placeNew(PLACE_DRAIN, it->id, it->idLen, it->checksum, it->bytes, it->want, 1, flags);
     const DirNode *me = rmNode(rm.cfg.nodeName);
-    if (!p || placeFromLookup(p, res) == -1 ||
+    if (!p || placeFromLookup(p, res, protClass) == -1 ||
         placeSkip(p, rm.cfg.nodeName, me ? me->label : NULL) == -1) {
-        if (p) {
-            free(p->id);
-            free(p->skip);
-            free(p->cheap);
-            free(p->labels);
-            free(p);
-        }
+        if (p)
+            placeFree(p);
         dirResultFree(res);
         drainRetry(it, "OOM out of memory");
         return;
     }
     dirResultFree(res);
     p->item = it;
+    p->ended = drainPlaceDone;
     dr.busy++;
     placeStart(p);
 }
 
-void drainPlaceDone(Place *p)
+/* A drain placement ended: the copy moved (held), or try again later. */
+static void drainPlaceDone(Place *p)
 {
     DrainItem *it = p->item;
 
@@ -181,7 +188,7 @@ void drainPlaceDone(Place *p)
         return;
     }
     char why[200];
-    snprintf(why, sizeof(why), "'%.64s': %s", it->id, p->lastErr);
+    snprintf(why, sizeof(why), "'%.64s': %.120s", it->id, p->lastErr);
     drainRetry(it, why);
 }
 
@@ -226,8 +233,7 @@ void drainTick(int64_t now)
     if (drained)
         return;
     int slots = rm.cfg.repairConcurrency > 0 ? rm.cfg.repairConcurrency : 1;
-    objListForEachSafe(&dr.todo, l, tmp)
-    {
+    objListForEachSafe(&dr.todo, l, tmp) {
         DrainItem *it = objListEntry(l, DrainItem, link);
         left++;
         if (dr.busy >= slots || it->retryAtUs > now)

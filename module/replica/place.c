@@ -105,45 +105,64 @@ int placeSkip(Place *p, const char *name, const char *label)
     return 0;
 }
 
-int placeFromLookup(Place *p, const DirResult *res)
+int placeFromLookup(Place *p, const DirResult *res, int protClass)
 {
-    p->cheap = calloc(res->count ? res->count : 1, sizeof(*p->cheap));
-    if (!p->cheap)
+    size_t n = res->count ? res->count : 1;
+
+    p->known = calloc(n, sizeof(*p->known));
+    p->knownCls = calloc(n, sizeof(*p->knownCls));
+    if (!p->known || !p->knownCls)
         return -1;
     for (size_t i = 0; i < res->count; i++) {
-        const DirNode *n = &res->nodes[i];
-        if (n->prot) {
-            if (placeSkip(p, n->name, n->label) == -1)
+        const DirNode *d = &res->nodes[i];
+        if (d->prot && protClass == PLACE_PROT_SKIP) {
+            if (placeSkip(p, d->name, d->label) == -1)
                 return -1;
-        } else {
-            snprintf(p->cheap[p->nCheap++], sizeof(p->cheap[0]), "%s", n->name);
+            continue;
         }
+        if (d->prot && placeAddLabel(p, d->label) == -1)
+            return -1;
+        snprintf(p->known[p->nKnown], sizeof(p->known[0]), "%s", d->name);
+        p->knownCls[p->nKnown++] = d->prot ? protClass : 0;
     }
     return 0;
 }
 
-static int placeIsCheap(const Place *p, const char *name)
+void placeFree(Place *p)
 {
-    for (size_t i = 0; i < p->nCheap; i++)
-        if (!strcmp(p->cheap[i], name))
-            return 1;
-    return 0;
+    free(p->id);
+    free(p->skip);
+    free(p->known);
+    free(p->knownCls);
+    free(p->labels);
+    free(p);
+}
+
+/* The class a node the lookup named has (placePick), or -1. */
+static int placeKnownClass(const Place *p, const char *name)
+{
+    for (size_t i = 0; i < p->nKnown; i++)
+        if (!strcmp(p->known[i], name))
+            return p->knownCls[i];
+    return -1;
 }
 
 /* The next node to ask, or NULL when none is left: among the live nodes
  * neither skipped nor draining, one with an ordinary copy first, then one
- * whose label no holder has, then any; at random within the class. */
+ * whose label no holder has, then any, then (PLACE_PROT_LAST) a holder
+ * whose copy counts; at random within the class. */
 static const DirNode *placePick(const Place *p)
 {
     const DirNode *best = NULL;
-    int bestClass = 3;
+    int bestClass = 4;
     uint32_t seen = 0;
 
     for (size_t i = 0; i < rm.nNodes; i++) {
         const DirNode *n = &rm.nodes[i];
         if (!strcmp(n->name, rm.cfg.nodeName) || n->draining || placeSkips(p, n->name))
             continue;
-        int cls = placeIsCheap(p, n->name) ? 0 : !placeHasLabel(p, n->label) ? 1 : 2;
+        int known = placeKnownClass(p, n->name);
+        int cls = known >= 0 ? known : !placeHasLabel(p, n->label) ? 1 : 2;
         if (cls > bestClass)
             continue;
         if (cls < bestClass) {
@@ -194,15 +213,9 @@ static void placeEnd(Place *p)
 {
     placeAnswer(p);
     objListUnlink(&p->link);
-    if (p->kind == PLACE_REPAIR)
-        repairPlaceDone(p);
-    else if (p->kind == PLACE_DRAIN)
-        drainPlaceDone(p);
-    free(p->id);
-    free(p->skip);
-    free(p->cheap);
-    free(p->labels);
-    free(p);
+    if (p->ended)
+        p->ended(p);
+    placeFree(p);
 }
 
 /* Ask as many nodes as copies are missing; end the placement when it is
@@ -254,8 +267,8 @@ void placeStart(Place *p)
         placeEnd(p);
         return;
     }
-    if (placeSkip(p, rm.cfg.nodeName, rmNode(rm.cfg.nodeName) ? rmNode(rm.cfg.nodeName)->label
-                                                                 : "") == -1) {
+    if (placeSkip(p, rm.cfg.nodeName,
+                  rmNode(rm.cfg.nodeName) ? rmNode(rm.cfg.nodeName)->label : "") == -1) {
         free(ev);
         placeEnd(p);
         return;
@@ -268,7 +281,7 @@ void placeOnBarrier(Place *p, DirResult *res)
 {
     p->inflight--;
     if (res->status != DIR_FOUND)
-        snprintf(p->lastErr, sizeof(p->lastErr), "UNAVAILABLE %s", res->err);
+        snprintf(p->lastErr, sizeof(p->lastErr), "UNAVAILABLE %.140s", res->err);
     else
         p->ready = 1;
     dirResultFree(res);
@@ -292,7 +305,7 @@ void placeOnRepl(Place *p, const ReplReq *r)
             rm.st.placed++;
         pthread_mutex_unlock(&rm.lock);
     } else {
-        snprintf(p->lastErr, sizeof(p->lastErr), "%s: %s", r->target, r->err);
+        snprintf(p->lastErr, sizeof(p->lastErr), "%.40s: %.110s", r->target, r->err);
         rmLog("notice", "a copy of '%.*s' on '%s' failed: %s", (int)(p->idLen > 64 ? 64 : p->idLen),
               p->id, r->target, r->err);
     }
@@ -304,8 +317,7 @@ void placeTick(int64_t now)
     ObjListLink *l, *tmp;
     int ask = 0;
 
-    objListForEachSafe(&rm.places, l, tmp)
-    {
+    objListForEachSafe(&rm.places, l, tmp) {
         Place *p = objListEntry(l, Place, link);
         if (p->done && p->replyAtUs && now >= p->replyAtUs) {
             placeAnswer(p); /* the seal's wait is over; copies in flight go on */
@@ -325,8 +337,7 @@ void placeNodesChanged(void)
 {
     ObjListLink *l, *tmp;
 
-    objListForEachSafe(&rm.places, l, tmp)
-    {
+    objListForEachSafe(&rm.places, l, tmp) {
         Place *p = objListEntry(l, Place, link);
         if (p->waitingNodes && p->ready) {
             p->waitingNodes = 0;
@@ -343,15 +354,9 @@ void placeDropAll(void)
         Place *p = objListEntry(l, Place, link);
         objListInit(&p->link);
         placeAnswer(p);
-        if (p->kind == PLACE_REPAIR) /* rm.stop is set: they only free their items */
-            repairPlaceDone(p);
-        else if (p->kind == PLACE_DRAIN)
-            drainPlaceDone(p);
-        free(p->id);
-        free(p->skip);
-        free(p->cheap);
-        free(p->labels);
-        free(p);
+        if (p->ended) /* rm.stop is set: owners only free their items */
+            p->ended(p);
+        placeFree(p);
     }
 }
 
@@ -360,8 +365,7 @@ int placeRepairsInFlight(void)
     ObjListLink *l;
     int n = 0;
 
-    objListForEach(&rm.places, l)
-    {
+    objListForEach(&rm.places, l) {
         const Place *p = objListEntry(l, Place, link);
         if (p->kind != PLACE_PUT)
             n++;

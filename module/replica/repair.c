@@ -29,14 +29,14 @@ typedef struct SweepItem {
 } SweepItem;
 
 static struct {
-    ObjList todo;    /* SweepItem: to look up */
-    ObjList claims;  /* SweepItem: to claim and repair, as slots free */
-    int lookups;     /* in flight */
-    int claiming;    /* claims in flight */
-    int active;      /* a sweep runs */
-    int again;       /* another sweep is wanted after it */
-    int64_t lastUs;  /* when the last sweep started */
-    uint64_t below;  /* objects short of their count, this sweep */
+    ObjList todo;   /* SweepItem: to look up */
+    ObjList claims; /* SweepItem: to claim and repair, as slots free */
+    int lookups;    /* in flight */
+    int claiming;   /* claims in flight */
+    int active;     /* a sweep runs */
+    int again;      /* another sweep is wanted after it */
+    int64_t lastUs; /* when the last sweep started */
+    uint64_t below; /* objects short of their count, this sweep */
     int init;
 } sw;
 
@@ -102,8 +102,7 @@ static int repairRunning(const char *id, size_t idLen)
 {
     ObjListLink *l;
 
-    objListForEach(&rm.places, l)
-    {
+    objListForEach(&rm.places, l) {
         const Place *p = objListEntry(l, Place, link);
         if (p->kind == PLACE_REPAIR && p->idLen == idLen && !memcmp(p->id, id, idLen))
             return 1;
@@ -182,6 +181,8 @@ void repairOnLookup(void *item, DirResult *res)
     itemFree(it);
 }
 
+static void repairPlaceDone(Place *p);
+
 void repairOnClaim(void *item, DirResult *res)
 {
     SweepItem *it = item;
@@ -194,7 +195,7 @@ void repairOnClaim(void *item, DirResult *res)
         itemFree(it);
         return;
     }
-    if (ownerDead(it->res) && it->copy == OBJ_COPY_PROTECTED && !replicaDraining() &&
+    if (ownerDead(it->res) && it->copy == OBJ_COPY_PROTECTED && !rmDrainingNow() &&
         rmSetCopy(it->id, it->idLen, it->checksum, OBJ_COPY_PRIMARY, it->want, it->res->owner) ==
             0) {
         rmLog("notice", "object '%.*s': its owner '%s' is gone, this node owns it now",
@@ -211,14 +212,10 @@ void repairOnClaim(void *item, DirResult *res)
     }
     Place *p = placeNew(PLACE_REPAIR, it->id, it->idLen, it->checksum, it->bytes, it->want,
                         it->want - live, ENGINE_REPL_PROTECT);
-    if (!p || placeFromLookup(p, it->res) == -1 || placeSkip(p, rm.cfg.nodeName, NULL) == -1) {
-        if (p) {
-            free(p->id);
-            free(p->skip);
-            free(p->cheap);
-            free(p->labels);
-            free(p);
-        }
+    if (!p || placeFromLookup(p, it->res, PLACE_PROT_SKIP) == -1 ||
+        placeSkip(p, rm.cfg.nodeName, NULL) == -1) {
+        if (p)
+            placeFree(p);
         itemFree(it);
         return;
     }
@@ -226,10 +223,12 @@ void repairOnClaim(void *item, DirResult *res)
     if (me)
         placeSkip(p, me->name, me->label);
     p->item = it;
+    p->ended = repairPlaceDone;
     placeStart(p);
 }
 
-void repairPlaceDone(Place *p)
+/* A repair placement ended (copies made: held). */
+static void repairPlaceDone(Place *p)
 {
     if (rm.stop) {
         itemFree(p->item);
@@ -250,8 +249,8 @@ void repairTick(int64_t now)
 {
     sweepInit();
     if (!sw.active && rm.haveNodes &&
-        now - sw.lastUs >= (int64_t)(rm.cfg.repairIntervalMs > 0 ? rm.cfg.repairIntervalMs : 10000) *
-                               1000)
+        now - sw.lastUs >=
+            (int64_t)(rm.cfg.repairIntervalMs > 0 ? rm.cfg.repairIntervalMs : 10000) * 1000)
         repairSweep();
     while (sw.lookups < REPL_LOOKUP_WINDOW && !objListEmpty(&sw.todo)) {
         SweepItem *it = objListEntry(objListPopFront(&sw.todo), SweepItem, link);
@@ -288,10 +287,10 @@ void repairTick(int64_t now)
         if (sw.again) {
             sw.again = 0;
             /* Not at once: what failed gets the time of a heartbeat. */
-            sw.lastUs = now - (int64_t)(rm.cfg.repairIntervalMs > 0 ? rm.cfg.repairIntervalMs
-                                                                      : 10000) *
-                                  1000 +
-                        (int64_t)rm.cfg.heartbeatMs * 1000;
+            sw.lastUs =
+                now -
+                (int64_t)(rm.cfg.repairIntervalMs > 0 ? rm.cfg.repairIntervalMs : 10000) * 1000 +
+                (int64_t)rm.cfg.heartbeatMs * 1000;
         }
     }
 }

@@ -1,9 +1,10 @@
 /*
- * replica.c - the replica manager's thread: its event queue (the answers
- * of the directory and of the engine's REPL requests come back here), the
- * live node set it reads every heartbeat (a change starts a repair sweep),
- * the engine's and the directory's callbacks, and the drain's switch.
- * Placement, repair and drain are place.c, repair.c and drain.c.
+ * replica.c - the replica manager's thread and its public face
+ * (replica.h): the loop that acts on the queued answers and ticks the
+ * parts, the live node set it reads every heartbeat (a change starts a
+ * repair sweep), the engine's and the directory's callbacks, the drain's
+ * switch and the statistics. Placement, repair and drain are place.c,
+ * repair.c and drain.c; what they share, core.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -15,70 +16,8 @@
 #include "replint.h"
 #include "common/util.h"
 
-RmState rm = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
 /* How long the thread sleeps when nothing happens. */
 #define RM_TICK_MS 20
-
-void rmLog(const char *level, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-
-    if (!rm.cfg.log)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    rm.cfg.log(level, buf);
-}
-
-RmEv *rmEvNew(RmEvType type, void *ctx)
-{
-    RmEv *ev = calloc(1, sizeof(*ev));
-
-    if (ev) {
-        ev->type = type;
-        ev->ctx = ctx;
-        ev->repl.owner = ev;
-    }
-    return ev;
-}
-
-void rmEvPost(RmEv *ev)
-{
-    pthread_mutex_lock(&rm.lock);
-    objListPushBack(&rm.events, &ev->link);
-    pthread_cond_signal(&rm.wake);
-    pthread_mutex_unlock(&rm.lock);
-}
-
-void rmDirAnswer(DirResult *res, void *arg)
-{
-    RmEv *ev = arg;
-
-    ev->res = res;
-    rmEvPost(ev);
-}
-
-const DirNode *rmNode(const char *name)
-{
-    for (size_t i = 0; i < rm.nNodes; i++)
-        if (!strcmp(rm.nodes[i].name, name))
-            return &rm.nodes[i];
-    return NULL;
-}
-
-void rmAskNodes(void)
-{
-    if (rm.nodesAsked)
-        return;
-    RmEv *ev = rmEvNew(RM_EV_NODES, NULL);
-    if (!ev)
-        return;
-    rm.nodesAsked = 1;
-    dirListNodes(rmDirAnswer, ev);
-}
 
 /* A hash of the set of names (order does not matter). */
 static uint64_t rmNamesHash(const DirNode *nodes, size_t n)
@@ -120,39 +59,6 @@ static void rmOnNodes(DirResult *res)
     }
 }
 
-ObjEntry *rmLocal(const char *id, size_t idLen, uint64_t checksum)
-{
-    ObjEntry *e = objTableFind(rm.cfg.table, id, idLen);
-
-    if (!e || e->state != OBJ_SEALED || e->sumPending || e->checksum != checksum)
-        return NULL;
-    return e;
-}
-
-int rmSetCopy(const char *id, size_t idLen, uint64_t checksum, ObjCopy c, uint32_t want,
-              const char *from)
-{
-    ObjTable *t = rm.cfg.table;
-    uint64_t size, metaSize;
-
-    objTableLock(t);
-    ObjEntry *e = rmLocal(id, idLen, checksum);
-    if (!e) {
-        objTableUnlock(t);
-        return -1;
-    }
-    objTableSetCopy(t, e, c);
-    e->want = want;
-    size = e->dataSize;
-    metaSize = e->metaSize;
-    objTableUnlock(t);
-    DirCopy dc = c == OBJ_COPY_PRIMARY     ? DIR_COPY_PRIMARY
-                 : c == OBJ_COPY_PROTECTED ? DIR_COPY_PROTECTED
-                                           : DIR_COPY_REPLICA;
-    dirPublish(id, idLen, size, metaSize, checksum, dc, want, c == OBJ_COPY_PRIMARY ? from : NULL);
-    return 0;
-}
-
 /* ---- the engine's and the directory's callbacks (their threads) ----------------------- */
 
 void replicaOnReplDone(ReplReq *r)
@@ -185,7 +91,7 @@ int replicaOnReplicated(const char *peer, const char *id, size_t idLen, uint64_t
         return -1;
     }
     ObjCopy c = (flags & ENGINE_REPL_OWN) || now == OBJ_COPY_PRIMARY ? OBJ_COPY_PRIMARY
-                                                                      : OBJ_COPY_PROTECTED;
+                                                                     : OBJ_COPY_PROTECTED;
     if (rmSetCopy(id, idLen, checksum, c, want,
                   (flags & ENGINE_REPL_OWN) && now != OBJ_COPY_PRIMARY ? peer : NULL) == -1) {
         snprintf(err, errLen, "NOTFOUND the copy is gone");
@@ -250,10 +156,7 @@ void replicaDrainGet(ReplicaDrainStatus *st)
 
 int replicaDraining(void)
 {
-    pthread_mutex_lock(&rm.lock);
-    int on = rm.drain.state != REPLICA_DRAIN_IDLE;
-    pthread_mutex_unlock(&rm.lock);
-    return on;
+    return rmDrainingNow();
 }
 
 void replicaGetStats(ReplicaStats *st)

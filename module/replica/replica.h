@@ -79,10 +79,10 @@ void replicaDrainGet(ReplicaDrainStatus *st);
 int replicaDraining(void);
 
 typedef struct ReplicaStats {
-    uint64_t below;     /* objects held here short of their count, at the last sweep */
-    uint64_t placed;    /* copies made for puts */
-    uint64_t repairs;   /* copies made by repair */
-    uint64_t inFlight;  /* repair copies being made now */
+    uint64_t below;    /* objects held here short of their count, at the last sweep */
+    uint64_t placed;   /* copies made for puts */
+    uint64_t repairs;  /* copies made by repair */
+    uint64_t inFlight; /* repair copies being made now */
     uint64_t repairBytes;
     uint64_t repairFailures;
     uint64_t takeovers; /* objects this node took ownership of */

@@ -1,9 +1,10 @@
 /*
- * replint.h - the replica manager's insides, shared by its files:
- * replica.c (the thread, its event queue, the live node set, the engine's
- * and directory's callbacks), place.c (placing copies on other nodes),
- * repair.c (sweeps: repair, takeover, trim) and drain.c. Every function
- * here runs on the manager's thread unless it says otherwise.
+ * replint.h - the replica manager's insides, shared by its files, each
+ * using only those before it: core.c (state, log, event queue, node set,
+ * copy kinds), place.c (placing copies on other nodes), repair.c (sweeps:
+ * repair, takeover, trim), drain.c, and replica.c (the thread and the
+ * public face). Every function here runs on the manager's thread unless
+ * it says otherwise.
  */
 #ifndef OBJSTORE_REPLINT_H
 #define OBJSTORE_REPLINT_H
@@ -23,13 +24,13 @@
 
 /* What a queued event carries back to the thread. */
 typedef enum RmEvType {
-    RM_EV_PLACE,    /* a new placement (replicaPlace) */
-    RM_EV_REPL,     /* a REPL answered: job */
-    RM_EV_BARRIER,  /* a placement's directory barrier answered */
-    RM_EV_NODES,    /* the live node set */
-    RM_EV_SWEEP,    /* a sweep's lookup of one object */
-    RM_EV_CLAIM,    /* a repair claim */
-    RM_EV_DRAIN     /* a drain's lookup of one object */
+    RM_EV_PLACE,   /* a new placement (replicaPlace) */
+    RM_EV_REPL,    /* a REPL answered: job */
+    RM_EV_BARRIER, /* a placement's directory barrier answered */
+    RM_EV_NODES,   /* the live node set */
+    RM_EV_SWEEP,   /* a sweep's lookup of one object */
+    RM_EV_CLAIM,   /* a repair claim */
+    RM_EV_DRAIN    /* a drain's lookup of one object */
 } RmEvType;
 
 typedef struct Place Place;
@@ -67,13 +68,19 @@ struct Place {
     /* Nodes that hold a copy that counts, or were asked: never asked again. */
     char (*skip)[OBJ_DIR_NAME_MAX];
     size_t nSkip, capSkip;
-    /* Live nodes holding an ordinary copy: asked first (nothing to move). */
-    char (*cheap)[OBJ_DIR_NAME_MAX];
-    size_t nCheap;
+    /* Live holders the lookup named that may be asked, each with its class
+     * (placePick: 0 first, 3 last): an ordinary copy is 0 (nothing to
+     * move); a copy that counts is 0 or 3 when the caller says so. */
+    char (*known)[OBJ_DIR_NAME_MAX];
+    int *knownCls;
+    size_t nKnown;
     /* Labels of the holders so far, to spread copies over failure domains. */
     char (*labels)[64];
     size_t nLabels, capLabels;
-    void *item;   /* the sweep or drain item it serves, or NULL */
+    void *item; /* the sweep or drain item it serves, or NULL */
+    /* Called as it ends (also when dropped at stop, rm.stop set), before
+     * it is freed; NULL: nobody to tell but `done`. */
+    void (*ended)(Place *p);
     char lastErr[160];
 };
 
@@ -88,12 +95,12 @@ typedef struct RmState {
     ObjList events; /* RmEv.link */
     ReplicaStats st;
     /* Drain, as the command layer sees it (under lock). */
-    int drainWanted;   /* 1: start, 0: cancel; acted on by the thread */
-    int drainFlagged;  /* drainWanted changed since the thread looked */
+    int drainWanted;  /* 1: start, 0: cancel; acted on by the thread */
+    int drainFlagged; /* drainWanted changed since the thread looked */
     ReplicaDrainStatus drain;
     /* The thread's own. */
-    ObjList places;   /* Place.link */
-    DirNode *nodes;   /* the live node set, last read */
+    ObjList places; /* Place.link */
+    DirNode *nodes; /* the live node set, last read */
     size_t nNodes;
     int64_t nodesAtUs;
     int nodesAsked;
@@ -103,7 +110,7 @@ typedef struct RmState {
 
 extern RmState rm;
 
-/* ---- replica.c ---- */
+/* ---- core.c ---- */
 /* Log a formatted line through the config's log (level "notice", "warning"). */
 void rmLog(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A fresh event of type for ctx, or NULL when out of memory. */
@@ -125,17 +132,26 @@ ObjEntry *rmLocal(const char *id, size_t idLen, uint64_t checksum);
  * 0, or -1 when the copy is gone. Any thread. */
 int rmSetCopy(const char *id, size_t idLen, uint64_t checksum, ObjCopy c, uint32_t want,
               const char *from);
+/* Is the node draining or drained? Any thread. */
+int rmDrainingNow(void);
 
 /* ---- place.c ---- */
-/* A placement of kind for id; the caller fills what it knows (skip, cheap,
+/* A placement of kind for id; the caller fills what it knows (skip, known,
  * labels) and calls placeStart. NULL when out of memory. */
 Place *placeNew(PlaceKind kind, const char *id, size_t idLen, uint64_t checksum, uint64_t bytes,
                 uint32_t want, uint32_t need, uint32_t flags);
 /* Remember a node as one not to ask (a holder, or asked); and its label. */
 int placeSkip(Place *p, const char *name, const char *label);
-/* Take a directory lookup's live locations: holders that count are
- * skipped, ordinary holders asked first. */
-int placeFromLookup(Place *p, const DirResult *res);
+/* How placeFromLookup treats holders whose copies count. */
+#define PLACE_PROT_SKIP  (-1) /* never asked: a new copy is wanted */
+#define PLACE_PROT_FIRST 0    /* asked first (a drain handing ownership over) */
+#define PLACE_PROT_LAST  3    /* asked only when no other node can take a copy */
+/* Take a directory lookup's live locations: ordinary holders are asked
+ * first, holders whose copies count as protClass says. Returns 0, or -1
+ * out of memory. */
+int placeFromLookup(Place *p, const DirResult *res, int protClass);
+/* Free a placement that was never started. */
+void placeFree(Place *p);
 void placeStart(Place *p);
 /* Events for placements. */
 void placeOnBarrier(Place *p, DirResult *res);
@@ -154,15 +170,12 @@ int placeRepairsInFlight(void);
 void repairSweep(void);
 void repairOnLookup(void *item, DirResult *res);
 void repairOnClaim(void *item, DirResult *res);
-/* A repair placement ended (copies made: held). */
-void repairPlaceDone(Place *p);
 void repairTick(int64_t now);
 void repairDropAll(void);
 
 /* ---- drain.c ---- */
 void drainTick(int64_t now);
 void drainOnLookup(void *item, DirResult *res);
-void drainPlaceDone(Place *p);
 void drainDropAll(void);
 
 #endif /* OBJSTORE_REPLINT_H */

@@ -60,6 +60,10 @@ STATS_FIELDS = (
     "rdma_enabled directory_connected "
     "directory_publishes directory_unpublishes directory_lookups directory_reconnects "
     "directory_errors directory_queued directory_stale_replicas directory_purges_applied "
+    "directory_moved_primaries repl_requests repl_served repl_failed repl_bytes "
+    "protected_objects replicas_below_target replicas_placed repairs_done repairs_in_flight "
+    "repair_bytes repair_failures ownership_takeovers replicas_trimmed drain_state "
+    "drain_objects_left drain_objects_moved drain_bytes_moved "
     "rdma_clients_connected rdma_clients_total "
     "rdma_clients_rejected rdma_client_stream_errors"
 ).split() + [
@@ -73,7 +77,7 @@ STATS_FIELDS = (
 
 # Every field OBJ.INFO must carry, from the README.
 INFO_FIELDS = ("id state size meta_size offset pins creator created_ms checksum replica "
-               "tier").split()
+               "tier replicas copy").split()
 
 # Stats a failed command must leave exactly as they were ("a command that answers an
 # error has changed nothing"). `gets` is left out because the README does not say
