@@ -411,17 +411,21 @@ def codes(results):
 
 
 def locate(client, oid):
-    """OBJ.LOCATE as a dict: size, meta_size (int), checksum (str), locations (sorted
-    list of node names). Errors are raised."""
+    """OBJ.LOCATE as a dict: size, meta_size, replicas (int), checksum, owner (str),
+    locations and protected (sorted lists of node names). Errors are raised."""
     reply = client.execute_command("OBJ.LOCATE", oid)
-    assert isinstance(reply, list) and len(reply) == 8, f"OBJ.LOCATE reply: {reply!r:.300}"
+    assert isinstance(reply, list) and len(reply) == 14, f"OBJ.LOCATE reply: {reply!r:.300}"
     d = pairs(reply)
-    assert set(d) == {"size", "meta_size", "checksum", "locations"}, f"OBJ.LOCATE fields: {d}"
+    assert set(d) == {"size", "meta_size", "checksum", "locations", "replicas", "owner",
+                      "protected"}, f"OBJ.LOCATE fields: {d}"
     return {
         "size": to_int(d["size"]),
         "meta_size": to_int(d["meta_size"]),
         "checksum": to_str(d["checksum"]),
         "locations": sorted(to_str(n) for n in d["locations"]),
+        "replicas": to_int(d["replicas"]),
+        "owner": to_str(d["owner"]),
+        "protected": sorted(to_str(n) for n in d["protected"]),
     }
 
 
