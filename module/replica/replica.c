@@ -107,18 +107,43 @@ int replicaOnReplicated(const char *peer, const char *id, size_t idLen, uint64_t
 
 void replicaOnMoved(const char *id, size_t idLen, uint64_t checksum, const char *owner)
 {
+    RmEv *ev = idLen <= sizeof(ev->repl.id) ? rmEvNew(RM_EV_MOVED, NULL) : NULL;
+
+    if (!ev)
+        return; /* the next re-publish is refused again and comes back here */
+    memcpy(ev->repl.id, id, idLen);
+    ev->repl.idLen = idLen;
+    ev->repl.checksum = checksum;
+    snprintf(ev->repl.target, sizeof(ev->repl.target), "%s", owner);
+    rmEvPost(ev);
+}
+
+/* The directory names another owner of this node's primary id (this node
+ * was away and its ownership moved). A live owner keeps it: this copy
+ * becomes a replica. A dead one (it took over, then died before anyone
+ * repaired): this node takes the ownership back, so the object keeps a
+ * holder that counts. */
+static void rmOnMoved(const ReplReq *m)
+{
     ObjTable *t = rm.cfg.table;
 
     objTableLock(t);
-    ObjEntry *e = rmLocal(id, idLen, checksum);
+    ObjEntry *e = rmLocal(m->id, m->idLen, m->checksum);
     int primary = e && objTableCopyOf(e) == OBJ_COPY_PRIMARY;
     uint32_t want = e ? e->want : 1;
     objTableUnlock(t);
     if (!primary)
         return;
-    rmLog("notice", "object '%.*s' is owned by '%s' now: this node's copy becomes a replica",
-          (int)(idLen > 64 ? 64 : idLen), id, owner);
-    rmSetCopy(id, idLen, checksum, OBJ_COPY_REPLICA, want, NULL);
+    int idLen = (int)(m->idLen > 64 ? 64 : m->idLen);
+    if (rm.haveNodes && !rmNode(m->target)) {
+        rmLog("notice", "object '%.*s' is owned by '%s', which is gone: this node takes it back",
+              idLen, m->id, m->target);
+        rmSetCopy(m->id, m->idLen, m->checksum, OBJ_COPY_PRIMARY, want, m->target);
+        return;
+    }
+    rmLog("notice", "object '%.*s' is owned by '%s' now: this node's copy becomes a replica", idLen,
+          m->id, m->target);
+    rmSetCopy(m->id, m->idLen, m->checksum, OBJ_COPY_REPLICA, want, NULL);
 }
 
 /* ---- drain's switch (any thread) ------------------------------------------------------- */
@@ -217,6 +242,9 @@ static void rmDispatch(RmEv *ev)
             break;
         case RM_EV_DRAIN:
             drainOnLookup(ev->ctx, ev->res);
+            break;
+        case RM_EV_MOVED:
+            rmOnMoved(&ev->repl);
             break;
     }
     free(ev);

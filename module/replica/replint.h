@@ -30,7 +30,9 @@ typedef enum RmEvType {
     RM_EV_NODES,   /* the live node set */
     RM_EV_SWEEP,   /* a sweep's lookup of one object */
     RM_EV_CLAIM,   /* a repair claim */
-    RM_EV_DRAIN    /* a drain's lookup of one object */
+    RM_EV_DRAIN,   /* a drain's lookup of one object */
+    RM_EV_MOVED    /* the directory named another owner of a primary here: repl.id,
+                    * repl.idLen, repl.checksum, repl.target (the owner) */
 } RmEvType;
 
 typedef struct Place Place;
