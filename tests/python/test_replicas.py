@@ -60,6 +60,13 @@ def protected_of(client, oid):
     return sorted(client.locate(oid).get("protected", []))
 
 
+def wait_protected(client, oid, n):
+    """Wait until locate() lists n protected holders of oid (a holder publishes its copy
+    to the directory a moment after it answers HELD); returns their names."""
+    return wait_until(lambda: len(protected_of(client, oid)) == n and protected_of(client, oid),
+                      what=f"{n} protected holders of {oid!r:.80}")
+
+
 @pytest.mark.parametrize("size", [100, 2 * MIB], ids=["inline", "arena"])
 def test_put_with_replicas_returns_the_holder_count(cl, oa, uid, size):
     data = payload(size, seed=size)
@@ -67,9 +74,9 @@ def test_put_with_replicas_returns_the_holder_count(cl, oa, uid, size):
     held = holders(cl, uid)
     assert sorted(held) == list(NAMES), "three nodes hold it when put answers 3"
     assert set(held.values()) == {sha256(data)}, "every copy is byte-exact"
+    assert wait_protected(oa, uid, 3) == list(NAMES)
     loc = oa.locate(uid)
     assert loc["replicas"] == 3 and loc["owner"] == "A"
-    assert sorted(loc["protected"]) == list(NAMES)
     kinds = copy_kinds(cl, uid)
     assert kinds["A"] == ("primary", 3)
     assert kinds["B"] == kinds["C"] == ("protected", 3)
@@ -79,7 +86,7 @@ def test_put_with_replicas_returns_the_holder_count(cl, oa, uid, size):
 def test_put_in_remote_mode_returns_the_holder_count(cl, uid):
     with objstore.connect("127.0.0.1", cl["B"].port, zero_copy=False) as ob:
         assert ob.put(uid, np.arange(1000, dtype=np.int64), replicas=2) == 2
-        assert len(protected_of(ob, uid)) == 2
+        wait_protected(ob, uid, 2)
         ob.delete(uid)
 
 
@@ -90,7 +97,7 @@ def test_put_object_and_create_count_their_holders(cl, oa, uid):
         view[:] = b"0123456789abcdef"
     assert creation.holders == 2
     for oid in (uid + b":obj", uid + b":created"):
-        assert len(protected_of(oa, oid)) == 2
+        wait_protected(oa, oid, 2)
         oa.delete(oid)
 
 
@@ -103,7 +110,7 @@ def test_more_replicas_than_live_nodes_answers_the_count_reached(cl, oa, uid):
 
 def test_wait_0_answers_one_and_the_copies_go_on(cl, oa, uid):
     assert oa.put(uid, b"y" * 10, replicas=2, wait_ms=0) == 1
-    wait_until(lambda: len(protected_of(oa, uid)) == 2, what="the second copy")
+    wait_protected(oa, uid, 2)
     oa.delete(uid)
 
 
@@ -115,6 +122,7 @@ def test_replicas_above_the_nodes_maximum_is_bad_argument(cl, oa, uid):
 
 def test_delete_of_an_object_of_several_copies_removes_every_copy(cl, oa, uid):
     assert oa.put(uid, b"gone", replicas=3) == 3
+    wait_protected(oa, uid, 3)
     oa.delete(uid)
     wait_until(lambda: not holders(cl, uid), what="every copy deleted")
 
@@ -123,13 +131,13 @@ def test_model_publish_with_replicas_puts_every_part_twice(cl, oa, uid):
     torch = pytest.importorskip("torch")
     from objstore import models
 
-    name = uid.decode()
+    name = "model-" + uid.hex()  # a manifest names its parts as text
     sd = {"w": torch.arange(16, dtype=torch.float32), "b": torch.ones(4)}
     v = models.publish(oa, name, sd, replicas=2)
     manifest = bytes(oa.command("OBJ.VGET", name, v))
     doc = json.loads(oa.get(manifest, kind="bytes"))
     for oid in [manifest] + [e["part"].encode() for e in doc["tensors"]]:
-        assert len(protected_of(oa, oid)) == 2, oid
+        wait_protected(oa, oid, 2)
     got = models.get_state_dict(oa, name, v)
     assert all(torch.equal(got[k], sd[k]) for k in sd)
     del got

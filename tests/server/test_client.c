@@ -534,6 +534,54 @@ static void testBadCopyOptionsAreBadArg(ObjClient *c)
     check(!exists, c, "a refused put left nothing behind");
 }
 
+/* A node alone: one copy answers OK (1 holder); two answer the count reached, 1, when
+ * the wait runs out (not an error: there is no other node to hold it). */
+static void testCopiesOnANodeAlone(ObjClient *c)
+{
+    const char *one = tid("alone-one"), *two = tid("alone-two"), *sealed = tid("alone-seal");
+    int holders = -1;
+    void *dst;
+
+    expectOk(c, objClientPutReplicas(c, one, strlen(one), "1", 1, NULL, 0, 1, 0, &holders),
+             "put of one copy");
+    check(holders == 1, c, "one copy: 1 holder, not %d", holders);
+    holders = -1;
+    expectOk(c, objClientPutReplicas(c, two, strlen(two), "2", 1, NULL, 0, 2, 200, &holders),
+             "put of two copies on a node alone");
+    check(holders == 1, c, "two copies on a node alone: 1 holder when the wait ran out, not %d",
+          holders);
+    expectOk(c, objClientCreate(c, sealed, strlen(sealed), 4, NULL, 0, &dst), "create");
+    memcpy(dst, "seal", 4);
+    holders = -1;
+    expectOk(c, objClientSealReplicas(c, sealed, strlen(sealed), 2, 0, &holders),
+             "seal of two copies, no wait");
+    check(holders == 1, c, "WAIT 0: 1 holder at once, not %d", holders);
+    expectErr(c, objClientPutReplicas(c, "x", 1, "x", 1, NULL, 0, 99, 0, NULL), OBJ_ERR_BADARG,
+              "put of more copies than replicas-max");
+    expectOk(c, objClientDelete(c, one, strlen(one)), "delete");
+    expectOk(c, objClientDelete(c, two, strlen(two)), "delete");
+    expectOk(c, objClientDelete(c, sealed, strlen(sealed)), "delete");
+}
+
+/* A drain makes the node refuse new objects until it is cancelled. */
+static void testDrainRefusesNewObjectsUntilCancelled(ObjClient *c)
+{
+    const char *id = tid("drain-new");
+    ObjDrainStatus st;
+
+    expectOk(c, objClientDrainStatus(c, &st), "drain status");
+    check(st.state == OBJ_DRAIN_IDLE && st.lastError[0] == '\0', c,
+          "a node never drained is idle, with no error");
+    expectOk(c, objClientDrain(c, 0, &st), "drain");
+    check(st.state != OBJ_DRAIN_IDLE, c, "a drain started: draining or drained");
+    expectErr(c, objClientPut(c, id, strlen(id), "x", 1, NULL, 0), OBJ_ERR_DRAINING,
+              "put on a draining node");
+    expectOk(c, objClientDrainCancel(c, &st), "drain cancel");
+    check(st.state == OBJ_DRAIN_IDLE, c, "cancelled: idle again");
+    expectOk(c, objClientPut(c, id, strlen(id), "x", 1, NULL, 0), "put after the cancel");
+    expectOk(c, objClientDelete(c, id, strlen(id)), "delete");
+}
+
 /* ---- zero-copy ------------------------------------------------------------------------------ */
 
 /* The 8 MiB round trip: written in place, read in place by two clients and copied. */
@@ -1453,6 +1501,8 @@ int main(int argc, char **argv)
     testBadIdsAreBadArg(c);
     testDefaultPutCountsOneHolder(c);
     testBadCopyOptionsAreBadArg(c);
+    testCopiesOnANodeAlone(c);
+    testDrainRefusesNewObjectsUntilCancelled(c);
     testBigObjectZeroCopyRoundTrip(c);
     testPinsCountUp(c);
     testPinOfMissingId(c);
