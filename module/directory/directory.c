@@ -23,15 +23,19 @@
 #include "dirint.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The name length of a config that can work (a node name, ports in range,
- * a heartbeat shorter than the ttl, every string terminated), or 0. */
+ * a heartbeat shorter than the ttl, a boot id in range, every string
+ * terminated), or 0. */
 static size_t dirConfigCheck(const DirConfig *cfg)
 {
     size_t nameLen = strnlen(cfg->nodeName, sizeof(cfg->nodeName));
@@ -44,7 +48,7 @@ static size_t dirConfigCheck(const DirConfig *cfg)
         strnlen(cfg->label, sizeof(cfg->label)) >= sizeof(cfg->label) ||
         (cfg->seeds[0] == '\0' && (cfg->port <= 0 || cfg->port > 65535)) || cfg->tcpPort < 0 ||
         cfg->tcpPort > 65535 || cfg->rdmaPort < 0 || cfg->rdmaPort > 65535 ||
-        cfg->heartbeatMs <= 0 || cfg->ttlMs <= cfg->heartbeatMs)
+        cfg->heartbeatMs <= 0 || cfg->ttlMs <= cfg->heartbeatMs || cfg->boot > OBJ_DIR_BOOT_MAX)
         return 0;
     return nameLen;
 }
@@ -61,6 +65,28 @@ static int dirSeedsOf(const DirConfig *cfg, SlotsAddr *seeds)
     snprintf(seeds[0].host, sizeof(seeds[0].host), "%s", cfg->host);
     seeds[0].port = cfg->port;
     return 1;
+}
+
+/*
+ * This process's boot id: drawn at the first call from the kernel's random
+ * source (else from the clocks and the pid), then kept until the process
+ * exits, so that every start of a node under the same name is a new
+ * incarnation and a stop and start inside one process is not. Only dirStart
+ * calls it, one at a time. Can't fail; never 0.
+ */
+static uint64_t dirProcessBoot(void)
+{
+    static uint64_t boot;
+    if (boot == 0) {
+        uint64_t r;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+            r = ((uint64_t)dirWallMs() << 20) ^ (uint64_t)dirNowMs() * 0x9e3779b97f4a7c15ULL ^
+                (uint64_t)getpid();
+        boot = r & OBJ_DIR_BOOT_MAX;
+        if (boot == 0)
+            boot = 1;
+    }
+    return boot;
 }
 
 /* Sets up the thread's side of the control block for a fresh start (only
@@ -86,6 +112,8 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     dir.nextHeartbeatMs = 0;
     snprintf(dir.lastIoError, sizeof(dir.lastIoError), "directory %.64s:%d: not connected yet",
              seeds[0].host, seeds[0].port);
+    uint64_t boot = cfg->boot != 0 ? cfg->boot : dirProcessBoot();
+    snprintf(dir.boot, sizeof(dir.boot), "%" PRIu64, boot);
     dir.nodeKey = dirNodeKey(cfg->nodeName, nameLen, &dir.nodeKeyLen);
     dir.bucketKey = dirBucketKey(dirBucketOf(cfg->nodeName, nameLen), &dir.bucketKeyLen);
 
@@ -101,6 +129,7 @@ static void dirSetUp(const DirConfig *cfg, size_t nameLen, DirSnapshotFn *snapsh
     dir.needSnapshot = 1;
     dir.serverUp = 0;
     dir.beatNow = 0; /* draining stays: it is the node's, not this start's */
+    dir.bootId = boot;
     dir.accepting = 1;
     pthread_mutex_unlock(&dir.lock);
 }
@@ -194,6 +223,15 @@ void dirStop(void)
     dir.pendingWrites = dir.pendingReads = 0;
     dir.started = 0;
     pthread_mutex_unlock(&dir.lock);
+}
+
+/* See directory.h. */
+uint64_t dirBootId(void)
+{
+    pthread_mutex_lock(&dir.lock);
+    uint64_t boot = dir.bootId;
+    pthread_mutex_unlock(&dir.lock);
+    return boot;
 }
 
 /* See directory.h. */

@@ -13,16 +13,19 @@
  * Keys (hash tags keep an object's keys in one cluster slot, so a lookup is
  * one round trip to one shard; nothing is a key every node writes):
  *   objstore:node:<name>    hash  addr, tcp_port, rdma_addr, rdma_port,
- *                                 features, heartbeat_ms, label, draining
- *                                 (PEXPIRE ttl)
+ *                                 features, heartbeat_ms, label, draining,
+ *                                 boot (PEXPIRE ttl)
  *   objstore:nodes:{b<k>}   set   names of the registered nodes of bucket k,
  *                                 k = CRC16(name) % 16 (16 sets over the slots)
  *   objstore:{<id>}:meta    hash  size, meta_size, checksum (16 hex digits),
  *                                 want, owner (the primary's node), or after a
  *                                 purge only tomb (PEXPIRE, versions.c)
  *   objstore:{<id>}:loc     set   names of nodes holding a sealed copy
- *   objstore:{<id>}:prot    set   the holders whose copies count toward want
- *                                 (primary and protected copies)
+ *   objstore:{<id>}:prot    zset  the holders whose copies count toward want
+ *                                 (primary and protected copies), each scored
+ *                                 by the boot id of the incarnation that
+ *                                 published it (a restarted holder's old
+ *                                 entry does not count)
  *   objstore:{<id>}:claim   string  the node repairing id (PX, dirClaim)
  *   objstore:{<name>}:versions  hash  a name's versions (versions.c)
  *   objstore:purgelog       stream  purged ids and generations (versions.c)
@@ -67,6 +70,9 @@ typedef enum DirCopy {
 } DirCopy;
 
 #define OBJ_DIR_LABEL_MAX 64
+/* Boot ids are 1..OBJ_DIR_BOOT_MAX: below 2^52, a sorted set's score (a
+ * double) holds them exactly. */
+#define OBJ_DIR_BOOT_MAX ((1ULL << 52) - 1)
 
 typedef struct DirConfig {
     char host[256]; /* directory Redis (when seeds is empty) */
@@ -83,6 +89,10 @@ typedef struct DirConfig {
     int heartbeatMs;               /* renew interval, e.g. 1000 */
     long long tombTtlMs; /* how long a purge's tombstone lives; <= 0: OBJ_DIR_TOMB_TTL_MS */
     int ttlMs;           /* node key lifetime, e.g. 5000 */
+    /* This incarnation's boot id (1..OBJ_DIR_BOOT_MAX), or 0 (the normal
+     * case): the process's own, drawn at its first dirStart and kept until it
+     * exits. A test sets one to play a node restarted under the same name. */
+    uint64_t boot;
     /* Where notices and warnings go ("notice", "warning"), from the directory
      * thread; NULL: nowhere. */
     void (*log)(const char *level, const char *msg);
@@ -128,7 +138,12 @@ typedef struct DirNode {
     int64_t heartbeatMs;           /* wall clock of its last heartbeat */
     char label[OBJ_DIR_LABEL_MAX]; /* its failure domain, "" when none */
     int draining;                  /* it takes no new objects (dirSetDraining) */
-    int prot; /* object lookups: in the id's protected set (a holder whose copy counts) */
+    uint64_t boot;                 /* its incarnation (registration field boot); 0 when absent */
+    /* Object lookups: in the id's protected set, published by this very
+     * incarnation (the entry's boot is the node's), so a holder whose copy
+     * counts; an entry of an earlier incarnation (a node restarted empty
+     * under the same name) reads as 0. */
+    int prot;
 } DirNode;
 
 typedef enum DirStatus {
@@ -178,7 +193,8 @@ typedef void DirSnapshotFn(DirEmitFn *emit, void *emitArg, void *arg);
 
 /* Start the directory thread. Returns 0, or -1 (with errno) when the thread
  * cannot start: EINVAL for an unusable config (empty nodeName, a port out of
- * range, a malformed seed list, heartbeatMs <= 0 or ttlMs <= heartbeatMs), EBUSY when already
+ * range, a malformed seed list, heartbeatMs <= 0 or ttlMs <= heartbeatMs, a boot
+ * above OBJ_DIR_BOOT_MAX), EBUSY when already
  * started. An unreachable directory is NOT an error here. May be called
  * again after dirStop. */
 int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg);
@@ -191,6 +207,9 @@ int dirStart(const DirConfig *cfg, DirSnapshotFn *snapshot, void *snapshotArg);
 void dirServerUp(void);
 /* Unregister (best effort, bounded by a short timeout) and join the thread. */
 void dirStop(void);
+/* The boot id this node registers and scores its prot entries with (see
+ * DirConfig.boot); 0 before the first dirStart. Any thread. */
+uint64_t dirBootId(void);
 
 /* Queue a publication of this node as a location of id (copy: which kind
  * of copy this node holds, see DirCopy; want: how many copies id should

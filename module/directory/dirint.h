@@ -64,7 +64,10 @@
  * (a node's entry changes only when it restarts, and its liveness is
  * node-ttl coarse anyway), so a lookup is one round trip, not two, while a
  * scheduler's objects live on a handful of nodes. A dead node stays listed
- * that much longer; a fetch from it fails over to the next location. */
+ * that much longer; a fetch from it fails over to the next location. A
+ * node restarted meanwhile keeps its old boot here as long, so its old prot
+ * entries may count for that one interval more (a repair pass after it sees
+ * them right). */
 #define OBJ_DIR_NODE_CACHE 256
 /* Decimal tags 0..OBJ_DIR_MARK_TAGS-1 hash to every one of the 16384 slots
  * (109758 of them do), so each master gets a marker key in a slot of its
@@ -187,6 +190,7 @@ typedef struct DirState {
     int serverUp;          /* dirServerUp: if down, connect at once and start backoff anew */
     int draining;          /* dirSetDraining: the registration's draining field */
     int beatNow;           /* dirSetDraining: renew the registration at the next turn */
+    uint64_t bootId;       /* this incarnation's boot id (DirConfig.boot), 0 before a start */
     DirStats stats;
 
     /* Owned by the directory thread (set up before it starts). */
@@ -211,6 +215,7 @@ typedef struct DirState {
     char *nodeKey;                          /* objstore:node:<name> */
     char *bucketKey;                        /* objstore:nodes:{b<k>}, this node's bucket */
     size_t nodeKeyLen, bucketKeyLen, nameLen;
+    char boot[24];         /* this incarnation's boot id in decimal (dirBootId's) */
     char lastIoError[256]; /* why the directory is unreachable, for results */
     DirNodeCached nodeCache[OBJ_DIR_NODE_CACHE];
     int nodeCacheNext;     /* the slot a new name takes when none is free */

@@ -1,7 +1,8 @@
 /*
  * lookup.c - the directory's reads: object lookups (meta hash, location
  * and prot sets in one round, then the listed nodes' hashes the node cache cannot
- * answer), single node lookups and listings of every live node. Each read
+ * answer; a holder counts when its prot entry is its current incarnation's),
+ * single node lookups and listings of every live node. Each read
  * answers its callback exactly once, also when a shard is down. Replies are
  * parsed strictly: a malformed entry is the entry's fault (DIR_NOTFOUND),
  * never a crash.
@@ -95,15 +96,16 @@ static int dirParseMeta(const redisReply *h, DirResult *res, const char **why)
 }
 
 /* Fills a DirNode from a node hash. Returns 0, or -1 when a field is
- * missing or malformed; label and draining may be absent ("", 0). */
+ * missing or malformed; label, draining and boot may be absent ("", 0, 0). */
 static int dirParseNode(const redisReply *h, const redisReply *name, DirNode *n)
 {
-    uint64_t tcpPort, rdmaPort, features, beat, draining = 0;
+    uint64_t tcpPort, rdmaPort, features, beat, draining = 0, boot = 0;
     n->label[0] = '\0';
     if (h->elements % 2 != 0 || dirHashText(h, "addr", n->addr, sizeof(n->addr)) != 0 ||
         (dirHashGet(h, "label") != NULL &&
          dirHashText(h, "label", n->label, sizeof(n->label)) != 0) ||
         (dirHashGet(h, "draining") != NULL && dirHashU64(h, "draining", 1, &draining) != 0) ||
+        (dirHashGet(h, "boot") != NULL && dirHashU64(h, "boot", OBJ_DIR_BOOT_MAX, &boot) != 0) ||
         dirHashText(h, "rdma_addr", n->rdmaAddr, sizeof(n->rdmaAddr)) != 0 ||
         dirHashU64(h, "tcp_port", 65535, &tcpPort) != 0 ||
         dirHashU64(h, "rdma_port", 65535, &rdmaPort) != 0 ||
@@ -117,6 +119,7 @@ static int dirParseNode(const redisReply *h, const redisReply *name, DirNode *n)
     n->features = (uint32_t)features;
     n->heartbeatMs = (int64_t)beat;
     n->draining = (int)draining;
+    n->boot = boot;
     n->prot = 0; /* per object: set by the lookup from its prot set */
     return 0;
 }
@@ -259,7 +262,7 @@ static void dirSetReplyError(DirResult *res, const redisReply *r, const char *wh
 enum { DIR_LOOKUP_META, DIR_LOOKUP_LOC, DIR_LOOKUP_PROT, DIR_LOOKUP_CMDS };
 
 /* Adds the reads of each lookup, its meta hash, its location set and its
- * prot set, to a batch; can't fail. */
+ * prot set with the boots it was published by, to a batch; can't fail. */
 static void dirAddLookups(DirBatch *b, DirOp *const *ops, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -271,22 +274,30 @@ static void dirAddLookups(DirBatch *b, DirOp *const *ops, size_t n)
         size_t hgetLen[] = {7, metaLen};
         const char *smem[] = {"SMEMBERS", locKey};
         size_t smemLen[] = {8, locLen};
-        const char *pmem[] = {"SMEMBERS", protKey};
-        size_t pmemLen[] = {8, protLen};
+        const char *pmem[] = {"ZRANGE", protKey, "0", "-1", "WITHSCORES"};
+        size_t pmemLen[] = {6, protLen, 1, 2, 10};
         dirBatchAdd(b, metaKey, metaLen, 2, hget, hgetLen);
         dirBatchAdd(b, locKey, locLen, 2, smem, smemLen);
-        dirBatchAdd(b, protKey, protLen, 2, pmem, pmemLen);
+        dirBatchAdd(b, protKey, protLen, 5, pmem, pmemLen);
         free(metaKey);
         free(locKey);
         free(protKey);
     }
 }
 
+/* Whether r is the answer of a read of a key of another type. */
+static int dirIsWrongType(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "WRONGTYPE", 9) == 0;
+}
+
 /*
  * The verdict on one lookup from its first round (mc: the meta hash, then
  * the location set and the prot set). Returns 0 with r's status set, or 1
  * when the object exists and its listed nodes must be read first
- * (dirLookupNodesVerdict then sets the status).
+ * (dirLookupNodesVerdict then sets the status). A prot key of another type
+ * (a plain set of an earlier build) lists no holder: the next publish
+ * replaces it.
  */
 static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc)
 {
@@ -303,10 +314,10 @@ static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc)
         dirSetReplyError(r, meta, "the meta hash");
     else if (loc->type == REDIS_REPLY_ERROR)
         dirSetReplyError(r, loc, "the location set");
-    else if (prot->type == REDIS_REPLY_ERROR)
+    else if (prot->type == REDIS_REPLY_ERROR && !dirIsWrongType(prot))
         dirSetReplyError(r, prot, "the protected set");
     else if (meta->type != REDIS_REPLY_ARRAY || loc->type != REDIS_REPLY_ARRAY ||
-             prot->type != REDIS_REPLY_ARRAY)
+             (prot->type != REDIS_REPLY_ARRAY && !dirIsWrongType(prot)))
         dirResultSet(r, DIR_NOTFOUND, "malformed directory entry: unexpected reply type");
     else if (meta->elements == 0)
         dirResultSet(r, DIR_NOTFOUND, "object is not in the directory");
@@ -322,14 +333,34 @@ static int dirLookupMetaVerdict(DirResult *r, const DirCmd *mc)
     return 0;
 }
 
-/* Whether the set reply s (an array of strings) holds name. */
-static int dirSetHas(const redisReply *s, const char *name)
+/*
+ * Whether the prot reply p (ZRANGE ... WITHSCORES: member, score, ...; or
+ * the error of a key of another type, which lists nobody) names node n as
+ * published by its current incarnation: n's entry is scored by n's boot,
+ * and n has one. An entry of an earlier incarnation (n restarted, empty,
+ * under the same name) does not count. Can't fail.
+ */
+static int dirProtHolds(const redisReply *p, const DirNode *n)
 {
-    size_t len = strlen(name);
-    for (size_t i = 0; i < s->elements; i++)
-        if (s->element[i]->type == REDIS_REPLY_STRING && s->element[i]->len == len &&
-            memcmp(s->element[i]->str, name, len) == 0)
-            return 1;
+    if (p->type != REDIS_REPLY_ARRAY || n->boot == 0)
+        return 0;
+    size_t len = strlen(n->name);
+    for (size_t i = 0; i + 1 < p->elements; i += 2) {
+        const redisReply *m = p->element[i], *sc = p->element[i + 1];
+        if (m->type != REDIS_REPLY_STRING || m->len != len || memcmp(m->str, n->name, len) != 0)
+            continue;
+        if (sc->type != REDIS_REPLY_STRING || sc->len == 0 || sc->len > 40)
+            return 0;
+        char buf[48];
+        memcpy(buf, sc->str, sc->len);
+        buf[sc->len] = '\0';
+        char *end;
+        double score = strtod(buf, &end);
+        /* Boots are below 2^52: the score holds one exactly, and a score in
+         * range compares exactly once converted. */
+        return *end == '\0' && score >= 1 && score <= (double)OBJ_DIR_BOOT_MAX &&
+               (uint64_t)score == n->boot;
+    }
     return 0;
 }
 
@@ -338,7 +369,7 @@ static int dirSetHas(const redisReply *s, const char *name)
  * location set loc (read at cacheNow into nb, from command *next on, which
  * it advances): DIR_FOUND with every live node, DIR_UNAVAILABLE when none
  * is live and some shard did not answer, else DIR_NOTFOUND. Each live node
- * is marked prot when the prot set lists it, and r->ownerLive says whether
+ * is marked prot when the prot set lists it with its current boot, and r->ownerLive says whether
  * the owner is one of them. Can't fail.
  */
 static void dirLookupNodesVerdict(DirResult *r, const DirBatch *nb, size_t *next,
@@ -349,7 +380,7 @@ static void dirLookupNodesVerdict(DirResult *r, const DirBatch *nb, size_t *next
     dirCollectNodes(nb, next, (const redisReply *const *)loc->element, loc->elements, cacheNow, r,
                     NULL, &malformed, &unreachable, down, sizeof(down));
     for (size_t i = 0; i < r->count; i++) {
-        r->nodes[i].prot = dirSetHas(prot, r->nodes[i].name);
+        r->nodes[i].prot = dirProtHolds(prot, &r->nodes[i]);
         if (r->owner[0] != '\0' && strcmp(r->nodes[i].name, r->owner) == 0)
             r->ownerLive = 1;
     }

@@ -15,7 +15,7 @@
 /*
  * The verdict on one publish, shared by dirPublishScript and
  * dirPublishMetaScript (KEYS[MK] = meta hash; ARGV = node, kind, size,
- * meta_size, checksum, want, takeover). kind is "p" (a primary's fresh
+ * meta_size, checksum, want, takeover, boot). kind is "p" (a primary's fresh
  * seal), "P" (a primary's re-publish or takeover from the node ARGV[7], ""
  * for none), "q" (a protected copy) or "r" (a replica). Leaves in v:
  *   2  a tombstone of this very generation (field tomb, see versions.c)
@@ -51,21 +51,43 @@
     "end end "
 
 /*
+ * Makes the prot key KEYS[PK] a sorted set or nothing: a key of another
+ * type (a plain set an earlier build wrote) is dropped, so that ZADD and
+ * ZREM never fail on it; its holders count again once they publish.
+ */
+#define DIR_PROT_ZSET                                                                              \
+    "local pt = redis.call('TYPE', KEYS[PK])['ok'] "                                               \
+    "if pt ~= 'zset' and pt ~= 'none' then redis.call('DEL', KEYS[PK]) end "
+
+/*
  * Publishes one copy, atomically: KEYS[1] = loc set, KEYS[2] = meta hash,
- * KEYS[3] = prot set, ARGV as for DIR_PUBLISH_VERDICT. A replaced meta
- * resets both sets; a listed primary or protected copy joins the prot set,
- * a replica leaves it (a demoted copy), and so does a primary refused as
- * moved. Returns 1 when this node is listed, else the verdict (0, 2, or
- * the owner's name as a string for moved).
+ * KEYS[3] = prot zset, ARGV as for DIR_PUBLISH_VERDICT. A replaced meta
+ * resets both sets; a listed primary or protected copy joins the prot set
+ * scored by this incarnation's boot (ARGV[8]; a restarted node's entry is
+ * rescored), a replica leaves it (a demoted copy), and so does a primary
+ * refused as moved. Returns 1 when this node is listed, else the verdict
+ * (0, 2, or the owner's name as a string for moved).
  */
 static const char dirPublishScript[] =
-    "local MK = 2 " DIR_PUBLISH_VERDICT "if v == 3 then redis.call('DEL', KEYS[1], KEYS[3]) end "
+    "local MK, PK = 2, 3 " DIR_PUBLISH_VERDICT DIR_PROT_ZSET
+    "if v == 3 then redis.call('DEL', KEYS[1], KEYS[3]) end "
     "if v == 1 or v == 3 then "
     "redis.call('SADD', KEYS[1], me) "
-    "if k == 'r' then redis.call('SREM', KEYS[3], me) else redis.call('SADD', KEYS[3], me) end "
+    "if k == 'r' then redis.call('ZREM', KEYS[3], me) "
+    "else redis.call('ZADD', KEYS[3], ARGV[8], me) end "
     "return 1 end "
-    "if type(v) == 'string' then redis.call('SREM', KEYS[3], me) end "
+    "if type(v) == 'string' then redis.call('ZREM', KEYS[3], me) end "
     "return v";
+
+/*
+ * The prot step of a publish answered ASK (see dirPublishAskedSets):
+ * KEYS[1] = prot zset, ARGV[1] = node, ARGV[2] = its boot to join with, or
+ * "" to leave.
+ */
+static const char dirProtStepScript[] =
+    "local PK = 1 " DIR_PROT_ZSET
+    "if ARGV[2] == '' then return redis.call('ZREM', KEYS[1], ARGV[1]) end "
+    "return redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])";
 
 /*
  * The meta half of dirPublishScript, for a slot being migrated (see
@@ -76,11 +98,11 @@ static const char dirPublishMetaScript[] = "local MK = 1 " DIR_PUBLISH_VERDICT "
 
 /* Removes one location and holder and, atomically with them, the object's
  * meta once no location is left (a tombstone stays until it expires).
- * KEYS[1] = loc set, KEYS[2] = meta hash, KEYS[3] = prot set, ARGV[1] =
+ * KEYS[1] = loc set, KEYS[2] = meta hash, KEYS[3] = prot zset, ARGV[1] =
  * node. */
 static const char dirUnpublishScript[] =
-    "redis.call('SREM', KEYS[1], ARGV[1]) "
-    "redis.call('SREM', KEYS[3], ARGV[1]) "
+    "local PK = 3 " DIR_PROT_ZSET "redis.call('SREM', KEYS[1], ARGV[1]) "
+    "redis.call('ZREM', KEYS[3], ARGV[1]) "
     "if redis.call('SCARD', KEYS[1]) == 0 and redis.call('HEXISTS', KEYS[2], 'tomb') == 0 then "
     "redis.call('DEL', KEYS[2], KEYS[3]) end "
     "return 1";
@@ -127,7 +149,7 @@ int dirHeartbeat(void)
     const char *hset[] = {"HSET",        dir.nodeKey, "addr",           dir.cfg.addr, "tcp_port",
                           tcpPort,       "rdma_addr", dir.cfg.rdmaAddr, "rdma_port",  rdmaPort,
                           "features",    features,    "heartbeat_ms",   beat,         "label",
-                          dir.cfg.label, "draining",  draining};
+                          dir.cfg.label, "draining",  draining,         "boot",       dir.boot};
     enum { HSET_ARGC = sizeof(hset) / sizeof(hset[0]) };
     size_t hsetLen[HSET_ARGC];
     for (int i = 0; i < HSET_ARGC; i++)
@@ -287,8 +309,8 @@ void dirCheckMarks(const DirBatch *b)
 
 /* The arguments of a publish after the script and its keys: node, kind
  * ("p", "P", "q" or "r", see DIR_PUBLISH_VERDICT), size, meta_size,
- * checksum, want, takeover (in a's buffers, or op's). */
-enum { DIR_PUBLISH_ARGS = 7 };
+ * checksum, want, takeover, boot (in a's buffers, op's or dir's). */
+enum { DIR_PUBLISH_ARGS = 8 };
 typedef struct DirPublishArgs {
     char size[24], metaSize[24], checksum[24], want[16];
     const char *argv[DIR_PUBLISH_ARGS];
@@ -318,7 +340,8 @@ static void dirPublishArgs(const DirOp *op, DirPublishArgs *a)
                           a->metaSize,
                           a->checksum,
                           a->want,
-                          op->takeover ? op->takeover : ""};
+                          op->takeover ? op->takeover : "",
+                          dir.boot};
     for (int i = 0; i < DIR_PUBLISH_ARGS; i++) {
         a->argv[i] = argv[i];
         a->lens[i] = i == 0 ? dir.nameLen : strlen(argv[i]);
@@ -353,7 +376,8 @@ static int dirAskStep(int m, int argc, const char **argv, const size_t *lens)
 /* The set steps of a publish answered ASK, after its meta half answered
  * verdict (DIR_PUBLISH_VERDICT's): the location and prot sets reset (3),
  * this node added to them (1, 3; a replica leaves prot), or taken out of
- * prot (moved). Returns 0, or -1 when m was lost. */
+ * prot (moved), as dirPublishScript does. Returns 0, or -1 when m was
+ * lost. */
 static int dirPublishAskedSets(int m, const DirOp *op, const redisReply *verdict,
                                const char *locKey, size_t locLen, const char *protKey,
                                size_t protLen)
@@ -370,9 +394,11 @@ static int dirPublishAskedSets(int m, const DirOp *op, const redisReply *verdict
     if ((v == 1 || v == 3) && dirAskStep(m, 3, sadd, saddLen) != 0)
         return -1;
     int join = (v == 1 || v == 3) && op->copy != DIR_COPY_REPLICA;
-    const char *prot[] = {join ? "SADD" : "SREM", protKey, dir.cfg.nodeName};
-    size_t protLens[] = {4, protLen, dir.nameLen};
-    if ((v == 1 || v == 3 || moved) && dirAskStep(m, 3, prot, protLens) != 0)
+    const char *prot[] = {"EVAL",  dirProtStepScript, "1",
+                          protKey, dir.cfg.nodeName,  join ? dir.boot : ""};
+    size_t protLens[] = {
+        4, sizeof(dirProtStepScript) - 1, 1, protLen, dir.nameLen, strlen(prot[5])};
+    if ((v == 1 || v == 3 || moved) && dirAskStep(m, 6, prot, protLens) != 0)
         return -1;
     return 0;
 }

@@ -455,11 +455,11 @@ static void test_start_registers_node_with_ttl(void **state)
     (void)state;
     redisReply *r = testCmd("HGETALL objstore:node:" TEST_NODE);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(r->elements, 16);
+    assert_int_equal(r->elements, 18);
     freeReplyObject(r);
 
     r = testCmd("HMGET objstore:node:" TEST_NODE " addr tcp_port rdma_addr rdma_port features "
-                "heartbeat_ms label draining");
+                "heartbeat_ms label draining boot");
     assert_string_equal(r->element[0]->str, "127.0.0.1");
     assert_string_equal(r->element[1]->str, "7001");
     assert_string_equal(r->element[2]->str, "");
@@ -471,6 +471,8 @@ static void test_start_registers_node_with_ttl(void **state)
     assert_true(beat > now - 5000 && beat < now + 5000);
     assert_string_equal(r->element[6]->str, "");
     assert_string_equal(r->element[7]->str, "0");
+    assert_true(dirBootId() >= 1 && dirBootId() <= OBJ_DIR_BOOT_MAX);
+    assert_int_equal(strtoull(r->element[8]->str, NULL, 10), dirBootId());
     freeReplyObject(r);
 
     long long pttl = testCmdInt("PTTL objstore:node:" TEST_NODE);
@@ -837,16 +839,17 @@ static void test_start_rejects_bad_config(void **state)
 {
     (void)state;
     DirConfig good = testConfig();
-    DirConfig cases[5];
-    for (int i = 0; i < 5; i++)
+    DirConfig cases[6];
+    for (int i = 0; i < 6; i++)
         cases[i] = good;
     cases[0].nodeName[0] = '\0';
     cases[1].port = 0;
     cases[2].port = 70000;
     cases[3].heartbeatMs = 0;
     cases[4].ttlMs = cases[4].heartbeatMs;
+    cases[5].boot = OBJ_DIR_BOOT_MAX + 1;
     dirStop();
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         errno = 0;
         assert_int_equal(dirStart(&cases[i], NULL, NULL), -1);
         assert_int_equal(errno, EINVAL);
@@ -995,6 +998,50 @@ static int testStaleSeen(void)
     return n;
 }
 
+/* The boot id that scores name's entry in id's prot zset, 0 when it has none. */
+static unsigned long long testProtBoot(const char *id, const char *name)
+{
+    redisReply *r = testCmd("ZSCORE objstore:{%s}:prot %s", id, name);
+    unsigned long long boot = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return boot;
+}
+
+/* Whether this node's entry in id's prot zset is its current incarnation's. */
+static int testProtIsMine(const char *id)
+{
+    return testProtBoot(id, TEST_NODE) == dirBootId();
+}
+
+/* A fake peer's incarnation: the boot field of its registration. */
+#define TEST_PEER_BOOT 7ULL
+static void testSetBoot(const char *name, unsigned long long boot)
+{
+    freeReplyObject(testCmd("HSET objstore:node:%s boot %llu", name, boot));
+}
+
+/* Restarts this node's directory client as the incarnation boot and waits
+ * (bounded) until its registration says so. */
+static void testRestartAs(uint64_t boot)
+{
+    dirStop();
+    DirConfig cfg = testConfig();
+    cfg.boot = boot;
+    assert_int_equal(dirStart(&cfg, testSnapshot, NULL), 0);
+    char want[24];
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)boot);
+    int seen = 0;
+    for (int64_t deadline = testNowMs() + TEST_WAIT_MS; !seen && testNowMs() < deadline;
+         testSleepMs(10)) {
+        redisReply *r = testCmd("HGET objstore:node:" TEST_NODE " boot");
+        seen = r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0;
+        freeReplyObject(r);
+    }
+    assert_true(seen);
+    assert_int_equal(dirBootId(), boot);
+    testWaitDrained();
+}
+
 /* A barrier answers once the writes queued before it were: what they wrote
  * is in the directory when its callback runs. */
 static void test_barrier_answers_after_the_writes_before_it(void **state)
@@ -1047,7 +1094,7 @@ static void test_primary_publish_sets_owner_want_and_prot(void **state)
     testBarrier();
     testAssertMeta("own-1", "owner", TEST_NODE);
     testAssertMeta("own-1", "want", "3");
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{own-1}:prot " TEST_NODE), 1);
+    assert_true(testProtIsMine("own-1"));
 
     testAddPeer(TEST_PEER, "7002", "own-1", 5, 5000); /* a plain replica holder */
     DirResult *res = testLookup("own-1", 5);
@@ -1103,18 +1150,18 @@ static void test_protected_joins_prot_and_a_replica_leaves_it(void **state)
     (void)state;
     dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
     testBarrier();
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 1);
+    assert_true(testProtIsMine("pro-1"));
     testAssertMeta("pro-1", "want", "2");
     testAssertMeta("pro-1", "owner", ""); /* a protected copy owns nothing */
 
     dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_REPLICA, 2, NULL);
     testBarrier();
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 0);
+    assert_int_equal(testProtBoot("pro-1", TEST_NODE), 0);
     assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:loc " TEST_NODE), 1);
 
     dirPublish("pro-1", 5, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
     testBarrier();
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{pro-1}:prot " TEST_NODE), 1);
+    assert_true(testProtIsMine("pro-1"));
     dirUnpublish("pro-1", 5);
     testBarrier();
     assert_int_equal(
@@ -1144,7 +1191,8 @@ static void test_takeover_moved_and_stale_primaries(void **state)
     freeReplyObject(testCmd("HSET objstore:{tk}:meta size 5 meta_size 0 checksum "
                             "0000000000000005 owner " TEST_PEER " want 2"));
     freeReplyObject(testCmd("SADD objstore:{tk}:loc " TEST_PEER " " TEST_NODE));
-    freeReplyObject(testCmd("SADD objstore:{tk}:prot " TEST_PEER " " TEST_NODE));
+    freeReplyObject(testCmd("ZADD objstore:{tk}:prot %llu " TEST_PEER " %llu " TEST_NODE,
+                            TEST_PEER_BOOT, (unsigned long long)dirBootId()));
 
     /* Moved: the takeover names some other node than the owner. */
     dirPublish("tk", 2, 5, 0, 5, DIR_COPY_PRIMARY, 2, "someone-else");
@@ -1153,7 +1201,7 @@ static void test_takeover_moved_and_stale_primaries(void **state)
     assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
     assert_string_equal(owner, TEST_PEER);
     testAssertMeta("tk", "owner", TEST_PEER);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{tk}:prot " TEST_NODE), 0);
+    assert_int_equal(testProtBoot("tk", TEST_NODE), 0);
     DirStats st;
     dirGetStats(&st);
     assert_int_equal(st.movedPrimaries, 1);
@@ -1169,7 +1217,7 @@ static void test_takeover_moved_and_stale_primaries(void **state)
     testBarrier();
     testAssertMeta("tk", "owner", TEST_NODE);
     testAssertMeta("tk", "want", "3");
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{tk}:prot " TEST_NODE), 1);
+    assert_true(testProtIsMine("tk"));
     assert_int_equal(testCmdInt("SCARD objstore:{tk}:loc"), 2);
 
     /* A fresh seal of another generation replaces it all, whoever owned it. */
@@ -1178,7 +1226,7 @@ static void test_takeover_moved_and_stale_primaries(void **state)
     testBarrier();
     testAssertMeta("tk", "owner", TEST_NODE);
     testAssertMeta("tk", "size", "9");
-    assert_int_equal(testCmdInt("SCARD objstore:{tk}:prot"), 1);
+    assert_int_equal(testCmdInt("ZCARD objstore:{tk}:prot"), 1);
     assert_int_equal(testCmdInt("SCARD objstore:{tk}:loc"), 1);
     assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
 }
@@ -1191,12 +1239,13 @@ static void test_takeover_from_no_owner_keeps_the_other_holders(void **state)
     freeReplyObject(testCmd("HSET objstore:{tk0}:meta size 5 meta_size 0 checksum "
                             "0000000000000005"));
     freeReplyObject(testCmd("SADD objstore:{tk0}:loc " TEST_PEER));
-    freeReplyObject(testCmd("SADD objstore:{tk0}:prot " TEST_PEER));
+    freeReplyObject(testCmd("ZADD objstore:{tk0}:prot %llu " TEST_PEER, TEST_PEER_BOOT));
     dirPublish("tk0", 3, 5, 0, 5, DIR_COPY_PRIMARY, 2, "");
     testBarrier();
     testAssertMeta("tk0", "owner", TEST_NODE);
     assert_int_equal(testCmdInt("SCARD objstore:{tk0}:loc"), 2);
-    assert_int_equal(testCmdInt("SCARD objstore:{tk0}:prot"), 2);
+    assert_int_equal(testCmdInt("ZCARD objstore:{tk0}:prot"), 2);
+    assert_int_equal(testProtBoot("tk0", TEST_PEER), TEST_PEER_BOOT);
 }
 
 /* The snapshot's re-publish of a primary whose generation another node owns
@@ -1210,7 +1259,8 @@ static void test_republish_of_a_moved_primary_is_refused(void **state)
     freeReplyObject(testCmd("HSET objstore:{snap-1}:meta size 100 meta_size 10 checksum "
                             "1111111111111111 owner " TEST_PEER " want 2"));
     freeReplyObject(testCmd("SADD objstore:{snap-1}:loc " TEST_PEER));
-    freeReplyObject(testCmd("SADD objstore:{snap-1}:prot " TEST_PEER " " TEST_NODE));
+    freeReplyObject(testCmd("ZADD objstore:{snap-1}:prot %llu " TEST_PEER " %llu " TEST_NODE,
+                            TEST_PEER_BOOT, (unsigned long long)dirBootId()));
     DirConfig cfg = testConfig();
     assert_int_equal(dirStart(&cfg, testSnapshot, NULL), 0);
     char owner[OBJ_DIR_NAME_MAX];
@@ -1220,8 +1270,109 @@ static void test_republish_of_a_moved_primary_is_refused(void **state)
     assert_int_equal(testMovedSeen(owner, sizeof(owner)), 1);
     assert_string_equal(owner, TEST_PEER);
     testAssertMeta("snap-1", "owner", TEST_PEER);
-    assert_int_equal(testCmdInt("SISMEMBER objstore:{snap-1}:prot " TEST_NODE), 0);
+    assert_int_equal(testProtBoot("snap-1", TEST_NODE), 0);
     testAssertMeta("snap-2", "owner", TEST_NODE); /* the others are this node's */
+}
+
+/* A holder restarted under the same name is a new incarnation: its entry
+ * of the earlier one (it came back empty) does not count, and counts again
+ * once the new incarnation publishes its copy. */
+static void test_a_restarted_holder_counts_only_once_it_publishes_again(void **state)
+{
+    (void)state;
+    const uint64_t b1 = 1000001, b2 = OBJ_DIR_BOOT_MAX; /* the largest, to check exactness */
+    testRestartAs(b1);
+    dirPublish("inc", 3, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    assert_int_equal(testProtBoot("inc", TEST_NODE), b1);
+    DirResult *res = testLookup("inc", 3);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_int_equal(res->nodes[0].boot, b1);
+    assert_int_equal(res->nodes[0].prot, 1);
+    dirResultFree(res);
+
+    testRestartAs(b2); /* killed and back: listed, but not holding */
+    res = testLookup("inc", 3);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->count, 1);
+    assert_int_equal(res->nodes[0].boot, b2);
+    assert_int_equal(res->nodes[0].prot, 0);
+    dirResultFree(res);
+
+    dirPublish("inc", 3, 10, 0, 7, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    assert_int_equal(testProtBoot("inc", TEST_NODE), b2);
+    res = testLookup("inc", 3);
+    assert_int_equal(res->nodes[0].prot, 1);
+    dirResultFree(res);
+}
+
+/* A peer counts while its registration's boot is the one its entry was
+ * scored with; without a boot field it never does. */
+static void test_a_peer_counts_only_with_the_boot_of_its_entry(void **state)
+{
+    (void)state;
+    testAddPeer(TEST_PEER, "7002", "pb", 2, 5000);
+    freeReplyObject(testCmd("HSET objstore:{pb}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001 owner " TEST_PEER " want 2"));
+    freeReplyObject(testCmd("ZADD objstore:{pb}:prot %llu " TEST_PEER, TEST_PEER_BOOT));
+    DirResult *res = testLookup("pb", 2);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->nodes[0].boot, 0);
+    assert_int_equal(res->nodes[0].prot, 0);
+    dirResultFree(res);
+
+    testSleepMs(2 * TEST_HB_MS); /* past the node cache */
+    testSetBoot(TEST_PEER, TEST_PEER_BOOT);
+    res = testLookup("pb", 2);
+    assert_int_equal(res->nodes[0].boot, TEST_PEER_BOOT);
+    assert_int_equal(res->nodes[0].prot, 1);
+    dirResultFree(res);
+
+    testSleepMs(2 * TEST_HB_MS);
+    testSetBoot(TEST_PEER, TEST_PEER_BOOT + 1);
+    res = testLookup("pb", 2);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->nodes[0].prot, 0);
+    assert_int_equal(res->ownerLive, 1);
+    dirResultFree(res);
+}
+
+/* A prot key of an earlier build (a plain set) lists no holder, and the
+ * scripts replace it instead of failing on it. */
+static void test_a_plain_prot_set_is_replaced_not_an_error(void **state)
+{
+    (void)state;
+    freeReplyObject(testCmd("HSET objstore:{old-p}:meta size 1 meta_size 0 checksum "
+                            "0000000000000001 want 2"));
+    freeReplyObject(testCmd("SADD objstore:{old-p}:loc " TEST_NODE));
+    freeReplyObject(testCmd("SADD objstore:{old-p}:prot " TEST_NODE));
+    DirResult *res = testLookup("old-p", 5);
+    assert_int_equal(res->status, DIR_FOUND);
+    assert_int_equal(res->nodes[0].prot, 0);
+    dirResultFree(res);
+
+    DirStats before, after;
+    dirGetStats(&before);
+    dirPublish("old-p", 5, 1, 0, 1, DIR_COPY_PROTECTED, 2, NULL);
+    testBarrier();
+    redisReply *r = testCmd("TYPE objstore:{old-p}:prot");
+    assert_string_equal(r->str, "zset");
+    freeReplyObject(r);
+    assert_true(testProtIsMine("old-p"));
+    res = testLookup("old-p", 5);
+    assert_int_equal(res->nodes[0].prot, 1);
+    dirResultFree(res);
+
+    freeReplyObject(testCmd("DEL objstore:{old-p}:prot"));
+    freeReplyObject(testCmd("SADD objstore:{old-p}:prot " TEST_NODE));
+    dirUnpublish("old-p", 5);
+    testBarrier();
+    assert_int_equal(
+        testCmdInt("EXISTS objstore:{old-p}:meta objstore:{old-p}:loc objstore:{old-p}:prot"), 0);
+    dirGetStats(&after);
+    assert_int_equal(after.errors, before.errors);
 }
 
 /* A purge's tombstone takes the holders too. */
@@ -1404,6 +1555,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_takeover_from_no_owner_keeps_the_other_holders,
                                         testSetup, testTeardown),
         cmocka_unit_test_setup_teardown(test_republish_of_a_moved_primary_is_refused, testSetup,
+                                        testTeardown),
+        cmocka_unit_test_setup_teardown(test_a_restarted_holder_counts_only_once_it_publishes_again,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_a_peer_counts_only_with_the_boot_of_its_entry,
+                                        testSetup, testTeardown),
+        cmocka_unit_test_setup_teardown(test_a_plain_prot_set_is_replaced_not_an_error, testSetup,
                                         testTeardown),
         cmocka_unit_test_setup_teardown(test_purge_removes_the_prot_set, testSetup, testTeardown),
         cmocka_unit_test_setup_teardown(test_claim_is_won_renewed_and_refused, testSetup,

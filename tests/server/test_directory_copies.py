@@ -1,10 +1,11 @@
 """The directory's record of copies, as the scripts leave it after ordinary commands.
 
 Each object's meta names its owner (the node whose primary it is) and how many
-copies it wants (`want`, 1 for every object today), and the set
+copies it wants (`want`, 1 for every object today), and the sorted set
 `objstore:{<id>}:prot` lists the holders whose copies count toward it: the
-primary and protected copies, never a plain fetched replica. A node's
-registration carries its `label` and `draining` fields. The rest of the rules
+primary and protected copies, never a plain fetched replica, each scored by
+the `boot` of the holder's incarnation that published it. A node's
+registration carries its `label`, `draining` and `boot` fields. The rest of the rules
 (protected copies, takeovers, moved primaries, claims, barriers) are driven
 through the directory client's own test (tests/server/test_directory.c) and
 the replica commands' tests.
@@ -20,7 +21,13 @@ def meta(dc, oid):
 
 
 def prot(dc, oid):
-    return dc.smembers(b"objstore:{" + oid + b"}:prot")
+    """The holders of oid, each with the boot its entry is scored by."""
+    key = b"objstore:{" + oid + b"}:prot"
+    return {m: int(s) for m, s in dc.zrange(key, 0, -1, withscores=True)}
+
+
+def boot(dc, name):
+    return int(dc.hget(b"objstore:node:" + name.encode(), b"boot"))
 
 
 def nodes(cl):
@@ -39,7 +46,7 @@ def test_a_put_names_its_node_owner_with_want_one_and_a_holder(make_cluster, uid
     wait_locations(b, x, ["A"])
     m = meta(dc, x)
     assert m[b"owner"] == b"A" and m[b"want"] == b"1", m
-    assert prot(dc, x) == {b"A"}
+    assert prot(dc, x) == {b"A": boot(dc, "A")}
 
 
 def test_a_fetched_replica_is_listed_but_is_no_holder(make_cluster, uid):
@@ -51,7 +58,7 @@ def test_a_fetched_replica_is_listed_but_is_no_holder(make_cluster, uid):
     wait_locations(b, x, ["A"])
     assert fetch(b, x) == ["OK"]
     wait_locations(a, x, ["A", "B"])
-    assert prot(dc, x) == {b"A"}
+    assert prot(dc, x) == {b"A": boot(dc, "A")}
     assert meta(dc, x)[b"owner"] == b"A"
 
 
@@ -65,15 +72,17 @@ def test_deleting_every_copy_leaves_no_key_of_the_id(make_cluster, uid):
     assert fetch(b, x) == ["OK"]
     wait_locations(a, x, ["A", "B"])
     assert a.execute_command("OBJ.DEL", x) == b"OK"
-    wait_until(lambda: prot(dc, x) == set(), 10.0, what="A out of the holders")
+    wait_until(lambda: prot(dc, x) == {}, 10.0, what="A out of the holders")
     assert b.execute_command("OBJ.DEL", x) == b"OK"
     keys = [b"objstore:{" + x + b"}:" + k for k in (b"meta", b"loc", b"prot")]
     wait_until(lambda: dc.exists(*keys) == 0, 10.0, what="no key of the id left")
 
 
-def test_the_registration_carries_label_and_draining(make_cluster):
+def test_the_registration_carries_label_draining_and_boot(make_cluster):
     cl = make_cluster(names=NAMES, layout="separate")
     nodes(cl)
     dc = cl.dir.client()
     h = dc.hgetall(b"objstore:node:A")
     assert h[b"label"] == b"" and h[b"draining"] == b"0", h
+    assert 1 <= int(h[b"boot"]) < 2**52, h
+    assert boot(dc, "A") != boot(dc, "B")  # two processes, two incarnations
