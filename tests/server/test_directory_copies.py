@@ -11,7 +11,7 @@ through the directory client's own test (tests/server/test_directory.c) and
 the replica commands' tests.
 """
 
-from objhelpers import fetch, wait_locations, wait_nodes, wait_until
+from objhelpers import fetch, locate, wait_locations, wait_nodes, wait_until
 
 NAMES = ("A", "B")
 
@@ -86,3 +86,21 @@ def test_the_registration_carries_label_draining_and_boot(make_cluster):
     assert h[b"label"] == b"" and h[b"draining"] == b"0", h
     assert 1 <= int(h[b"boot"]) < 2**52, h
     assert boot(dc, "A") != boot(dc, "B")  # two processes, two incarnations
+
+
+def test_a_holder_killed_and_restarted_empty_is_no_holder_of_what_it_held(make_cluster, uid):
+    cl = make_cluster(names=NAMES, layout="separate")
+    a, b = nodes(cl)
+    dc = cl.dir.client()
+    x = uid(b"x")
+    assert a.execute_command("OBJ.PUT", x, b"payload") == b"OK"
+    wait_locations(b, x, ["A"])
+    assert locate(b, x)["protected"] == ["A"]
+    old = boot(dc, "A")
+    cl["A"].sigkill()
+    cl["A"].start()  # the same name, a new process, nothing held
+    wait_until(lambda: dc.hget(b"objstore:node:A", b"boot") not in (None, str(old).encode()),
+               15.0, what="A registered as a new incarnation")
+    assert prot(dc, x) == {b"A": old}  # the entry of the old incarnation stays ...
+    wait_until(lambda: locate(b, x)["protected"] == [], 10.0,
+               what="A's old entry no longer counted")  # ... and does not count

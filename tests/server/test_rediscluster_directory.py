@@ -202,7 +202,13 @@ def test_a_slot_moved_between_masters_is_followed_through_ask_and_moved(rc, cl, 
         pipe = d.pipeline(transaction=False)
         pipe.execute_command("ASKING")
         pipe.execute_command("EXISTS", b"objstore:{" + new + b"}:meta")
-        assert pipe.execute()[1] == 1, "the new object's keys did not go to the importing master"
+        pipe.execute_command("ASKING")
+        pipe.execute_command("ZSCORE", b"objstore:{" + new + b"}:prot", b"A")
+        got = pipe.execute()
+        assert got[1] == 1, "the new object's keys did not go to the importing master"
+        node_key = b"objstore:node:A"
+        boot = rc.client(rc.master_of(node_key)).hget(node_key, b"boot")
+        assert got[3] is not None and int(float(got[3])) == int(boot), (got, boot)
         assert locate(b, old)["locations"] == ["A"]
 
         # The move completes: the remaining keys migrate, the slot changes owner,
