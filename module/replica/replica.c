@@ -19,7 +19,8 @@
 /* How long the thread sleeps when nothing happens. */
 #define RM_TICK_MS 20
 
-/* A hash of the set of names (order does not matter). */
+/* A hash of the set of names and incarnations (order does not matter): a
+ * node restarted under its name changes it too. */
 static uint64_t rmNamesHash(const DirNode *nodes, size_t n)
 {
     uint64_t h = n;
@@ -28,7 +29,7 @@ static uint64_t rmNamesHash(const DirNode *nodes, size_t n)
         uint64_t x = 1469598103934665603ULL;
         for (const char *c = nodes[i].name; *c; c++)
             x = (x ^ (uint8_t)*c) * 1099511628211ULL;
-        h += x * 0x9E3779B97F4A7C15ULL;
+        h += (x ^ nodes[i].boot) * 0x9E3779B97F4A7C15ULL;
     }
     return h;
 }
