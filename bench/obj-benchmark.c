@@ -1084,7 +1084,7 @@ static int waitLocated(Client *c, const char *base, long long n, char *err, size
             redisReply *r = clientRead(c, err, errLen);
             if (!r)
                 return -1;
-            int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 8 &&
+            int ok = r->type == REDIS_REPLY_ARRAY && r->elements >= 8 &&
                      r->element[7]->type == REDIS_REPLY_ARRAY && r->element[7]->elements > 0;
             if (ok && stillKnown)
                 known++;

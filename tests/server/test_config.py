@@ -16,7 +16,7 @@ ARITIES = {
     "obj.put": -3,
     "obj.create": -3,
     "obj.write": 4,
-    "obj.seal": 2,
+    "obj.seal": -2,
     "obj.abort": 2,
     "obj.get": -2,
     "obj.pin": -2,
@@ -26,6 +26,7 @@ ARITIES = {
     "obj.info": 2,
     "obj.list": -2,
     "obj.stats": 1,
+    "obj.drain": -1,
 }
 
 
