@@ -474,9 +474,12 @@ static int ObjDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     ObjStatus st = e ? objTableDelete(objNode.table, e) : OBJ_ST_NOTFOUND;
     objTableUnlock(objNode.table);
     if (st == OBJ_ST_OK || st == OBJ_ST_DEFERRED) {
-        objRemoteUnpublish(id, idLen);
+        /* The purge first (one queue: it reaches the directory before the
+         * unpublish): its tombstone outlives the last location, so a copy
+         * whose publish is still on its way is refused and deleted too. */
         if (copies && objRemoteDirRunning())
             copiesDeleted(id, idLen); /* its copies elsewhere go too */
+        objRemoteUnpublish(id, idLen);
     }
     return objReplyStatus(ctx, st, "the object is not sealed; its creator can OBJ.ABORT it");
 }

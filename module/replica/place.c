@@ -148,13 +148,14 @@ static int placeKnownClass(const Place *p, const char *name)
 }
 
 /* The next node to ask, or NULL when none is left: among the live nodes
- * neither skipped nor draining, one with an ordinary copy first, then one
- * whose label no holder has, then any, then (PLACE_PROT_LAST) a holder
- * whose copy counts; at random within the class. */
+ * neither skipped nor draining, by class (a label no holder has first;
+ * within that, a node with an ordinary copy, which has nothing to move,
+ * first), then (PLACE_PROT_LAST) a holder whose copy counts; at random
+ * within the class. */
 static const DirNode *placePick(const Place *p)
 {
     const DirNode *best = NULL;
-    int bestClass = 4;
+    int bestClass = PLACE_PROT_LAST + 1;
     uint32_t seen = 0;
 
     for (size_t i = 0; i < rm.nNodes; i++) {
@@ -162,7 +163,9 @@ static const DirNode *placePick(const Place *p)
         if (!strcmp(n->name, rm.cfg.nodeName) || n->draining || placeSkips(p, n->name))
             continue;
         int known = placeKnownClass(p, n->name);
-        int cls = known >= 0 ? known : !placeHasLabel(p, n->label) ? 1 : 2;
+        int cls = known == PLACE_PROT_FIRST || known == PLACE_PROT_LAST
+                      ? known
+                      : (placeHasLabel(p, n->label) ? 2 : 0) + (known == 0 ? 0 : 1);
         if (cls > bestClass)
             continue;
         if (cls < bestClass) {

@@ -71,8 +71,8 @@ struct Place {
     char (*skip)[OBJ_DIR_NAME_MAX];
     size_t nSkip, capSkip;
     /* Live holders the lookup named that may be asked, each with its class
-     * (placePick: 0 first, 3 last): an ordinary copy is 0 (nothing to
-     * move); a copy that counts is 0 or 3 when the caller says so. */
+     * (placePick): an ordinary copy 0 (nothing to move); a copy that counts
+     * PLACE_PROT_FIRST or PLACE_PROT_LAST, as the caller says. */
     char (*known)[OBJ_DIR_NAME_MAX];
     int *knownCls;
     size_t nKnown;
@@ -146,8 +146,8 @@ Place *placeNew(PlaceKind kind, const char *id, size_t idLen, uint64_t checksum,
 int placeSkip(Place *p, const char *name, const char *label);
 /* How placeFromLookup treats holders whose copies count. */
 #define PLACE_PROT_SKIP  (-1) /* never asked: a new copy is wanted */
-#define PLACE_PROT_FIRST 0    /* asked first (a drain handing ownership over) */
-#define PLACE_PROT_LAST  3    /* asked only when no other node can take a copy */
+#define PLACE_PROT_FIRST (-2) /* asked first (a drain handing ownership over) */
+#define PLACE_PROT_LAST  4    /* asked only when no other node can take a copy */
 /* Take a directory lookup's live locations: ordinary holders are asked
  * first, holders whose copies count as protClass says. Returns 0, or -1
  * out of memory. */
