@@ -173,3 +173,11 @@ def test_drain_status_has_every_field(cl):
     assert set(st) >= {"state", "objects_left", "objects_moved", "bytes_moved", "failures",
                        "last_error"}
     assert st["state"] == "idle" and st["last_error"] == ""
+
+
+def test_delete_right_after_the_put_removes_every_copy(cl, oa, uid):
+    """The put answered 3 holders; a delete at once must reach the copies whose publish
+    has not reached the directory yet (else they stay, protected, with no owner)."""
+    assert oa.put(uid, b"gone at once", replicas=3) == 3
+    oa.delete(uid)
+    wait_until(lambda: not holders(cl, uid), what="every copy deleted")
