@@ -41,6 +41,11 @@ from objhelpers import (
 )
 
 SECRET = "s3cret"
+# How long the relay's entry is held before B fetches: past one heartbeat (2 s here),
+# so that any entry of A that B's directory client learnt before (it caches node
+# entries for one heartbeat, and the replica manager lists the nodes every heartbeat)
+# has expired and B looks A up again, finding the relay.
+ENTRY_SETTLE = 2.5
 
 
 @pytest.fixture
@@ -185,7 +190,7 @@ def test_frame_injected_into_a_relayed_session_is_refused(cl, uid):
     wait_published(a, bait)
     relay = Relay(cl)
     try:
-        time.sleep(0.1)  # the relay's entry is in place before B first looks A up
+        time.sleep(ENTRY_SETTLE)
         a0 = stats(a)
         t, _ = start_fetch(b, bait, 5000)
         relay.handshake()
@@ -219,7 +224,7 @@ def test_rewritten_data_and_checksum_are_not_sealed(cl, uid):
                       "%016x" % xxh3_64(forged))
     relay = Relay(cl)
     try:
-        time.sleep(0.1)
+        time.sleep(ENTRY_SETTLE)
         b0 = stats(b)
         t, result = start_fetch(b, oid, 4000)
         version = relay.handshake()
@@ -336,7 +341,7 @@ def test_a_bit_flipped_anywhere_in_a_payload_is_never_sealed(ecl, uid):
     wait_published(a, oid)
     relay = Relay(cl)  # one listener: B keeps the address it looked up
     try:
-        time.sleep(0.1)  # the relay's entry is in place before B first looks A up
+        time.sleep(ENTRY_SETTLE)
         for what, flip in list(FLIPS.items()) + [("nothing", None)]:
             b0 = stats(b)
             t, result = start_fetch(b, oid, 8000)
