@@ -10,6 +10,12 @@ import pytest
 MIB = 1 << 20
 
 
+
+def tier_of(rc, oid):
+    """OBJ.INFO's tier field of oid."""
+    reply = rc.execute_command("OBJ.INFO", oid)
+    return dict(zip(reply[0::2], reply[1::2]))[b"tier"]
+
 def blob(i):
     stamp = b"%015d|" % i
     return (stamp * (MIB // len(stamp) + 1))[:MIB]
@@ -32,7 +38,7 @@ def test_get_of_a_spilled_object_waits_for_the_restore(make_server, spill_dir):
         for i in range(40):
             oc.put(b"py:%d" % i, blob(i))
         spilled = [i for i in range(40)
-                   if rc.execute_command("OBJ.INFO", b"py:%d" % i)[-1] == b"spilled"]
+                   if tier_of(rc, b"py:%d" % i) == b"spilled"]
         assert spilled, "nothing was spilled"
         for i in spilled[:8]:
             v = oc.get(b"py:%d" % i)
