@@ -58,8 +58,11 @@ def test_stats_name_the_node_and_its_directory_link(cl):
     for name in ("A", "B", "C"):
         st = cl[name].stats()
         assert st["node_name"] in (name, name.encode())
-        assert st["directory_connected"] == 1
         assert st["rdma_enabled"] == 0
+        # Connected, once any reconnect a loaded machine caused is through (the bound
+        # only stops a hang: a node that never connects fails here).
+        wait_until(lambda: cl[name].stats()["directory_connected"] == 1, 60,
+                   what=f"{name} connected to its directory")
 
 
 def test_locate_shows_size_checksum_and_holder(cl, uid):
