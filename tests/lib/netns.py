@@ -494,10 +494,12 @@ class NetnsCluster:
 
     def __init__(self, n, rate=None, secret="s3cret", memory="128mb", heartbeat=250,
                  node_ttl=1500, fetch_timeout=30000, extra_args=(), register_timeout=30.0,
-                 names=None, burst="256kb", latency="200ms", node_args=None):
+                 names=None, burst="256kb", latency="200ms", node_args=None,
+                 node_memory=None):
         """rate, burst, latency: each link's tbf (rate None: unlimited). names: the
         nodes' names (default n1..nN). extra_args: module arguments of every node;
-        node_args: {name: module arguments} added for some of them."""
+        node_args: {name: module arguments} added for some of them; node_memory:
+        {name: arena size} for those whose arena is not `memory`."""
         self.n = n
         self.lab = NetnsLab(rate=rate, burst=burst, latency=latency)
         self.secret = secret
@@ -512,6 +514,7 @@ class NetnsCluster:
         self.names = list(names) if names else [f"n{i}" for i in range(1, n + 1)]
         assert len(self.names) == n
         self.node_args = dict(node_args or {})
+        self.node_memory = dict(node_memory or {})
 
     def __enter__(self):
         return self.start()
@@ -533,7 +536,8 @@ class NetnsCluster:
             for name in self.names:
                 link = self.lab.add(name)
                 self.nodes[name] = NetnsNode(
-                    name, link, self.directory.addr, secret=self.secret, memory=self.memory,
+                    name, link, self.directory.addr, secret=self.secret,
+                    memory=self.node_memory.get(name, self.memory),
                     heartbeat=self.heartbeat, node_ttl=self.node_ttl,
                     fetch_timeout=self.fetch_timeout,
                     extra_args=self.extra_args + list(self.node_args.get(name, ())))

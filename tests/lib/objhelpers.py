@@ -516,6 +516,102 @@ def stat_delta(before, after, *fields):
     return {f: after[f] - before[f] for f in fields}
 
 
+# ---- copies: replica counts, holders, drain (docs/cluster.md) ------------------------------
+
+# The kinds of copy OBJ.INFO names: those that count toward an object's replica count
+# (the owner's primary, protected copies) and the ordinary, evictable replica.
+COUNTING_COPIES = ("primary", "protected")
+
+
+def copy_of(client, oid):
+    """The kind of copy of oid on client's node ("primary", "protected", "replica"),
+    with its replica count: (copy, replicas), or None when the node holds no sealed copy
+    of it."""
+    try:
+        d = info(client, oid)
+    except ResponseError as e:
+        if err_code(e) == "NOTFOUND":
+            return None
+        raise
+    if to_str(d["state"]) != "sealed":
+        return None
+    return to_str(d["copy"]), to_int(d["replicas"])
+
+
+def holders_now(clients, oid):
+    """{node: (copy, replicas)} of the nodes of clients ({name: client}) that hold a
+    sealed copy of oid now (their OBJ.INFO)."""
+    out = {}
+    for name, c in clients.items():
+        got = copy_of(c, oid)
+        if got is not None:
+            out[name] = got
+    return out
+
+
+def counting(held):
+    """The holders of holders_now() whose copies count toward the replica count."""
+    return {n: c for n, c in held.items() if c[0] in COUNTING_COPIES}
+
+
+def wait_each(items, check, what, timeout=120.0, interval=0.2):
+    """Poll check(item) -> (ok, detail) for every item until each has been ok once (an
+    item that was ok is not asked again). Bounded by timeout (at least WAIT_FLOOR):
+    fails naming the items left and what check said of them last."""
+    pending = {i: "not checked" for i in items}
+    deadline = time.monotonic() + max(timeout, WAIT_FLOOR)
+    while pending:
+        for item in list(pending):
+            ok, detail = check(item)
+            if ok:
+                del pending[item]
+            else:
+                pending[item] = detail
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            sample = "; ".join(f"{k!r:.60}: {v}" for k, v in list(pending.items())[:5])
+            raise AssertionError(f"{what}: {len(pending)} of {len(items)} not there within "
+                                 f"{max(timeout, WAIT_FLOOR):.0f}s, e.g. {sample}")
+        time.sleep(interval)
+
+
+def wait_copies(client, oid, pred, what, timeout=60.0):
+    """Poll OBJ.LOCATE (locate) until pred(copies) holds and return the copies;
+    NOTFOUND and a slow directory's UNAVAILABLE are polled through. Bounded (at least
+    WAIT_FLOOR): a directory that never gets there fails with what it said last."""
+    last = None
+
+    def check():
+        nonlocal last
+        try:
+            last = locate(client, oid)
+        except ResponseError as e:
+            if err_code(e) != "NOTFOUND" and not directory_slow(e):
+                raise
+            last = str(e)
+            return False
+        return pred(last)
+
+    try:
+        wait_until(check, timeout, interval=0.05, what=what)
+    except AssertionError:
+        raise AssertionError(f"OBJ.LOCATE {oid!r:.80}: {what} not reached within "
+                             f"{max(timeout, WAIT_FLOOR):.0f}s, last seen {last}") from None
+    return last
+
+
+def drain(client, *args):
+    """OBJ.DRAIN args (none, WAIT ms, STATUS or CANCEL) as a dict: state (str),
+    objects_left, objects_moved, bytes_moved, failures (ints), last_error (str)."""
+    d = pairs(client.execute_command("OBJ.DRAIN", *args))
+    out = {k: to_int(d[k]) for k in ("objects_left", "objects_moved", "bytes_moved",
+                                     "failures")}
+    out["state"] = to_str(d["state"])
+    out["last_error"] = to_str(d["last_error"])
+    return out
+
+
 # ---- the transfer protocol, from the outside (module/transfer/wire.h) ------------------------------
 
 WIRE_HELLO, WIRE_AUTH, WIRE_FETCH, WIRE_DATA, WIRE_RNDV, WIRE_DONE, WIRE_ERROR = range(1, 8)

@@ -533,6 +533,14 @@ class ClusterNode(ObjstoreServer):
     def sigstop(self):
         os.kill(self.proc.pid, signal.SIGSTOP)
 
+    def restart(self):
+        """Start a new process of this node (on fresh ports) after stop() or sigkill();
+        returns self. It comes back empty, under the same name; stop() checks it again."""
+        assert not self.alive(), f"{self.label} is still running"
+        self.stopped = self.killed = False
+        start_nodes([self])
+        return self
+
     def sigcont(self):
         os.kill(self.proc.pid, signal.SIGCONT)
 
@@ -948,7 +956,9 @@ class Cluster:
     default directory (its own Redis) and the others point at it."""
 
     def __init__(self, names=("A", "B"), layout="separate", secret="s3cret", memory="256mb",
-                 heartbeat=200, node_ttl=1000, fetch_timeout=30000, node_memory=None):
+                 heartbeat=200, node_ttl=1000, fetch_timeout=30000, node_memory=None,
+                 extra_args=()):
+        """extra_args: module arguments of every node (add_node's own come after)."""
         assert layout in ("separate", "own")
         self.layout = layout
         self.secret = secret
@@ -957,6 +967,7 @@ class Cluster:
         self.node_ttl = node_ttl
         self.fetch_timeout = fetch_timeout
         self.node_memory = dict(node_memory or {})
+        self.extra_args = list(extra_args)
         self.names = list(names)
         self.dir = None
         self.nodes = {}
@@ -986,7 +997,7 @@ class Cluster:
             memory=memory or self.node_memory.get(name, self.memory),
             heartbeat=self.heartbeat, node_ttl=self.node_ttl,
             fetch_timeout=self.fetch_timeout, transfer_port=transfer_port,
-            extra_args=extra_args)
+            extra_args=self.extra_args + list(extra_args))
         self.nodes[name] = node
         self.order.append(name)
         node.start()
