@@ -27,7 +27,15 @@ work beside it, the sanitizer build) makes a run slower, never red. The wall-clo
 bounds that remain (120 s for a client's operation, quiesce_seconds, the heal check's
 hang-stopping bound) only stop a hang, far past what a working node takes.
   - no crash but the inflicted ones (the sanitizer build in CI: OBJSTORE_BUILD,
-    OBJSTORE_PRELOAD).
+    OBJSTORE_PRELOAD);
+  - no object with two copies is lost when one node at a time dies: a share of the puts
+    ask for REPLICAS 2 (ids of their own, never re-used, deleted with OBJ.PURGE); one
+    acknowledged with 2 must stay fetchable after the heal whoever dies, unless a death
+    took its last counting copy. Before each kill the live nodes are asked (OBJ.INFO)
+    which of them hold a primary or protected copy of each such object; one that only
+    the victim holds (two deaths before its repair, or its other copy on a paused node)
+    is let go, and counted (durable_scan). Their ownership moves, so the per-node
+    holdings check leaves them out.
 
 Violations name the issue item they belong to when one is known. The report (counts of
 operations and outcomes, faults, violations) is printed and written as JSON.
@@ -54,7 +62,7 @@ from redis.exceptions import ResponseError  # noqa: E402
 from redis.exceptions import TimeoutError as RedisTimeoutError  # noqa: E402
 
 from netns import NetnsCluster, netns_problem  # noqa: E402
-from objhelpers import pairs, stats, to_int  # noqa: E402
+from objhelpers import pairs, stats, to_int, to_str  # noqa: E402
 
 ALIGN = 64
 # What a fetch may answer under faults. PROTOCOL ("the peer sent a different size than
@@ -96,6 +104,12 @@ class Config:
         # put takes a fresh id, which keeps generations out of the way of the other
         # invariants (to tell a defect of re-created ids from one of the rest).
         self.reuse_ids = os.environ.get("CHAOS_REUSE_IDS", "1") != "0"
+        # The share of puts made with REPLICAS 2 (and WAIT replica_wait_ms), at most
+        # durable_per_client of them live per client; repair runs every repair_interval.
+        self.replicas_share = float(os.environ.get("CHAOS_REPLICAS_SHARE", 0.3))
+        self.durable_per_client = 10
+        self.replica_wait_ms = 2000
+        self.repair_interval = 1000
         for k, v in kw.items():
             setattr(self, k, v)
 
@@ -141,12 +155,15 @@ def connected_incarnation(n, client):
 # ---- the model ----------------------------------------------------------------------------
 
 class Obj:
-    """A primary the model believes exists: generation, size, owner and its incarnation."""
+    """A primary the model believes exists: generation, size, owner and its incarnation;
+    want, its replica count, and durable: acknowledged with two copies or more (it must
+    outlive one death; its owner may then be another node than `node`)."""
 
-    __slots__ = ("oid", "gen", "size", "node", "inc", "since")
+    __slots__ = ("oid", "gen", "size", "node", "inc", "since", "want", "durable")
 
-    def __init__(self, oid, gen, size, node, inc):
+    def __init__(self, oid, gen, size, node, inc, want=1, durable=False):
         self.oid, self.gen, self.size, self.node, self.inc = oid, gen, size, node, inc
+        self.want, self.durable = want, durable
         self.since = time.monotonic()
 
 
@@ -190,10 +207,14 @@ class Model:
         with self.lock:
             return list(self.live.values())
 
-    def node_lost(self, node):
-        """A node died: its primaries are gone. Returns how many."""
+    def node_lost(self, node, exempt=()):
+        """A node died: its primaries are gone, but for the durable objects (kept: they
+        live on elsewhere), except those of exempt (ids: their last copy was there).
+        Returns how many went."""
+        exempt = set(exempt)
         with self.lock:
-            gone = [o for o, v in self.live.items() if v.node == node]
+            gone = [o for o, v in self.live.items()
+                    if (v.node == node and not v.durable) or o in exempt]
             for o in gone:
                 del self.live[o]
             return len(gone)
@@ -283,6 +304,9 @@ class Chaos:
         self.epoch = 0
         self.epoch_faults = []
         self.missing_serial = 0
+        # Objects put with REPLICAS 2: acknowledged with 2, and let go at a kill (their
+        # last copy was on the victim), per durable_scan.
+        self.durable = {"acknowledged": 0, "exempt at a kill": 0, "kills scanned": 0}
         self.baseline_clients = {}
         self.t0 = time.monotonic()
         self.log_lines = []
@@ -351,7 +375,8 @@ class Chaos:
         self.say(f"seed {cfg.seed}: {cfg.nodes} nodes, {cfg.clients} clients, "
                  f"{cfg.seconds:.0f} s, links {cfg.rate or 'unlimited'}")
         self.cluster = NetnsCluster(cfg.nodes, rate=cfg.rate, memory=cfg.memory,
-                                    heartbeat=cfg.heartbeat, node_ttl=cfg.node_ttl)
+                                    heartbeat=cfg.heartbeat, node_ttl=cfg.node_ttl,
+                                    extra_args=["repair-interval", str(cfg.repair_interval)])
         stop_report = ""
         error = None
         try:
@@ -460,11 +485,13 @@ class Chaos:
         self.say(f"fault {kind} {target}")
         if kind == "kill9":
             n = self.node(target)
+            exempt = self.durable_scan(target)
             self.kills.setdefault(target, []).append(time.monotonic())
             self.dead.add((target, n.incarnation))
             n.kill9()
-            lost = self.model.node_lost(target)
-            self.say(f"  {target} killed: {lost} primaries gone with it")
+            lost = self.model.node_lost(target, exempt)
+            self.say(f"  {target} killed: {lost} primaries gone with it ({len(exempt)} of "
+                     "them with two copies, whose other copy no live node held)")
             return (time.monotonic() + self.rng.uniform(0.3, 3.0), kind, target)
         if kind == "cut":
             self.cluster.lab.cut(self.node(target).link)
@@ -503,6 +530,45 @@ class Chaos:
             self.cluster.directory.start()
         return time.monotonic()
 
+    def durable_scan(self, victim):
+        """Before victim dies (or after it crashed): the ids of the durable objects no
+        other live, running node holds a counting copy (primary or protected) of, as
+        their OBJ.INFO says. Their last copy goes with victim: they are let go (counted),
+        while every other durable object must survive this death. A node that does not
+        answer (paused, or too slow for 10 s) holds nothing here, so its copies never
+        make an object look safer than it is. Can't fail."""
+        objs = [o for o in self.model.snapshot() if o.durable]
+        if not objs:
+            return []
+        held = set()
+        for name in self.cluster.names:
+            n = self.node(name)
+            if name == victim or n.killed or n.paused or not n.alive():
+                continue
+            try:
+                c = n.new_client(10.0)
+                try:
+                    p = c.pipeline(transaction=False)
+                    for o in objs:
+                        p.execute_command("OBJ.INFO", o.oid)
+                    replies = p.execute(raise_on_error=False)
+                finally:
+                    c.close()
+            except NET_ERRORS:
+                continue
+            for o, r in zip(objs, replies):
+                if isinstance(r, Exception):
+                    continue
+                d = pairs(r)
+                if (to_str(d.get("state")) == "sealed"
+                        and to_str(d.get("copy")) in ("primary", "protected")):
+                    held.add(o.oid)
+        exempt = [o.oid for o in objs if o.oid not in held]
+        with self.lock:
+            self.durable["kills scanned"] += 1
+            self.durable["exempt at a kill"] += len(exempt)
+        return exempt
+
     def check_crashes(self):
         """A node that died without being killed is a crash: report it and restart it."""
         for name in self.cluster.names:
@@ -512,7 +578,7 @@ class Chaos:
                              f"{n.log_tail(40)}")
                 self.dead.add((name, n.incarnation))
                 n.killed = True
-                self.model.node_lost(name)
+                self.model.node_lost(name, self.durable_scan(name))
                 n.restart()
 
     # ---- checks after healing ----------------------------------------------------------
@@ -571,7 +637,16 @@ class Chaos:
                 for oid in pending:
                     last[oid] = (f"{last.get(oid, '?')} (stuck: {tries[oid]} attempts in the "
                                  f"hang-stopping bound of {hang - t0:.0f} s)")
-            self.report_unfetchable(pending, last, tries)
+            durable = {oid: o for oid, o in pending.items() if o.durable}
+            for oid, o in durable.items():
+                self.violate("lost object with two copies",
+                             f"{oid!r} generation {o.gen}, put with REPLICAS 2 and "
+                             f"acknowledged with two copies, not fetchable after the heal "
+                             f"({tries[oid]} attempts: {last.get(oid, '?')}; epoch faults: "
+                             f"{self.epoch_faults})")
+            rest = {oid: o for oid, o in pending.items() if not o.durable}
+            if rest:
+                self.report_unfetchable(rest, last, tries)
 
     def fetch_after_heal(self, c, name, o, pending, last, again=True):
         """One id per OBJ.FETCH: a batch shares its fate when one transfer's failure
@@ -699,7 +774,8 @@ class Chaos:
                         continue  # deleted since (no client runs: should not happen)
                     size, msize = to_int(inf["size"]), to_int(inf["meta_size"])
                     expected_used += block_size(size, msize)
-                    listed[oid] = (size, to_int(inf["replica"]))
+                    # want: the replica count (their ownership moves: no holdings check)
+                    listed[oid] = (size, to_int(inf["replica"]), to_int(inf["replicas"]))
                 if cursor in (b"0", 0):
                     break
             problems = []
@@ -771,7 +847,7 @@ class Chaos:
 
     def check_holdings(self, name, listed):
         n = self.node(name)
-        mine = {o.oid: o for o in self.model.snapshot() if o.node == name}
+        mine = {o.oid: o for o in self.model.snapshot() if o.node == name and o.want == 1}
         c = n.new_client(60.0)
         try:
             for oid, o in mine.items():
@@ -782,8 +858,8 @@ class Chaos:
                 elif listed[oid][1]:
                     self.violate("lost object", f"{name} lists {oid!r} as a replica, the model "
                                  f"has it as its primary generation {o.gen}")
-            for oid, (size, replica) in listed.items():
-                if not replica and oid not in mine:
+            for oid, (size, replica, want) in listed.items():
+                if not replica and oid not in mine and want == 1:
                     self.violate("ghost object", f"{name} holds primary {oid!r} ({size} bytes) "
                                  "that was deleted or never written there")
                 try:
@@ -837,6 +913,7 @@ class Chaos:
             "faults_by_kind": self.faults,
             "relays_by_epoch": self.relays,
             "settling_by_epoch": self.settling,
+            "two_copy_objects": self.durable,
             "violation_count": self.violation_count,
             "violations": self.violations,
             "build": os.environ.get("OBJSTORE_BUILD", ""),
@@ -857,6 +934,7 @@ class ChaosClient:
         self.own = [b"c%d:%d" % (k, j) for j in range(chaos.cfg.ids_per_client)]
         self.prefix = b"c%d:" % k
         self.fresh = 0
+        self.durable_serial = 0  # ids c<k>:r<serial> of the puts with REPLICAS 2
         self.conns = {}  # node -> (client, incarnation)
         self.rng = None
 
@@ -988,6 +1066,11 @@ class ChaosClient:
 
     # ---- operations -----------------------------------------------------------------------
     def op_put(self):
+        cfg = self.chaos.cfg
+        if self.rng.random() < cfg.replicas_share and sum(
+                1 for o in self.chaos.model.snapshot()
+                if o.want > 1 and self.is_mine(o.oid)) < cfg.durable_per_client:
+            return self.op_put_replicated()
         oid = self.free_own_id()
         nodes = self.live_nodes()
         if oid is None or not nodes:
@@ -1005,6 +1088,61 @@ class ChaosClient:
             self.chaos.model.add(Obj(oid, gen, size, name, inc))
             self.chaos.count("put", "OK")
         self.run_op(name, "put", go)
+
+    def op_put_replicated(self):
+        """PUT with REPLICAS 2 WAIT w of a fresh id (never re-used): answered within its
+        WAIT (plus slack) with 1 or 2 copies; acknowledged with 2, the object must outlive
+        any one death."""
+        nodes = self.live_nodes()
+        if not nodes:
+            return
+        self.durable_serial += 1
+        oid = b"c%d:r%d" % (self.k, self.durable_serial)
+        name = self.rng.choice(nodes)
+        size = self.pick_size()
+        gen = self.chaos.model.new_gen(oid, size)
+        wait = self.chaos.cfg.replica_wait_ms
+        op = "put replicas 2"
+
+        def go(c, inc):
+            try:
+                n = self.timed(name, op, wait, lambda: c.execute_command(
+                    "OBJ.PUT", oid, content(oid, gen, size), "META", meta_of(gen),
+                    "REPLICAS", 2, "WAIT", wait))
+            except ResponseError as e:
+                self.chaos.count(op, code_of(e))
+                if code_of(e) not in ("OOM", "UNAVAILABLE"):
+                    self.chaos.violate("unexpected reply", f"{op} {oid!r} on {name}: {e}")
+                return
+            if n not in (1, 2):
+                self.chaos.violate("unexpected reply", f"{op} {oid!r} on {name}: {n!r}")
+                return
+            self.chaos.model.add(Obj(oid, gen, size, name, inc, want=2, durable=n == 2))
+            if n == 2:
+                with self.chaos.lock:
+                    self.chaos.durable["acknowledged"] += 1
+            self.chaos.count(op, f"{n} copies")
+        self.run_op(name, op, go)
+
+    def op_purge(self, o):
+        """OBJ.PURGE of a two-copy object from any live node (a holder's delete would do
+        too, but its owner may have moved): gone from the model once the directory knew
+        it; kept when the directory did not (flushed, the copies not published again)."""
+        nodes = self.live_nodes()
+        if not nodes:
+            return
+        name = self.rng.choice(nodes)
+
+        def go(c, inc):
+            try:
+                r = c.execute_command("OBJ.PURGE", o.oid)
+            except ResponseError as e:
+                self.chaos.count("purge", code_of(e))  # the directory is away: kept
+                return
+            self.chaos.count("purge", str(to_int(r)))
+            if to_int(r) >= 1:
+                self.chaos.model.drop(o.oid)
+        self.run_op(name, "purge", go)
 
     def put_refused(self, c, name, oid, e, op):
         """A put or create answered an error: EXISTS is fine for a replica there."""
@@ -1244,7 +1382,7 @@ class ChaosClient:
         generation; after another object of the same size lands, the first pin's view
         must still hold what it held."""
         mine = [o for o in self.chaos.model.snapshot()
-                if self.is_mine(o.oid) and not self.chaos.node(o.node).killed]
+                if self.is_mine(o.oid) and o.want == 1 and not self.chaos.node(o.node).killed]
         spare = self.free_own_id()
         if not mine or spare is None:
             return
@@ -1294,6 +1432,8 @@ class ChaosClient:
         if not mine:
             return self.op_put()
         o = self.rng.choice(mine)
+        if o.want > 1:
+            return self.op_purge(o)
         n = self.chaos.node(o.node)
         if n.killed:
             return
