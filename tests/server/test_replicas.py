@@ -176,6 +176,13 @@ def gone_everywhere(clients, oid, what):
     wait_until(notfound, 60, what=f"{what}: OBJ.LOCATE NOTFOUND")
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_delete_right_after_the_put_purges_every_copy(clients, uid, k):
+    assert put(clients["B"], uid, b"d" * 1000, "REPLICAS", k) == k
+    assert clients["B"].execute_command("OBJ.DEL", uid) in (b"OK", b"DEFERRED")
+    gone_everywhere(clients, uid, f"a delete right after a put of {k} copies")
+
+
 def test_a_delete_on_a_protected_holder_purges_every_copy(clients, uid):
     data = payload(50000, seed=11)
     assert put(clients["D"], uid, data, "REPLICAS", 3) == 3
