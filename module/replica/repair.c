@@ -62,7 +62,8 @@ static void sweepCollect(ObjEntry *e, void *arg)
 {
     ObjList *l = arg;
 
-    if (e->want < 2 || e->sumPending || objTableCopyOf(e) == OBJ_COPY_REPLICA)
+    if (e->want < 2 || e->sumPending || objTableCopyOf(e) == OBJ_COPY_REPLICA ||
+        utilWallMs() - e->createdMs < REPL_SWEEP_MIN_AGE_MS)
         return;
     SweepItem *it = calloc(1, sizeof(*it));
     if (!it || !(it->id = malloc(e->idLen ? e->idLen : 1))) {
@@ -97,14 +98,15 @@ void repairSweep(void)
     } while (cursor != 0);
 }
 
-/* Is a repair of id running here already (a claim of ours renews)? */
+/* Is a placement of id running here already (its put's, a repair: a claim
+ * of ours renews)? */
 static int repairRunning(const char *id, size_t idLen)
 {
     ObjListLink *l;
 
     objListForEach(&rm.places, l) {
         const Place *p = objListEntry(l, Place, link);
-        if (p->kind == PLACE_REPAIR && p->idLen == idLen && !memcmp(p->id, id, idLen))
+        if (p->idLen == idLen && !memcmp(p->id, id, idLen))
             return 1;
     }
     return 0;

@@ -17,8 +17,13 @@
 /* How long a REPL may take before the asker gives up on it (bounds a hang:
  * a dead target closes its connection long before). */
 #define REPL_DEADLINE_US (120LL * 1000 * 1000)
-/* A repair claim's lifetime in the directory: the winner's work must fit. */
-#define REPL_CLAIM_TTL_MS (60 * 1000)
+/* A repair claim's lifetime in the directory: what a claim of a node that
+ * died holding it delays the object's repair by. A repair that takes longer
+ * may be started again by another holder (a surplus copy, trimmed later). */
+#define REPL_CLAIM_TTL_MS (10 * 1000)
+/* Objects younger than this are left to their put's own placement: right
+ * after it, the directory may not list the copies it made yet. */
+#define REPL_SWEEP_MIN_AGE_MS 2000
 /* Lookups a sweep or a drain keeps in flight at once. */
 #define REPL_LOOKUP_WINDOW 64
 
