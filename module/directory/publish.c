@@ -24,6 +24,10 @@
  *      node (not ARGV[7]): moved, v is that owner;
  *   0  refused as stale: "P" of another generation while meta.owner names
  *      another node, or "q"/"r" of another generation than the meta's;
+ *   (both "P" rules only for an object with copies, want >= 2 in the meta
+ *   or the publish: only such an object's ownership moves while its owner
+ *   is away; a one-copy id re-created elsewhere keeps the rule of the
+ *   primaries, whoever publishes last names the generation)
  *   1  the meta is this copy's (a primary sets owner and want; a protected
  *      copy sets want where it is absent);
  *   3  the meta was replaced by this copy's generation (no meta, another
@@ -38,7 +42,8 @@
     "local me, k, v = ARGV[1], ARGV[2], 1 "                                                        \
     "local same = m[1] == ARGV[3] and m[2] == ARGV[4] and m[3] == ARGV[5] "                        \
     "if m[4] and k ~= 'p' and m[4] == ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5] then v = 2 "     \
-    "elseif k == 'P' and m[5] and m[5] ~= me and not (same and m[5] == ARGV[7]) then "             \
+    "elseif k == 'P' and m[5] and m[5] ~= me and not (same and m[5] == ARGV[7]) and "              \
+    "(tonumber(ARGV[6]) >= 2 or tonumber(m[6] or '1') >= 2) then "                                 \
     "if same then v = m[5] else v = 0 end "                                                        \
     "elseif not same and (k == 'q' or k == 'r') and m[3] then v = 0 "                              \
     "else "                                                                                        \

@@ -74,8 +74,9 @@ static void remoteChanged(const char *id, size_t idLen)
 }
 
 /* Directory thread: the directory refused this node's copy of id, as the
- * id names another object now (a replica of a deleted generation, or a
- * primary superseded while this node was away and its ownership moved).
+ * id names another object now (a replica of a deleted generation, or the
+ * primary of an object with copies superseded while this node was away and
+ * its ownership moved; a one-copy primary is never refused so).
  * Drop the copy when it is still that one, sealed and unpinned (as an
  * eviction would): kept, it would answer local reads and fetches of the id
  * with a deleted object. A pinned one stays. */
@@ -83,7 +84,8 @@ static void remoteStaleReplica(const char *id, size_t idLen, uint64_t checksum)
 {
     objTableLock(objNode.table);
     ObjEntry *e = objTableFind(objNode.table, id, idLen);
-    if (e != NULL && e->state == OBJ_SEALED && e->checksum == checksum && e->pins == 0)
+    if (e != NULL && e->state == OBJ_SEALED && e->checksum == checksum && e->pins == 0 &&
+        (e->replica || e->want >= 2))
         objTableDelete(objNode.table, e);
     objTableUnlock(objNode.table);
 }
