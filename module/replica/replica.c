@@ -16,8 +16,11 @@
 #include "replint.h"
 #include "common/util.h"
 
-/* How long the thread sleeps when nothing happens. */
-#define RM_TICK_MS 20
+/* How long the thread sleeps when nothing happens (every answer wakes it at
+ * once; the tick only serves deadlines and the periodic work): a node at
+ * rest wakes 10 times a second, not 50, which a slow host (an emulated
+ * guest, a sanitizer build) feels in its heartbeats. */
+#define RM_TICK_MS 100
 
 /* A hash of the set of names and incarnations (order does not matter): a
  * node restarted under its name changes it too. */
