@@ -113,3 +113,23 @@ int rmDrainingNow(void)
     pthread_mutex_unlock(&rm.lock);
     return on;
 }
+
+int rmObjFrom(RmObj *o, const ObjEntry *e)
+{
+    o->id = malloc(e->idLen ? e->idLen : 1);
+    if (!o->id)
+        return -1;
+    memcpy(o->id, e->id, e->idLen);
+    o->idLen = e->idLen;
+    o->checksum = e->checksum;
+    o->bytes = e->dataSize + e->metaSize;
+    o->want = e->want ? e->want : 1;
+    o->copy = objTableCopyOf(e);
+    return 0;
+}
+
+void rmObjFree(RmObj *o)
+{
+    free(o->id);
+    o->id = NULL;
+}

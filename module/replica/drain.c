@@ -21,11 +21,7 @@
 
 typedef struct DrainItem {
     ObjListLink link;
-    char *id;
-    size_t idLen;
-    uint64_t checksum, bytes;
-    uint32_t want;
-    ObjCopy copy;
+    RmObj o;
     int64_t retryAtUs;
 } DrainItem;
 
@@ -46,7 +42,7 @@ static void drainInit(void)
 
 static void drainItemFree(DrainItem *it)
 {
-    free(it->id);
+    rmObjFree(&it->o);
     free(it);
 }
 
@@ -56,16 +52,10 @@ static void drainCollect(ObjEntry *e, void *arg)
     if (e->sumPending || objTableCopyOf(e) == OBJ_COPY_REPLICA)
         return;
     DrainItem *it = calloc(1, sizeof(*it));
-    if (!it || !(it->id = malloc(e->idLen ? e->idLen : 1))) {
+    if (!it || rmObjFrom(&it->o, e) == -1) {
         free(it);
         return; /* the drain's last look finds it */
     }
-    memcpy(it->id, e->id, e->idLen);
-    it->idLen = e->idLen;
-    it->checksum = e->checksum;
-    it->bytes = e->dataSize + e->metaSize;
-    it->want = e->want ? e->want : 1;
-    it->copy = objTableCopyOf(e);
     objListPushBack(&dr.todo, &it->link);
 }
 
@@ -99,8 +89,8 @@ static void drainCount(uint64_t moved, uint64_t bytes, uint64_t failures, const 
 /* This node's copy of it went elsewhere: let it go. */
 static void drainMoved(DrainItem *it)
 {
-    rmSetCopy(it->id, it->idLen, it->checksum, OBJ_COPY_REPLICA, it->want, NULL);
-    drainCount(1, it->bytes, 0, NULL);
+    rmSetCopy(it->o.id, it->o.idLen, it->o.checksum, OBJ_COPY_REPLICA, it->o.want, NULL);
+    drainCount(1, it->o.bytes, 0, NULL);
     drainItemFree(it);
 }
 
@@ -123,7 +113,7 @@ void drainOnLookup(void *item, DirResult *res)
 
     dr.busy--;
     objTableLock(rm.cfg.table);
-    ObjEntry *e = rmLocal(it->id, it->idLen, it->checksum);
+    ObjEntry *e = rmLocal(it->o.id, it->o.idLen, it->o.checksum);
     int counts = e && objTableCopyOf(e) != OBJ_COPY_REPLICA;
     objTableUnlock(rm.cfg.table);
     if (!counts || !dr.on) { /* deleted, replaced, released meanwhile, or cancelled */
@@ -131,9 +121,9 @@ void drainOnLookup(void *item, DirResult *res)
         drainItemFree(it);
         return;
     }
-    if (res->status != DIR_FOUND || res->checksum != it->checksum) {
+    if (res->status != DIR_FOUND || res->checksum != it->o.checksum) {
         char why[200];
-        snprintf(why, sizeof(why), "'%.64s': %.120s", it->id,
+        snprintf(why, sizeof(why), "'%.64s': %.120s", it->o.id,
                  res->status == DIR_FOUND ? "the directory names another generation" : res->err);
         dirResultFree(res);
         drainRetry(it, why);
@@ -143,20 +133,20 @@ void drainOnLookup(void *item, DirResult *res)
     for (size_t i = 0; i < res->count; i++)
         if (res->nodes[i].prot && strcmp(res->nodes[i].name, rm.cfg.nodeName))
             others++;
-    if (it->copy == OBJ_COPY_PROTECTED && others >= it->want) {
+    if (it->o.copy == OBJ_COPY_PROTECTED && others >= it->o.want) {
         dirResultFree(res);
         drainMoved(it);
         return;
     }
     /* A primary hands its ownership over with a new copy, or, when the
      * others hold enough (or no other node can take one), to a holder. */
-    int primary = it->copy == OBJ_COPY_PRIMARY;
-    int protClass = !primary             ? PLACE_PROT_SKIP
-                    : others >= it->want ? PLACE_PROT_FIRST
-                                         : PLACE_PROT_LAST;
+    int primary = it->o.copy == OBJ_COPY_PRIMARY;
+    int protClass = !primary               ? PLACE_PROT_SKIP
+                    : others >= it->o.want ? PLACE_PROT_FIRST
+                                           : PLACE_PROT_LAST;
     uint32_t flags = ENGINE_REPL_PROTECT | (primary ? ENGINE_REPL_OWN : 0);
-    Place *p =
-        placeNew(PLACE_DRAIN, it->id, it->idLen, it->checksum, it->bytes, it->want, 1, flags);
+    Place *p = placeNew(PLACE_DRAIN, it->o.id, it->o.idLen, it->o.checksum, it->o.bytes, it->o.want,
+                        1, flags);
     const DirNode *me = rmNode(rm.cfg.nodeName);
     if (!p || placeFromLookup(p, res, protClass) == -1 ||
         placeSkip(p, rm.cfg.nodeName, me ? me->label : NULL) == -1) {
@@ -188,7 +178,7 @@ static void drainPlaceDone(Place *p)
         return;
     }
     char why[200];
-    snprintf(why, sizeof(why), "'%.64s': %.120s", it->id, p->lastErr);
+    snprintf(why, sizeof(why), "'%.64s': %.120s", it->o.id, p->lastErr);
     drainRetry(it, why);
 }
 
@@ -243,7 +233,7 @@ void drainTick(int64_t now)
             break;
         objListUnlink(&it->link);
         dr.busy++;
-        dirLookup(it->id, it->idLen, rmDirAnswer, ev);
+        dirLookup(it->o.id, it->o.idLen, rmDirAnswer, ev);
     }
     /* Nothing queued or in flight: one last look for objects that came
      * meanwhile (a takeover); none: drained. */

@@ -20,11 +20,7 @@
 /* One object of a sweep. */
 typedef struct SweepItem {
     ObjListLink link;
-    char *id;
-    size_t idLen;
-    uint64_t checksum, bytes;
-    uint32_t want;
-    ObjCopy copy;
+    RmObj o;
     DirResult *res; /* its lookup, kept while it waits for a claim */
 } SweepItem;
 
@@ -53,7 +49,7 @@ static void itemFree(SweepItem *it)
 {
     if (it->res)
         dirResultFree(it->res);
-    free(it->id);
+    rmObjFree(&it->o);
     free(it);
 }
 
@@ -66,16 +62,10 @@ static void sweepCollect(ObjEntry *e, void *arg)
         utilWallMs() - e->createdMs < REPL_SWEEP_MIN_AGE_MS)
         return;
     SweepItem *it = calloc(1, sizeof(*it));
-    if (!it || !(it->id = malloc(e->idLen ? e->idLen : 1))) {
+    if (!it || rmObjFrom(&it->o, e) == -1) {
         free(it);
         return; /* the next sweep sees it */
     }
-    memcpy(it->id, e->id, e->idLen);
-    it->idLen = e->idLen;
-    it->checksum = e->checksum;
-    it->bytes = e->dataSize + e->metaSize;
-    it->want = e->want;
-    it->copy = objTableCopyOf(e);
     objListPushBack(l, &it->link);
 }
 
@@ -140,7 +130,7 @@ static int isSurplus(const SweepItem *it, const DirResult *res)
 {
     uint32_t before = 0;
 
-    if (it->copy != OBJ_COPY_PROTECTED || !strcmp(res->owner, rm.cfg.nodeName))
+    if (it->o.copy != OBJ_COPY_PROTECTED || !strcmp(res->owner, rm.cfg.nodeName))
         return 0;
     for (size_t i = 0; i < res->count; i++) {
         const DirNode *n = &res->nodes[i];
@@ -149,7 +139,7 @@ static int isSurplus(const SweepItem *it, const DirResult *res)
         if (!strcmp(n->name, res->owner) || strcmp(n->name, rm.cfg.nodeName) < 0)
             before++;
     }
-    return before >= it->want;
+    return before >= it->o.want;
 }
 
 void repairOnLookup(void *item, DirResult *res)
@@ -158,7 +148,7 @@ void repairOnLookup(void *item, DirResult *res)
     int meListed;
 
     sw.lookups--;
-    if (res->status != DIR_FOUND || res->checksum != it->checksum) {
+    if (res->status != DIR_FOUND || res->checksum != it->o.checksum) {
         if (res->status == DIR_UNAVAILABLE)
             sw.again = 1;
         dirResultFree(res);
@@ -166,15 +156,15 @@ void repairOnLookup(void *item, DirResult *res)
         return;
     }
     uint32_t live = liveHolders(res, &meListed);
-    if (live < it->want)
+    if (live < it->o.want)
         sw.below++;
-    if ((live < it->want || ownerDead(res)) && !repairRunning(it->id, it->idLen)) {
+    if ((live < it->o.want || ownerDead(res)) && !repairRunning(it->o.id, it->o.idLen)) {
         it->res = res;
         objListPushBack(&sw.claims, &it->link);
         return;
     }
-    if (live > it->want && isSurplus(it, res) &&
-        rmSetCopy(it->id, it->idLen, it->checksum, OBJ_COPY_REPLICA, it->want, NULL) == 0) {
+    if (live > it->o.want && isSurplus(it, res) &&
+        rmSetCopy(it->o.id, it->o.idLen, it->o.checksum, OBJ_COPY_REPLICA, it->o.want, NULL) == 0) {
         pthread_mutex_lock(&rm.lock);
         rm.st.trimmed++;
         pthread_mutex_unlock(&rm.lock);
@@ -197,33 +187,31 @@ void repairOnClaim(void *item, DirResult *res)
         itemFree(it);
         return;
     }
-    if (ownerDead(it->res) && it->copy == OBJ_COPY_PROTECTED && !rmDrainingNow() &&
-        rmSetCopy(it->id, it->idLen, it->checksum, OBJ_COPY_PRIMARY, it->want, it->res->owner) ==
-            0) {
+    if (ownerDead(it->res) && it->o.copy == OBJ_COPY_PROTECTED && !rmDrainingNow() &&
+        rmSetCopy(it->o.id, it->o.idLen, it->o.checksum, OBJ_COPY_PRIMARY, it->o.want,
+                  it->res->owner) == 0) {
         rmLog("notice", "object '%.*s': its owner '%s' is gone, this node owns it now",
-              (int)(it->idLen > 64 ? 64 : it->idLen), it->id, it->res->owner);
+              (int)(it->o.idLen > 64 ? 64 : it->o.idLen), it->o.id, it->res->owner);
         pthread_mutex_lock(&rm.lock);
         rm.st.takeovers++;
         pthread_mutex_unlock(&rm.lock);
-        it->copy = OBJ_COPY_PRIMARY;
+        it->o.copy = OBJ_COPY_PRIMARY;
     }
     uint32_t live = liveHolders(it->res, &meListed);
-    if (live >= it->want) {
+    if (live >= it->o.want) {
         itemFree(it);
         return;
     }
-    Place *p = placeNew(PLACE_REPAIR, it->id, it->idLen, it->checksum, it->bytes, it->want,
-                        it->want - live, ENGINE_REPL_PROTECT);
+    Place *p = placeNew(PLACE_REPAIR, it->o.id, it->o.idLen, it->o.checksum, it->o.bytes,
+                        it->o.want, it->o.want - live, ENGINE_REPL_PROTECT);
+    const DirNode *me = rmNode(rm.cfg.nodeName);
     if (!p || placeFromLookup(p, it->res, PLACE_PROT_SKIP) == -1 ||
-        placeSkip(p, rm.cfg.nodeName, NULL) == -1) {
+        placeSkip(p, rm.cfg.nodeName, me ? me->label : NULL) == -1) {
         if (p)
             placeFree(p);
         itemFree(it);
         return;
     }
-    const DirNode *me = rmNode(rm.cfg.nodeName);
-    if (me)
-        placeSkip(p, me->name, me->label);
     p->item = it;
     p->ended = repairPlaceDone;
     placeStart(p);
@@ -262,7 +250,7 @@ void repairTick(int64_t now)
             continue;
         }
         sw.lookups++;
-        dirLookup(it->id, it->idLen, rmDirAnswer, ev);
+        dirLookup(it->o.id, it->o.idLen, rmDirAnswer, ev);
     }
     int slots = rm.cfg.repairConcurrency > 0 ? rm.cfg.repairConcurrency : 1;
     while (!objListEmpty(&sw.claims) && placeRepairsInFlight() + sw.claiming < slots) {
@@ -273,7 +261,7 @@ void repairTick(int64_t now)
             continue;
         }
         sw.claiming++;
-        dirClaim(it->id, it->idLen, REPL_CLAIM_TTL_MS, rmDirAnswer, ev);
+        dirClaim(it->o.id, it->o.idLen, REPL_CLAIM_TTL_MS, rmDirAnswer, ev);
     }
     int inFlight = placeRepairsInFlight();
     pthread_mutex_lock(&rm.lock);

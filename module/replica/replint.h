@@ -141,6 +141,19 @@ int rmSetCopy(const char *id, size_t idLen, uint64_t checksum, ObjCopy c, uint32
               const char *from);
 /* Is the node draining or drained? Any thread. */
 int rmDrainingNow(void);
+/* What a sweep or a drain remembers of one local object: its id (a copy),
+ * generation, bytes, replica count and copy kind. */
+typedef struct RmObj {
+    char *id;
+    size_t idLen;
+    uint64_t checksum, bytes;
+    uint32_t want;
+    ObjCopy copy;
+} RmObj;
+/* Fill o from e (caller holds the table lock). Returns 0, or -1 out of
+ * memory (o then holds nothing). */
+int rmObjFrom(RmObj *o, const ObjEntry *e);
+void rmObjFree(RmObj *o);
 
 /* ---- place.c ---- */
 /* A placement of kind for id; the caller fills what it knows (skip, known,
