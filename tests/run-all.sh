@@ -39,17 +39,33 @@ mkdir -p "$CI_DIR/results" "$CI_DIR/lanes" || exit 1
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} --durations=10"
 T0=$(date +%s)
 
-# step NAME COMMAND...: run COMMAND, record PASS/FAIL with its time in
-# build/ci/results (keyed by start time, so the summary keeps the order steps
-# started in, lanes included). Returns COMMAND's success.
+# childCpu VAR: set VAR to the CPU seconds (user + system) this shell's
+# waited-for children have used so far. `times` must run in this very shell (a
+# command substitution would be a new process with no children yet), so it
+# writes to a file. CI is CPU-bound on two cores: a step's CPU, not its wall
+# time, is what it takes from the other lanes.
+childCpu() {
+    local f=$CI_DIR/times.$BASHPID
+    times >"$f"
+    printf -v "$1" '%s' "$(awk 'NR == 2 {
+        split($1, u, /[ms]/); split($2, s, /[ms]/)
+        printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$f")"
+    rm -f "$f"
+}
+
+# step NAME COMMAND...: run COMMAND, record PASS/FAIL with its wall time and CPU
+# time in build/ci/results (keyed by start time, so the summary keeps the order
+# steps started in, lanes included). Returns COMMAND's success.
 step() {
-    local name=$1 start key r
+    local name=$1 start key r cpu0 cpu1
     shift
     echo "===== $name"
     start=$(date +%s)
     key=$(date +%s%N)
+    childCpu cpu0
     if "$@"; then r=PASS; else r=FAIL; fi
-    echo "  $r  $name ($(($(date +%s) - start)) s, at +$((start - T0)) s)" \
+    childCpu cpu1
+    echo "  $r  $name ($(($(date +%s) - start)) s, cpu $((cpu1 - cpu0)) s, at +$((start - T0)) s)" \
         >"$CI_DIR/results/$key"
     [ "$r" = PASS ]
 }
