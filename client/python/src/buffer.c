@@ -205,10 +205,7 @@ typedef struct SealOp {
     BufferObject *b;
     int pinAfter;
     int sealed;
-    int replicas;     /* copies asked for (0: the node's default) */
-    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
-    int holders;      /* out: the node's holder count */
-    int counted;      /* out: whether it answered one (an object of several copies) */
+    CopiesAsk copies;
 } SealOp;
 
 /*
@@ -229,8 +226,8 @@ static int bufferSealOp(ClientObject *c, void *arg, SavedErr *e)
     size_t idLen = (size_t)PyBytes_GET_SIZE(b->id);
     ObjBuffer view;
 
-    if (objClientSealCounted(c->oc, id, idLen, s->replicas, s->waitMs, &s->holders, &s->counted) <
-        0)
+    if (objClientSealCounted(c->oc, id, idLen, s->copies.replicas, s->copies.waitMs,
+                             &s->copies.holders, &s->copies.counted) < 0)
         return -1;
     s->sealed = 1;
     if (s->pinAfter) {
@@ -261,8 +258,8 @@ static int bufferPutCopyOp(ClientObject *c, void *arg, SavedErr *e)
 
     if (objClientPutPartsCounted(c->oc, PyBytes_AS_STRING(b->id), (size_t)PyBytes_GET_SIZE(b->id),
                                  &part, 1, (size_t)b->size, PyBytes_AS_STRING(b->meta),
-                                 (size_t)PyBytes_GET_SIZE(b->meta), s->replicas, s->waitMs,
-                                 &s->holders, &s->counted) < 0)
+                                 (size_t)PyBytes_GET_SIZE(b->meta), s->copies.replicas,
+                                 s->copies.waitMs, &s->copies.holders, &s->copies.counted) < 0)
         return -1;
     s->sealed = 1;
     return 0;
@@ -282,10 +279,10 @@ PyDoc_STRVAR(bufferSealDoc,
 static PyObject *bufferSealIn(BufferObject *b, PyObject *args)
 {
     int remote = b->state == BUF_COPY_CREATE;
-    SealOp s = {.b = b, .pinAfter = b->exports > 0, .waitMs = OBJ_WAIT_DEFAULT};
+    SealOp s = {.b = b, .pinAfter = b->exports > 0, .copies = COPIES_ASK_DEFAULT};
     int rv;
 
-    if (!PyArg_ParseTuple(args, "|iL", &s.replicas, &s.waitMs))
+    if (!PyArg_ParseTuple(args, "|iL", &s.copies.replicas, &s.copies.waitMs))
         return NULL;
     if (b->state != BUF_CREATED && !remote)
         return PyErr_Format(PyExc_ValueError, "only a created object can be sealed");
@@ -304,9 +301,7 @@ static PyObject *bufferSealIn(BufferObject *b, PyObject *args)
     }
     if (rv < 0)
         return NULL; /* sealed, but the views' object is gone: no new views */
-    if (s.counted)
-        return PyLong_FromLong(s.holders);
-    Py_RETURN_NONE;
+    return copiesAskResult(&s.copies);
 }
 
 PYOBJ_COUNTED_METHOD(bufferSeal, BufferObject, self->client)

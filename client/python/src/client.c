@@ -419,10 +419,7 @@ typedef struct PutOp {
     const char *id, *meta;
     size_t idLen, metaLen;
     Parts parts;
-    int replicas;     /* copies asked for (0: the node's default) */
-    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
-    int holders;      /* out: the node's holder count */
-    int counted;      /* out: whether it answered one (an object of several copies) */
+    CopiesAsk copies;
 } PutOp;
 
 /* The put (a ClientOp): objClientPutParts, which sends a small object inline in one
@@ -445,7 +442,8 @@ static int clientPutOp(ClientObject *c, void *arg, SavedErr *e)
     if (!c->zeroCopy)
         objClientPutInline(c->oc);
     rv = objClientPutPartsCounted(c->oc, o->id, o->idLen, parts, (size_t)p->n, p->total, o->meta,
-                                  o->metaLen, o->replicas, o->waitMs, &o->holders, &o->counted);
+                                  o->metaLen, o->copies.replicas, o->copies.waitMs,
+                                  &o->copies.holders, &o->copies.counted);
     if (parts != &one)
         free(parts);
     return rv;
@@ -459,11 +457,11 @@ static PyObject *clientPutIn(ClientObject *c, PyObject *args)
 {
     PyObject *idObj, *bufs, *offs;
     Py_ssize_t total, metaLen = 0;
-    PutOp o = {.meta = NULL, .waitMs = OBJ_WAIT_DEFAULT};
+    PutOp o = {.meta = NULL, .copies = COPIES_ASK_DEFAULT};
     int rv;
 
     if (!PyArg_ParseTuple(args, "OO!O!n|y#iL", &idObj, &PyList_Type, &bufs, &PyList_Type, &offs,
-                          &total, &o.meta, &metaLen, &o.replicas, &o.waitMs) ||
+                          &total, &o.meta, &metaLen, &o.copies.replicas, &o.copies.waitMs) ||
         idArg(idObj, &o.id, &o.idLen) < 0)
         return NULL;
     o.metaLen = (size_t)metaLen;
@@ -473,9 +471,7 @@ static PyObject *clientPutIn(ClientObject *c, PyObject *args)
     partsFree(&o.parts);
     if (rv < 0)
         return NULL;
-    if (o.counted)
-        return PyLong_FromLong(o.holders);
-    Py_RETURN_NONE;
+    return copiesAskResult(&o.copies);
 }
 
 PYOBJ_COUNTED_METHOD(clientPut, ClientObject, self)

@@ -245,3 +245,10 @@ int idArg(PyObject *o, const char **id, size_t *len)
     }
     return 0;
 }
+
+PyObject *copiesAskResult(const CopiesAsk *a)
+{
+    if (a->counted)
+        return PyLong_FromLong(a->holders);
+    Py_RETURN_NONE;
+}

@@ -76,6 +76,19 @@ void clientCallBegin(ClientObject *c);
 /* The method is done, with result r (passed through; NULL keeps its exception). */
 PyObject *clientCallEnd(ClientObject *c, PyObject *r);
 
+/* The copies a put or a seal asks for, and what the node answered. */
+typedef struct CopiesAsk {
+    int replicas;     /* copies asked for (0: the node's default) */
+    long long waitMs; /* OBJ_WAIT_DEFAULT: the node's replica-timeout */
+    int holders;      /* out: the node's holder count */
+    int counted;      /* out: whether it answered one (an object of several copies) */
+} CopiesAsk;
+/* The ask with the node's defaults. */
+#define COPIES_ASK_DEFAULT ((CopiesAsk){.waitMs = OBJ_WAIT_DEFAULT})
+/* What a put or seal returns to Python: the holder count, or None for an object of
+ * one copy. NULL only out of memory. */
+PyObject *copiesAskResult(const CopiesAsk *a);
+
 /*
  * Define the method `name` (self of type Self) as nameIn counted as a call
  * under way of the client `owner` (an expression of self): close() waits
