@@ -33,12 +33,14 @@ void dirPushLocked(DirOp *op)
         pthread_cond_signal(&dir.wake);
 }
 
-/* Moves up to max operations from the head to the back of out, in order. */
+/* Moves up to max operations from the head to the back of out, in order; they
+ * count as taken (dir.batchOps) until the thread has run them. */
 void dirTakeLocked(ObjList *out, size_t max)
 {
     ObjListLink *l;
     for (size_t n = 0; n < max && (l = objListPopFront(&dir.queue)) != NULL; n++) {
         dirCountLocked(dirOpOf(l), -1);
+        dir.batchOps++;
         objListPushBack(out, l);
     }
 }
@@ -60,6 +62,7 @@ void dirTakeReadsLocked(ObjList *out)
         op->writesAhead = writes;
         objListUnlink(l);
         dirCountLocked(op, -1);
+        dir.batchOps++;
         objListPushBack(out, l);
     }
 }

@@ -250,9 +250,12 @@ void *dirThreadMain(void *unused)
         pthread_mutex_unlock(&dir.lock);
         if (next == DIR_NEXT_STOP)
             break;
-        if (next == DIR_NEXT_WORK)
+        if (next == DIR_NEXT_WORK) {
             dirRunBatch(&work);
-        else if (next == DIR_NEXT_SNAPSHOT)
+            pthread_mutex_lock(&dir.lock);
+            dir.batchOps = 0;
+            pthread_mutex_unlock(&dir.lock);
+        } else if (next == DIR_NEXT_SNAPSHOT)
             dirRepublish();
         else if (next == DIR_NEXT_BEAT)
             dirHeartbeat();

@@ -201,13 +201,21 @@ static int placeAsk(Place *p, const DirNode *n)
     return 0;
 }
 
-/* Tell whoever waits, once: the seal's client learns the holders so far. */
+/* Tell whoever waits, once: the seal's client learns the holders so far. A put
+ * answered with fewer copies than it asked for is logged with the reason (a put is
+ * the caller's; repair runs again and is not). */
 static void placeAnswer(Place *p)
 {
     if (p->done) {
         ReplicaDoneFn *done = p->done;
         p->done = NULL;
-        done(p->arg, p->base + p->held);
+        uint32_t have = p->base + p->held;
+        if (p->kind == PLACE_PUT && have < p->want)
+            rmLog("notice",
+                  "object '%.*s': %u of %u copies when its put answered (%zu live nodes known): %s",
+                  (int)(p->idLen > 64 ? 64 : p->idLen), p->id, have, p->want, rm.nNodes,
+                  p->lastErr[0] ? p->lastErr : "copies still on their way");
+        done(p->arg, have);
     }
 }
 

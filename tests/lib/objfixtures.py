@@ -5,7 +5,9 @@ and tunes through one fixture, `node_profile`. The nodes come from the shared la
 
 On teardown every server and cluster is shut down and checked: it was still alive, it
 removed its arena file, its output holds no sanitizer or crash report (the launcher's
-stop()); a problem fails the test with the server's log tail.
+stop()); a problem fails the test with the server's log tail. A test that fails gets
+the module's log lines of every node of its clusters attached to its report (a
+failure under load is read from those, not reproduced).
 
     node_profile          the suite's settings (NodeProfile); a conftest overrides it
     server                one server shared by a test module (tests use unique ids)
@@ -116,9 +118,39 @@ def uid(request, node_profile):
     return make_uid(request, node_profile.uid_prefix, next(_uid_counter), ID_SALT)
 
 
+# The clusters started and not yet stopped, for failure reports.
+_running = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the module's last log lines of every node of the running clusters to a
+    failing test's report."""
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.failed or not _running:
+        return
+    parts = []
+    for cl in _running:
+        for name, n in list(getattr(cl, "nodes", {}).items()):
+            if n is None:
+                continue
+            state = "killed" if n.killed else ("alive" if n.alive() else "DEAD")
+            try:
+                lines = n.objstore_log(40)
+            except OSError as e:
+                lines = f"(no log: {e})"
+            parts.append(f"--- node {name} ({state}, port {n.port}) ---\n{lines}")
+    if parts:
+        rep.sections.append(("objstore node logs", "\n".join(parts)))
+
+
 def stop_all(made):
     """Stop every cluster of made (objnodes.Cluster or netns.NetnsCluster); fail the test
     with their reports if any left problems behind."""
+    for c in made:
+        if c in _running:
+            _running.remove(c)
     report = [r for r in (c.stop() for c in made) if r]
     if report:
         pytest.fail("\n\n".join(report), pytrace=False)
@@ -129,6 +161,7 @@ def _started(cls, made):
     def factory(*args, **kw):
         c = cls(*args, **kw)
         made.append(c)
+        _running.append(c)
         return c.start()
 
     return factory

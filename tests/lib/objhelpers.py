@@ -576,6 +576,57 @@ def wait_each(items, check, what, timeout=120.0, interval=0.2):
         time.sleep(interval)
 
 
+def fetch_everything(clients, objs, what, timeout=180.0):
+    """Every object of objs ({id: data}) fetchable (through the directory) and
+    byte-exact on the nodes of clients ({name: client}), taken in turn. A wrong byte
+    fails at once; a failed fetch is tried again until the bound (a fetch may meet a
+    dead node not yet expired, or a copy still moving)."""
+    names = sorted(clients)
+    order = {oid: i for i, oid in enumerate(objs)}
+
+    def check(oid):
+        c = clients[names[order[oid] % len(names)]]
+        try:
+            r = fetch(c, oid, timeout=5000)
+        except ResponseError as e:  # TIMEOUT answers for the whole command
+            return False, str(e)
+        if r != ["OK"]:
+            return False, r[0]
+        try:
+            got = c.execute_command("OBJ.GET", oid)
+        except ResponseError as e:
+            return False, f"fetched, then {e}"
+        assert sha256(got) == sha256(objs[oid]), f"{what}: {oid!r} differs"
+        return True, "ok"
+
+    wait_each(list(objs), check, what, timeout)
+
+
+def one_owner_one_generation(clients, objs, want, what, timeout=180.0):
+    """Each object of objs converges to: one node holds the primary, the directory
+    names it owner, want counting copies listed and held, and every copy on every node
+    of clients (counting or not) is one generation, the directory's, byte-exact."""
+
+    def check(oid):
+        try:
+            d = locate(clients[sorted(clients)[0]], oid)
+        except ResponseError as e:
+            return False, str(e)
+        held = holders_now(clients, oid)
+        prim = [n for n, c in held.items() if c[0] == "primary"]
+        count = counting(held)
+        if prim != [d["owner"]] or len(count) != want or sorted(count) != d["protected"]:
+            return False, f"directory {d}, nodes {held}"
+        for n in held:
+            cs = to_str(info(clients[n], oid)["checksum"])
+            assert cs == d["checksum"], (f"{what}: {n} holds {oid!r} with checksum {cs}, the "
+                                         f"directory's is {d['checksum']}: two generations")
+            assert sha256(clients[n].execute_command("OBJ.GET", oid)) == sha256(objs[oid])
+        return True, held
+
+    wait_each(list(objs), check, what, timeout)
+
+
 def wait_copies(client, oid, pred, what, timeout=60.0):
     """Poll OBJ.LOCATE (locate) until pred(copies) holds and return the copies;
     NOTFOUND and a slow directory's UNAVAILABLE are polled through. Bounded (at least

@@ -34,6 +34,7 @@ from objhelpers import (
     err_code,
     expect_error,
     fetch,
+    fetch_everything,
     holders_now,
     locate,
     payload,
@@ -62,30 +63,6 @@ def put_objects(client, uid, tag, count, k=1, seed=0, size=5000):
         assert client.execute_command("OBJ.PUT", oid, data, *opts) == want, oid
         objs[oid] = data
     return objs
-
-
-def fetch_everything(clients, objs, what):
-    """Every object fetchable and byte-exact on the nodes of clients, taken in turn; a
-    failed fetch is tried again until the bound, a wrong byte fails at once."""
-    names = sorted(clients)
-    order = {oid: i for i, oid in enumerate(objs)}
-
-    def check(oid):
-        c = clients[names[order[oid] % len(names)]]
-        try:
-            r = fetch(c, oid, timeout=5000)
-        except ResponseError as e:
-            return False, str(e)
-        if r != ["OK"]:
-            return False, r[0]
-        try:
-            got = c.execute_command("OBJ.GET", oid)
-        except ResponseError as e:
-            return False, f"fetched, then {e}"
-        assert sha256(got) == sha256(objs[oid]), f"{what}: {oid!r} differs"
-        return True, "ok"
-
-    wait_each(list(objs), check, what, HANG)
 
 
 def moved_off(client, objs, gone, want, what):

@@ -24,9 +24,11 @@ from objhelpers import (
     counting,
     err_code,
     fetch,
+    fetch_everything,
     holders_now,
     info,
     locate,
+    one_owner_one_generation,
     payload,
     sha256,
     stats,
@@ -70,31 +72,6 @@ def listed(client, objs, want, what):
     wait_each(list(objs), check, what, HANG)
 
 
-def fetch_everything(clients, objs, what):
-    """Every object fetchable (through the directory) and byte-exact on the nodes of
-    clients, taken in turn. A wrong byte fails at once; a failed fetch is tried again
-    until the bound (a fetch may meet a dead node not yet expired)."""
-    names = sorted(clients)
-    order = {oid: i for i, oid in enumerate(objs)}
-
-    def check(oid):
-        c = clients[names[order[oid] % len(names)]]
-        try:
-            r = fetch(c, oid, timeout=5000)
-        except ResponseError as e:  # TIMEOUT answers for the whole command
-            return False, str(e)
-        if r != ["OK"]:
-            return False, r[0]
-        try:
-            got = c.execute_command("OBJ.GET", oid)
-        except ResponseError as e:
-            return False, f"fetched, then {e}"
-        assert sha256(got) == sha256(objs[oid]), f"{what}: {oid!r} differs"
-        return True, "ok"
-
-    wait_each(list(objs), check, what, HANG)
-
-
 def two_live_holders(clients, objs, dead, what):
     """Wait until every object has two live protected holders in the directory, none
     of them dead, the owner among them; then check the nodes themselves: exactly two
@@ -114,31 +91,6 @@ def two_live_holders(clients, objs, dead, what):
         return True, held
 
     wait_each(list(objs), check, f"{what} (on the nodes)", HANG)
-
-
-def one_owner_one_generation(clients, objs, want, what):
-    """Each object converges to: one node holds the primary, the directory names it
-    owner, want counting copies listed and held, and every copy on every node (counting
-    or not) is one generation, the directory's, byte-exact."""
-
-    def check(oid):
-        try:
-            d = locate(clients[sorted(clients)[0]], oid)
-        except ResponseError as e:
-            return False, str(e)
-        held = holders_now(clients, oid)
-        prim = [n for n, c in held.items() if c[0] == "primary"]
-        count = counting(held)
-        if prim != [d["owner"]] or len(count) != want or sorted(count) != d["protected"]:
-            return False, f"directory {d}, nodes {held}"
-        for n in held:
-            cs = to_str(info(clients[n], oid)["checksum"])
-            assert cs == d["checksum"], (f"{what}: {n} holds {oid!r} with checksum {cs}, the "
-                                         f"directory's is {d['checksum']}: two generations")
-            assert sha256(clients[n].execute_command("OBJ.GET", oid)) == sha256(objs[oid])
-        return True, held
-
-    wait_each(list(objs), check, what, HANG)
 
 
 def test_two_copy_objects_survive_their_owners_death_and_are_repaired(make_cluster, uid):

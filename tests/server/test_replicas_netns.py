@@ -25,11 +25,10 @@ from objhelpers import (
     counting,
     drain,
     holders_now,
-    info,
     locate,
+    one_owner_one_generation,
     payload,
     sha256,
-    to_str,
     wait_each,
     wait_nodes,
 )
@@ -66,29 +65,6 @@ def test_three_copies_pipeline_so_the_writer_sends_about_one(make_netns_cluster)
     assert up["n1"] < 2 * size, f"the writer sent both copies itself: {up}"
     relayed = sum(after[n]["transfer_relayed"] - before[n]["transfer_relayed"] for n in c.names)
     assert relayed > 0, f"no copy went over the relay chain: {up}"
-
-
-def one_owner_one_generation(clients, objs, want, what):
-    """Each object converges to one primary (the directory's owner), want counting
-    copies (held and listed) and one checksum, byte-exact, on every node."""
-
-    def check(oid):
-        try:
-            d = locate(clients[sorted(clients)[0]], oid)
-        except ResponseError as e:
-            return False, str(e)
-        held = holders_now(clients, oid)
-        prim = [n for n, cp in held.items() if cp[0] == "primary"]
-        count = counting(held)
-        if prim != [d["owner"]] or len(count) != want or sorted(count) != d["protected"]:
-            return False, f"directory {d}, nodes {held}"
-        for n in held:
-            cs = to_str(info(clients[n], oid)["checksum"])
-            assert cs == d["checksum"], f"{what}: {n} holds {oid!r} as another generation"
-            assert sha256(clients[n].execute_command("OBJ.GET", oid)) == sha256(objs[oid])
-        return True, held
-
-    wait_each(list(objs), check, what, HANG)
 
 
 def test_a_partitioned_owner_heals_to_one_owner_and_one_generation(make_netns_cluster):
