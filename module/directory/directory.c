@@ -393,6 +393,6 @@ void dirGetStats(DirStats *st)
 {
     pthread_mutex_lock(&dir.lock);
     *st = dir.stats;
-    st->queued = dir.pendingWrites + dir.pendingReads + dir.batchOps; /* until answered */
+    st->queued = dir.pendingWrites + dir.batchWrites; /* until answered */
     pthread_mutex_unlock(&dir.lock);
 }

@@ -274,7 +274,7 @@ void dirVersionRequest(DirVerKind kind, const char *name, size_t nameLen, uint64
 typedef struct DirStats {
     int connected;
     uint64_t publishes, unpublishes, lookups, reconnects, errors;
-    uint64_t queued;         /* operations queued or sent and not yet answered */
+    uint64_t queued;         /* publishes and unpublishes not yet answered */
     uint64_t staleReplicas;  /* replica publishes refused: the id names another object now */
     uint64_t purgesApplied;  /* local copies handed to DirConfig.purged (log or tombstone) */
     uint64_t movedPrimaries; /* primary publishes refused as moved (DirConfig.moved) */

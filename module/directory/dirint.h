@@ -184,7 +184,7 @@ typedef struct DirState {
     int stopping;          /* the thread must unregister and exit */
     ObjList queue;         /* FIFO of requests (DirOp.link) */
     size_t pendingWrites;  /* publishes + unpublishes in the queue */
-    size_t batchOps;       /* operations taken by the thread and not yet answered */
+    size_t batchWrites;    /* of them, taken by the thread and not yet answered */
     int64_t writesSinceMs; /* when the oldest of them was queued (dirNowMs), 0 if none */
     size_t pendingReads;   /* lookups + listings in the queue */
     int needSnapshot;      /* re-publish everything at the next chance */

@@ -33,14 +33,16 @@ void dirPushLocked(DirOp *op)
         pthread_cond_signal(&dir.wake);
 }
 
-/* Moves up to max operations from the head to the back of out, in order; they
- * count as taken (dir.batchOps) until the thread has run them. */
+/* Moves up to max operations from the head to the back of out, in order; the
+ * writes among them count as taken (dir.batchWrites) until the thread has run
+ * the batch. */
 void dirTakeLocked(ObjList *out, size_t max)
 {
     ObjListLink *l;
     for (size_t n = 0; n < max && (l = objListPopFront(&dir.queue)) != NULL; n++) {
         dirCountLocked(dirOpOf(l), -1);
-        dir.batchOps++;
+        if (dirOpIsWrite(dirOpOf(l)))
+            dir.batchWrites++;
         objListPushBack(out, l);
     }
 }
@@ -62,7 +64,6 @@ void dirTakeReadsLocked(ObjList *out)
         op->writesAhead = writes;
         objListUnlink(l);
         dirCountLocked(op, -1);
-        dir.batchOps++;
         objListPushBack(out, l);
     }
 }

@@ -253,7 +253,7 @@ void *dirThreadMain(void *unused)
         if (next == DIR_NEXT_WORK) {
             dirRunBatch(&work);
             pthread_mutex_lock(&dir.lock);
-            dir.batchOps = 0;
+            dir.batchWrites = 0;
             pthread_mutex_unlock(&dir.lock);
         } else if (next == DIR_NEXT_SNAPSHOT)
             dirRepublish();
