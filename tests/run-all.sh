@@ -3,9 +3,7 @@
 # (FULL=1) runs every suite at full length instead. docs/testing.md#ci.
 #   1. build (normal and ASan/UBSan, once; every later step reuses them), lint,
 #      unit tests (C, cmocka) plain and under ASan/UBSan
-#   2. then eight lanes side by side, in two phases: the Soft-RoCE guests with
-#      the chaos and packaging lanes first, the rest once the guests are done
-#      (docs/testing.md#ci):
+#   2. then seven lanes side by side (docs/testing.md#ci):
 #      - server: the server suite (tests/server) on the installed Redis over
 #        pytest-xdist workers, then the obj-benchmark smoke test
 #      - python: the Python client (tests/python) plain and with the ASan/UBSan
@@ -19,7 +17,7 @@
 #      - chaos: the chaos test plain and with the ASan/UBSan module, then the
 #        fuzz drivers
 #      - packaging: the Debian packages (tests/packaging/run.sh)
-#      - softroce, softroce-asan: the Soft-RoCE suites in two guest boots
+#      - softroce: the Soft-RoCE suites, plain and ASan/UBSan, in one guest boot
 #        (tests/softroce/suites.sh), one summary line per suite
 # Every step runs even if an earlier one failed; the summary lists each step's
 # result and time, the slowest ten tests of every pytest step are printed
@@ -80,25 +78,11 @@ lane() {
     echo "===== lane $1 started (pid $!)"
 }
 
-# awaitLanes NAME...: wait until the lanes named have finished (their output
-# is printed by join with the others').
-AWAITED=" "
-awaitLanes() {
-    local l
-    for l in $LANES; do
-        case " $* " in *" ${l%%:*} "*)
-            wait "${l#*:}"
-            AWAITED="$AWAITED${l%%:*} "
-            ;;
-        esac
-    done
-}
-
 # join: wait for every lane, then print each lane's output in turn.
 join() {
     local l
     for l in $LANES; do
-        case "$AWAITED" in *" ${l%%:*} "*) ;; *) wait "${l#*:}" ;; esac
+        wait "${l#*:}"
     done
     for l in $LANES; do
         echo "===== lane ${l%%:*} output"
@@ -186,39 +170,31 @@ chaosLane() {
 packagingLane() {
     step "packaging (make deb, dpkg -i, the service, readers and writers, purge)" make test-packaging
 }
-# softroceLane NAME SUITE...: the Soft-RoCE suites named (tests/softroce/suites.sh) in
-# one boot of the guest; each suite's verdict becomes a line of the summary (as
-# "softroce: SUITE"). Two lanes, two guests: the plain suites and the ASan/UBSan ones.
-# The guests are CI's critical path: alone they take about 4 minutes each, beside
-# the other lanes' dozen busy threads they took 19 (and twice the CPU), so they run
-# at a higher priority (nice -10; without the privilege nice says so and they run
-# as they are). The guest's pytest prints its slowest tests too (PYTEST_ADDOPTS).
+# softroceLane: every Soft-RoCE suite (tests/softroce/suites.sh), plain and with the
+# ASan/UBSan module, in one boot of the guest; each suite's verdict becomes a line of
+# the summary (as "softroce: SUITE"). The guest is CI's critical path and its
+# largest user of the CPU. Alone it runs every suite in about 9 minutes; two guests
+# side by side beside the host lanes took 19 minutes and twice the CPU (an
+# emulated CPU that is descheduled while it holds a lock leaves its sibling
+# spinning), so there is one guest, at a higher priority (nice -10; without the
+# privilege nice says so and it runs as it is). docs/testing.md#ci.
 softroceLane() {
-    local name=$1 f=$CI_DIR/softroce-$1.txt line
-    shift
+    local f=$CI_DIR/softroce.txt line
     : >"$f"
-    step "softroce suites: $name (one guest boot or device)" nice -n -10 env OBJ_SUITES_RESULTS="$f" \
+    step "softroce suites (one guest boot or device)" nice -n -10 env OBJ_SUITES_RESULTS="$f" \
         OBJ_SAN_LIB="$SAN_LIB" OBJ_VM_TIMEOUT=${OBJ_VM_TIMEOUT:-3600} OBJ_VM_ENV=PYTEST_ADDOPTS \
-        tests/softroce/run.sh tests/softroce/suites.sh "$@"
+        tests/softroce/run.sh tests/softroce/suites.sh
     while read -r line; do
         echo "    ${line%% *}  softroce: ${line#* }" >"$CI_DIR/results/$(date +%s%N)"
     done <"$f"
 }
-softrocePlainLane() { softroceLane plain selftest rdma stream door client valkey; }
-softroceSanLane() { softroceLane asan rdma-asan door-asan; }
-# Two phases (docs/testing.md#ci): the emulated guests take twice the CPU when they
-# share it with busy host lanes, so they run first, beside the lanes that mostly
-# wait (chaos runs for a fixed time, packaging waits on dpkg and the service); the
-# lanes that keep the CPU busy start when the guests are done.
-lane softroce softrocePlainLane
-lane softroce-asan softroceSanLane
+lane softroce softroceLane
 lane chaos chaosLane
-lane packaging packagingLane
-awaitLanes softroce softroce-asan
 lane server serverLane
 lane python pythonLane
 lane other-servers otherServersLane
 lane redis-suite redisSuiteLane
+lane packaging packagingLane
 join
 
 # The slowest ten tests of the whole run, from the lanes' --durations lists.
