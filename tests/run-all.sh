@@ -173,16 +173,18 @@ packagingLane() {
 # softroceLane: every Soft-RoCE suite (tests/softroce/suites.sh), plain and with the
 # ASan/UBSan module, in one boot of the guest; each suite's verdict becomes a line of
 # the summary (as "softroce: SUITE"). The guest is CI's critical path and its
-# largest user of the CPU. Alone it runs every suite in about 9 minutes; two guests
-# side by side beside the host lanes took 19 minutes and twice the CPU (an
-# emulated CPU that is descheduled while it holds a lock leaves its sibling
+# largest user of the CPU. Two guests (plain, ASan/UBSan) side by side beside the
+# host lanes took 19 minutes and twice the CPU of their suites alone (likely: an
+# emulated CPU descheduled while it holds a guest lock leaves its sibling
 # spinning), so there is one guest, at a higher priority (nice -10; without the
-# privilege nice says so and it runs as it is). docs/testing.md#ci.
+# privilege nice says so and it runs as it is) and with 6 GiB, as every suite's
+# servers share it. docs/testing.md#ci.
 softroceLane() {
     local f=$CI_DIR/softroce.txt line
     : >"$f"
     step "softroce suites (one guest boot or device)" nice -n -10 env OBJ_SUITES_RESULTS="$f" \
-        OBJ_SAN_LIB="$SAN_LIB" OBJ_VM_TIMEOUT=${OBJ_VM_TIMEOUT:-3600} OBJ_VM_ENV=PYTEST_ADDOPTS \
+        OBJ_SAN_LIB="$SAN_LIB" OBJ_VM_TIMEOUT=${OBJ_VM_TIMEOUT:-3600} OBJ_VM_MEM=${OBJ_VM_MEM:-6144} \
+        OBJ_VM_ENV=PYTEST_ADDOPTS \
         tests/softroce/run.sh tests/softroce/suites.sh
     while read -r line; do
         echo "    ${line%% *}  softroce: ${line#* }" >"$CI_DIR/results/$(date +%s%N)"

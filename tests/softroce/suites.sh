@@ -42,15 +42,17 @@ export OBJ_RDMA_SUITE_TIMEOUT=${OBJ_RDMA_SUITE_TIMEOUT:-1800}
 san=(env OBJSTORE_BUILD="$repo/build/san-address" OBJSTORE_PRELOAD="${OBJ_SAN_LIB:-}"
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1)
 
+# The plain suites first, then the ASan/UBSan ones (their servers hold more memory;
+# run after them, the Valkey interop once failed to create a queue pair).
 suite selftest tests/softroce/selftest.sh
 suite rdma tests/rdma/run-in-guest.sh
-# The transfer suite with the ASan/UBSan module (its hostile-peer tests above all).
-suite rdma-asan "${san[@]}" tests/rdma/run-in-guest.sh
 suite stream tests/rdma/stream/run-in-guest.sh
 suite door tests/rdma/door/run-in-guest.sh
+suite client tests/rdma/client/run-in-guest.sh
+suite valkey tests/rdma/valkey/run-in-guest.sh
+# The transfer suite with the ASan/UBSan module (its hostile-peer tests above all).
+suite rdma-asan "${san[@]}" tests/rdma/run-in-guest.sh
 # The door with the ASan/UBSan module: the connection type frees clients from
 # inside their handlers and lets streams linger after Redis closes.
 suite door-asan "${san[@]}" tests/rdma/door/run-in-guest.sh
-suite client tests/rdma/client/run-in-guest.sh
-suite valkey tests/rdma/valkey/run-in-guest.sh
 exit "$failed"
