@@ -31,7 +31,7 @@ import pytest
 
 from netns import NetnsCluster, netns_problem
 from objhelpers import ID_SALT
-from objnodes import Cluster, DirectoryRedis, ObjstoreServer, finish, make_uid
+from objnodes import Cluster, DirectoryRedis, ObjstoreServer, finish, make_uid, nodes_log_report
 
 
 @dataclass(frozen=True)
@@ -130,19 +130,10 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if not rep.failed or not _running:
         return
-    parts = []
-    for cl in _running:
-        for name, n in list(getattr(cl, "nodes", {}).items()):
-            if n is None:
-                continue
-            state = "killed" if n.killed else ("alive" if n.alive() else "DEAD")
-            try:
-                lines = n.objstore_log(40)
-            except OSError as e:
-                lines = f"(no log: {e})"
-            parts.append(f"--- node {name} ({state}, port {n.port}) ---\n{lines}")
-    if parts:
-        rep.sections.append(("objstore node logs", "\n".join(parts)))
+    text = "\n".join(t for t in (nodes_log_report(dict(getattr(cl, "nodes", {})))
+                                  for cl in _running) if t)
+    if text:
+        rep.sections.append(("objstore node logs", text))
 
 
 def stop_all(made):

@@ -468,6 +468,22 @@ def stop_servers(labelled):
     return report
 
 
+def nodes_log_report(nodes, n=40):
+    """The module's last n log lines of each node of nodes ({name: server}), with its
+    state and port: what a failing test's report carries."""
+    parts = []
+    for name, s in nodes.items():
+        if s is None:
+            continue
+        state = "killed" if s.killed else ("alive" if s.alive() else "DEAD")
+        try:
+            lines = s.objstore_log(n)
+        except OSError as e:
+            lines = f"(no log: {e})"
+        parts.append(f"--- node {name} ({state}, port {s.port}) ---\n{lines}")
+    return "\n".join(parts)
+
+
 def finish(servers):
     """Stop servers and fail (with their logs) if any left problems behind."""
     report = stop_servers((f"server on port {s.port}", s) for s in servers)

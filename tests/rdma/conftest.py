@@ -35,7 +35,7 @@ import pytest
 import redis
 
 from objhelpers import Client
-from objnodes import RdmaCluster, make_uid, rdma_environment_problem
+from objnodes import RdmaCluster, make_uid, nodes_log_report, rdma_environment_problem
 
 SECRET = "rdma-suite-secret"
 # The session's nodes: (name, memory, RDMA on, cluster-secret).
@@ -113,12 +113,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     if rep.failed and _clusters:
-        parts = []
-        for n in _clusters[0].nodes.values():
-            state = "killed" if n.killed else ("alive" if n.alive() else "DEAD")
-            parts.append(f"--- node {n.name} ({state}, port {n.port}) ---\n"
-                         f"{n.objstore_log(25)}")
-        rep.sections.append(("objstore node logs", "\n".join(parts)))
+        rep.sections.append(("objstore node logs", nodes_log_report(_clusters[0].nodes, 25)))
 
 
 _uid_counter = [0]
